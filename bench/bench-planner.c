@@ -1,0 +1,72 @@
+/* bench-planner.c - how fast `mpplan plan` searches the whole space: configurations
+ * evaluated, feasible, and the median wall time of five searches, for the issue's two
+ * targets (GPT-3 175B on 1024 A100s: < 1 s; Llama-3 405B on 16384 H100s: < 5 s) and any
+ * MODEL CLUSTER pairs given as arguments. Build and run:
+ *   make bench/bench-planner && MPPLAN_DATADIR=examples bench/bench-planner
+ * Not part of `make check`: machines are shared and noisy; compare medians. */
+#include "config.h"
+#include "planner/planner.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int
+compare_doubles (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return (x > y) - (x < y);
+}
+
+static gboolean
+bench (const char *model_name, const char *cluster_name, int runs)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MpModel) model = mp_model_load (model_name, &error);
+  g_autoptr(MpCluster) cluster = model ? mp_cluster_load (cluster_name, &error) : NULL;
+  if (cluster == NULL)
+    {
+      fprintf (stderr, "bench-planner: %s\n", error->message);
+      return FALSE;
+    }
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, NULL);
+  MpSearchOptions opts = { .top_k = 5 };
+  double seconds[16];
+  guint64 evaluated = 0, feasible = 0;
+  double best = 0;
+  for (int r = 0; r < runs; r++)
+    {
+      g_autoptr(MpSearchResult) res = mp_planner_search (ctx, &opts, &error);
+      if (res == NULL)
+        {
+          fprintf (stderr, "bench-planner: %s\n", error->message);
+          return FALSE;
+        }
+      seconds[r] = res->stats.seconds;
+      evaluated = res->stats.evaluated;
+      feasible = res->stats.feasible;
+      best = res->plans->len ? ((MpPlan *) g_ptr_array_index (res->plans, 0))->step_s : 0;
+    }
+  qsort (seconds, (size_t) runs, sizeof *seconds, compare_doubles);
+  printf ("%-12s %-18s %7u GPUs  evaluated %8" G_GUINT64_FORMAT "  feasible %8" G_GUINT64_FORMAT
+          "  median %.3f s (min %.3f, max %.3f)  %.2f us/config  best step %.3f s\n",
+          model_name, cluster_name, cluster->world_size, evaluated, feasible,
+          seconds[runs / 2], seconds[0], seconds[runs - 1],
+          1e6 * seconds[runs / 2] / (double) MAX (evaluated, 1u), best);
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  const int runs = 5;
+  gboolean ok = TRUE;
+  if (argc > 1)
+    for (int i = 1; i + 1 < argc; i += 2)
+      ok &= bench (argv[i], argv[i + 1], runs);
+  else
+    {
+      ok &= bench ("gpt3-175b", "dgx-a100-80g:128", runs);
+      ok &= bench ("llama3-405b", "dgx-h100:2048", runs);
+    }
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,249 @@
+/* cmd-plan.c - `mpplan plan`: search every way to split the model's training over the
+ * cluster and recommend the best, with reasons. The main job of mpplan. */
+#include "config.h"
+#include "cli/cli.h"
+#include "common/error.h"
+#include "common/output.h"
+#include "exec/exec.h"
+#include "planner/planner.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The bundled default: GPT-3 175B on 128 DGX A100 nodes (Narayanan et al. 2021's setup). */
+#define DEFAULT_MODEL "gpt3-175b"
+#define DEFAULT_CLUSTER "dgx-a100-80g:128"
+
+typedef struct {
+  gint64 start_us;
+  gboolean shown;
+} Progress;
+
+/* A one-line progress bar on a terminal, once a search has run for a second. */
+static void
+show_progress (guint64 done, guint64 total, gpointer data)
+{
+  Progress *p = data;
+  double elapsed = (g_get_monotonic_time () - p->start_us) / 1e6;
+  if (elapsed < 1.0 && !(p->shown && done == total))
+    return;
+  if (!p->shown && done == total)
+    return;
+  p->shown = TRUE;
+  double frac = total ? (double) done / total : 1;
+  fprintf (stderr, "\rsearching: %" G_GUINT64_FORMAT " / %" G_GUINT64_FORMAT
+           " plans (%3.0f%%), %.1f s", done, total, 100 * frac, elapsed);
+  if (done == total)
+    fprintf (stderr, "\n");
+}
+
+/* The --json object: inputs, search statistics and the ranked plans. */
+static JsonNode *
+result_json (const MpSearchResult *res, const MpModel *model, const MpCluster *cluster,
+             guint global_batch)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "schema_version");
+  json_builder_add_int_value (b, 1);
+  json_builder_set_member_name (b, "model");
+  json_builder_add_string_value (b, model->name);
+  json_builder_set_member_name (b, "cluster");
+  json_builder_add_string_value (b, cluster->name);
+  json_builder_set_member_name (b, "world_size");
+  json_builder_add_int_value (b, cluster->world_size);
+  json_builder_set_member_name (b, "global_batch");
+  json_builder_add_int_value (b, global_batch);
+  json_builder_set_member_name (b, "search");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "evaluated");
+  json_builder_add_int_value (b, (gint64) res->stats.evaluated);
+  json_builder_set_member_name (b, "feasible");
+  json_builder_add_int_value (b, (gint64) res->stats.feasible);
+  json_builder_set_member_name (b, "seconds");
+  json_builder_add_double_value (b, res->stats.seconds);
+  json_builder_end_object (b);
+  json_builder_set_member_name (b, "plans");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < res->plans->len; i++)
+    json_builder_add_value (b, mp_plan_to_json (g_ptr_array_index (res->plans, i)));
+  json_builder_end_array (b);
+  if (res->stats.free_best)
+    {
+      json_builder_set_member_name (b, "free_best");
+      json_builder_add_value (b, mp_plan_to_json (res->stats.free_best));
+    }
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+typedef struct {
+  char *model, *cluster, *output, *fix;
+  int batch, top;
+  gboolean json, explain, quiet;
+} PlanArgs;
+
+/* The search, split over the MPI ranks when started by mpirun: every rank searches its
+ * share, rank 0 merges (other ranks get an empty result). */
+static MpSearchResult *
+search (const MpCostContext *ctx, MpSearchOptions *opts, MpWorld *world, GError **error)
+{
+  int size = mp_world_size (world);
+  if (size == 1)
+    return mp_planner_search (ctx, opts, error);
+  gint64 start = g_get_monotonic_time ();
+  opts->shard = (guint) mp_world_rank (world);
+  opts->n_shards = (guint) size;
+  if (opts->shard != 0)
+    opts->progress = NULL;
+  g_autoptr(MpSearchResult) mine = mp_planner_search (ctx, opts, error);
+  if (mine == NULL)
+    return NULL;
+  g_autoptr(GBytes) packed = mp_search_result_pack (mine);
+  g_autoptr(GPtrArray) parts = mp_world_gather (world, packed, error);
+  if (parts == NULL)
+    return NULL;
+  if (opts->shard != 0)
+    return g_steal_pointer (&mine);
+  return mp_search_result_merge (ctx, opts, parts,
+                                 (g_get_monotonic_time () - start) / 1e6, error);
+}
+
+/* Runs the search and prints; returns the exit status. */
+static int
+plan (const PlanArgs *a, MpWorld *world, char **argv)
+{
+  GError *error = NULL;
+  g_autoptr(MpModel) model = mp_model_load (a->model, &error);
+  if (model == NULL)
+    return mp_cli_fail (error);
+  g_autoptr(MpCluster) cluster = mp_cluster_load (a->cluster, &error);
+  if (cluster == NULL)
+    return mp_cli_fail (error);
+  g_autoptr(MpPlanPins) pins = NULL;
+  if (a->fix && (pins = mp_plan_pins_parse (a->fix, &error)) == NULL)
+    return mp_cli_fail (error);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, NULL);
+
+  Progress progress = { g_get_monotonic_time (), FALSE };
+  MpSearchOptions opts = {
+    .global_batch = (guint) a->batch,
+    .top_k = (guint) a->top,
+    .pins = pins,
+    .progress = !a->quiet && isatty (STDERR_FILENO) ? show_progress : NULL,
+    .progress_data = &progress,
+  };
+  g_autoptr(MpSearchResult) res = search (ctx, &opts, world, &error);
+  if (res == NULL)
+    return mp_cli_fail (error);
+  if (mp_world_rank (world) != 0)
+    return 0;
+  guint global_batch = a->batch ? (guint) a->batch : (guint) model->global_batch;
+
+  if (res->plans->len == 0)
+    {
+      g_autofree char *why = pins && res->stats.feasible > 0
+                                 ? g_strdup_printf ("no plan honouring --fix %s fits", a->fix)
+                                 : mp_plan_infeasible_text (res, ctx);
+      fprintf (stderr, "mpplan: %s: %s\n", model->name, why);
+      return 3;
+    }
+  const MpPlan *best = g_ptr_array_index (res->plans, 0);
+  if (a->output)
+    {
+      g_autofree char *command = g_strjoinv (" ", argv);
+      g_autofree char *yaml = mp_plan_to_yaml_for_path (best, model, cluster, a->output,
+                                                        command);
+      if (!mp_output_write (a->output, yaml, strlen (yaml), &error))
+        return mp_cli_fail (error);
+    }
+  if (a->json)
+    {
+      g_autoptr(JsonNode) root = result_json (res, model, cluster, global_batch);
+      return mp_json_write ("-", root, &error) ? 0 : mp_cli_fail (error);
+    }
+  g_autofree char *params = mp_units_format (model->params_total, MP_UNIT_COUNT);
+  printf ("%s (%s parameters) on %s (%u devices), global batch %u\n\n", model->name, params,
+          cluster->name, cluster->world_size, global_batch);
+  g_autofree char *table = mp_plan_table_text (res->plans);
+  g_autofree char *why = mp_plan_explain_text (res, ctx, a->explain);
+  printf ("%s\n%s", table, why);
+  if (a->output)
+    printf ("Plan written to %s\n", a->output);
+  return 0;
+}
+
+static int
+join_and_plan (const PlanArgs *a, int *argc, char ***argv, char **all_argv)
+{
+  GError *error = NULL;
+  g_autoptr(MpWorld) world = mp_world_join (argc, argv, &error);
+  if (world == NULL)
+    return mp_cli_fail (error);
+  return plan (a, world, all_argv);
+}
+
+int
+mp_cmd_plan (int argc, char **argv, gboolean do_help)
+{
+  PlanArgs a = { .top = 5 };
+  g_auto (GStrv) rest = NULL;
+  g_auto (GStrv) all_argv = g_strdupv (argv);
+  const GOptionEntry entries[] = {
+    { "model", 'm', 0, G_OPTION_ARG_STRING, &a.model,
+      "Model: YAML file or zoo name (default " DEFAULT_MODEL ")", "MODEL" },
+    { "cluster", 'c', 0, G_OPTION_ARG_STRING, &a.cluster,
+      "Cluster: YAML file or zoo name[:NODES] (default " DEFAULT_CLUSTER ")", "CLUSTER" },
+    { "batch", 'b', 0, G_OPTION_ARG_INT, &a.batch,
+      "Global batch in sequences (default: the model's training.global_batch)", "N" },
+    { "top", 'k', 0, G_OPTION_ARG_INT, &a.top, "Show the best K plans (default 5)", "K" },
+    { "fix", 0, 0, G_OPTION_ARG_STRING, &a.fix,
+      "Pin dimensions by their JSON keys, e.g. tp=8,pp=8,recompute=full", "KEY=VALUE,..." },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object (docs/json.md)", NULL },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &a.output, "Write the best plan to FILE (YAML)",
+      "FILE" },
+    { "explain", 0, 0, G_OPTION_ARG_NONE, &a.explain,
+      "Explain the choice: the best plan of every family and what holds each back", NULL },
+    { "quiet", 'q', 0, G_OPTION_ARG_NONE, &a.quiet, "No progress bar", NULL },
+    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
+    G_OPTION_ENTRY_NULL
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
+  g_option_context_set_help_enabled (ctx, FALSE);
+  g_option_context_set_summary (
+      ctx, "Search data, tensor, pipeline and hybrid plans (with ZeRO, recompute, sequence "
+           "parallelism, micro-batching, interleaved stages and expert parallelism for MoE) "
+           "and recommend the fastest that fits in memory.\n"
+           "Context parallelism is searched where sequences are at least 8192 tokens.");
+  g_option_context_set_description (
+      ctx, "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input, 3 no plan "
+           "fits (the message says what would make one fit).");
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  int status = mp_cli_parse (ctx, &argc, &argv, do_help);
+  if (status >= 0)
+    goto out;
+  if (rest != NULL && rest[0] != NULL)
+    {
+      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
+      status = mp_cli_usage (ctx, msg);
+      goto out;
+    }
+  if (a.top < 1 || a.batch < 0)
+    {
+      status = mp_cli_usage (ctx, a.top < 1 ? "--top must be at least 1"
+                                            : "--batch must be positive");
+      goto out;
+    }
+  if (a.model == NULL)
+    a.model = g_strdup (DEFAULT_MODEL);
+  if (a.cluster == NULL)
+    a.cluster = g_strdup (DEFAULT_CLUSTER);
+  status = join_and_plan (&a, &argc, &argv, all_argv);
+out:
+  g_free (a.model);
+  g_free (a.cluster);
+  g_free (a.output);
+  g_free (a.fix);
+  return status;
+}

@@ -1,0 +1,19 @@
+/* output.h - writing results: whole files or nothing, and JSON through json-glib.
+ *
+ * Every output file is written to a temporary file in the same folder and renamed into
+ * place, so a failure never leaves a half-written file. PATH "-" means stdout. */
+#pragma once
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+/* Writes LEN bytes of DATA to PATH atomically ("-": stdout). FALSE with MP_ERROR_IO. */
+gboolean mp_output_write (const char *path, const char *data, gsize len, GError **error);
+
+/* Serialises ROOT (pretty, 2-space indent, trailing newline); caller owns. */
+char *mp_json_to_string (JsonNode *root);
+/* Writes ROOT as JSON to PATH atomically ("-": stdout). */
+gboolean mp_json_write (const char *path, JsonNode *root, GError **error);
+
+G_END_DECLS

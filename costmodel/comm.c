@@ -1,0 +1,440 @@
+/* comm.c - what a collective costs: nccl-tests' bandwidth definitions, NCCL's algorithms
+ * and protocols as closed forms over an alpha-beta view of a group, and the choice of the
+ * fastest per size as NCCL's tuner makes it.
+ *
+ * The mechanisms follow NVIDIA/nccl src/graph/tuning.cc (read at commit b6475625): a
+ * per-call base latency per algorithm and protocol, a per-step latency per hardware class
+ * (NVLink, PCI, network) and protocol, ring latency as intra-node steps plus inter-node
+ * steps, tree latency over log2(nodes), and bandwidth factors for the LL (8-byte lines
+ * with 4 bytes of data), LL128 (120 of 128 bytes) and Simple protocols. Our own step
+ * latency comes from the cluster file (the link's small-message latency), taken as
+ * Simple's ring step; NCCL's tables give the ratios of the other combinations to it.
+ * The link efficiency (curves.c) scales Simple's bandwidth, since nccl-tests measured it.
+ * Units: bytes, seconds, bytes/s. */
+#define G_LOG_DOMAIN "mpplan-costmodel"
+#include "config.h"
+#include "costmodel/costmodel-private.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- nccl-tests definitions -------------------------------------------------------- */
+
+double
+mp_coll_bus_factor (MpCollKind kind, guint n)
+{
+  if (n <= 1)
+    return 0;
+  double nn = (double) n;
+  switch (kind)
+    {
+    case MP_COLL_ALL_REDUCE:
+      return 2 * (nn - 1) / nn;
+    case MP_COLL_ALL_GATHER:
+    case MP_COLL_REDUCE_SCATTER:
+    case MP_COLL_ALL_TO_ALL:
+      return (nn - 1) / nn;
+    case MP_COLL_BROADCAST:
+    case MP_COLL_SEND_RECV:
+    default:
+      return 1;
+    }
+}
+
+double
+mp_coll_algbw (double size, double time_s)
+{
+  return time_s > 0 ? size / time_s : 0;
+}
+
+double
+mp_coll_busbw (MpCollKind kind, guint n, double size, double time_s)
+{
+  return mp_coll_algbw (size, time_s) * mp_coll_bus_factor (kind, n);
+}
+
+double
+mp_coll_time_from_busbw (MpCollKind kind, guint n, double size, double busbw_Bps)
+{
+  g_return_val_if_fail (busbw_Bps > 0, G_MAXDOUBLE);
+  return size * mp_coll_bus_factor (kind, n) / busbw_Bps;
+}
+
+/* ---- NCCL's latency model ------------------------------------------------------------ */
+
+/* Only ring, tree and NVLS have entries in NCCL's tables; the others are built from them. */
+enum { HW_NVLINK, HW_PCI, HW_NET, HW_N };
+enum { T_TREE, T_RING, T_NVLS, T_N };
+
+/* tuning.cc baseLat, us: Tree { LL, LL128, Simple }, Ring { ... }; NVLS has none. */
+static const double base_us[T_N][MP_PROTO_N] = {
+  { 6.8, 14.0, 0 }, { 6.6, 14.0, 8.4 }, { 0, 0, 0 }
+};
+
+/* tuning.cc hwLat, us, per hardware class: Tree, Ring, NVLS x { LL, LL128, Simple }. */
+static const double step_us[HW_N][T_N][MP_PROTO_N] = {
+  [HW_NVLINK] = { { 0.6, 1.25, 28 }, { 0.6, 1.9, 3.4 }, { 0, 0, 23 } },
+  [HW_PCI] = { { 1.0, 1.9, 28 }, { 1.0, 2.5, 5.7 }, { 0, 0, 0 } },
+  [HW_NET] = { { 5.0, 8.5, 28 }, { 2.7, 4.0, 14.0 }, { 0, 0, 18 } },
+};
+
+static int
+table_of (MpCollAlgo algo)
+{
+  return algo == MP_ALGO_TREE ? T_TREE : algo == MP_ALGO_NVLS ? T_NVLS : T_RING;
+}
+
+double
+mp_coll_base_latency (MpCollAlgo algo, MpCollProto proto)
+{
+  g_return_val_if_fail ((guint) proto < MP_PROTO_N, 0);
+  return base_us[table_of (algo)][proto] * 1e-6;
+}
+
+/* Step latency of ALGO/PROTO at TIER: the group's Simple ring step there, times NCCL's
+ * ratio of this combination to that one on the same hardware. */
+static double
+step_latency (const MpAlphaBeta *ab, MpTier tier, int table, MpCollProto proto)
+{
+  int hw = tier == MP_TIER_CLUSTER ? HW_NET : ab->nvlink ? HW_NVLINK : HW_PCI;
+  return ab->alpha_s[tier] * step_us[hw][table][proto] / step_us[hw][T_RING][MP_PROTO_SIMPLE];
+}
+
+/* ---- closed forms -------------------------------------------------------------------- */
+
+/* Ring bus bandwidth for Simple: every rank's link inside a node, and at the node boundary
+ * the NIC shares of the node's ranks in the group pooled (NCCL spreads its channels over
+ * all of a node's NICs, so a ring crossing nodes gets them all). */
+static double
+ring_bw (const MpAlphaBeta *ab)
+{
+  double bw = G_MAXDOUBLE;
+  if (ab->ranks_per_node > 1)
+    bw = MIN (bw, ab->bw_Bps[MP_TIER_NODE]);
+  if (ab->n_nodes > 1)
+    bw = MIN (bw, ab->ranks_per_node * ab->bw_Bps[MP_TIER_CLUSTER]);
+  return bw;
+}
+
+/* NCCL's bandwidth factors of the ring protocols relative to Simple (tuning.cc): LL
+ * moves 4 data bytes per 8-byte line and runs at 1/4 (1/3 for all-gather-like
+ * collectives inside a node); LL128 at 120/128 (0.92), 0.7 with one rank per node. */
+static double
+ring_proto_factor (MpCollKind kind, MpCollProto proto, const MpAlphaBeta *ab)
+{
+  switch (proto)
+    {
+    case MP_PROTO_LL:
+      return (ab->n_nodes > 1 || kind == MP_COLL_ALL_REDUCE) ? 1.0 / 4 : 1.0 / 3;
+    case MP_PROTO_LL128:
+      return ab->ranks_per_node < 2 ? 0.7 : 0.92;
+    case MP_PROTO_SIMPLE:
+    default:
+      return 1;
+    }
+}
+
+/* Ring: (steps - inter) intra-node steps and inter node-crossing ones (NCCL's count: 2
+ * per node for all-reduce, one per node boundary otherwise), then the bus bytes. */
+static double
+ring_time (MpCollKind kind, MpCollProto proto, double size, const MpAlphaBeta *ab)
+{
+  double n = ab->n_ranks, nodes = ab->n_nodes;
+  double steps, inter;
+  if (kind == MP_COLL_ALL_REDUCE)
+    {
+      steps = 2 * (n - 1);
+      inter = nodes > 1 ? 2 * nodes : 0;
+    }
+  else
+    {
+      steps = n - 1;
+      inter = nodes - 1;
+    }
+  inter = MIN (inter, steps);
+  double lat = ab->base_scale * base_us[T_RING][proto] * 1e-6
+               + (steps - inter) * step_latency (ab, MP_TIER_NODE, T_RING, proto)
+               + inter * step_latency (ab, MP_TIER_CLUSTER, T_RING, proto);
+  double bw = ring_bw (ab) * ring_proto_factor (kind, proto, ab);
+  /* A broadcast pipelines the whole buffer down the chain: bus factor 1. */
+  return lat + size * mp_coll_bus_factor (kind, ab->n_ranks) / bw;
+}
+
+/* NCCL's double binary tree (all-reduce): a chain inside each node, a tree over nodes;
+ * reduce up then broadcast down, so algbw is half the bus bandwidth, which NCCL takes as
+ * 0.92 of the ring's (LL: / 3.8; LL128: 7/9 in one node, 120/128 across). */
+static double
+tree_time (MpCollProto proto, double size, const MpAlphaBeta *ab)
+{
+  double r = ab->ranks_per_node, nodes = ab->n_nodes;
+  double depth = nodes > 1 ? ceil (log2 (nodes)) : 0;
+  double lat = ab->base_scale * base_us[T_TREE][proto] * 1e-6
+               + 2 * ((r - 1) * step_latency (ab, MP_TIER_NODE, T_TREE, proto)
+                      + depth * step_latency (ab, MP_TIER_CLUSTER, T_TREE, proto));
+  double factor = 0.92;
+  if (proto == MP_PROTO_LL)
+    factor *= 1.0 / 3.8;
+  else if (proto == MP_PROTO_LL128)
+    factor *= nodes > 1 ? 120.0 / 128 : 7.0 / 9;
+  return lat + size / (0.5 * ring_bw (ab) * factor);
+}
+
+/* A group of the same shape restricted to one node's ranks, or to one rank per node. */
+static void
+sub_group (const MpAlphaBeta *ab, gboolean intra, MpAlphaBeta *out)
+{
+  *out = *ab;
+  if (intra)
+    {
+      out->n_ranks = ab->ranks_per_node;
+      out->n_nodes = 1;
+    }
+  else
+    {
+      out->n_ranks = ab->n_nodes;
+      out->ranks_per_node = 1;
+    }
+}
+
+/* Reduce-scatter inside nodes, the collective across nodes on each rank's 1/r share
+ * (r concurrent rails, each rank using its own NIC share), all-gather inside nodes. The
+ * inter-node all-reduce is the faster of ring and tree with the same protocol. */
+static double
+hierarchical_time (MpCollKind kind, MpCollProto proto, double size, const MpAlphaBeta *ab)
+{
+  MpAlphaBeta in, across;
+  sub_group (ab, TRUE, &in);
+  sub_group (ab, FALSE, &across);
+  double share = size / ab->ranks_per_node;
+  switch (kind)
+    {
+    case MP_COLL_ALL_REDUCE:
+      return ring_time (MP_COLL_REDUCE_SCATTER, proto, size, &in)
+             + MIN (ring_time (MP_COLL_ALL_REDUCE, proto, share, &across),
+                    tree_time (proto, share, &across))
+             + ring_time (MP_COLL_ALL_GATHER, proto, size, &in);
+    case MP_COLL_ALL_GATHER:
+      return ring_time (MP_COLL_ALL_GATHER, proto, share, &across)
+             + ring_time (MP_COLL_ALL_GATHER, proto, size, &in);
+    case MP_COLL_REDUCE_SCATTER:
+      return ring_time (MP_COLL_REDUCE_SCATTER, proto, size, &in)
+             + ring_time (MP_COLL_REDUCE_SCATTER, proto, share, &across);
+    default:
+      return -1;
+    }
+}
+
+/* All-to-all as NCCL does it, every peer at once: what leaves the node goes through the
+ * rank's NIC share, the rest over its node link, both at the same time; the latency of
+ * n - 1 exchanges. Send/recv: one message over the tier the pair crosses. */
+static double
+direct_time (MpCollKind kind, double size, const MpAlphaBeta *ab)
+{
+  double n = ab->n_ranks, r = ab->ranks_per_node;
+  MpTier widest = ab->n_nodes > 1 ? MP_TIER_CLUSTER : MP_TIER_NODE;
+  double base = ab->base_scale * base_us[T_RING][MP_PROTO_SIMPLE] * 1e-6;
+  double alpha = step_latency (ab, widest, T_RING, MP_PROTO_SIMPLE);
+  if (kind == MP_COLL_SEND_RECV)
+    return base + alpha + size / ab->bw_Bps[widest];
+  double intra = r > 1 ? size * (r - 1) / n / ab->bw_Bps[MP_TIER_NODE] : 0;
+  double inter = ab->n_nodes > 1 ? size * (n - r) / n / ab->bw_Bps[MP_TIER_CLUSTER] : 0;
+  return base + (n - 1) * alpha + MAX (intra, inter);
+}
+
+/* NVLink SHARP all-reduce inside one NVSwitch node: the switch reduces, so the time is
+ * the buffer over the measured algbw, after NCCL's NVLS latency. */
+static double
+nvls_time (double size, const MpAlphaBeta *ab)
+{
+  return step_latency (ab, MP_TIER_NODE, T_NVLS, MP_PROTO_SIMPLE) + size / ab->nvls_algbw_Bps;
+}
+
+/* Does ALGO implement KIND on a group shaped like AB? */
+static gboolean
+algo_applies (MpCollKind kind, MpCollAlgo algo, MpCollProto proto, const MpAlphaBeta *ab)
+{
+  if ((proto != MP_PROTO_SIMPLE && !ab->protocols) || (proto == MP_PROTO_LL128 && !ab->ll128))
+    return FALSE;
+  switch (algo)
+    {
+    case MP_ALGO_RING:
+      return kind == MP_COLL_ALL_REDUCE || kind == MP_COLL_ALL_GATHER
+             || kind == MP_COLL_REDUCE_SCATTER || kind == MP_COLL_BROADCAST;
+    case MP_ALGO_TREE:
+      return kind == MP_COLL_ALL_REDUCE;
+    case MP_ALGO_HIERARCHICAL:
+      return (kind == MP_COLL_ALL_REDUCE || kind == MP_COLL_ALL_GATHER
+              || kind == MP_COLL_REDUCE_SCATTER)
+             && ab->n_nodes > 1 && ab->ranks_per_node > 1;
+    case MP_ALGO_NVLS:
+      return kind == MP_COLL_ALL_REDUCE && ab->n_nodes == 1 && ab->nvls_algbw_Bps > 0
+             && proto == MP_PROTO_SIMPLE;
+    case MP_ALGO_DIRECT:
+      return (kind == MP_COLL_ALL_TO_ALL || kind == MP_COLL_SEND_RECV)
+             && proto == MP_PROTO_SIMPLE;
+    case MP_ALGO_AUTO:
+    default:
+      return FALSE;
+    }
+}
+
+double
+mp_coll_time (MpCollKind kind, MpCollAlgo algo, MpCollProto proto, double size,
+              const MpAlphaBeta *ab)
+{
+  g_return_val_if_fail (ab != NULL && (guint) kind < MP_COLL_N, -1);
+  if (!algo_applies (kind, algo, proto, ab))
+    return -1;
+  if (ab->n_ranks <= 1 || size <= 0)
+    return 0;
+  switch (algo)
+    {
+    case MP_ALGO_RING:
+      return ring_time (kind, proto, size, ab);
+    case MP_ALGO_TREE:
+      return tree_time (proto, size, ab);
+    case MP_ALGO_HIERARCHICAL:
+      return hierarchical_time (kind, proto, size, ab);
+    case MP_ALGO_NVLS:
+      return nvls_time (size, ab);
+    case MP_ALGO_DIRECT:
+      return direct_time (kind, size, ab);
+    default:
+      return -1;
+    }
+}
+
+/* ---- from a span to a time ----------------------------------------------------------- */
+
+/* Efficiency of TIER for DEV: the profile's largest-message busbw over the link's rate
+ * where it measured one, else the curve's. */
+double
+cm_tier_efficiency (const MpCluster *cluster, const MpCostDevice *dev, MpTier tier)
+{
+  const MpLink *link = &cluster->links[tier];
+  if (dev->profile && link->bw_Bps > 0)
+    {
+      double busbw = mp_cost_profile_coll_busbw (dev->profile, MP_COLL_ALL_REDUCE, tier,
+                                                 G_MAXDOUBLE);
+      if (busbw <= 0)
+        busbw = mp_cost_profile_coll_busbw (dev->profile, MP_COLL_ALL_GATHER, tier,
+                                            G_MAXDOUBLE);
+      if (busbw > 0)
+        return MIN (1.0, busbw / link->bw_Bps);
+    }
+  return dev->curve->link_eff[tier];
+}
+
+void
+mp_cost_alpha_beta (const MpCostContext *ctx, const MpCostDevice *dev,
+                    const MpGroupSpan *span, MpAlphaBeta *out)
+{
+  (void) ctx;
+  memset (out, 0, sizeof *out);
+  out->n_ranks = span->n_ranks;
+  out->n_nodes = MAX (span->n_nodes, 1u);
+  out->ranks_per_node = MAX (span->ranks_per_node, 1u);
+  for (int t = 0; t < MP_TIER_N; t++)
+    {
+      out->bw_Bps[t] = span->bw_Bps[t] * dev->link_eff[t];
+      out->alpha_s[t] = span->latency_s[t];
+    }
+  out->nvlink = dev->nvlink;
+  out->base_scale = dev->curve->nccl ? 1 : 0;
+  out->protocols = dev->curve->nccl;
+  out->ll128 = dev->curve->nccl && dev->nvlink;
+  if (dev->curve->nvls_algbw_eff > 0 && dev->nvswitch)
+    out->nvls_algbw_Bps = dev->curve->nvls_algbw_eff * span->bw_Bps[MP_TIER_NODE];
+}
+
+/* The measured table that covers a group lying in one tier, as busbw at SIZE; 0 if none. */
+static double
+profile_busbw (const MpCostDevice *dev, MpCollKind kind, const MpGroupSpan *span, double size)
+{
+  if (dev->profile == NULL)
+    return 0;
+  if (span->n_nodes <= 1)
+    return mp_cost_profile_coll_busbw (dev->profile, kind, MP_TIER_NODE, size);
+  if (span->ranks_per_node <= 1)
+    return mp_cost_profile_coll_busbw (dev->profile, kind, MP_TIER_CLUSTER, size);
+  return 0;
+}
+
+/* The algorithms that may implement each collective, as NCCL has them (plus ours). */
+static const MpCollAlgo algos_of[MP_COLL_N][5] = {
+  [MP_COLL_ALL_REDUCE] = { MP_ALGO_RING, MP_ALGO_TREE, MP_ALGO_HIERARCHICAL, MP_ALGO_NVLS,
+                           MP_ALGO_AUTO },
+  [MP_COLL_ALL_GATHER] = { MP_ALGO_RING, MP_ALGO_HIERARCHICAL, MP_ALGO_AUTO },
+  [MP_COLL_REDUCE_SCATTER] = { MP_ALGO_RING, MP_ALGO_HIERARCHICAL, MP_ALGO_AUTO },
+  [MP_COLL_ALL_TO_ALL] = { MP_ALGO_DIRECT, MP_ALGO_AUTO },
+  [MP_COLL_BROADCAST] = { MP_ALGO_RING, MP_ALGO_AUTO },
+  [MP_COLL_SEND_RECV] = { MP_ALGO_DIRECT, MP_ALGO_AUTO },
+};
+
+void
+mp_cost_collective (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind kind,
+                    double size, const MpGroupSpan *span, MpCollAlgo algo, MpCollCost *out)
+{
+  g_return_if_fail (ctx != NULL && dev != NULL && span != NULL && out != NULL);
+  memset (out, 0, sizeof *out);
+  out->algo = algo == MP_ALGO_AUTO ? MP_ALGO_RING : algo;
+  out->proto = MP_PROTO_SIMPLE;
+  if (span->n_ranks <= 1 || !(size > 0))
+    return;
+  double busbw = algo == MP_ALGO_AUTO ? profile_busbw (dev, kind, span, size) : 0;
+  if (busbw > 0)
+    {
+      out->time_s = mp_coll_time_from_busbw (kind, span->n_ranks, size, busbw);
+      out->from_profile = TRUE;
+    }
+  else
+    {
+      MpAlphaBeta ab;
+      mp_cost_alpha_beta (ctx, dev, span, &ab);
+      double best = -1;
+      for (const MpCollAlgo *a = algos_of[kind]; *a != MP_ALGO_AUTO; a++)
+        {
+          if (algo != MP_ALGO_AUTO && *a != algo)
+            continue;
+          for (int p = 0; p < MP_PROTO_N; p++)
+            {
+              double t = mp_coll_time (kind, *a, (MpCollProto) p, size, &ab);
+              if (t >= 0 && (best < 0 || t < best))
+                {
+                  best = t;
+                  out->algo = *a;
+                  out->proto = (MpCollProto) p;
+                }
+            }
+        }
+      /* An algorithm that cannot run this collective: report it as unavailable. */
+      out->time_s = best >= 0 ? best : G_MAXDOUBLE;
+    }
+  out->algbw_Bps = mp_coll_algbw (size, out->time_s);
+  out->busbw_Bps = out->algbw_Bps * mp_coll_bus_factor (kind, span->n_ranks);
+}
+
+/* ---- names ---------------------------------------------------------------------------- */
+
+const char *
+mp_coll_kind_name (MpCollKind kind)
+{
+  static const char *const names[] = { "all_reduce", "all_gather", "reduce_scatter",
+                                       "all_to_all", "broadcast", "send_recv" };
+  return (guint) kind < G_N_ELEMENTS (names) ? names[kind] : "?";
+}
+
+const char *
+mp_coll_algo_name (MpCollAlgo algo)
+{
+  static const char *const names[] = { "auto", "ring", "tree", "hierarchical", "nvls",
+                                       "direct" };
+  return (guint) algo < G_N_ELEMENTS (names) ? names[algo] : "?";
+}
+
+const char *
+mp_coll_proto_name (MpCollProto proto)
+{
+  static const char *const names[] = { "LL", "LL128", "Simple" };
+  return (guint) proto < G_N_ELEMENTS (names) ? names[proto] : "?";
+}

@@ -1,0 +1,751 @@
+/* compute.c - time of an op on one device, of a layer on one rank, of a pipeline stage.
+ *
+ * An op's time is a roofline, max (FLOPs / (peak x efficiency), bytes / (bandwidth x
+ * efficiency)), plus a launch overhead per kernel. GEMM efficiency comes from the shape
+ * (tile and wave quantisation over the SMs, a tile's fixed cost, split-K), anchored to one
+ * measured large GEMM per device class (curves.c) or read from a calibration profile.
+ * Tensor-parallel ops are costed at their split shapes, so a TP-8 GEMM that fills a
+ * fraction of a wave is as slow as it really is. A layer adds Megatron's tensor-parallel
+ * collectives, MoE all-to-alls and context-parallel exchanges, and recomputation.
+ * Units: s, FLOP, bytes. */
+#define G_LOG_DOMAIN "mpplan-costmodel"
+#include "config.h"
+#include "costmodel/costmodel-private.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- kernels ------------------------------------------------------------------------- */
+
+/* The device's rate at DTYPE; a dtype it lacks runs at fp32, or failing that at its
+ * fastest rate (a file may list only bf16). Never 0: the loader requires one peak. */
+static double
+peak (const MpCostDevice *dev, MpDtype dtype)
+{
+  const double *p = dev->device->peak_flops;
+  if (p[dtype] > 0)
+    return p[dtype];
+  if (p[MP_DTYPE_FP32] > 0)
+    return p[MP_DTYPE_FP32];
+  double best = 0;
+  for (int d = 0; d < MP_DTYPE_N; d++)
+    best = MAX (best, p[d]);
+  return best;
+}
+
+static double
+mem_rate (const MpCostDevice *dev)
+{
+  return dev->device->mem_bw_Bps * dev->mem_eff;
+}
+
+/* Efficiency of one tile choice, before the anchor: the tile's own speed, the useful part
+ * of the last partial tiles, the busy part of the last partial wave, and the main loop's
+ * share of a tile's time (one division: this runs millions of times in a search). */
+static double
+tile_efficiency (const MpDeviceCurve *c, const MpGemmTile *tile, double m, double n,
+                 double k, double batch, double split)
+{
+  if (c->small_dim_half > 0)
+    {
+      /* A CPU core: only very small dimensions lose (loop overheads, no register block). */
+      double d = MIN (m, MIN (n, k));
+      return d / (d + c->small_dim_half);
+    }
+  double rows = ceil (m / tile->m) * tile->m, cols = ceil (n / tile->n) * tile->n;
+  guint64 ctas = (guint64) (batch * (rows / tile->m) * (cols / tile->n) * split);
+  guint64 slots = (ctas + c->sms - 1) / c->sms * c->sms;
+  double kk = k / split;
+  return tile->speed * (m * n * (double) ctas * kk)
+         / (rows * cols * (double) slots * (kk + c->k_overhead));
+}
+
+double
+mp_cost_gemm_shape_efficiency (const MpDeviceCurve *curve, double m, double n, double k,
+                               double batch)
+{
+  g_return_val_if_fail (curve != NULL, 1);
+  if (!(m > 0 && n > 0 && k > 0))
+    return 1;
+  double best = 0;
+  for (guint i = 0; i < curve->n_tiles; i++)
+    best = MAX (best, tile_efficiency (curve, &curve->tiles[i], m, n, k, MAX (batch, 1), 1));
+  return best;
+}
+
+/* The anchor scale of DEV for DTYPE: fp32 on a GPU runs without tensor cores, at its own
+ * plateau. */
+static double
+gemm_scale (const MpCostDevice *dev, MpDtype dtype)
+{
+  const MpDeviceCurve *c = dev->curve;
+  if (dtype == MP_DTYPE_FP32 && c->klass != MP_DEVICE_CLASS_CPU)
+    return dev->gemm_scale * c->fp32_simt_eff / c->gemm_anchor_eff;
+  return dev->gemm_scale;
+}
+
+void
+mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double k,
+              double batch, MpKernelCost *out)
+{
+  g_return_if_fail (dev != NULL && out != NULL);
+  memset (out, 0, sizeof *out);
+  batch = MAX (batch, 1);
+  if (!(m > 0 && n > 0 && k > 0))
+    return;
+  const MpDeviceCurve *c = dev->curve;
+  double elt = mp_dtype_bytes (dtype);
+  double flops = 2 * m * n * k * batch;
+  double bytes = (m * k + k * n + m * n) * batch * elt;
+  double pk = peak (dev, dtype), bw = mem_rate (dev);
+  out->flops = flops;
+  out->bytes = bytes;
+  out->kernels = 1;
+
+  double measured = mp_cost_profile_gemm_flops (dev->profile, dtype, m * batch, n, k);
+  if (measured > 0)
+    {
+      /* A measured rate already includes the kernel's overheads. */
+      out->time_s = MAX (flops / measured, bytes / bw);
+      out->efficiency = measured / pk;
+      out->memory_bound = bytes / bw > flops / measured;
+      return;
+    }
+
+  double scale = gemm_scale (dev, dtype), best = G_MAXDOUBLE, best_eff = 0;
+  for (guint i = 0; i < c->n_tiles; i++)
+    {
+      const MpGemmTile *tile = &c->tiles[i];
+      double ctas = batch * ceil (m / tile->m) * ceil (n / tile->n);
+      for (guint s = 1; s <= c->max_split_k; s++)
+        {
+          /* Split K only while one wave is not full (shallow parts lose in k_overhead). */
+          if (s > 1 && ctas * (s - 1) >= c->sms)
+            break;
+          double eff = MIN (1.0, scale * tile_efficiency (c, tile, m, n, k, batch, s));
+          double t = MAX (flops / (pk * eff), bytes / bw);
+          /* Split-K writes s fp32 partial products and reads them back to sum them. */
+          if (s > 1)
+            t += 8 * s * m * n * batch / bw;
+          if (t < best)
+            {
+              best = t;
+              best_eff = eff;
+            }
+        }
+    }
+  out->efficiency = best_eff;
+  out->memory_bound = bytes / bw >= flops / (pk * best_eff);
+  out->time_s = best + c->launch_s;
+}
+
+void
+mp_cost_memory_kernel (const MpCostDevice *dev, double bytes, double flops,
+                       MpKernelCost *out)
+{
+  g_return_if_fail (dev != NULL && out != NULL);
+  memset (out, 0, sizeof *out);
+  if (!(bytes > 0) && !(flops > 0))
+    return;
+  /* Streams after a DRAM round trip: half the bandwidth at bandwidth x latency bytes. */
+  double stream = bytes / mem_rate (dev) + dev->curve->mem_latency_s;
+  double math = flops / peak (dev, MP_DTYPE_FP32);
+  out->time_s = MAX (stream, math) + dev->curve->launch_s;
+  out->flops = flops;
+  out->bytes = bytes;
+  out->memory_bound = TRUE;
+  out->kernels = 1;
+}
+
+static void
+kernel_add (MpKernelCost *acc, const MpKernelCost *k)
+{
+  acc->time_s += k->time_s;
+  acc->flops += k->flops;
+  acc->bytes += k->bytes;
+  acc->kernels += k->kernels;
+  acc->memory_bound = acc->memory_bound && k->memory_bound;
+}
+
+/* Fraction of the full score matrix a causal kernel computes with 128-query blocks: the
+ * lower triangle plus the diagonal blocks. Context parallelism balances the triangle over
+ * ranks (Megatron splits the sequence in 2 cp chunks), so the same holds per rank. */
+static double
+causal_fraction (double s_q)
+{
+  double blocks = ceil (s_q / 128);
+  return 0.5 + 0.5 / MAX (blocks, 1.0);
+}
+
+/* Head-size factor of fused attention, 1 at 128: the softmax's exponentials run on the
+ * special-function units at 1/256 of the tensor-core rate on H100 (3.9 vs 989 TFLOP/s,
+ * FlashAttention-3 paper, sec. 3), i.e. like ~64 multiply-adds of head dimension per
+ * score, which small heads cannot hide. Matches FA2/FA3's head dim 64 running at ~0.75
+ * and 256 at ~1.2 of head dim 128. */
+static double
+head_factor (const MpDeviceCurve *c, double d)
+{
+  if (c->klass == MP_DEVICE_CLASS_CPU)
+    return 1;
+  return (d / (d + 64)) / (128.0 / (128 + 64));
+}
+
+void
+mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch, double heads,
+                         double kv_heads, double head_dim, double s_q, double s_kv,
+                         gboolean causal, gboolean backward, MpKernelCost *out)
+{
+  g_return_if_fail (dev != NULL && out != NULL);
+  memset (out, 0, sizeof *out);
+  if (!(batch > 0 && heads > 0 && head_dim > 0 && s_q > 0 && s_kv > 0))
+    return;
+  const MpDeviceCurve *c = dev->curve;
+  double elt = mp_dtype_bytes (dtype);
+  double counted = 4 * batch * heads * s_q * s_kv * head_dim;
+  /* Backward redoes Q K^T and adds dV, dP, dQ, dK: 5 products to forward's 2. */
+  double executed = counted * (causal ? causal_fraction (s_q) : 1) * (backward ? 2.5 : 1);
+  double eff = (backward ? c->attn_bwd_eff : c->attn_fwd_eff) * s_kv / (s_kv + c->attn_seq_half)
+               * head_factor (c, head_dim);
+  eff = MIN (eff, 1.0);
+  /* Forward reads Q, K, V and writes O (and the fp32 log-sum-exp); backward reads Q, K,
+   * V, O, dO and writes dQ, dK, dV. */
+  double tokens = batch * s_q;
+  double bytes = tokens * ((backward ? 4 : 2) * (heads + kv_heads) * head_dim * elt
+                           + heads * 4 * (backward ? 2 : 1));
+  double pk = peak (dev, dtype);
+  double math = executed / (pk * eff), stream = bytes / mem_rate (dev);
+  out->kernels = backward ? 2 : 1;       /* FA2 backward: a preprocessing kernel + main */
+  out->time_s = MAX (math, stream) + out->kernels * c->launch_s;
+  out->flops = executed;
+  out->bytes = bytes;
+  out->efficiency = eff;
+  out->memory_bound = stream > math;
+}
+
+/* ---- ops ----------------------------------------------------------------------------- */
+
+static gboolean
+sequence_parallel (const MpParallelConfig *cfg)
+{
+  return cfg->sequence_parallel && cfg->tp > 1;
+}
+
+/* Unfused attention as Megatron runs it without flash attention: Q K^T as a batched GEMM,
+ * the fused scale-mask-softmax (reads and writes the scores), dropout (reads them, writes
+ * them and a 1-byte mask), then P V; backward the four products and the two element-wise
+ * passes in reverse. */
+static void
+unfused_attention (const MpCostDevice *dev, MpDtype dtype, double elt, double b, double s_q,
+                   double s_kv, double d, MpOpCost *out)
+{
+  MpKernelCost k;
+  double scores = b * s_q * s_kv;
+  mp_cost_gemm (dev, dtype, s_q, s_kv, d, b, &k);
+  kernel_add (&out->fwd, &k);
+  mp_cost_memory_kernel (dev, scores * 2 * elt, 0, &k);
+  kernel_add (&out->fwd, &k);
+  mp_cost_memory_kernel (dev, scores * (2 * elt + 1), 0, &k);
+  kernel_add (&out->fwd, &k);
+  mp_cost_gemm (dev, dtype, s_q, d, s_kv, b, &k);
+  kernel_add (&out->fwd, &k);
+
+  mp_cost_gemm (dev, dtype, s_kv, d, s_q, b, &k);        /* dV = P^T dO */
+  kernel_add (&out->bwd, &k);
+  mp_cost_gemm (dev, dtype, s_q, s_kv, d, b, &k);        /* dP = dO V^T */
+  kernel_add (&out->bwd, &k);
+  mp_cost_memory_kernel (dev, scores * (2 * elt + 1), 0, &k);   /* dropout backward */
+  kernel_add (&out->bwd, &k);
+  mp_cost_memory_kernel (dev, scores * 3 * elt, 0, &k);  /* softmax backward */
+  kernel_add (&out->bwd, &k);
+  mp_cost_gemm (dev, dtype, s_q, d, s_kv, b, &k);        /* dQ = dS K */
+  kernel_add (&out->bwd, &k);
+  mp_cost_gemm (dev, dtype, s_kv, d, s_q, b, &k);        /* dK = dS^T Q */
+  kernel_add (&out->bwd, &k);
+  out->fwd.memory_bound = out->bwd.memory_bound = FALSE;
+}
+
+static void
+cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+                const MpOp *op, MpOpCost *out)
+{
+  double t = cfg->tp, b = cfg->micro_batch_size, d = op->head_dim;
+  double heads = op->heads / t, kv = MAX (op->kv_heads / t, 1.0);
+  double s_kv = (double) MAX (ctx->model->seq_len, 1u), s_q = s_kv / cfg->cp;
+  out->m = s_q;
+  out->n = s_kv;
+  out->k = d;
+  out->batch = b * heads;
+  out->model_fwd_flops = 4 * b * heads * s_q * s_kv * d;
+  if (cfg->flash_attention)
+    {
+      mp_cost_flash_attention (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, ctx->causal,
+                               FALSE, &out->fwd);
+      mp_cost_flash_attention (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, ctx->causal,
+                               TRUE, &out->bwd);
+    }
+  else
+    unfused_attention (dev, dev->dtype, ctx->elt, b * heads, s_q, s_kv, d, out);
+}
+
+/* A GEMM (or the router's) at its split shape. MoE experts: each rank holds experts / ep
+ * of them and, after the all-to-all, receives its share of every EP peer's token copies:
+ * tokens * top-k * ep / experts rows per local expert. */
+static void
+cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+              const MpOp *op, const CmOp *r, MpOpCost *out)
+{
+  double t = cfg->tp, tokens = cm_tokens (ctx, cfg);
+  double count = MAX (op->count, 1.0);
+  double m = tokens * count, n = op->gemm_n, k = op->gemm_k, batch = 1;
+  if (r->expert)
+    {
+      double experts = (double) MAX (ctx->model->experts, 1u), ep = cfg->ep;
+      batch = experts / ep;
+      m = tokens * count * ep / experts;
+    }
+  if (r->gemm == CM_GEMM_SPLIT_N)
+    n /= t;
+  else if (r->gemm == CM_GEMM_SPLIT_K)
+    k /= t;
+  else if (r->split)
+    m /= t;
+  else if (sequence_parallel (cfg))
+    m /= t;                  /* a replicated GEMM (the router) on this rank's tokens */
+  out->m = m;
+  out->n = n;
+  out->k = k;
+  out->batch = batch;
+  MpDtype dt = dev->dtype;
+  mp_cost_gemm (dev, dt, m, n, k, batch, &out->fwd);
+  out->model_fwd_flops = out->fwd.flops;
+  MpKernelCost dgrad, wgrad;
+  mp_cost_gemm (dev, dt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
+  mp_cost_gemm (dev, dt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
+  out->dgrad_s = dgrad.time_s;
+  out->wgrad_s = wgrad.time_s;
+  out->bwd = dgrad;
+  kernel_add (&out->bwd, &wgrad);
+  out->bwd.efficiency = (dgrad.efficiency + wgrad.efficiency) / 2;
+}
+
+void
+mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *spans,
+            guint layer, guint op_index, MpOpCost *out)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && out != NULL);
+  g_return_if_fail (cm_config_sane (cfg) && layer < ctx->model->n_layers);
+  const MpLayer *l = &ctx->model->layers[layer];
+  g_return_if_fail (op_index < l->n_ops);
+  const MpOp *op = &l->ops[op_index];
+  const CmOp *r = &ctx->layers[layer].ops[op_index];
+  const MpCostDevice *dev = spans->device;
+  memset (out, 0, sizeof *out);
+  switch (op->kind)
+    {
+    case MP_OP_GEMM:
+    case MP_OP_ROUTER:
+      cost_gemm_op (ctx, cfg, dev, op, r, out);
+      break;
+    case MP_OP_ATTENTION:
+      cost_attention (ctx, cfg, dev, op, out);
+      break;
+    case MP_OP_NORM:
+    case MP_OP_ELEMENTWISE:
+    case MP_OP_EMBEDDING:
+    case MP_OP_LOSS:
+    default:
+      {
+        /* Memory-bound: split ops work on 1/t of the tensor; replicated ones on all of it,
+         * or on 1/t of the tokens with sequence parallelism. A vocab-parallel lookup
+         * writes a full-width output on every rank. */
+        double div = r->split ? cfg->tp : sequence_parallel (cfg) ? cfg->tp : 1;
+        if (op->kind == MP_OP_EMBEDDING && op->split == MP_SPLIT_VOCAB)
+          div = 1;
+        double bytes = op->fwd_bytes * cm_tokens (ctx, cfg) / div;
+        mp_cost_memory_kernel (dev, bytes, 0, &out->fwd);
+        /* Backward reads the output gradient and the saved input and writes the input
+         * gradient: about twice the traffic; a norm adds a kernel for its weights. */
+        mp_cost_memory_kernel (dev, 2 * bytes, 0, &out->bwd);
+        if (op->kind == MP_OP_NORM)
+          {
+            out->bwd.time_s += dev->curve->launch_s;
+            out->bwd.kernels++;
+          }
+        break;
+      }
+    }
+}
+
+/* ---- layers -------------------------------------------------------------------------- */
+
+static double
+coll (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind kind, double size,
+      const MpGroupSpan *span)
+{
+  MpCollCost c;
+  mp_cost_collective (ctx, dev, kind, size, span, MP_ALGO_AUTO, &c);
+  return c.time_s;
+}
+
+static void
+phase_total (MpPhaseCost *p)
+{
+  p->total_s = p->compute_s + p->recompute_s + p->tp_comm_s + p->ep_comm_s + p->cp_comm_s;
+}
+
+/* Megatron's tensor-parallel collectives around op R (costed as OC), added to FWD and
+ * BWD. Without SP: the region's exit all-reduces forward; its entry all-reduces the input
+ * gradient backward, overlapped with the weight-gradient GEMM. With SP: entry all-gathers
+ * forward and, backward, all-gathers the input again (overlapped with the input-gradient
+ * GEMM) and reduce-scatters its gradient (overlapped with the weight-gradient GEMM); the
+ * exit reduce-scatters forward and all-gathers the gradient backward. */
+static void
+tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                const MpStageSpans *spans, const CmOp *r, const MpOpCost *oc,
+                MpPhaseCost *fwd, MpPhaseCost *bwd)
+{
+  const MpCostDevice *dev = spans->device;
+  const MpGroupSpan *g = &spans->tp;
+  double tokens = cm_tokens (ctx, cfg), e = ctx->elt;
+  gboolean sp = sequence_parallel (cfg);
+  if (r->entry_width > 0)
+    {
+      double size = tokens * r->entry_width * e;
+      if (sp)
+        {
+          double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, size, g);
+          fwd->tp_comm_s += ag;
+          double rs = coll (ctx, dev, MP_COLL_REDUCE_SCATTER, size, g);
+          bwd->tp_comm_s += MAX (0, ag - oc->dgrad_s) + MAX (0, rs - oc->wgrad_s);
+        }
+      else
+        bwd->tp_comm_s += MAX (0, coll (ctx, dev, MP_COLL_ALL_REDUCE, size, g) - oc->wgrad_s);
+    }
+  if (r->exit_width > 0)
+    {
+      double size = tokens * r->exit_width * e;
+      fwd->tp_comm_s += coll (ctx, dev, sp ? MP_COLL_REDUCE_SCATTER : MP_COLL_ALL_REDUCE,
+                              size, g);
+      if (sp)
+        bwd->tp_comm_s += coll (ctx, dev, MP_COLL_ALL_GATHER, size, g);
+    }
+  if (r->loss_reductions > 0)
+    fwd->tp_comm_s += r->loss_reductions
+                      * coll (ctx, dev, MP_COLL_ALL_REDUCE, tokens * 4, g);
+}
+
+void
+mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
+               const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && fwd != NULL && bwd != NULL);
+  g_return_if_fail (cm_config_sane (cfg) && layer < ctx->model->n_layers);
+  const MpLayer *l = &ctx->model->layers[layer];
+  const CmLayer *cl = &ctx->layers[layer];
+  const MpCostDevice *dev = spans->device;
+  double tokens = cm_tokens (ctx, cfg), e = ctx->elt;
+  gboolean sp = sequence_parallel (cfg);
+  double attn_fwd_s = 0, attn_fwd_flops = 0;
+  memset (fwd, 0, sizeof *fwd);
+  memset (bwd, 0, sizeof *bwd);
+  for (guint i = 0; i < l->n_ops; i++)
+    {
+      const MpOp *op = &l->ops[i];
+      const CmOp *r = &cl->ops[i];
+      MpOpCost oc;
+      mp_cost_op (ctx, cfg, spans, layer, i, &oc);
+      fwd->compute_s += oc.fwd.time_s;
+      fwd->flops += oc.fwd.flops;
+      fwd->bytes += oc.fwd.bytes;
+      fwd->model_flops += oc.model_fwd_flops;
+      bwd->compute_s += oc.bwd.time_s;
+      bwd->flops += oc.bwd.flops;
+      bwd->bytes += oc.bwd.bytes;
+      bwd->model_flops += op->fwd_flops > 0 ? oc.model_fwd_flops * op->bwd_flops / op->fwd_flops
+                                            : 0;
+      if (cfg->tp > 1)
+        tp_collectives (ctx, cfg, spans, r, &oc, fwd, bwd);
+      if (cfg->ep > 1 && r->a2a_width > 0)
+        {
+          /* Dispatch before the experts and combine after, forward and backward. */
+          double size = tokens / (sp ? cfg->tp : 1) * r->a2a_width * e;
+          double a2a = coll (ctx, dev, MP_COLL_ALL_TO_ALL, size, &spans->ep);
+          fwd->ep_comm_s += 2 * a2a;
+          bwd->ep_comm_s += 2 * a2a;
+        }
+      if (op->kind == MP_OP_ATTENTION)
+        {
+          attn_fwd_s += oc.fwd.time_s;
+          attn_fwd_flops += oc.fwd.flops;
+          if (cfg->cp > 1)
+            {
+              /* Ring attention: cp - 1 steps each passing a K, V block to the next rank
+               * while the current block is computed; backward passes K, V and their
+               * gradients. Only the part the computation does not hide counts. */
+              double cp = cfg->cp, kv = MAX (op->kv_heads / cfg->tp, 1.0);
+              double block = cfg->micro_batch_size * ((double) ctx->model->seq_len / cp)
+                             * 2 * kv * op->head_dim * e;
+              double step = coll (ctx, dev, MP_COLL_SEND_RECV, block, &spans->cp);
+              double step2 = coll (ctx, dev, MP_COLL_SEND_RECV, 2 * block, &spans->cp);
+              fwd->cp_comm_s += MAX (0, (cp - 1) * (step - oc.fwd.time_s / cp));
+              bwd->cp_comm_s += MAX (0, (cp - 1) * (step2 - oc.bwd.time_s / cp));
+            }
+        }
+    }
+  phase_total (fwd);
+  if (cfg->recompute == MP_RECOMPUTE_FULL && cm_recomputable (l))
+    {
+      /* The whole forward again, collectives included, before the backward. */
+      bwd->recompute_s = fwd->total_s;
+      bwd->flops += fwd->flops;
+    }
+  else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE && !cfg->flash_attention)
+    {
+      /* The attention core again (flash attention recomputes inside its backward). */
+      bwd->recompute_s = attn_fwd_s;
+      bwd->flops += attn_fwd_flops;
+    }
+  phase_total (bwd);
+}
+
+/* ---- stages -------------------------------------------------------------------------- */
+
+static void
+phase_add (MpPhaseCost *acc, const MpPhaseCost *p, double times)
+{
+  acc->compute_s += times * p->compute_s;
+  acc->recompute_s += times * p->recompute_s;
+  acc->tp_comm_s += times * p->tp_comm_s;
+  acc->ep_comm_s += times * p->ep_comm_s;
+  acc->cp_comm_s += times * p->cp_comm_s;
+  acc->total_s += times * p->total_s;
+  acc->flops += times * p->flops;
+  acc->model_flops += times * p->model_flops;
+  acc->bytes += times * p->bytes;
+}
+
+/* BYTES moved by KIND over SPAN in buckets of at most the config's bucket size: the total
+ * time, and the last bucket's (what is left once backward has finished). */
+static double
+bucketed (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+          MpCollKind kind, double bytes, const MpGroupSpan *span, double *last)
+{
+  if (!(bytes > 0) || span->n_ranks <= 1)
+    {
+      if (last)
+        *last = 0;
+      return 0;
+    }
+  double n = ceil (bytes / cm_bucket_bytes (cfg));
+  double one = coll (ctx, dev, kind, bytes / n, span);
+  if (last)
+    *last = one;
+  return n * one;
+}
+
+/* Data-parallel and optimizer times of a stage whose rank holds DENSE and EXPERT
+ * parameters; TIED: it also shares the word embeddings with the other end stage. */
+static void
+stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *sp,
+            double dense, double expert, double tied, MpStageTime *out)
+{
+  const MpCostDevice *dev = sp->device;
+  double w, g, o, last_d = 0, last_e = 0;
+  mp_model_state_bytes_per_param (ctx->model, &w, NULL, &o);
+  g = cm_grad_bytes (ctx, cfg);
+  double reps = (double) cfg->dp * cfg->cp, ereps = reps / MAX (cfg->ep, 1u);
+  switch (cfg->zero)
+    {
+    case 0:
+      out->dp_reduce_s = bucketed (ctx, cfg, dev, MP_COLL_ALL_REDUCE, dense * g, &sp->dp, &last_d)
+                         + bucketed (ctx, cfg, dev, MP_COLL_ALL_REDUCE, expert * g, &sp->edp,
+                                     &last_e);
+      break;
+    case 1:
+    case 2:
+      /* Gradients reduce-scattered to their owners; updated weights gathered back. */
+      out->dp_reduce_s = bucketed (ctx, cfg, dev, MP_COLL_REDUCE_SCATTER, dense * g, &sp->dp,
+                                   &last_d)
+                         + bucketed (ctx, cfg, dev, MP_COLL_REDUCE_SCATTER, expert * g,
+                                     &sp->edp, &last_e);
+      out->dp_gather_s = bucketed (ctx, cfg, dev, MP_COLL_ALL_GATHER, dense * w, &sp->dp, NULL)
+                         + bucketed (ctx, cfg, dev, MP_COLL_ALL_GATHER, expert * w, &sp->edp,
+                                     NULL);
+      break;
+    default:
+      /* ZeRO-3 / FSDP: weights gathered before forward and again before backward, and
+       * gradients reduce-scattered, every micro-batch. */
+      out->zero3_gather_s
+        = 2 * (bucketed (ctx, cfg, dev, MP_COLL_ALL_GATHER, dense * w, &sp->dp, NULL)
+               + bucketed (ctx, cfg, dev, MP_COLL_ALL_GATHER, expert * w, &sp->edp, NULL));
+      out->dp_reduce_s
+        = cfg->num_micro_batches
+          * (bucketed (ctx, cfg, dev, MP_COLL_REDUCE_SCATTER, dense * g, &sp->dp, &last_d)
+             + bucketed (ctx, cfg, dev, MP_COLL_REDUCE_SCATTER, expert * g, &sp->edp,
+                         &last_e));
+      break;
+    }
+  out->dp_last_bucket_s = MAX (last_d, last_e);
+  if (tied > 0)
+    out->tied_embedding_s = coll (ctx, dev, MP_COLL_ALL_REDUCE, tied * g, &sp->pp_ends);
+  /* The optimizer streams each owned parameter's state: gradient read, state read and
+   * written, 16-bit weights written (fp32 training: the weights read and written). */
+  gboolean mixed = ctx->model->precision != MP_DTYPE_FP32;
+  double owned = cfg->zero >= 1 ? dense / reps + expert / ereps : dense + expert;
+  double per_param = g + 2 * o + (mixed ? w : 2 * w);
+  MpKernelCost k;
+  mp_cost_memory_kernel (dev, owned * per_param, 0, &k);
+  out->optimizer_s = k.time_s;
+}
+
+double
+cm_boundary_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg, guint last_layer,
+                guint first_layer)
+{
+  const CmLayer *cl = &ctx->layers[last_layer];
+  double width = cl->output_width;
+  gboolean split = cl->output_split;
+  if (width <= 0)
+    {
+      width = ctx->layers[first_layer].input_width;
+      split = first_layer > 0 && ctx->layers[first_layer - 1].output_split;
+    }
+  double div = split || sequence_parallel (cfg) ? cfg->tp : 1;
+  return cm_tokens (ctx, cfg) * width * ctx->elt / div;
+}
+
+/* Do two stages' layers see the same groups (so the same layer costs)? */
+static gboolean
+same_layer_groups (const MpStageSpans *a, const MpStageSpans *b)
+{
+  return a->device == b->device && memcmp (&a->tp, &b->tp, sizeof a->tp) == 0
+         && memcmp (&a->cp, &b->cp, sizeof a->cp) == 0
+         && memcmp (&a->ep, &b->ep, sizeof a->ep) == 0;
+}
+
+void
+mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
+  guint pp = cfg->pp, vpp = cm_vpp (cfg), chunks = pp * vpp;
+  guint nc = MAX (ctx->n_classes, 1u);
+  g_autofree guint *first = g_new (guint, chunks);
+  g_autofree guint *count = g_new (guint, chunks);
+  cm_chunk_layers (ctx, cfg, first, count);
+
+  /* Stages whose groups look alike share their spans; stages whose tensor-, context- and
+   * expert-parallel groups (and device) are alike share their per-class layer costs. */
+  g_autofree MpStageSpans *spans = g_new (MpStageSpans, pp);
+  g_autofree guint *reps = g_new (guint, pp);
+  g_autofree guint *layer_row = g_new (guint, pp);
+  g_autofree MpPhaseCost *cache = g_new (MpPhaseCost, (gsize) 2 * nc * pp);
+  g_autofree gboolean *have = g_new0 (gboolean, (gsize) nc * pp);
+  g_autofree guint *rep_of = g_new (guint, pp);
+  guint n_reps = 0;
+  double prev_dense = 0, prev_expert = 0, prev_tied = 0;
+
+  for (guint s = 0; s < pp; s++)
+    {
+      guint rep = G_MAXUINT;
+      for (guint i = 0; i < n_reps && rep == G_MAXUINT; i++)
+        if (cm_spans_equal (ctx, cfg, reps[i], s))
+          rep = reps[i];
+      if (rep == G_MAXUINT)
+        {
+          rep = s;
+          mp_cost_stage_spans (ctx, cfg, s, &spans[s]);
+          layer_row[s] = s;
+          for (guint i = 0; i < n_reps; i++)
+            if (same_layer_groups (&spans[reps[i]], &spans[s]))
+              {
+                layer_row[s] = layer_row[reps[i]];
+                break;
+              }
+          reps[n_reps++] = s;
+        }
+      const MpStageSpans *sp = &spans[rep];
+      guint row = layer_row[rep];
+
+      MpStageTime *st = &out[s];
+      memset (st, 0, sizeof *st);
+      st->stage = s;
+      st->chunks = vpp;
+      double dense = 0, expert = 0;
+      guint last_layer = 0, first_layer = G_MAXUINT;
+      for (guint v = 0; v < vpp; v++)
+        {
+          guint c = s + v * pp;
+          for (guint li = first[c]; li < first[c] + count[c]; li++)
+            {
+              guint id = ctx->layers[li].class_id;
+              gsize slot = (gsize) row * nc + id;
+              if (!have[slot])
+                {
+                  mp_cost_layer (ctx, cfg, sp, ctx->class_first[id], &cache[2 * slot],
+                                 &cache[2 * slot + 1]);
+                  have[slot] = TRUE;
+                }
+              phase_add (&st->fwd, &cache[2 * slot], 1);
+              phase_add (&st->bwd, &cache[2 * slot + 1], 1);
+            }
+          st->layers += count[c];
+          dense += cm_sum (ctx, CM_SUM_PARAMS_SPLIT, first[c], count[c]) / cfg->tp
+                   + cm_sum (ctx, CM_SUM_PARAMS_REP, first[c], count[c]);
+          expert += cm_sum (ctx, CM_SUM_PARAMS_EXPERT, first[c], count[c])
+                    / ((double) cfg->tp * cfg->ep);
+          first_layer = MIN (first_layer, first[c]);
+          last_layer = first[c] + count[c] - 1;
+        }
+      /* Tied embeddings: the last stage keeps its own copy of the word embeddings. */
+      double tied = 0;
+      if (ctx->tied_params > 0 && pp > 1 && (s == 0 || s == pp - 1))
+        tied = ctx->tied_params / cfg->tp;
+      if (s == pp - 1 && tied > 0)
+        dense += tied;
+      st->params = dense + expert;
+      if (pp > 1)
+        {
+          st->p2p_bytes = cm_boundary_bytes (ctx, cfg, last_layer, first_layer);
+          st->p2p_s = coll (ctx, sp->device, MP_COLL_SEND_RECV, st->p2p_bytes, &sp->pp_next);
+        }
+      /* Interior stages usually hold the same parameters over the same groups. */
+      const MpStageTime *prev = s > 0 ? &out[s - 1] : NULL;
+      if (prev && rep_of[s - 1] == rep && prev_dense == dense && prev_expert == expert
+          && prev_tied == tied)
+        {
+          st->dp_reduce_s = prev->dp_reduce_s;
+          st->dp_last_bucket_s = prev->dp_last_bucket_s;
+          st->dp_gather_s = prev->dp_gather_s;
+          st->zero3_gather_s = prev->zero3_gather_s;
+          st->tied_embedding_s = prev->tied_embedding_s;
+          st->optimizer_s = prev->optimizer_s;
+        }
+      else
+        stage_sync (ctx, cfg, sp, dense, expert, tied, st);
+      rep_of[s] = rep;
+      prev_dense = dense;
+      prev_expert = expert;
+      prev_tied = tied;
+    }
+}
+
+double
+mp_cost_step_flops (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean hardware)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), 0);
+  const MpModel *m = ctx->model;
+  double tokens = (double) cfg->dp * cfg->micro_batch_size * cfg->num_micro_batches
+                  * MAX (m->seq_len, 1u);
+  double per_token = m->train_flops_per_token;
+  if (hardware)
+    {
+      if (cfg->recompute == MP_RECOMPUTE_FULL)
+        per_token += ctx->recomputable_fwd_flops;
+      else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE && !cfg->flash_attention)
+        per_token += ctx->attn_fwd_flops;
+      /* Flash attention's backward recomputes Q K^T: 2.5x forward instead of 2x. */
+      if (cfg->flash_attention)
+        per_token += 0.5 * ctx->attn_fwd_flops;
+    }
+  return per_token * tokens;
+}

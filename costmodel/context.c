@@ -1,0 +1,772 @@
+/* context.c - the cost model's context: what depends only on (model, cluster), computed
+ * once; the parallel config's defaults and checks; which ranks form a plan's groups.
+ *
+ * Precomputed here: one MpCostDevice per node group (curve, anchor, dtype, profile), each
+ * op's tensor-parallel role (CmOp: Megatron's f/g regions found by walking the ops),
+ * prefix sums of parameters and activations over layers, and classes of identical layers
+ * so that a 96-block model is costed as three distinct layers. Units as in costmodel.h. */
+#define G_LOG_DOMAIN "mpplan-costmodel"
+#include "config.h"
+#include "costmodel/costmodel-private.h"
+#include "common/error.h"
+
+#include <string.h>
+
+/* ---- the parallel config ------------------------------------------------------------ */
+
+static const char *const recompute_names[] = { "none", "selective", "full", NULL };
+static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "none", NULL };
+static const MpParallelDim default_order[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP,
+                                                       MP_DIM_PP };
+
+const char *
+mp_recompute_name (MpRecompute r)
+{
+  return (guint) r < G_N_ELEMENTS (recompute_names) - 1 ? recompute_names[r] : "?";
+}
+
+const char *
+mp_schedule_name (MpSchedule s)
+{
+  return (guint) s < G_N_ELEMENTS (schedule_names) - 1 ? schedule_names[s] : "?";
+}
+
+static gboolean
+index_of (const char *const *names, const char *name, int *out)
+{
+  for (int i = 0; name && names[i]; i++)
+    if (g_ascii_strcasecmp (names[i], name) == 0)
+      {
+        *out = i;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+gboolean
+mp_recompute_from_name (const char *name, MpRecompute *out)
+{
+  int i;
+  if (!index_of (recompute_names, name, &i))
+    return FALSE;
+  *out = (MpRecompute) i;
+  return TRUE;
+}
+
+gboolean
+mp_schedule_from_name (const char *name, MpSchedule *out)
+{
+  int i;
+  /* Accept the planner's spelling of the interleaved schedule too. */
+  if (name && g_ascii_strcasecmp (name, "interleaved-1f1b") == 0)
+    name = "interleaved";
+  if (!index_of (schedule_names, name, &i))
+    return FALSE;
+  *out = (MpSchedule) i;
+  return TRUE;
+}
+
+void
+mp_parallel_config_init (MpParallelConfig *cfg)
+{
+  g_return_if_fail (cfg != NULL);
+  memset (cfg, 0, sizeof *cfg);
+  cfg->dp = cfg->tp = cfg->pp = cfg->cp = cfg->vpp = cfg->ep = 1;
+  cfg->micro_batch_size = cfg->num_micro_batches = 1;
+  cfg->schedule = MP_SCHEDULE_1F1B;
+  cfg->recompute = MP_RECOMPUTE_NONE;
+  cfg->flash_attention = TRUE;
+  memcpy (cfg->order, default_order, sizeof default_order);
+}
+
+/* CFG's order if it is a permutation of the four dimensions, else the default. */
+static const MpParallelDim *
+config_order (const MpParallelConfig *cfg)
+{
+  guint seen = 0;
+  for (int i = 0; i < MP_DIM_N; i++)
+    {
+      if ((guint) cfg->order[i] >= MP_DIM_N)
+        return default_order;
+      seen |= 1u << cfg->order[i];
+    }
+  return seen == (1u << MP_DIM_N) - 1 ? cfg->order : default_order;
+}
+
+guint
+cm_vpp (const MpParallelConfig *cfg)
+{
+  return cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->vpp > 1 ? cfg->vpp : 1;
+}
+
+double
+cm_tokens (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  double s = ctx->model->seq_len > 0 ? (double) ctx->model->seq_len : 1.0;
+  return cfg->micro_batch_size * s / MAX (cfg->cp, 1u);
+}
+
+double
+cm_bucket_bytes (const MpParallelConfig *cfg)
+{
+  /* PyTorch DDP's default bucket_cap_mb = 25 (torch.nn.parallel.DistributedDataParallel). */
+  return cfg->bucket_bytes > 0 ? cfg->bucket_bytes : 25.0 * 1024 * 1024;
+}
+
+double
+cm_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  double g;
+  mp_model_state_bytes_per_param (ctx->model, NULL, &g, NULL);
+  return cfg->fp32_grads ? 4.0 : g;
+}
+
+#define CHECK(cond, ...)                                                                    \
+  G_STMT_START                                                                              \
+  {                                                                                         \
+    if (!(cond))                                                                            \
+      {                                                                                     \
+        g_set_error (error, MP_ERROR, MP_ERROR_INPUT, __VA_ARGS__);                         \
+        return FALSE;                                                                       \
+      }                                                                                     \
+  }                                                                                         \
+  G_STMT_END
+
+static gboolean
+check_chunks (const MpParallelConfig *cfg, const MpModel *model, GError **error)
+{
+  guint chunks = cfg->pp * cm_vpp (cfg);
+  if (cfg->chunk_layers == NULL)
+    {
+      guint spread = model->arch == MP_ARCH_TRANSFORMER ? (guint) model->n_blocks
+                                                          : model->n_layers;
+      CHECK (spread >= chunks, "pp * vpp = %u model chunks but only %u layers to spread",
+             chunks, spread);
+      return TRUE;
+    }
+  guint64 total = 0;
+  for (guint c = 0; c < chunks; c++)
+    {
+      CHECK (cfg->chunk_layers[c] > 0, "model chunk %u has no layers", c);
+      total += cfg->chunk_layers[c];
+    }
+  CHECK (total == model->n_layers, "the chunks hold %" G_GUINT64_FORMAT " layers, the model "
+         "has %u", total, model->n_layers);
+  return TRUE;
+}
+
+gboolean
+mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
+                          const MpCluster *cluster, GError **error)
+{
+  g_return_val_if_fail (cfg != NULL && model != NULL && cluster != NULL, FALSE);
+  CHECK (cfg->dp >= 1 && cfg->tp >= 1 && cfg->pp >= 1 && cfg->cp >= 1 && cfg->ep >= 1
+         && cfg->vpp >= 1, "every parallel size must be at least 1");
+  CHECK (cfg->micro_batch_size >= 1 && cfg->num_micro_batches >= 1,
+         "micro_batch_size and num_micro_batches must be at least 1");
+  CHECK (cfg->zero <= 3, "zero stage %u: must be 0, 1, 2 or 3", cfg->zero);
+  CHECK ((guint) cfg->recompute <= MP_RECOMPUTE_FULL, "unknown recompute mode");
+  CHECK ((guint) cfg->schedule <= MP_SCHEDULE_NONE, "unknown schedule");
+  guint64 world = (guint64) cfg->dp * cfg->tp * cfg->pp * cfg->cp;
+  CHECK (world <= cluster->world_size, "dp * tp * pp * cp = %" G_GUINT64_FORMAT
+         " ranks, the cluster has %u devices", world, cluster->world_size);
+  CHECK (cfg->vpp == 1 || cfg->schedule == MP_SCHEDULE_INTERLEAVED,
+         "vpp = %u needs the interleaved schedule", cfg->vpp);
+  /* Megatron-LM's interleaved schedule runs micro-batches in groups of pp. */
+  CHECK (cfg->schedule != MP_SCHEDULE_INTERLEAVED || cfg->num_micro_batches % cfg->pp == 0,
+         "the interleaved schedule needs num_micro_batches (%u) divisible by pp (%u)",
+         cfg->num_micro_batches, cfg->pp);
+  if (model->arch == MP_ARCH_TRANSFORMER)
+    {
+      CHECK (model->heads % cfg->tp == 0, "tp = %u does not divide %" G_GUINT64_FORMAT
+             " heads", cfg->tp, model->heads);
+      /* Megatron splits kv heads (query groups) over tp too. */
+      CHECK (model->kv_heads % cfg->tp == 0, "tp = %u does not divide %" G_GUINT64_FORMAT
+             " kv heads", cfg->tp, model->kv_heads);
+      CHECK (model->ffn_hidden % cfg->tp == 0, "tp = %u does not divide ffn_hidden %"
+             G_GUINT64_FORMAT, cfg->tp, model->ffn_hidden);
+      CHECK (model->seq_len % cfg->cp == 0, "cp = %u does not divide seq_len %"
+             G_GUINT64_FORMAT, cfg->cp, model->seq_len);
+    }
+  else
+    {
+      CHECK (cfg->cp == 1, "context parallelism needs a sequence model");
+      for (guint i = 0; i < model->n_mlp_layers; i++)
+        CHECK (model->mlp_layers[i].out % cfg->tp == 0, "tp = %u does not divide the %"
+               G_GUINT64_FORMAT " outputs of layer %u", cfg->tp, model->mlp_layers[i].out, i);
+    }
+  if (model->experts == 0)
+    CHECK (cfg->ep == 1, "ep = %u on a dense model", cfg->ep);
+  else
+    {
+      CHECK (model->experts % cfg->ep == 0, "ep = %u does not divide %" G_GUINT64_FORMAT
+             " experts", cfg->ep, model->experts);
+      CHECK ((cfg->dp * cfg->cp) % cfg->ep == 0, "ep = %u does not divide dp * cp = %u",
+             cfg->ep, cfg->dp * cfg->cp);
+    }
+  return check_chunks (cfg, model, error);
+}
+
+#undef CHECK
+
+/* Spreads N items over C slots, the remainder going first to the middle slots, then the
+ * last, then the first (which hold the embedding and the head already). */
+static void
+spread (guint n, guint c, guint *counts)
+{
+  for (guint i = 0; i < c; i++)
+    counts[i] = n / c;
+  guint r = n % c;
+  for (guint i = 1; i + 1 < c && r > 0; i++, r--)
+    counts[i]++;
+  if (r > 0 && c > 1)
+    counts[c - 1]++, r--;
+  if (r > 0)
+    counts[0]++;
+}
+
+void
+cm_chunk_layers (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *first,
+                 guint *counts)
+{
+  const MpModel *m = ctx->model;
+  guint chunks = cfg->pp * cm_vpp (cfg);
+  if (cfg->chunk_layers)
+    memcpy (counts, cfg->chunk_layers, chunks * sizeof *counts);
+  else if (m->arch == MP_ARCH_TRANSFORMER)
+    {
+      spread ((guint) m->n_blocks, chunks, counts);
+      counts[0] += 1;                       /* embedding */
+      counts[chunks - 1] += 1;              /* head */
+    }
+  else
+    spread (m->n_layers, chunks, counts);
+  guint at = 0;
+  for (guint c = 0; c < chunks; c++)
+    {
+      first[c] = at;
+      at += counts[c];
+    }
+}
+
+/* ---- tensor-parallel roles ---------------------------------------------------------- */
+
+/* Walks every op in order with the state "inside a region" and records each op's role.
+ * Regions may span layers (the mlp architecture alternates column and row layers). */
+static void
+assign_roles (MpCostContext *ctx)
+{
+  const MpModel *m = ctx->model;
+  gboolean in_region = FALSE;
+  double h = (double) m->hidden;
+  for (guint li = 0; li < m->n_layers; li++)
+    {
+      const MpLayer *layer = &m->layers[li];
+      CmLayer *cl = &ctx->layers[li];
+      cl->ops = g_new0 (CmOp, MAX (layer->n_ops, 1u));
+      gboolean first_expert = TRUE;
+      for (guint oi = 0; oi < layer->n_ops; oi++)
+        {
+          const MpOp *op = &layer->ops[oi];
+          CmOp *r = &cl->ops[oi];
+          gboolean gemm = op->kind == MP_OP_GEMM || op->kind == MP_OP_ROUTER;
+          switch (op->split)
+            {
+            case MP_SPLIT_COLUMN:
+            case MP_SPLIT_HEADS:
+              r->split = TRUE;
+              r->gemm = gemm ? CM_GEMM_SPLIT_N : CM_GEMM_FULL;
+              if (!in_region && gemm)
+                r->entry_width = op->gemm_k;
+              in_region = TRUE;
+              break;
+            case MP_SPLIT_ROW:
+              r->split = TRUE;
+              r->gemm = gemm ? CM_GEMM_SPLIT_K : CM_GEMM_FULL;
+              if (in_region)
+                r->exit_width = gemm ? op->gemm_n : h;
+              in_region = FALSE;
+              break;
+            case MP_SPLIT_VOCAB:
+              if (op->kind == MP_OP_EMBEDDING)
+                {
+                  /* Each rank looks up its vocabulary shard (zeros elsewhere) and writes a
+                   * full-width output; an all-reduce (or reduce-scatter) sums them. */
+                  r->exit_width = h;
+                  break;
+                }
+              r->split = TRUE;
+              r->gemm = gemm ? CM_GEMM_SPLIT_N : CM_GEMM_FULL;
+              if (!in_region && gemm)
+                r->entry_width = op->gemm_k;
+              /* Megatron's vocab-parallel cross-entropy all-reduces the logit max, the
+               * sum of exponentials and the target logit: three fp32 per token. */
+              if (op->kind == MP_OP_LOSS)
+                r->loss_reductions = 3;
+              in_region = TRUE;
+              break;
+            case MP_SPLIT_EXPERT:
+              r->split = r->expert = TRUE;
+              if (gemm && first_expert)
+                r->a2a_width = op->gemm_k * op->count;
+              first_expert = first_expert && !gemm;
+              if (gemm && op->gemm_n < op->gemm_k)
+                {
+                  /* The down projection: row-parallel over its ffn input. */
+                  r->gemm = CM_GEMM_SPLIT_K;
+                  if (in_region)
+                    r->exit_width = op->gemm_n;
+                  in_region = FALSE;
+                }
+              else if (gemm)
+                {
+                  r->gemm = CM_GEMM_SPLIT_N;
+                  if (!in_region)
+                    r->entry_width = op->gemm_k;
+                  in_region = TRUE;
+                }
+              break;
+            case MP_SPLIT_NONE:
+            default:
+              r->split = in_region;
+              r->gemm = CM_GEMM_FULL;
+              break;
+            }
+          if (gemm)
+            r->out_width = op->gemm_n * MAX (op->count, 1.0);
+          else if (op->kind == MP_OP_ATTENTION)
+            r->out_width = op->heads * op->head_dim;
+          double *slot = r->split ? &cl->max_out_split : &cl->max_out_width;
+          *slot = MAX (*slot, r->out_width);
+          /* Parameters by how tensor parallelism divides them. */
+          if (op->split == MP_SPLIT_EXPERT)
+            cl->params_expert += op->params;
+          else if (op->split == MP_SPLIT_NONE)
+            cl->params_rep += op->params;
+          else
+            cl->params_split += op->params;
+        }
+      /* A block or an embedding hands a replicated (or SP-split) hidden state on. */
+      if (in_region && (layer->kind == MP_LAYER_BLOCK || layer->kind == MP_LAYER_EMBEDDING)
+          && layer->n_ops > 0)
+        {
+          cl->ops[layer->n_ops - 1].exit_width = h;
+          in_region = FALSE;
+        }
+      switch (layer->kind)
+        {
+        case MP_LAYER_EMBEDDING:
+          cl->input_width = 0;
+          cl->output_width = h;
+          break;
+        case MP_LAYER_BLOCK:
+          cl->input_width = cl->output_width = h;
+          break;
+        case MP_LAYER_HEAD:
+          cl->input_width = h;
+          cl->output_width = 0;
+          break;
+        case MP_LAYER_DENSE:
+        default:
+          cl->input_width = layer->n_ops > 0 ? layer->ops[0].gemm_k : 0;
+          cl->output_width = layer->n_ops > 0 ? layer->ops[0].gemm_n : 0;
+          cl->output_split = in_region;
+          break;
+        }
+    }
+}
+
+/* ---- identical layers ----------------------------------------------------------------- */
+
+typedef struct {
+  const MpCostContext *ctx;
+  guint layer;
+  guint hash;
+} LayerKey;
+
+static gboolean
+same_op (const MpOp *a, const MpOp *b, const CmOp *ra, const CmOp *rb)
+{
+  return a->kind == b->kind && a->split == b->split && a->gemm_n == b->gemm_n
+         && a->gemm_k == b->gemm_k && a->count == b->count && a->heads == b->heads
+         && a->kv_heads == b->kv_heads && a->head_dim == b->head_dim
+         && a->params == b->params && a->fwd_flops == b->fwd_flops
+         && a->bwd_flops == b->bwd_flops && a->fwd_bytes == b->fwd_bytes
+         && a->act_bytes == b->act_bytes && a->act_rep_bytes == b->act_rep_bytes
+         && a->act_score_bytes == b->act_score_bytes && ra->split == rb->split
+         && ra->expert == rb->expert && ra->gemm == rb->gemm
+         && ra->entry_width == rb->entry_width && ra->exit_width == rb->exit_width
+         && ra->loss_reductions == rb->loss_reductions && ra->a2a_width == rb->a2a_width;
+}
+
+static gboolean
+layer_key_equal (gconstpointer pa, gconstpointer pb)
+{
+  const LayerKey *ka = pa, *kb = pb;
+  const MpLayer *a = &ka->ctx->model->layers[ka->layer];
+  const MpLayer *b = &kb->ctx->model->layers[kb->layer];
+  const CmLayer *ca = &ka->ctx->layers[ka->layer], *cb = &kb->ctx->layers[kb->layer];
+  if (ka->hash != kb->hash || a->kind != b->kind || a->n_ops != b->n_ops
+      || ca->output_split != cb->output_split || ca->input_width != cb->input_width
+      || ca->output_width != cb->output_width)
+    return FALSE;
+  for (guint i = 0; i < a->n_ops; i++)
+    if (!same_op (&a->ops[i], &b->ops[i], &ca->ops[i], &cb->ops[i]))
+      return FALSE;
+  return TRUE;
+}
+
+static guint
+layer_key_hash (gconstpointer p)
+{
+  return ((const LayerKey *) p)->hash;
+}
+
+/* A hash of the fields same_op compares that most often differ. */
+static guint
+hash_layer (const MpLayer *l)
+{
+  guint h = (guint) l->kind * 31u + l->n_ops;
+  for (guint i = 0; i < l->n_ops; i++)
+    {
+      const MpOp *op = &l->ops[i];
+      h = h * 1000003u ^ (guint) op->kind ^ ((guint) op->split << 4);
+      h = h * 1000003u ^ g_double_hash (&op->gemm_n) ^ g_double_hash (&op->gemm_k);
+      h = h * 1000003u ^ g_double_hash (&op->fwd_bytes);
+    }
+  return h;
+}
+
+static void
+find_classes (MpCostContext *ctx)
+{
+  guint n = ctx->model->n_layers;
+  LayerKey *keys = g_new (LayerKey, MAX (n, 1u));
+  GHashTable *seen = g_hash_table_new (layer_key_hash, layer_key_equal);
+  for (guint i = 0; i < n; i++)
+    {
+      keys[i] = (LayerKey) { ctx, i, hash_layer (&ctx->model->layers[i]) };
+      LayerKey *first = g_hash_table_lookup (seen, &keys[i]);
+      if (first)
+        {
+          ctx->layers[i].klass = first->layer;
+          ctx->layers[i].class_id = ctx->layers[first->layer].class_id;
+        }
+      else
+        {
+          ctx->layers[i].klass = i;
+          ctx->layers[i].class_id = ctx->n_classes++;
+          g_hash_table_add (seen, &keys[i]);
+        }
+    }
+  g_hash_table_destroy (seen);
+  g_free (keys);
+  ctx->class_first = g_new (guint, MAX (ctx->n_classes, 1u));
+  for (guint i = 0; i < n; i++)
+    if (ctx->layers[i].klass == i)
+      ctx->class_first[ctx->layers[i].class_id] = i;
+}
+
+/* ---- prefix sums -------------------------------------------------------------------- */
+
+/* Full recomputation applies to transformer blocks and mlp layers (Megatron checkpoints
+ * transformer layers; the embedding and the head keep their activations). */
+gboolean
+cm_recomputable (const MpLayer *l)
+{
+  return l->kind == MP_LAYER_BLOCK || l->kind == MP_LAYER_DENSE;
+}
+
+static void
+build_sums (MpCostContext *ctx)
+{
+  guint n = ctx->model->n_layers;
+  for (int s = 0; s < CM_SUM_N; s++)
+    ctx->sums[s] = g_new0 (double, n + 1);
+  for (guint i = 0; i < n; i++)
+    {
+      const MpLayer *l = &ctx->model->layers[i];
+      const CmLayer *cl = &ctx->layers[i];
+      double v[CM_SUM_N] = { 0 };
+      v[CM_SUM_PARAMS_SPLIT] = cl->params_split;
+      v[CM_SUM_PARAMS_REP] = cl->params_rep;
+      v[CM_SUM_PARAMS_EXPERT] = cl->params_expert;
+      v[CM_SUM_ACT] = l->act_bytes;
+      v[CM_SUM_ACT_REP] = l->act_rep_bytes;
+      v[CM_SUM_ACT_SCORE] = l->act_score_bytes;
+      gboolean rc = cm_recomputable (l);
+      v[CM_SUM_FULL_INPUT] = rc ? cl->input_width * ctx->elt : 0;
+      v[CM_SUM_RECOMPUTABLE] = rc ? 1 : 0;
+      v[CM_SUM_NR_ACT] = rc ? 0 : l->act_bytes;
+      v[CM_SUM_NR_ACT_REP] = rc ? 0 : l->act_rep_bytes;
+      v[CM_SUM_NR_ACT_SCORE] = rc ? 0 : l->act_score_bytes;
+      for (int s = 0; s < CM_SUM_N; s++)
+        ctx->sums[s][i + 1] = ctx->sums[s][i] + v[s];
+      if (rc)
+        ctx->recomputable_fwd_flops += l->fwd_flops;
+      for (guint o = 0; o < l->n_ops; o++)
+        if (l->ops[o].kind == MP_OP_ATTENTION)
+          ctx->attn_fwd_flops += l->ops[o].fwd_flops;
+    }
+}
+
+/* ---- devices -------------------------------------------------------------------------- */
+
+/* The dtype GEMMs run in: the model's precision where the device has a rate for it, else
+ * fp32 (a CPU core computes 16-bit formats in fp32). */
+static MpDtype
+compute_dtype (const MpModel *m, const MpDevice *d)
+{
+  MpDtype want = m->precision;
+  return d->peak_flops[want] > 0 ? want : MP_DTYPE_FP32;
+}
+
+static gboolean
+profile_applies (const MpCostProfile *p, const MpDevice *d)
+{
+  const char *name = p ? mp_cost_profile_device (p) : NULL;
+  return p != NULL && (name == NULL || *name == '\0' || g_strcmp0 (name, d->name) == 0);
+}
+
+static void
+init_device (MpCostContext *ctx, MpCostDevice *dev, const MpDevice *d)
+{
+  dev->device = d;
+  dev->curve = mp_device_curve (mp_device_class_of (d));
+  dev->dtype = compute_dtype (ctx->model, d);
+  dev->profile = profile_applies (ctx->profile, d) ? ctx->profile : NULL;
+  /* Anchor the shape model: at the measured shape it must give the measured efficiency,
+   * so the shape factors only say how other shapes differ from it. */
+  const double *a = dev->curve->gemm_anchor;
+  double shape = mp_cost_gemm_shape_efficiency (dev->curve, a[0], a[1], a[2], 1);
+  dev->gemm_scale = dev->curve->gemm_anchor_eff / shape;
+  dev->mem_eff = dev->curve->mem_eff;
+  double measured = dev->profile ? mp_cost_profile_mem_bw (dev->profile) : 0;
+  if (measured > 0 && d->mem_bw_Bps > 0)
+    dev->mem_eff = MIN (1.0, measured / d->mem_bw_Bps);
+  for (int t = 0; t < MP_TIER_N; t++)
+    dev->link_eff[t] = cm_tier_efficiency (ctx->cluster, dev, (MpTier) t);
+  /* NCCL's latencies differ for NVLink and PCI; NVLink SHARP needs NVSwitches (a DGX/HGX
+   * board or an NVL72 rack). Known from the node link's name. */
+  static const char *const nvlink[] = { "nvlink", "nvl", NULL };
+  static const char *const nvswitch[] = { "nvswitch", "nvl72", "nvl36", NULL };
+  const MpCluster *c = ctx->cluster;
+  if (c->has_link[MP_TIER_NODE])
+    {
+      g_autofree char *name = g_ascii_strdown (c->links[MP_TIER_NODE].name
+                                               ? c->links[MP_TIER_NODE].name : "", -1);
+      for (int i = 0; nvlink[i]; i++)
+        dev->nvlink |= strstr (name, nvlink[i]) != NULL;
+      for (int i = 0; nvswitch[i]; i++)
+        dev->nvswitch |= strstr (name, nvswitch[i]) != NULL;
+    }
+}
+
+MpCostContext *
+mp_cost_context_new (const MpModel *model, const MpCluster *cluster,
+                     const MpCostProfile *profile)
+{
+  g_return_val_if_fail (model != NULL && cluster != NULL && cluster->n_groups > 0, NULL);
+  MpCostContext *ctx = g_new0 (MpCostContext, 1);
+  ctx->model = model;
+  ctx->cluster = cluster;
+  ctx->profile = profile;
+  ctx->elt = model->precision == MP_DTYPE_FP32 ? 4.0 : 2.0;
+  ctx->dtype = model->precision;
+  ctx->causal = model->arch == MP_ARCH_TRANSFORMER;
+  ctx->n_devices = cluster->n_groups;
+  ctx->devices = g_new0 (MpCostDevice, ctx->n_devices);
+  for (guint g = 0; g < cluster->n_groups; g++)
+    init_device (ctx, &ctx->devices[g], &cluster->groups[g].device);
+  /* What mp_cluster_span says of any group's tiers; exact for every group of a
+   * homogeneous cluster (one node group). */
+  mp_cluster_span (cluster, NULL, NULL, 0, &ctx->any_span);
+  ctx->layers = g_new0 (CmLayer, MAX (model->n_layers, 1u));
+  assign_roles (ctx);
+  find_classes (ctx);
+  build_sums (ctx);
+  if (model->tied_embeddings && model->arch == MP_ARCH_TRANSFORMER)
+    ctx->tied_params = (double) model->vocab * (double) model->hidden;
+  return ctx;
+}
+
+void
+mp_cost_context_free (MpCostContext *ctx)
+{
+  if (ctx == NULL)
+    return;
+  for (guint i = 0; i < ctx->model->n_layers; i++)
+    g_free (ctx->layers[i].ops);
+  g_free (ctx->layers);
+  g_free (ctx->class_first);
+  for (int s = 0; s < CM_SUM_N; s++)
+    g_free (ctx->sums[s]);
+  g_free (ctx->devices);
+  g_free (ctx);
+}
+
+const MpModel *
+mp_cost_context_model (const MpCostContext *ctx)
+{
+  return ctx->model;
+}
+
+const MpCluster *
+mp_cost_context_cluster (const MpCostContext *ctx)
+{
+  return ctx->cluster;
+}
+
+const MpCostDevice *
+mp_cost_device (const MpCostContext *ctx, guint group)
+{
+  g_return_val_if_fail (ctx != NULL && group < ctx->n_devices, NULL);
+  return &ctx->devices[group];
+}
+
+/* ---- rank groups ---------------------------------------------------------------------- */
+
+/* Rank strides of the four dimensions under CFG's order. */
+static void
+strides (const MpParallelConfig *cfg, guint stride[MP_DIM_N])
+{
+  const MpParallelDim *order = config_order (cfg);
+  guint size[MP_DIM_N] = { cfg->tp, cfg->cp, cfg->dp, cfg->pp };
+  guint s = 1;
+  for (int i = 0; i < MP_DIM_N; i++)
+    {
+      stride[order[i]] = s;
+      s *= size[order[i]];
+    }
+}
+
+static guint
+device_of_rank (const MpParallelConfig *cfg, guint rank)
+{
+  return cfg->placement ? cfg->placement[rank] : rank;
+}
+
+const MpCostDevice *
+cm_stage_device (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage)
+{
+  guint stride[MP_DIM_N];
+  strides (cfg, stride);
+  guint device = device_of_rank (cfg, stage * stride[MP_DIM_PP]);
+  if (ctx->n_devices == 1 || device >= ctx->cluster->world_size)
+    return &ctx->devices[0];
+  const MpNodeGroup *g = mp_cluster_group_of (ctx->cluster, device);
+  return &ctx->devices[g - ctx->cluster->groups];
+}
+
+gboolean
+cm_spans_equal (const MpCostContext *ctx, const MpParallelConfig *cfg, guint a, guint b)
+{
+  if (a == b)
+    return TRUE;
+  const MpCluster *c = ctx->cluster;
+  /* The last stage pairs with the previous one (pp_next), the others with the next. */
+  if (c->n_groups != 1 || cfg->placement != NULL || a == cfg->pp - 1 || b == cfg->pp - 1)
+    return FALSE;
+  /* In a homogeneous cluster with ranks on devices in order, a stage's groups look the
+   * same as another's when their first ranks sit at the same place in a node. */
+  guint stride[MP_DIM_N];
+  strides (cfg, stride);
+  guint dpn = c->groups[0].devices_per_node;
+  return ((guint64) a * stride[MP_DIM_PP]) % dpn == ((guint64) b * stride[MP_DIM_PP]) % dpn;
+}
+
+/* Fills SPAN for RANKS[N] under CFG's placement: mp_cluster_span, except in the common
+ * case it sorts nothing for - a homogeneous cluster, ranks on devices in order, RANKS
+ * increasing - where the nodes are counted in one pass and the per-tier bandwidths and
+ * latencies, the same for every group there, come from the context. Searches cost
+ * spans of thousands of ranks millions of times. */
+static void
+group_span (const MpCostContext *ctx, const MpParallelConfig *cfg, const guint *ranks, guint n,
+            MpGroupSpan *span)
+{
+  const MpCluster *c = ctx->cluster;
+  gboolean fast = c->n_groups == 1 && cfg->placement == NULL && n > 0;
+  for (guint i = 1; fast && i < n; i++)
+    fast = ranks[i] > ranks[i - 1];
+  if (!fast || ranks[n - 1] >= c->world_size)
+    {
+      mp_cluster_span (c, cfg->placement, ranks, n, span);
+      return;
+    }
+  *span = ctx->any_span;
+  span->n_ranks = n;
+  guint dpn = c->groups[0].devices_per_node, run = 0;
+  for (guint i = 0; i < n; i++)
+    {
+      gboolean same = i > 0 && ranks[i] / dpn == ranks[i - 1] / dpn;
+      run = same ? run + 1 : 1;
+      span->n_nodes += same ? 0 : 1;
+      span->ranks_per_node = MAX (span->ranks_per_node, run);
+    }
+  span->widest = span->n_nodes > 1 ? MP_TIER_CLUSTER : MP_TIER_NODE;
+}
+
+/* Fills SPAN for the ranks BASE + i * S1 + j * S2, i < N1, j < N2. */
+static void
+span_of (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *buf, guint base,
+         guint s1, guint n1, guint s2, guint n2, MpGroupSpan *span)
+{
+  guint n = 0;
+  for (guint j = 0; j < n2; j++)
+    for (guint i = 0; i < n1; i++)
+      buf[n++] = base + i * s1 + j * s2;
+  group_span (ctx, cfg, buf, n, span);
+}
+
+void
+mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
+                     MpStageSpans *out)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
+  g_return_if_fail (stage < cfg->pp);
+  guint stride[MP_DIM_N];
+  strides (cfg, stride);
+  guint base = stage * stride[MP_DIM_PP];
+  guint dpcp = cfg->dp * cfg->cp, ep = MAX (cfg->ep, 1u);
+  guint *buf = g_new (guint, MAX (MAX (dpcp, cfg->tp), 2u));
+  memset (out, 0, sizeof *out);
+  out->stage = stage;
+  out->device = cm_stage_device (ctx, cfg, stage);
+  span_of (ctx, cfg, buf, base, stride[MP_DIM_TP], cfg->tp, 0, 1, &out->tp);
+  span_of (ctx, cfg, buf, base, stride[MP_DIM_CP], cfg->cp, 0, 1, &out->cp);
+  /* Dense gradients are replicated over dp * cp (Megatron's data-parallel group with
+   * context parallelism). */
+  span_of (ctx, cfg, buf, base, stride[MP_DIM_CP], cfg->cp, stride[MP_DIM_DP], cfg->dp,
+           &out->dp);
+  /* Expert groups index the dp * cp ranks cp-fastest: ep consecutive ones form an
+   * expert-parallel group; every ep-th one shares the same experts (without expert
+   * parallelism: the rank alone, and the gradient group). */
+  guint n = 0;
+  for (guint j = 0; j < ep && j < dpcp; j++)
+    buf[n++] = base + (j % cfg->cp) * stride[MP_DIM_CP] + (j / cfg->cp) * stride[MP_DIM_DP];
+  group_span (ctx, cfg, buf, n, &out->ep);
+  if (ep == 1)
+    out->edp = out->dp;
+  else
+    {
+      n = 0;
+      for (guint j = 0; j < dpcp; j += ep)
+        buf[n++] = base + (j % cfg->cp) * stride[MP_DIM_CP]
+                   + (j / cfg->cp) * stride[MP_DIM_DP];
+      group_span (ctx, cfg, buf, n, &out->edp);
+    }
+  /* Pipeline neighbours: the next stage, or for the last one the previous. */
+  n = 0;
+  if (cfg->pp > 1 && stage + 1 == cfg->pp)
+    buf[n++] = base - stride[MP_DIM_PP];
+  buf[n++] = base;
+  if (cfg->pp > 1 && stage + 1 < cfg->pp)
+    buf[n++] = base + stride[MP_DIM_PP];
+  group_span (ctx, cfg, buf, n, &out->pp_next);
+  n = 0;
+  buf[n++] = 0;
+  if (cfg->pp > 1)
+    buf[n++] = (cfg->pp - 1) * stride[MP_DIM_PP];
+  group_span (ctx, cfg, buf, n, &out->pp_ends);
+  g_free (buf);
+}

@@ -1,0 +1,133 @@
+/* costmodel-private.h - what the files of costmodel/ share and nobody else sees: the
+ * context's precomputed tables and a few helpers.
+ *
+ * context.c builds them once per (model, cluster); compute.c, comm.c, memory.c and
+ * costmodel-describe.c read them. Units as in costmodel.h. */
+#pragma once
+#include "costmodel/costmodel.h"
+
+G_BEGIN_DECLS
+
+/* How a GEMM's shape changes under tensor parallelism. */
+typedef enum {
+  CM_GEMM_FULL,      /* every TP rank computes the whole product */
+  CM_GEMM_SPLIT_N,   /* output columns divided (column-parallel, vocab-parallel) */
+  CM_GEMM_SPLIT_K,   /* reduction dimension divided (row-parallel) */
+} CmGemmSplit;
+
+/* One op's tensor-parallel role, found by walking the model's ops in order (context.c).
+ * A "region" is Megatron's f ... g pair: it opens at a column-parallel (or head-, vocab-,
+ * expert-parallel) op whose input is replicated and closes after a row-parallel op; the
+ * ops inside work on split tensors. Widths are elements per token. */
+typedef struct {
+  gboolean split;        /* its work and split activations are divided by t */
+  gboolean expert;       /* an MoE expert op (shapes also depend on ep) */
+  CmGemmSplit gemm;
+  double entry_width;    /* > 0: opens a region; its input width (forward SP all-gather,
+                          * backward all-reduce / reduce-scatter of the input gradient) */
+  double exit_width;     /* > 0: a region closes after it; its output width (forward
+                          * all-reduce / reduce-scatter, backward SP all-gather) */
+  guint loss_reductions; /* vocab-parallel cross-entropy: fp32 all-reduces per token */
+  double a2a_width;      /* MoE: token copies dispatched before (and combined after) the
+                          * expert ops, h * top-k per token; on the first expert op */
+  double out_width;      /* output elements per token, unsplit (backward buffers) */
+} CmOp;
+
+typedef struct {
+  CmOp *ops;
+  double params_split;   /* divided by t */
+  double params_rep;     /* replicated over t */
+  double params_expert;  /* divided by t * ep */
+  double input_width;    /* elements per token of the layer's input (full recompute) */
+  double output_width;   /* elements per token sent to the next pipeline stage */
+  gboolean output_split; /* ... already divided by t (inside a region: mlp layers) */
+  double max_out_width;  /* largest op output per token, unsplit */
+  double max_out_split;  /* ... of split ops (divide by t) */
+  guint klass;           /* index of the first layer with the same ops and roles */
+  guint class_id;        /* dense number of that class, 0 .. n_classes - 1 */
+} CmLayer;
+
+/* Prefix sums over layers, n_layers + 1 entries each, so a chunk's sum is O(1). */
+typedef enum {
+  CM_SUM_PARAMS_SPLIT,
+  CM_SUM_PARAMS_REP,
+  CM_SUM_PARAMS_EXPERT,
+  CM_SUM_ACT,            /* act_bytes per token */
+  CM_SUM_ACT_REP,        /* act_rep_bytes per token */
+  CM_SUM_ACT_SCORE,      /* act_score_bytes per token */
+  CM_SUM_FULL_INPUT,     /* bytes per token a fully recomputed layer keeps (its input);
+                          * layers that are never recomputed keep their usual ones */
+  CM_SUM_RECOMPUTABLE,   /* 1 per layer that full recompute applies to */
+  CM_SUM_NR_ACT,         /* act_bytes of layers full recompute does not apply to */
+  CM_SUM_NR_ACT_REP,     /* ... their act_rep_bytes */
+  CM_SUM_NR_ACT_SCORE,   /* ... their act_score_bytes */
+  CM_SUM_N
+} CmSum;
+
+struct _MpCostContext {
+  const MpModel *model;
+  const MpCluster *cluster;
+  const MpCostProfile *profile;
+  MpCostDevice *devices;          /* one per node group */
+  guint n_devices;
+  double elt;                     /* bytes of an activation element */
+  MpDtype dtype;                  /* compute dtype of GEMMs */
+  gboolean causal;                /* decoder attention (all transformers here) */
+  CmLayer *layers;                /* model->n_layers */
+  double *sums[CM_SUM_N];
+  double tied_params;             /* word-embedding matrix the head shares (0: untied) */
+  guint n_classes;                /* distinct layers */
+  guint *class_first;             /* n_classes: the first layer of each class */
+  double attn_fwd_flops;          /* per token, all attention cores (IR, forward) */
+  double recomputable_fwd_flops;  /* per token, layers full recompute applies to */
+  MpGroupSpan any_span;           /* per-tier bandwidth and latency of any group */
+};
+
+/* Is LAYER one that full recomputation applies to (blocks and mlp layers)? */
+gboolean cm_recomputable (const MpLayer *layer);
+
+/* The sizes every function divides by are set (mp_parallel_config_check says more). */
+static inline gboolean
+cm_config_sane (const MpParallelConfig *cfg)
+{
+  return cfg->dp >= 1 && cfg->tp >= 1 && cfg->pp >= 1 && cfg->cp >= 1 && cfg->ep >= 1
+         && cfg->vpp >= 1 && cfg->micro_batch_size >= 1 && cfg->num_micro_batches >= 1;
+}
+
+/* Number of layers per chunk under CFG into COUNTS[pp * vpp] and the first layer of each
+ * into FIRST[pp * vpp]. */
+void cm_chunk_layers (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *first,
+                      guint *counts);
+/* Sum of table WHICH over layers [FIRST, FIRST + N). */
+static inline double
+cm_sum (const MpCostContext *ctx, CmSum which, guint first, guint n)
+{
+  return ctx->sums[which][first + n] - ctx->sums[which][first];
+}
+/* The config's vpp (1 unless interleaved). */
+guint cm_vpp (const MpParallelConfig *cfg);
+/* Tokens one rank processes per micro-batch: micro_batch_size * seq_len / cp. */
+double cm_tokens (const MpCostContext *ctx, const MpParallelConfig *cfg);
+/* The device (node group) of STAGE's first rank. */
+const MpCostDevice *cm_stage_device (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                     guint stage);
+/* The data-parallel bucket size in bytes. */
+double cm_bucket_bytes (const MpParallelConfig *cfg);
+/* Gradient bytes per parameter under CFG. */
+double cm_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg);
+
+/* Activation bytes per micro-batch crossing from a stage whose layers end at LAST_LAYER
+ * to the next stage (for the last stage, whose output is the loss: the gradient of the
+ * input of FIRST_LAYER going back). */
+double cm_boundary_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                          guint last_layer, guint first_layer);
+
+/* Link efficiency of TIER for DEV (comm.c): the profile's measured one or the curve's. */
+double cm_tier_efficiency (const MpCluster *cluster, const MpCostDevice *dev, MpTier tier);
+
+/* Whether stages A and B of CFG have identical spans (homogeneous cluster, ranks on
+ * devices in order, first ranks at the same place in a node, neither the last stage). */
+gboolean cm_spans_equal (const MpCostContext *ctx, const MpParallelConfig *cfg, guint a,
+                         guint b);
+
+G_END_DECLS

@@ -1,0 +1,446 @@
+/* costmodel.h - what one op, one collective and one plan's memory cost on a cluster.
+ *
+ * Pure functions over an immutable model (model/model.h) and cluster
+ * (topology/topology.h). mp_cost_context_new() precomputes what depends only on the pair
+ * (device curves, per-op tensor-parallel roles, prefix sums over layers); everything else
+ * takes a small plain-data MpParallelConfig that the planner fills from its plan, and costs
+ * microseconds. Not here: searching plans (planner/), schedules and the discrete-event
+ * simulator's event loop (sim.c, a later issue).
+ *
+ * Three parts:
+ *  - compute: roofline time of an op on one device, max (FLOPs / (peak x efficiency),
+ *    bytes / (memory bandwidth x efficiency)) + kernel launches, with efficiency curves of
+ *    GEMM shape (tile and wave quantisation), attention sequence and head size, and
+ *    message size for memory-bound kernels; tensor-parallel ops are costed at their split
+ *    shapes. Defaults per device class in curves.c, each with its source.
+ *  - communication: nccl-tests definitions (algbw, busbw, bus factors) and NCCL's
+ *    algorithms (ring, tree, NVLink SHARP) plus a hierarchical one, alpha-beta per link
+ *    tier, the fastest picked per size as NCCL's tuner does.
+ *  - memory: per pipeline stage and rank, broken down (weights, gradients, optimizer,
+ *    activations, transient buffers, overhead).
+ *
+ * Units: seconds, bytes, FLOP, bytes/s, FLOP/s. Sizes of collectives are nccl-tests'
+ * "size": the whole buffer (for all-gather / reduce-scatter the gathered buffer, n times
+ * what one rank contributes; for all-to-all what one rank sends in total). */
+#pragma once
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include "model/model.h"
+#include "topology/topology.h"
+
+G_BEGIN_DECLS
+
+/* ==== the plan-like input ============================================================ */
+
+typedef enum {
+  MP_RECOMPUTE_NONE,       /* keep every activation for backward */
+  MP_RECOMPUTE_SELECTIVE,  /* recompute the attention core (Korthikanti et al. 2022) */
+  MP_RECOMPUTE_FULL,       /* keep only each block's input; recompute the block */
+} MpRecompute;
+
+typedef enum {
+  MP_SCHEDULE_1F1B,        /* PipeDream-flush: stage i of p holds min(p - i, m) */
+  MP_SCHEDULE_GPIPE,       /* all forwards, then all backwards: every stage holds m */
+  MP_SCHEDULE_INTERLEAVED, /* Megatron's interleaved 1F1B over vpp chunks per stage */
+  MP_SCHEDULE_NONE,        /* layer placement, one micro-batch in flight */
+} MpSchedule;
+
+/* The parallel dimensions that number ranks, for MpParallelConfig.order. */
+typedef enum { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP, MP_DIM_PP, MP_DIM_N } MpParallelDim;
+
+/* How a step is split over ranks; plain data (the planner builds one per plan). The
+ * ranks used are dp * tp * pp * cp; expert parallelism is carved out of the dp * cp
+ * ranks as Megatron-LM does (ep divides dp * cp; experts are divided over ep and, like
+ * the dense MLP, tensor-split over tp; their gradients are reduced over dp * cp / ep). */
+typedef struct {
+  guint dp, tp, pp, cp;        /* data, tensor, pipeline, context parallel sizes (>= 1) */
+  guint vpp;                   /* model chunks per pipeline rank (interleaved); 1 otherwise */
+  guint ep;                    /* expert parallel size (1 for dense models) */
+  gboolean sequence_parallel;  /* Megatron SP: norms/dropout split by sequence over tp */
+  guint zero;                  /* ZeRO stage 0-3 over the dp * cp replicas */
+  MpRecompute recompute;
+  guint micro_batch_size;      /* sequences per micro-batch */
+  guint num_micro_batches;     /* micro-batches per optimizer step per replica */
+  MpSchedule schedule;
+  gboolean flash_attention;    /* fused attention: no score matrix in memory */
+  gboolean fp32_grads;         /* gradients accumulated in fp32 (Megatron with bf16); else
+                                * at the model's state_bytes_per_param gradient size */
+  double bucket_bytes;         /* data-parallel gradient bucket; 0: 25 MiB (PyTorch DDP) */
+  /* Model layers (model->layers, embedding and head included) per model chunk, pp * vpp
+   * entries in chunk order; chunk c runs on pipeline rank c % pp. NULL: blocks spread
+   * evenly, the embedding on the first chunk and the head on the last. Borrowed. */
+  const guint *chunk_layers;
+  /* Rank numbering, innermost first (Megatron's default tp, cp, dp, pp). An order that
+   * is not a permutation (e.g. all zero, as in a zeroed struct) means the default. */
+  MpParallelDim order[MP_DIM_N];
+  /* Rank -> device (world_size entries), NULL: rank r on device r. Borrowed. */
+  const guint *placement;
+} MpParallelConfig;
+
+/* Sets every size to 1, 1F1B, flash attention on, default order, no chunk split. */
+void mp_parallel_config_init (MpParallelConfig *cfg);
+/* TRUE when CFG can run MODEL on CLUSTER: sizes >= 1, world fits, tp divides heads, kv
+ * heads and ffn (mlp: every layer's outputs), cp divides the sequence, ep divides experts
+ * and dp * cp, vpp needs the interleaved schedule (whose micro-batches pp divides, as
+ * Megatron-LM requires), chunk_layers sums to the layer count with no empty chunk (so
+ * the embedding is on the first chunk and the head on the last), or without it every
+ * chunk gets a block. Else FALSE with MP_ERROR_INPUT naming the first problem. */
+gboolean mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
+                                   const MpCluster *cluster, GError **error);
+/* Lower-case names ("selective", "interleaved") and their inverses. */
+const char *mp_recompute_name (MpRecompute r);
+const char *mp_schedule_name (MpSchedule s);
+gboolean mp_recompute_from_name (const char *name, MpRecompute *out);
+gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
+
+/* ==== device classes and their default curves (curves.c) ============================== */
+
+typedef enum {
+  MP_DEVICE_CLASS_A100,        /* NVIDIA Ampere A100 */
+  MP_DEVICE_CLASS_HOPPER,      /* NVIDIA H100 / H200 / GH200 */
+  MP_DEVICE_CLASS_BLACKWELL,   /* NVIDIA B200 / GB200 */
+  MP_DEVICE_CLASS_GPU,         /* any other GPU: conservative A100-like curve */
+  MP_DEVICE_CLASS_CPU,         /* one CPU core (the host backend) */
+  MP_DEVICE_CLASS_N
+} MpDeviceClass;
+
+/* A GEMM tile a library may pick (rows x columns of the output per thread block) and its
+ * speed factor once the GPU is full (data reuse; curves.c); the anchor scales it. */
+typedef struct {
+  guint m, n;
+  double speed;
+} MpGemmTile;
+
+/* The built-in efficiency model of one device class. Read-only; curves.c cites the source
+ * of every number. */
+typedef struct {
+  MpDeviceClass klass;
+  const char *name;              /* "a100", "hopper", ... */
+  guint sms;                     /* streaming multiprocessors (1 for a CPU core) */
+  const MpGemmTile *tiles;       /* tile shapes the GEMM library chooses among */
+  guint n_tiles;
+  double k_overhead;             /* K-equivalent cost of a tile's prologue and epilogue */
+  guint max_split_k;             /* split-K factors tried: 1 .. max_split_k */
+  double small_dim_half;         /* CPU: the smallest dimension at half speed (0: unused) */
+  double gemm_anchor_eff;        /* measured efficiency of a large GEMM at ... */
+  double gemm_anchor[3];         /* ... this M, N, K (bf16, or fp32 on a CPU) */
+  double fp32_simt_eff;          /* large fp32 (non tensor-core) GEMM efficiency */
+  double attn_fwd_eff, attn_bwd_eff;  /* fused attention plateau, forward / backward */
+  double attn_seq_half;          /* sequence length at which attention is at half plateau */
+  double mem_eff;                /* large memory-bound kernel: achieved / datasheet */
+  double mem_latency_s;          /* start-up of a memory-bound kernel (a DRAM round trip):
+                                  * it reaches half of mem_eff at bandwidth x this bytes */
+  double launch_s;               /* per-kernel launch overhead */
+  double link_eff[MP_TIER_N];    /* large-message busbw / link rate, ring, per tier */
+  double nvls_algbw_eff;         /* NVLink SHARP all-reduce algbw / NVLink rate; 0: none */
+  gboolean nccl;                 /* NCCL protocols (LL, LL128) and base latencies */
+  double workspace_bytes;        /* GEMM library workspace kept per device */
+} MpDeviceCurve;
+
+/* The class of a device, by name ("A100-SXM4-80GB" -> A100; "cpu-core" -> CPU) and, for
+ * an unknown name, by whether it has a 16-bit tensor rate. */
+MpDeviceClass mp_device_class_of (const MpDevice *device);
+/* The built-in curve of a class. Borrowed, static. */
+const MpDeviceCurve *mp_device_curve (MpDeviceClass klass);
+const char *mp_device_class_name (MpDeviceClass klass);
+
+/* ==== calibration profile (profile.c) ================================================== */
+
+typedef enum {
+  MP_COLL_ALL_REDUCE,
+  MP_COLL_ALL_GATHER,
+  MP_COLL_REDUCE_SCATTER,
+  MP_COLL_ALL_TO_ALL,
+  MP_COLL_BROADCAST,
+  MP_COLL_SEND_RECV,
+  MP_COLL_N
+} MpCollKind;
+
+/* Measured tables that override the built-in curves. The calibrate issue fills it from
+ * a YAML profile (not loaded here yet); the structure and the interpolation are here. */
+typedef struct _MpCostProfile MpCostProfile;
+
+/* A new empty profile for devices named DEVICE (NULL or "": any device). Caller owns. */
+MpCostProfile *mp_cost_profile_new (const char *device);
+void mp_cost_profile_free (MpCostProfile *profile);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpCostProfile, mp_cost_profile_free)
+/* Sets the achieved GEMM rate of DTYPE on a full grid: axes M[NM], N[NN], K[NK] strictly
+ * increasing and positive, FLOPS_PER_S[(i * NN + j) * NK + l] for (M[i], N[j], K[l]), all
+ * positive. Copied. FALSE with MP_ERROR_INPUT otherwise (profile unchanged). */
+gboolean mp_cost_profile_set_gemm (MpCostProfile *profile, MpDtype dtype, const double *m,
+                                   guint nm, const double *n, guint nn, const double *k,
+                                   guint nk, const double *flops_per_s, GError **error);
+/* Sets the achieved copy bandwidth (bytes read + written per second). */
+void mp_cost_profile_set_mem_bw (MpCostProfile *profile, double bytes_per_s);
+/* Sets a nccl-tests table of KIND inside TIER (TIER_NODE: a group within one node;
+ * TIER_CLUSTER: one rank per node) measured on N_RANKS ranks: SIZES[COUNT] strictly
+ * increasing (nccl-tests "size"), BUSBW_BPS[COUNT] positive. Copied. FALSE with
+ * MP_ERROR_INPUT otherwise. */
+gboolean mp_cost_profile_set_coll (MpCostProfile *profile, MpCollKind kind, MpTier tier,
+                                   guint n_ranks, const double *sizes,
+                                   const double *busbw_Bps, guint count, GError **error);
+/* Interpolated achieved FLOP/s of an (M, N, K) GEMM: log-log trilinear inside the grid,
+ * clamped to its edges outside. 0 when the profile has no table for DTYPE. */
+double mp_cost_profile_gemm_flops (const MpCostProfile *profile, MpDtype dtype, double m,
+                                   double n, double k);
+/* Interpolated busbw of KIND in TIER at SIZE: log-log linear between samples, the first
+ * sample's time below the table (a latency floor), the last busbw above it. 0 when the
+ * profile has no such table. */
+double mp_cost_profile_coll_busbw (const MpCostProfile *profile, MpCollKind kind,
+                                   MpTier tier, double size);
+/* The profile's copy bandwidth, 0 if unset; and its device name (NULL: any). */
+double mp_cost_profile_mem_bw (const MpCostProfile *profile);
+const char *mp_cost_profile_device (const MpCostProfile *profile);
+
+/* ==== the context ====================================================================== */
+
+typedef struct _MpCostContext MpCostContext;
+
+/* Precomputes what depends only on MODEL and CLUSTER (and PROFILE, may be NULL). MODEL,
+ * CLUSTER and PROFILE are borrowed and must outlive the context. Cannot fail for a loaded
+ * model and cluster. Caller owns. The context is read-only afterwards, so it may be
+ * shared by threads. */
+MpCostContext *mp_cost_context_new (const MpModel *model, const MpCluster *cluster,
+                                    const MpCostProfile *profile);
+void mp_cost_context_free (MpCostContext *ctx);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpCostContext, mp_cost_context_free)
+const MpModel *mp_cost_context_model (const MpCostContext *ctx);
+const MpCluster *mp_cost_context_cluster (const MpCostContext *ctx);
+
+/* One kind of device of the cluster, as the cost model sees it (one per node group). */
+typedef struct {
+  const MpDevice *device;        /* borrowed from the cluster */
+  const MpDeviceCurve *curve;
+  double gemm_scale;             /* normalises the GEMM shape model to its anchor */
+  double mem_eff;                /* curve's, or the profile's measured copy rate */
+  MpDtype dtype;                 /* compute dtype of the model's GEMMs on this device */
+  const MpCostProfile *profile;  /* applies to this device, or NULL */
+  double link_eff[MP_TIER_N];    /* curve's, or the profile's measured busbw / link rate */
+  gboolean nvlink;               /* the node link is NVLink (NCCL's NVLINK latencies) */
+  gboolean nvswitch;             /* ... through NVSwitches (NVLink SHARP possible) */
+} MpCostDevice;
+
+/* The device of node group GROUP (0 for a homogeneous cluster). Borrowed. */
+const MpCostDevice *mp_cost_device (const MpCostContext *ctx, guint group);
+
+/* ==== compute (compute.c) ============================================================== */
+
+/* Cost of one kernel or fused group of kernels on one device. */
+typedef struct {
+  double time_s;       /* roofline + launches */
+  double flops;        /* FLOPs executed (hardware: causal attention skips, recompute...) */
+  double bytes;        /* memory traffic */
+  double efficiency;   /* of the compute roof (0 for memory-only kernels) */
+  gboolean memory_bound;
+  guint kernels;
+} MpKernelCost;
+
+/* Efficiency (of peak) of a GEMM of BATCH independent (M x K) @ (K x N) products on a
+ * device of curve CURVE, before the anchor normalisation: tile and wave quantisation over
+ * the SMs and a tile's fixed cost, for the best of the library's tiles (mp_cost_gemm also
+ * tries split-K). In (0, 1]. */
+double mp_cost_gemm_shape_efficiency (const MpDeviceCurve *curve, double m, double n,
+                                      double k, double batch);
+/* Time of that GEMM on DEV at dtype DTYPE: the profile's table if it has one, else the
+ * curve (anchored), roofline against memory (A, B read, C written at the dtype's size). */
+void mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double k,
+                   double batch, MpKernelCost *out);
+/* A memory-bound kernel moving BYTES (read + written) with FLOPS of arithmetic. */
+void mp_cost_memory_kernel (const MpCostDevice *dev, double bytes, double flops,
+                            MpKernelCost *out);
+/* Fused (flash) attention forward or backward: BATCH sequences, HEADS query heads of
+ * HEAD_DIM over S_Q queries and S_KV keys, causal or not. */
+void mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch,
+                              double heads, double kv_heads, double head_dim, double s_q,
+                              double s_kv, gboolean causal, gboolean backward,
+                              MpKernelCost *out);
+
+/* The groups that one stage's first rank belongs to, and its device. Spans follow
+ * topology's mp_cluster_span (per-rank bandwidth when all groups of the kind run). */
+typedef struct {
+  guint stage;
+  const MpCostDevice *device;
+  MpGroupSpan tp, cp;
+  MpGroupSpan dp;                    /* the gradient group: dp * cp ranks */
+  MpGroupSpan ep, edp;               /* expert-parallel; expert-gradient (dp * cp / ep) */
+  MpGroupSpan pp_next;               /* this rank and its peer on the next stage */
+  MpGroupSpan pp_ends;               /* first and last stage (tied embedding gradients) */
+} MpStageSpans;
+
+/* Fills *OUT for STAGE (< cfg->pp). Cannot fail for a checked CFG. */
+void mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
+                          MpStageSpans *out);
+
+/* One op of one layer for one micro-batch on one rank of a stage, at its split shape. */
+typedef struct {
+  MpKernelCost fwd, bwd;      /* bwd: input + weight gradients (no recomputation) */
+  double dgrad_s, wgrad_s;    /* GEMMs: bwd's input- and weight-gradient products */
+  double m, n, k, batch;      /* GEMM (attention: Q K^T) shape per rank, else 0 */
+  double model_fwd_flops;     /* the IR's FLOPs for this rank (no causal skipping) */
+} MpOpCost;
+
+void mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                 const MpStageSpans *spans, guint layer, guint op, MpOpCost *out);
+
+/* One layer for one micro-batch on one rank: forward, and backward including whatever
+ * CFG recomputes. TP collectives (Megatron: all-reduce, or all-gather + reduce-scatter
+ * with SP) are on the critical path in forward; in backward the input-gradient ones
+ * overlap the weight-gradient GEMM and only the excess counts. */
+typedef struct {
+  double compute_s;     /* kernels */
+  double recompute_s;   /* backward only: the forward work redone first (its kernels and,
+                         * for full recompute, its collectives again) */
+  double tp_comm_s;     /* exposed TP collective time */
+  double ep_comm_s;     /* MoE all-to-all (dispatch + combine) */
+  double cp_comm_s;     /* exposed context-parallel KV exchange */
+  double total_s;       /* compute + recompute + the exposed communication */
+  double flops;         /* hardware FLOPs (recomputation included) */
+  double model_flops;   /* the IR's FLOPs (no recomputation) */
+  double bytes;         /* memory traffic */
+} MpPhaseCost;
+
+void mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                    const MpStageSpans *spans, guint layer, MpPhaseCost *fwd,
+                    MpPhaseCost *bwd);
+
+/* Everything the planner needs of one stage, per micro-batch and per step. */
+typedef struct {
+  guint stage;
+  guint chunks;                       /* model chunks on this stage (vpp) */
+  guint layers;                       /* model layers on this stage, over its chunks */
+  double params;                      /* parameters one rank holds (after TP/EP) */
+  MpPhaseCost fwd, bwd;               /* one micro-batch through all chunks of the stage */
+  double p2p_bytes;                   /* activation (or gradient) sent to the next stage */
+  double p2p_s;                       /* one such send/recv, per chunk boundary */
+  double dp_reduce_s;                 /* gradient all-reduce / reduce-scatter, per step
+                                       * (ZeRO-3: every micro-batch's, summed) */
+  double dp_last_bucket_s;            /* its last bucket (exposed when overlapped) */
+  double dp_gather_s;                 /* ZeRO 1/2 parameter all-gather after the step */
+  double zero3_gather_s;              /* ZeRO-3 parameter all-gathers, per micro-batch */
+  double tied_embedding_s;            /* first/last stage embedding-gradient all-reduce */
+  double optimizer_s;                 /* optimizer step on this rank's shard */
+} MpStageTime;
+
+/* Fills OUT[0 .. cfg->pp - 1]. The per-layer costs are computed once per distinct layer
+ * and device, so this costs microseconds for any pp. */
+void mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                          MpStageTime *out);
+
+/* Model FLOPs of one optimizer step (global batch = dp * micro_batch_size *
+ * num_micro_batches sequences): the IR's matrix-product FLOPs, forward + backward; with
+ * HARDWARE, plus what CFG recomputes (full: the blocks' forward again; selective without
+ * flash attention: the attention core's; flash attention: Q K^T again in its backward,
+ * half the core's forward). Causal skipping is not subtracted (the MFU/HFU convention). */
+double mp_cost_step_flops (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                           gboolean hardware);
+
+/* ==== communication (comm.c) =========================================================== */
+
+typedef enum {
+  MP_ALGO_AUTO,           /* the fastest available, as NCCL's tuner picks */
+  MP_ALGO_RING,
+  MP_ALGO_TREE,           /* NCCL double binary tree (all-reduce only) */
+  MP_ALGO_HIERARCHICAL,   /* reduce-scatter in node, across nodes, all-gather in node */
+  MP_ALGO_NVLS,           /* NVLink SHARP (all-reduce inside an NVSwitch node) */
+  MP_ALGO_DIRECT,         /* all-to-all and send/recv: every peer at once */
+  MP_ALGO_N
+} MpCollAlgo;
+
+typedef enum { MP_PROTO_LL, MP_PROTO_LL128, MP_PROTO_SIMPLE, MP_PROTO_N } MpCollProto;
+
+/* nccl-tests bus factor: 2(n-1)/n all-reduce; (n-1)/n all-gather, reduce-scatter,
+ * all-to-all; 1 broadcast and send/recv (and 0 bytes of traffic for n = 1). */
+double mp_coll_bus_factor (MpCollKind kind, guint n);
+/* algbw = size / time; busbw = algbw * bus factor (nccl-tests). */
+double mp_coll_algbw (double size, double time_s);
+double mp_coll_busbw (MpCollKind kind, guint n, double size, double time_s);
+/* The time a collective takes at bus bandwidth BUSBW_BPS: size * factor / busbw. */
+double mp_coll_time_from_busbw (MpCollKind kind, guint n, double size, double busbw_Bps);
+
+/* The alpha-beta view of a group that the closed forms take: bandwidths are per rank
+ * and already include the link efficiency; latencies are per algorithm step for NCCL's
+ * Simple protocol (the others scale by NCCL's ratios). */
+typedef struct {
+  guint n_ranks, n_nodes, ranks_per_node;
+  double bw_Bps[MP_TIER_N];     /* node: per-rank link; cluster: per-rank NIC share */
+  double alpha_s[MP_TIER_N];    /* per-step latency at each tier */
+  gboolean nvlink;              /* node tier is NVLink (NCCL's NVLINK latency ratios) */
+  double base_scale;            /* 1: add NCCL's per-call base latency; 0: none */
+  double nvls_algbw_Bps;        /* NVLink SHARP all-reduce algbw (0: not available) */
+  gboolean protocols;           /* LL available (NCCL); else Simple only */
+  gboolean ll128;               /* LL128 too (NCCL enables it on NVLink systems only) */
+} MpAlphaBeta;
+
+/* Closed-form time of KIND with ALGO and PROTO over AB (no choice made), or a negative
+ * value when the combination does not exist (tree all-gather, NVLS without SHARP, ...).
+ * Ring all-reduce, Simple: base + 2(n-1)/n S / B + 2(n-1) alpha over one tier. */
+double mp_coll_time (MpCollKind kind, MpCollAlgo algo, MpCollProto proto, double size,
+                     const MpAlphaBeta *ab);
+/* NCCL's per-call base latency of ALGO with PROTO (tuning.cc baseLat). */
+double mp_coll_base_latency (MpCollAlgo algo, MpCollProto proto);
+
+typedef struct {
+  double time_s;
+  MpCollAlgo algo;
+  MpCollProto proto;
+  double algbw_Bps, busbw_Bps;
+  gboolean from_profile;       /* the time came from a measured table */
+} MpCollCost;
+
+/* The alpha-beta view of SPAN on DEV's curve and the context's profile. */
+void mp_cost_alpha_beta (const MpCostContext *ctx, const MpCostDevice *dev,
+                         const MpGroupSpan *span, MpAlphaBeta *out);
+/* Time of KIND moving SIZE over the ranks of SPAN with ALGO (MP_ALGO_AUTO: the fastest
+ * algorithm and protocol; a measured profile table when the group lies in one tier).
+ * A group of one rank costs 0; an ALGO that cannot run KIND on SPAN costs G_MAXDOUBLE. */
+void mp_cost_collective (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind kind,
+                         double size, const MpGroupSpan *span, MpCollAlgo algo,
+                         MpCollCost *out);
+const char *mp_coll_kind_name (MpCollKind kind);
+const char *mp_coll_algo_name (MpCollAlgo algo);
+const char *mp_coll_proto_name (MpCollProto proto);
+
+/* ==== memory (memory.c) ================================================================ */
+
+/* Memory of one rank of one pipeline stage at its peak, broken down. */
+typedef struct {
+  guint stage;
+  double params;              /* parameters this rank holds (after TP/EP, before ZeRO) */
+  double weights_bytes;       /* its share of the weights (ZeRO-3: sharded) */
+  double grads_bytes;         /* gradients (ZeRO-2/3: sharded) */
+  double optimizer_bytes;     /* optimizer state incl. fp32 master weights (ZeRO >= 1) */
+  double activations_bytes;   /* saved for backward, all micro-batches in flight */
+  double in_flight;           /* micro-batches of this stage's activations held */
+  double transient_bytes;     /* logits/loss, recompute and backward buffers, ZeRO-3
+                               * gathers, TP gathers, comm buckets, GEMM workspace */
+  double overhead_bytes;      /* the cluster's device_overhead_bytes */
+  double total_bytes;
+  double capacity_bytes;      /* the device's memory */
+} MpStageMemory;
+
+/* Fills *OUT for STAGE (< cfg->pp). */
+void mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                           guint stage, MpStageMemory *out);
+/* Fills OUT[0 .. cfg->pp - 1] (may be NULL) and returns the stage with the largest
+ * total_bytes - capacity_bytes (the binding one). */
+guint mp_cost_memory (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                      MpStageMemory *out);
+/* Activation bytes one transformer layer keeps per micro-batch on one rank under CFG
+ * (no pipeline factor): the Korthikanti et al. 2022 Table 2 quantity. */
+double mp_cost_layer_activation_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                       guint layer);
+/* Micro-batches of STAGE's activations in flight at its peak under CFG's schedule
+ * (chunk-weighted for the interleaved schedule: 1 = one micro-batch through all chunks). */
+double mp_cost_in_flight (const MpParallelConfig *cfg, guint stage);
+
+/* ==== describe (costmodel-describe.c) ================================================== */
+
+/* `mpplan describe MODEL --cluster CLUSTER`: per-layer forward/backward time, FLOPs,
+ * bytes and activations on stage 0's device under CFG (NULL: one device, micro-batch 1),
+ * consecutive identical layers folded, then each distinct layer's ops. Caller owns. */
+char *mp_cost_describe_layers_text (const MpCostContext *ctx, const MpParallelConfig *cfg);
+/* The same as a JSON object in SI base units (schema_version 1). Caller owns. */
+JsonNode *mp_cost_describe_layers_json (const MpCostContext *ctx,
+                                        const MpParallelConfig *cfg);
+
+G_END_DECLS

@@ -1,0 +1,243 @@
+/* curves.c - the built-in efficiency model of each device class, with the source of
+ * every number.
+ *
+ * These are defaults: a calibration profile (MpCostProfile) replaces the GEMM curve,
+ * the memory rate and the collective tables with measurements. What is fixed here is the
+ * shape of each curve (tile and wave quantisation, sequence and head-size dependence,
+ * message-size dependence) and one measured anchor per class, never a fit to a whole
+ * training run. Efficiencies are fractions of the datasheet's dense peak (the cluster
+ * file's `peak`) and bandwidths. Units: s, bytes. */
+#define G_LOG_DOMAIN "mpplan-costmodel"
+#include "config.h"
+#include "costmodel/costmodel.h"
+
+#include <string.h>
+
+/* Output tiles cuBLAS chooses among for tensor-core GEMMs, largest first: NVIDIA Deep
+ * Learning Performance Guide, "Matrix Multiplication Background User's Guide", section
+ * on tile quantisation (256x128, 128x256, 128x128, 256x64, 64x256, 128x64, 64x128,
+ * 64x64; larger tiles reuse more data per load and so run faster once the GPU is full). */
+#define TILE_HALF 16.0
+#define REUSE(m, n) ((double) (m) * (n) / ((m) + (n)))
+#define TILE(m, n) { m, n, REUSE (m, n) / (REUSE (m, n) + TILE_HALF) }
+static const MpGemmTile gpu_tiles[] = {
+  TILE (256, 128), TILE (128, 256), TILE (128, 128), TILE (256, 64),
+  TILE (64, 256),  TILE (128, 64),  TILE (64, 128),  TILE (64, 64),
+};
+
+/* A CPU core has no tiles worth quantising (register blocks of a few elements). */
+static const MpGemmTile cpu_tiles[] = { { 1, 1, 1.0 } };
+
+/* Shared modelling constants of the GPU classes, each a mechanism rather than a fit:
+ *  - TILE_HALF (above): a tile's speed is I / (I + TILE_HALF) with I = m n / (m + n), its
+ *    multiply-adds per element loaded. 16 makes the smallest listed tile (64x64, I = 32)
+ *    run at 0.79 of the largest (256x128, I = 85) when both fill the GPU: the guide's
+ *    ordering, with the spread modest because cuBLAS keeps small tiles fed from L2.
+ *  - K_OVERHEAD: a tile's prologue (first loads) and epilogue (writing C) cost about one
+ *    64-deep main-loop iteration. Consistent with the measured best shapes of the MAMF
+ *    table below having K of only 1.5-2.8 k (a K of 2048 loses 3%).
+ *  - MEM_LATENCY: a memory-bound kernel pays about one DRAM round trip before data
+ *    streams, ~0.6 us on A100/H100 (Jia et al., "Dissecting the Ampere GPU architecture
+ *    via microbenchmarking", GTC 2021: ~500-600 ns global-memory latency under load);
+ *    the half-bandwidth size is then bandwidth x latency (Little's law).
+ *  - LAUNCH: ~2 us per kernel. NVIDIA's "Getting Started with CUDA Graphs" (Gray, 2019)
+ *    measures ~1 us of device-side gap per back-to-back kernel; eager PyTorch adds a
+ *    few us of dispatch per op, hidden only behind long kernels. 2 us is between.
+ *  - MAX_SPLIT_K: cuBLAS splits K for GEMMs too small to fill one wave (cuBLASLt
+ *    CUBLASLT_ALGO_CONFIG_SPLITK_NUM); we try 1-4. */
+#define K_OVERHEAD 64.0
+#define MEM_LATENCY 0.6e-6
+#define LAUNCH 2e-6
+#define MAX_SPLIT_K 4
+
+/* Fused attention's head-size and sequence curves are shared (compute.c): see
+ * mp_cost_flash_attention. Per class: the plateau at head size 128 and long sequences,
+ * and the sequence length at half of it. */
+
+static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
+  [MP_DEVICE_CLASS_A100] = {
+    .klass = MP_DEVICE_CLASS_A100,
+    .name = "a100",
+    /* NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs. */
+    .sms = 108,
+    .tiles = gpu_tiles, .n_tiles = G_N_ELEMENTS (gpu_tiles),
+    .k_overhead = K_OVERHEAD, .max_split_k = MAX_SPLIT_K,
+    /* Maximum achievable matmul FLOPS, A100 SXM bf16: 267.9 of 312 TFLOP/s = 0.859 at
+     * 6912x16384x2048 (stas00/ml-engineering, compute/accelerator/README.md, "Maximum
+     * Achievable Matmul FLOPS comparison table", CUDA 12.1). */
+    .gemm_anchor_eff = 267.9 / 312.0,
+    .gemm_anchor = { 6912, 16384, 2048 },
+    /* fp32 without tensor cores: cuBLAS SGEMM runs close to the SIMT peak; 0.9 is an
+     * estimate (no measurement in REFERENCE-DATA.md) to be replaced by calibration. */
+    .fp32_simt_eff = 0.9,
+    /* FlashAttention-2 (Dao 2023, arXiv 2307.08691): "50-73% of the theoretical maximum
+     * FLOPs/s on A100"; forward at the top of that range at long sequences and head dim
+     * 128, backward lower (its 5 products per 2 of forward, dQ accumulated atomically). */
+    .attn_fwd_eff = 0.70, .attn_bwd_eff = 0.55, .attn_seq_half = 200,
+    /* Device copy: 0.9 of HBM bandwidth, the H200 measurement below (REFERENCE-DATA.md);
+     * the memory controllers of HBM2e and HBM3e reach similar fractions. */
+    .mem_eff = 0.9, .mem_latency_s = MEM_LATENCY,
+    .launch_s = LAUNCH,
+    /* nccl-tests busbw: 8-GPU NVSwitch all-reduce 200-233 GB/s of NVLink3's 300 (issues
+     * NVIDIA/nccl-tests #149, #175, #178) -> 0.77 (REFERENCE-DATA.md rule of thumb);
+     * multi-node with 4 x HDR per 8 GPUs 85-96 of 100 GB/s (#119, #175) -> 0.9. */
+    .link_eff = { 0.77, 0.90 },
+    .nvls_algbw_eff = 0,           /* A100's NVSwitch has no SHARP */
+    .nccl = TRUE,
+    /* cuBLAS documentation (cublasSetWorkspace): 4 MiB default workspace before Hopper. */
+    .workspace_bytes = 4.0 * 1024 * 1024,
+  },
+  [MP_DEVICE_CLASS_HOPPER] = {
+    .klass = MP_DEVICE_CLASS_HOPPER,
+    .name = "hopper",
+    /* NVIDIA H100 Tensor Core GPU Architecture whitepaper: 132 SMs in H100 SXM5; the
+     * H200 is the same chip (PyTorch reported 132 multiprocessors on an H200 here). */
+    .sms = 132,
+    .tiles = gpu_tiles, .n_tiles = G_N_ELEMENTS (gpu_tiles),
+    .k_overhead = K_OVERHEAD, .max_split_k = MAX_SPLIT_K,
+    /* REFERENCE-DATA.md: 8192^3 bf16 GEMM on one H200 measured 769-798 TFLOP/s of 989.4
+     * -> 0.79 (the MAMF table gives H100 SXM 792.1 = 0.80, the same). */
+    .gemm_anchor_eff = 783.5 / 989.4,
+    .gemm_anchor = { 8192, 8192, 8192 },
+    .fp32_simt_eff = 0.9,          /* estimate, as for A100 */
+    /* FlashAttention-3 forward on H100, head dim 128 (pytorch/benchmark PR #2391): 430,
+     * 517, 566, 590, 614, 621 TFLOP/s at s = 512 ... 16384, i.e. 0.64 * s / (s + 240)
+     * within 2%. Backward: FA3 paper (Shah et al. 2024, arXiv 2407.08608) reports it
+     * 1.5-1.75x FA2's, which is ~0.3 of peak on H100: 0.45. */
+    .attn_fwd_eff = 0.64, .attn_bwd_eff = 0.45, .attn_seq_half = 240,
+    /* REFERENCE-DATA.md: device-to-device copy 4.3 of 4.8 TB/s on an H200 -> 0.9. */
+    .mem_eff = 0.9, .mem_latency_s = MEM_LATENCY,
+    .launch_s = LAUNCH,
+    /* nccl-tests issue #212 (NCCL maintainer): 8-GPU H100 ring busbw ~370 of 450 GB/s
+     * -> 0.82; inter-node 0.85-0.95 x NIC rate (REFERENCE-DATA.md) -> 0.9. */
+    .link_eff = { 0.82, 0.90 },
+    /* Same issue: all-reduce with NVLink SHARP reaches algbw ~275 GB/s on 8 GPUs. */
+    .nvls_algbw_eff = 275.0 / 450.0,
+    .nccl = TRUE,
+    /* cuBLAS documentation (cublasSetWorkspace): 32 MiB recommended on Hopper. */
+    .workspace_bytes = 32.0 * 1024 * 1024,
+  },
+  [MP_DEVICE_CLASS_BLACKWELL] = {
+    .klass = MP_DEVICE_CLASS_BLACKWELL,
+    .name = "blackwell",
+    /* B200: two dies of 74 enabled SMs each, 148 (Chips and Cheese, "Nvidia's B200:
+     * Keeping the CUDA Juggernaut Rolling", 2025). */
+    .sms = 148,
+    .tiles = gpu_tiles, .n_tiles = G_N_ELEMENTS (gpu_tiles),
+    .k_overhead = K_OVERHEAD, .max_split_k = MAX_SPLIT_K,
+    /* MAMF B200 SXM bf16: 1745.0 of 2250 TFLOP/s = 0.776 (stas00/ml-engineering); its
+     * best shape is not given there, so a large cube stands for it. GB200 runs the same
+     * chip at a higher power limit; we assume the same fraction of its own peak. */
+    .gemm_anchor_eff = 1745.0 / 2250.0,
+    .gemm_anchor = { 8192, 8192, 8192 },
+    .fp32_simt_eff = 0.9,
+    /* No published attention measurement at hand: Hopper's fractions. */
+    .attn_fwd_eff = 0.64, .attn_bwd_eff = 0.45, .attn_seq_half = 240,
+    .mem_eff = 0.9, .mem_latency_s = MEM_LATENCY,
+    .launch_s = LAUNCH,
+    /* No nccl-tests figures at hand for NVLink 5: Hopper's protocol efficiency. */
+    .link_eff = { 0.82, 0.90 },
+    .nvls_algbw_eff = 275.0 / 450.0,
+    .nccl = TRUE,
+    .workspace_bytes = 32.0 * 1024 * 1024,
+  },
+  [MP_DEVICE_CLASS_GPU] = {
+    .klass = MP_DEVICE_CLASS_GPU,
+    .name = "gpu",
+    /* Unknown GPU: A100's layout and a GEMM anchor below every measured class (0.7), so
+     * an unknown device is never predicted faster than the known ones. */
+    .sms = 108,
+    .tiles = gpu_tiles, .n_tiles = G_N_ELEMENTS (gpu_tiles),
+    .k_overhead = K_OVERHEAD, .max_split_k = MAX_SPLIT_K,
+    .gemm_anchor_eff = 0.70,
+    .gemm_anchor = { 8192, 8192, 8192 },
+    .fp32_simt_eff = 0.8,
+    .attn_fwd_eff = 0.55, .attn_bwd_eff = 0.45, .attn_seq_half = 240,
+    .mem_eff = 0.85, .mem_latency_s = MEM_LATENCY,
+    .launch_s = LAUNCH,
+    .link_eff = { 0.75, 0.85 },
+    .nvls_algbw_eff = 0,
+    .nccl = TRUE,
+    .workspace_bytes = 4.0 * 1024 * 1024,
+  },
+  [MP_DEVICE_CLASS_CPU] = {
+    .klass = MP_DEVICE_CLASS_CPU,
+    .name = "cpu",
+    .sms = 1,
+    .tiles = cpu_tiles, .n_tiles = G_N_ELEMENTS (cpu_tiles),
+    .k_overhead = 0, .max_split_k = 1,
+    /* OpenBLAS SGEMM on one core, measured on the development machine for this issue
+     * (x86-64 Xeon VM, OPENBLAS_NUM_THREADS=1): after the per-call cost below, 32^3 runs
+     * at 77%, 64^3 at 89% and 128^3 at 98% of the 256^3 rate: about d / (d + 8) in the
+     * smallest dimension d. */
+    .small_dim_half = 8,
+    /* The host cluster's `peak` is already OpenBLAS's achieved SGEMM rate (see
+     * examples/clusters/host.yaml), so large GEMMs reach 1.0 of it. */
+    .gemm_anchor_eff = 1.0,
+    .gemm_anchor = { 1024, 1024, 1024 },
+    .fp32_simt_eff = 1.0,
+    /* Attention on a CPU is two GEMMs and a softmax: the GEMM rate. */
+    .attn_fwd_eff = 1.0, .attn_bwd_eff = 1.0, .attn_seq_half = 12,
+    /* host.yaml's bandwidth is already a per-core share of what DRAM delivers; a DRAM
+     * round trip is ~0.1 us. */
+    .mem_eff = 1.0, .mem_latency_s = 0.1e-6,
+    /* The same measurement: a 16^3 SGEMM call takes 0.54 us where its arithmetic at
+     * the large-GEMM rate would take 0.29 us: ~0.25 us per call. */
+    .launch_s = 0.25e-6,
+    /* host.yaml's shared-memory bandwidth already counts the copy in and out. */
+    .link_eff = { 1.0, 0.9 },
+    .nvls_algbw_eff = 0,
+    .nccl = FALSE,                 /* MPI: no NCCL protocols or base latencies */
+    .workspace_bytes = 0,
+  },
+};
+
+static const char *const class_names[MP_DEVICE_CLASS_N] = {
+  "a100", "hopper", "blackwell", "gpu", "cpu"
+};
+
+const char *
+mp_device_class_name (MpDeviceClass klass)
+{
+  return (guint) klass < MP_DEVICE_CLASS_N ? class_names[klass] : "?";
+}
+
+const MpDeviceCurve *
+mp_device_curve (MpDeviceClass klass)
+{
+  g_return_val_if_fail ((guint) klass < MP_DEVICE_CLASS_N, &curves[MP_DEVICE_CLASS_GPU]);
+  return &curves[klass];
+}
+
+static gboolean
+name_has (const char *lower, const char *const *needles)
+{
+  for (int i = 0; needles[i]; i++)
+    if (strstr (lower, needles[i]))
+      return TRUE;
+  return FALSE;
+}
+
+MpDeviceClass
+mp_device_class_of (const MpDevice *device)
+{
+  g_return_val_if_fail (device != NULL, MP_DEVICE_CLASS_GPU);
+  static const char *const a100[] = { "a100", "a800", NULL };
+  static const char *const hopper[] = { "h100", "h200", "h800", "gh200", NULL };
+  static const char *const blackwell[] = { "b200", "b100", "b300", "gb200", "gb300", NULL };
+  static const char *const cpu[] = { "cpu", "core", "host", "xeon", "epyc", NULL };
+  g_autofree char *lower = g_ascii_strdown (device->name ? device->name : "", -1);
+  if (name_has (lower, blackwell))
+    return MP_DEVICE_CLASS_BLACKWELL;
+  if (name_has (lower, hopper))
+    return MP_DEVICE_CLASS_HOPPER;
+  if (name_has (lower, a100))
+    return MP_DEVICE_CLASS_A100;
+  if (name_has (lower, cpu))
+    return MP_DEVICE_CLASS_CPU;
+  /* No 16-bit rate above fp32's: no tensor cores, so most likely a CPU. */
+  double f32 = device->peak_flops[MP_DTYPE_FP32], b16 = device->peak_flops[MP_DTYPE_BF16];
+  if (b16 <= f32 && f32 < 10e12)
+    return MP_DEVICE_CLASS_CPU;
+  return MP_DEVICE_CLASS_GPU;
+}

@@ -1,0 +1,246 @@
+/* memory.c - what one rank of one pipeline stage holds at its peak, broken down.
+ *
+ * Weights, gradients and optimizer state by precision and ZeRO stage (sharded over the
+ * dp * cp replicas; experts over dp * cp / ep); the embedding on the first stage, the head
+ * on the last, and with tied embeddings a second copy of the word embeddings on the last
+ * stage when pp > 1. Activations per layer by the model IR's Korthikanti et al. (2022)
+ * accounting under tensor/sequence parallelism and recomputation, times the micro-batches
+ * the schedule keeps in flight on the stage. Transient buffers: the loss's logits, what a
+ * backward pass allocates (recomputed activations, gradient buffers), ZeRO-3 gathers,
+ * pipeline and bucket buffers, the GEMM library's workspace; then the cluster's per-device
+ * overhead. Units: bytes. */
+#define G_LOG_DOMAIN "mpplan-costmodel"
+#include "config.h"
+#include "costmodel/costmodel-private.h"
+
+#include <math.h>
+#include <string.h>
+
+static double
+sp_div (const MpParallelConfig *cfg)
+{
+  return cfg->sequence_parallel && cfg->tp > 1 ? cfg->tp : 1;
+}
+
+/* Activation bytes per token that layers [FIRST, FIRST + N) keep under CFG (one
+ * micro-batch's worth once multiplied by the tokens). */
+static double
+kept_per_token (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, guint n)
+{
+  double t = cfg->tp, sd = sp_div (cfg);
+  if (cfg->recompute == MP_RECOMPUTE_FULL)
+    {
+      /* Recomputed layers keep their input (split by sequence with SP); the embedding
+       * and the head keep what they always keep. */
+      double kept = cm_sum (ctx, CM_SUM_FULL_INPUT, first, n) / sd;
+      kept += cm_sum (ctx, CM_SUM_NR_ACT, first, n) / t
+              + cm_sum (ctx, CM_SUM_NR_ACT_REP, first, n) / sd;
+      if (!cfg->flash_attention)
+        kept += cm_sum (ctx, CM_SUM_NR_ACT_SCORE, first, n) / t;
+      return kept;
+    }
+  double kept = cm_sum (ctx, CM_SUM_ACT, first, n) / t + cm_sum (ctx, CM_SUM_ACT_REP, first, n) / sd;
+  /* The score terms are dropped by selective recompute and by flash attention. */
+  if (cfg->recompute == MP_RECOMPUTE_NONE && !cfg->flash_attention)
+    kept += cm_sum (ctx, CM_SUM_ACT_SCORE, first, n) / t;
+  return kept;
+}
+
+double
+mp_cost_layer_activation_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                guint layer)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), 0);
+  g_return_val_if_fail (layer < ctx->model->n_layers, 0);
+  return cm_tokens (ctx, cfg) * kept_per_token (ctx, cfg, layer, 1);
+}
+
+/* Micro-batches of each of the stage's VPP chunks in flight at the stage's peak, into
+ * COUNTS[vpp]. 1F1B (Megatron's PipeDream-flush): stage i runs p - i - 1 warm-up forwards
+ * and one more before its first backward. Interleaved (Megatron's
+ * forward_backward_pipelining_with_interleaving): 2 (p - i - 1) + (v - 1) p warm-up
+ * forwards plus one, of m v in all, taking chunks in groups of p micro-batches. */
+static void
+chunk_in_flight (const MpParallelConfig *cfg, guint stage, guint vpp, double *counts)
+{
+  double p = cfg->pp, m = cfg->num_micro_batches, i = stage;
+  switch (cfg->schedule)
+    {
+    case MP_SCHEDULE_GPIPE:
+      for (guint c = 0; c < vpp; c++)
+        counts[c] = m;
+      return;
+    case MP_SCHEDULE_NONE:
+      for (guint c = 0; c < vpp; c++)
+        counts[c] = 1;
+      return;
+    case MP_SCHEDULE_INTERLEAVED:
+    case MP_SCHEDULE_1F1B:
+    default:
+      {
+        double v = vpp;
+        double forwards = MIN (m * v, 2 * (p - i - 1) + (v - 1) * p + 1);
+        if (vpp == 1)
+          forwards = MIN (m, p - i);
+        double group = p * v, full = floor (forwards / group);
+        double rest = forwards - full * group;
+        for (guint c = 0; c < vpp; c++)
+          counts[c] = full * p + CLAMP (rest - c * p, 0, p);
+        return;
+      }
+    }
+}
+
+double
+mp_cost_in_flight (const MpParallelConfig *cfg, guint stage)
+{
+  g_return_val_if_fail (cfg != NULL && cm_config_sane (cfg) && stage < cfg->pp, 0);
+  guint vpp = cm_vpp (cfg);
+  double counts[vpp];
+  chunk_in_flight (cfg, stage, vpp, counts);
+  double sum = 0;
+  for (guint c = 0; c < vpp; c++)
+    sum += counts[c];
+  return sum / vpp;
+}
+
+/* What one layer asks of the transient budget (per micro-batch, one rank). */
+typedef struct {
+  double params;        /* this rank's parameters of the layer (before ZeRO) */
+  double full_act;      /* its activations without recomputation (full-recompute buffer) */
+  double scores;        /* its attention-score bytes (selective-recompute buffer) */
+  double grad_buffers;  /* backward's gradient buffers around its largest op */
+} LayerNeeds;
+
+static void
+layer_needs (const MpCostContext *ctx, const MpParallelConfig *cfg, guint li, LayerNeeds *n)
+{
+  const MpLayer *l = &ctx->model->layers[li];
+  const CmLayer *cl = &ctx->layers[li];
+  double t = cfg->tp, tokens = cm_tokens (ctx, cfg), e = ctx->elt, sd = sp_div (cfg);
+  n->params = cl->params_split / t + cl->params_rep + cl->params_expert / (t * cfg->ep);
+  n->full_act = tokens * (l->act_bytes / t + l->act_rep_bytes / sd
+                          + (cfg->flash_attention ? 0 : l->act_score_bytes / t));
+  n->scores = tokens * l->act_score_bytes / t;
+  /* The gradient of the largest output and of its input live together; SP also
+   * gathers the full-sequence input of a GEMM; unfused attention materialises the
+   * score gradient (e bytes per score, twice: dP and dS). */
+  double widest = MAX (cl->max_out_width, cl->max_out_split / t);
+  n->grad_buffers = 2 * tokens * widest * e;
+  if (sd > 1)
+    n->grad_buffers += tokens * (double) ctx->model->hidden * e;
+  if (!cfg->flash_attention)
+    n->grad_buffers += 2 * l->act_score_bytes / (2 * e + 1) * e * tokens / t;
+}
+
+void
+mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
+                      MpStageMemory *out)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
+  g_return_if_fail (stage < cfg->pp);
+  const MpModel *m = ctx->model;
+  guint pp = cfg->pp, vpp = cm_vpp (cfg), chunks = pp * vpp;
+  guint first[chunks], count[chunks];
+  double in_flight[vpp];
+  cm_chunk_layers (ctx, cfg, first, count);
+  chunk_in_flight (cfg, stage, vpp, in_flight);
+  const MpCostDevice *dev = cm_stage_device (ctx, cfg, stage);
+  double t = cfg->tp, ep = cfg->ep, tokens = cm_tokens (ctx, cfg), e = ctx->elt;
+
+  memset (out, 0, sizeof *out);
+  out->stage = stage;
+  double dense = 0, expert = 0, act = 0, flight = 0;
+  guint first_layer = G_MAXUINT, last_layer = 0;
+  gboolean has_embedding = FALSE, has_head = FALSE;
+  LayerNeeds worst = { 0 };
+  for (guint v = 0; v < vpp; v++)
+    {
+      guint c = stage + v * pp;
+      dense += cm_sum (ctx, CM_SUM_PARAMS_SPLIT, first[c], count[c]) / t
+               + cm_sum (ctx, CM_SUM_PARAMS_REP, first[c], count[c]);
+      expert += cm_sum (ctx, CM_SUM_PARAMS_EXPERT, first[c], count[c]) / (t * ep);
+      act += in_flight[v] * tokens * kept_per_token (ctx, cfg, first[c], count[c]);
+      flight += in_flight[v];
+      first_layer = MIN (first_layer, first[c]);
+      last_layer = first[c] + count[c] - 1;
+      for (guint li = first[c]; li < first[c] + count[c]; li++)
+        {
+          LayerNeeds n;
+          layer_needs (ctx, cfg, li, &n);
+          worst.params = MAX (worst.params, n.params);
+          if (cm_recomputable (&m->layers[li]))
+            worst.full_act = MAX (worst.full_act, n.full_act);
+          worst.scores = MAX (worst.scores, n.scores);
+          worst.grad_buffers = MAX (worst.grad_buffers, n.grad_buffers);
+          has_embedding |= m->layers[li].kind == MP_LAYER_EMBEDDING;
+          has_head |= m->layers[li].kind == MP_LAYER_HEAD;
+        }
+    }
+  /* Tied embeddings: the head multiplies by the word embeddings, so a last stage without
+   * the embedding layer keeps a copy (Megatron all-reduces its gradient with stage 0). */
+  if (ctx->tied_params > 0 && has_head && !has_embedding)
+    dense += ctx->tied_params / t;
+  out->params = dense + expert;
+  out->in_flight = flight / vpp;
+  out->activations_bytes = act;
+
+  /* Training state, ZeRO-sharded over the replicas that hold the same parameters. */
+  double w, g, o;
+  mp_model_state_bytes_per_param (m, &w, NULL, &o);
+  g = cm_grad_bytes (ctx, cfg);
+  double reps = (double) cfg->dp * cfg->cp, ereps = reps / ep;
+  double shard_d = 1.0 / reps, shard_e = 1.0 / ereps;
+  out->weights_bytes = (dense * (cfg->zero >= 3 ? shard_d : 1)
+                        + expert * (cfg->zero >= 3 ? shard_e : 1)) * w;
+  out->grads_bytes = (dense * (cfg->zero >= 2 ? shard_d : 1)
+                      + expert * (cfg->zero >= 2 ? shard_e : 1)) * g;
+  out->optimizer_bytes = (dense * (cfg->zero >= 1 ? shard_d : 1)
+                          + expert * (cfg->zero >= 1 ? shard_e : 1)) * o;
+
+  /* Transient: what backward allocates on top of the kept activations, or the loss's
+   * logits on the head's stage (bf16 logits then their fp32 gradient, on top of the fp32
+   * softmax the IR keeps), whichever is larger; plus communication buffers and the GEMM
+   * workspace, which are always there. */
+  double backward = worst.grad_buffers;
+  if (cfg->recompute == MP_RECOMPUTE_FULL)
+    backward += worst.full_act;
+  else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE && !cfg->flash_attention)
+    backward += worst.scores;
+  double logits = has_head ? tokens * (double) m->vocab / t * (4 + e) : 0;
+  double comm = 0;
+  if (cfg->zero >= 3)
+    comm += worst.params * (2 * w + g);   /* a layer gathered, the next prefetched, and
+                                           * its full gradient before reduce-scatter */
+  else if (cfg->zero == 2)
+    comm += 2 * cm_bucket_bytes (cfg);    /* reduce buckets, double-buffered */
+  if (pp > 1)       /* the activation being sent on and the next one received */
+    comm += 2 * cm_boundary_bytes (ctx, cfg, last_layer, first_layer);
+  out->transient_bytes = MAX (backward, logits) + comm + dev->curve->workspace_bytes;
+  out->overhead_bytes = ctx->cluster->device_overhead_bytes;
+  out->total_bytes = out->weights_bytes + out->grads_bytes + out->optimizer_bytes
+                     + out->activations_bytes + out->transient_bytes + out->overhead_bytes;
+  out->capacity_bytes = dev->device->memory_bytes;
+}
+
+guint
+mp_cost_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageMemory *out)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), 0);
+  guint worst = 0;
+  double worst_excess = -G_MAXDOUBLE;
+  for (guint s = 0; s < cfg->pp; s++)
+    {
+      MpStageMemory mem;
+      mp_cost_stage_memory (ctx, cfg, s, &mem);
+      if (out)
+        out[s] = mem;
+      double excess = mem.total_bytes - mem.capacity_bytes;
+      if (excess > worst_excess)
+        {
+          worst_excess = excess;
+          worst = s;
+        }
+    }
+  return worst;
+}

@@ -1,0 +1,272 @@
+/* profile.c - measured tables that override the built-in curves: achieved GEMM FLOP/s on a
+ * (M, N, K) grid, achieved copy bandwidth, and nccl-tests busbw against message size per
+ * collective and link tier. Interpolation is log-log, as these quantities are close to
+ * power laws between samples.
+ *
+ * Filling a profile from a YAML file is the calibrate issue's job (it measures them);
+ * here are the structure, its setters (which check what they are given) and the
+ * interpolation. Units: FLOP/s, bytes, bytes/s. */
+#define G_LOG_DOMAIN "mpplan-costmodel"
+#include "config.h"
+#include "costmodel/costmodel.h"
+#include "common/error.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+  double *axis[3];      /* M, N, K, each strictly increasing */
+  guint len[3];
+  double *log_flops;    /* [(i * len[1] + j) * len[2] + l] */
+} GemmTable;
+
+typedef struct {
+  guint n_ranks;
+  double *log_size, *log_busbw;
+  guint count;
+} CollTable;
+
+struct _MpCostProfile {
+  char *device;
+  GemmTable gemm[MP_DTYPE_N];
+  double mem_bw_Bps;
+  CollTable coll[MP_COLL_N][MP_TIER_N];
+};
+
+MpCostProfile *
+mp_cost_profile_new (const char *device)
+{
+  MpCostProfile *p = g_new0 (MpCostProfile, 1);
+  p->device = device && *device ? g_strdup (device) : NULL;
+  return p;
+}
+
+static void
+gemm_clear (GemmTable *t)
+{
+  for (int a = 0; a < 3; a++)
+    g_clear_pointer (&t->axis[a], g_free);
+  g_clear_pointer (&t->log_flops, g_free);
+  memset (t, 0, sizeof *t);
+}
+
+static void
+coll_clear (CollTable *t)
+{
+  g_free (t->log_size);
+  g_free (t->log_busbw);
+  memset (t, 0, sizeof *t);
+}
+
+void
+mp_cost_profile_free (MpCostProfile *profile)
+{
+  if (profile == NULL)
+    return;
+  for (int d = 0; d < MP_DTYPE_N; d++)
+    gemm_clear (&profile->gemm[d]);
+  for (int c = 0; c < MP_COLL_N; c++)
+    for (int t = 0; t < MP_TIER_N; t++)
+      coll_clear (&profile->coll[c][t]);
+  g_free (profile->device);
+  g_free (profile);
+}
+
+const char *
+mp_cost_profile_device (const MpCostProfile *profile)
+{
+  return profile ? profile->device : NULL;
+}
+
+/* TRUE when V[N] is strictly increasing and positive (and N > 0). */
+static gboolean
+increasing (const double *v, guint n)
+{
+  if (v == NULL || n == 0)
+    return FALSE;
+  for (guint i = 0; i < n; i++)
+    if (!(v[i] > 0 && isfinite (v[i])) || (i > 0 && !(v[i] > v[i - 1])))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+all_positive (const double *v, gsize n)
+{
+  if (v == NULL)
+    return FALSE;
+  for (gsize i = 0; i < n; i++)
+    if (!(v[i] > 0 && isfinite (v[i])))
+      return FALSE;
+  return TRUE;
+}
+
+gboolean
+mp_cost_profile_set_gemm (MpCostProfile *profile, MpDtype dtype, const double *m, guint nm,
+                          const double *n, guint nn, const double *k, guint nk,
+                          const double *flops_per_s, GError **error)
+{
+  g_return_val_if_fail (profile != NULL && (guint) dtype < MP_DTYPE_N, FALSE);
+  const double *axes[3] = { m, n, k };
+  guint lens[3] = { nm, nn, nk };
+  static const char *const names[3] = { "M", "N", "K" };
+  for (int a = 0; a < 3; a++)
+    if (!increasing (axes[a], lens[a]))
+      {
+        g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                     "GEMM table: the %s axis must be positive and strictly increasing",
+                     names[a]);
+        return FALSE;
+      }
+  gsize cells = (gsize) nm * nn * nk;
+  if (!all_positive (flops_per_s, cells))
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                   "GEMM table: every achieved rate must be positive");
+      return FALSE;
+    }
+  GemmTable *t = &profile->gemm[dtype];
+  gemm_clear (t);
+  for (int a = 0; a < 3; a++)
+    {
+      t->axis[a] = g_memdup2 (axes[a], lens[a] * sizeof (double));
+      t->len[a] = lens[a];
+    }
+  t->log_flops = g_new (double, cells);
+  for (gsize i = 0; i < cells; i++)
+    t->log_flops[i] = log (flops_per_s[i]);
+  return TRUE;
+}
+
+void
+mp_cost_profile_set_mem_bw (MpCostProfile *profile, double bytes_per_s)
+{
+  g_return_if_fail (profile != NULL && bytes_per_s >= 0);
+  profile->mem_bw_Bps = bytes_per_s;
+}
+
+double
+mp_cost_profile_mem_bw (const MpCostProfile *profile)
+{
+  return profile ? profile->mem_bw_Bps : 0;
+}
+
+gboolean
+mp_cost_profile_set_coll (MpCostProfile *profile, MpCollKind kind, MpTier tier,
+                          guint n_ranks, const double *sizes, const double *busbw_Bps,
+                          guint count, GError **error)
+{
+  g_return_val_if_fail (profile != NULL && (guint) kind < MP_COLL_N
+                        && (guint) tier < MP_TIER_N, FALSE);
+  if (!increasing (sizes, count) || !all_positive (busbw_Bps, count) || n_ranks < 2)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                   "%s table: sizes must be positive and strictly increasing, bandwidths "
+                   "positive, and at least 2 ranks", mp_coll_kind_name (kind));
+      return FALSE;
+    }
+  CollTable *t = &profile->coll[kind][tier];
+  coll_clear (t);
+  t->n_ranks = n_ranks;
+  t->count = count;
+  t->log_size = g_new (double, count);
+  t->log_busbw = g_new (double, count);
+  for (guint i = 0; i < count; i++)
+    {
+      t->log_size[i] = log (sizes[i]);
+      t->log_busbw[i] = log (busbw_Bps[i]);
+    }
+  return TRUE;
+}
+
+/* The cell I and weight W (0..1 towards I + 1) of log(X) on log-spaced AXIS[N]; X outside
+ * the axis is clamped to its ends. */
+static void
+locate (const double *axis, guint n, double x, guint *i, double *w)
+{
+  *i = 0;
+  *w = 0;
+  if (n < 2 || x <= axis[0])
+    return;
+  if (x >= axis[n - 1])
+    {
+      *i = n - 2;
+      *w = 1;
+      return;
+    }
+  guint lo = 0, hi = n - 1;
+  while (hi - lo > 1)
+    {
+      guint mid = (lo + hi) / 2;
+      if (axis[mid] <= x)
+        lo = mid;
+      else
+        hi = mid;
+    }
+  *i = lo;
+  *w = (log (x) - log (axis[lo])) / (log (axis[lo + 1]) - log (axis[lo]));
+}
+
+double
+mp_cost_profile_gemm_flops (const MpCostProfile *profile, MpDtype dtype, double m, double n,
+                            double k)
+{
+  if (profile == NULL || (guint) dtype >= MP_DTYPE_N)
+    return 0;
+  const GemmTable *t = &profile->gemm[dtype];
+  if (t->log_flops == NULL)
+    return 0;
+  double x[3] = { m, n, k };
+  guint idx[3];
+  double w[3];
+  for (int a = 0; a < 3; a++)
+    locate (t->axis[a], t->len[a], x[a], &idx[a], &w[a]);
+  /* Trilinear in log space over the 8 corners (a corner past a length-1 axis has weight
+   * 0, so it is never read). */
+  double acc = 0;
+  for (int c = 0; c < 8; c++)
+    {
+      double weight = 1;
+      guint at[3];
+      for (int a = 0; a < 3; a++)
+        {
+          int up = (c >> a) & 1;
+          weight *= up ? w[a] : 1 - w[a];
+          at[a] = idx[a] + (up && t->len[a] > 1 ? 1 : 0);
+        }
+      if (weight == 0)
+        continue;
+      acc += weight * t->log_flops[((gsize) at[0] * t->len[1] + at[1]) * t->len[2] + at[2]];
+    }
+  return exp (acc);
+}
+
+double
+mp_cost_profile_coll_busbw (const MpCostProfile *profile, MpCollKind kind, MpTier tier,
+                            double size)
+{
+  if (profile == NULL || (guint) kind >= MP_COLL_N || (guint) tier >= MP_TIER_N
+      || !(size > 0))
+    return 0;
+  const CollTable *t = &profile->coll[kind][tier];
+  if (t->count == 0)
+    return 0;
+  double ls = log (size);
+  /* Below the table the smallest message's time holds (latency floor), so busbw falls in
+   * proportion to the size; above it the largest message's busbw holds. */
+  if (ls <= t->log_size[0])
+    return exp (t->log_busbw[0] + ls - t->log_size[0]);
+  if (ls >= t->log_size[t->count - 1])
+    return exp (t->log_busbw[t->count - 1]);
+  guint lo = 0, hi = t->count - 1;
+  while (hi - lo > 1)
+    {
+      guint mid = (lo + hi) / 2;
+      if (t->log_size[mid] <= ls)
+        lo = mid;
+      else
+        hi = mid;
+    }
+  double w = (ls - t->log_size[lo]) / (t->log_size[lo + 1] - t->log_size[lo]);
+  return exp (t->log_busbw[lo] + w * (t->log_busbw[lo + 1] - t->log_busbw[lo]));
+}

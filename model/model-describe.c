@@ -1,0 +1,516 @@
+/* model-describe.c - what `mpplan describe` prints about a model: shape, parameters,
+ * FLOPs per token, saved activations, training-state bytes, and the layers and ops.
+ *
+ * Text for people (human units), JSON for programs (SI base units, schema_version 1).
+ * Nothing here computes model figures: it only reads the IR that model.c built. */
+#define G_LOG_DOMAIN "mpplan-model"
+#include "config.h"
+#include "model/model-private.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- formatting -------------------------------------------------------------------- */
+
+/* V with a decimal suffix and four significant digits, no space: "174.6B", "6.738B". */
+static char *
+format_count (double v)
+{
+  static const char *const suffix[] = { "", "k", "M", "B", "T", "P" };
+  int i = 0;
+  double m = v;
+  while (i < 5 && fabs (m) >= 1000)
+    {
+      m /= 1000;
+      i++;
+    }
+  if (i == 0)
+    return g_strdup_printf ("%.0f", m);
+  const char *fmt = fabs (m) >= 100 ? "%.1f%s" : fabs (m) >= 10 ? "%.2f%s" : "%.3f%s";
+  return g_strdup_printf (fmt, m, suffix[i]);
+}
+
+/* FLOP (not FLOP/s) with a decimal prefix: "350.1 GFLOP". */
+static char *
+format_flop (double v)
+{
+  static const char *const prefix[] = { "", "k", "M", "G", "T", "P", "E" };
+  int i = 0;
+  double m = v;
+  while (i < 6 && fabs (m) >= 1000)
+    {
+      m /= 1000;
+      i++;
+    }
+  if (m == 0)
+    return g_strdup ("0");
+  return g_strdup_printf (fabs (m) >= 100 ? "%.1f %sFLOP" : "%.4g %sFLOP", m, prefix[i]);
+}
+
+static char *
+format_bytes (double v)
+{
+  return mp_units_format (v, MP_UNIT_BYTES);
+}
+
+/* ---- shared figures ---------------------------------------------------------------- */
+
+/* The layer whose saved activations describe "a layer": the first transformer block, or
+ * for an MLP the dense layer that keeps the most. NULL for a model without layers. */
+static const MpLayer *
+reference_layer (const MpModel *m)
+{
+  const MpLayer *best = NULL;
+  for (guint i = 0; i < m->n_layers; i++)
+    {
+      const MpLayer *l = &m->layers[i];
+      if (l->kind == MP_LAYER_BLOCK)
+        return l;
+      if (l->kind == MP_LAYER_DENSE
+          && (best == NULL || l->act_bytes + l->act_rep_bytes > best->act_bytes
+                                                                + best->act_rep_bytes))
+        best = l;
+    }
+  return best;
+}
+
+static double
+layer_act_per_token (const MpLayer *l)
+{
+  return l ? l->act_bytes + l->act_rep_bytes + l->act_score_bytes : 0;
+}
+
+/* Two layers are printed as one row when everything the table shows is equal. */
+static gboolean
+same_layer (const MpLayer *a, const MpLayer *b)
+{
+  return a->kind == b->kind && a->n_ops == b->n_ops && a->params == b->params
+         && a->active_params == b->active_params && a->fwd_flops == b->fwd_flops
+         && a->bwd_flops == b->bwd_flops && layer_act_per_token (a) == layer_act_per_token (b);
+}
+
+/* What one "token" is: a position of a sequence, or one sample for an MLP. */
+static const char *
+token_word (const MpModel *m)
+{
+  return m->arch == MP_ARCH_MLP ? "sample" : "token";
+}
+
+static const char *
+precision_text (const MpModel *m)
+{
+  switch (m->precision)
+    {
+    case MP_DTYPE_FP32: return "fp32";
+    case MP_DTYPE_FP16: return "fp16 mixed precision";
+    case MP_DTYPE_BF16: return "bf16 mixed precision";
+    default: return mp_dtype_name (m->precision);
+    }
+}
+
+/* ---- text -------------------------------------------------------------------------- */
+
+static void
+text_shape (GString *out, const MpModel *m)
+{
+  if (m->arch == MP_ARCH_MLP)
+    {
+      g_string_append_printf (out, "  architecture     mlp, %u layers: %" G_GUINT64_FORMAT,
+                              m->n_mlp_layers, m->input);
+      for (guint i = 0; i < m->n_mlp_layers; i++)
+        {
+          g_string_append_printf (out, " -> %" G_GUINT64_FORMAT, m->mlp_layers[i].out);
+          if (m->mlp_layers[i].activation != MP_ACT_NONE)
+            g_string_append_printf (out, " (%s)",
+                                    mp_activation_name (m->mlp_layers[i].activation));
+        }
+      g_string_append_printf (out, "\n  options          %s\n", m->bias ? "biases" : "no biases");
+      return;
+    }
+  g_string_append_printf (out, "  architecture     transformer, %" G_GUINT64_FORMAT " blocks%s\n",
+                          m->n_blocks, m->experts ? " (MoE)" : "");
+  g_string_append_printf (out, "  shape            hidden %" G_GUINT64_FORMAT ", heads %"
+                          G_GUINT64_FORMAT " (kv heads %" G_GUINT64_FORMAT ", head dim %"
+                          G_GUINT64_FORMAT "), ffn %" G_GUINT64_FORMAT ", vocab %"
+                          G_GUINT64_FORMAT ", seq %" G_GUINT64_FORMAT "\n",
+                          m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn_hidden,
+                          m->vocab, m->seq_len);
+  if (m->experts)
+    g_string_append_printf (out, "  experts          %" G_GUINT64_FORMAT " per block, top-%"
+                            G_GUINT64_FORMAT " per token\n", m->experts, m->experts_per_token);
+  g_string_append_printf (out, "  options          %s, %s, %s positions, %s, %s embeddings\n",
+                          mp_activation_name (m->activation), mp_model_norm_name (m->norm),
+                          mp_model_position_name (m->position),
+                          m->bias ? "biases" : "no biases",
+                          m->tied_embeddings ? "tied" : "untied");
+}
+
+static void
+text_params (GString *out, const MpModel *m)
+{
+  g_autofree char *total = format_count (m->params_total);
+  g_string_append_printf (out, "\nParameters\n  total            %s\n", total);
+  if (m->arch == MP_ARCH_TRANSFORMER)
+    {
+      const MpLayer *block = reference_layer (m);
+      g_autofree char *emb = format_count (m->params_embedding);
+      g_autofree char *per = format_count (block ? block->params : 0);
+      g_autofree char *head = format_count (m->n_layers ? m->layers[m->n_layers - 1].params
+                                                         : 0);
+      g_string_append_printf (out, "  embedding        %s\n  per block        %s\n"
+                              "  head             %s%s\n", emb, per, head,
+                              m->tied_embeddings ? " (output tied to the embedding)" : "");
+    }
+  if (m->params_active != m->params_total)
+    {
+      g_autofree char *act = format_count (m->params_active);
+      g_string_append_printf (out, "  active per token %s (top-%" G_GUINT64_FORMAT " of %"
+                              G_GUINT64_FORMAT " experts)\n", act, m->experts_per_token,
+                              m->experts);
+    }
+}
+
+static void
+text_flops (GString *out, const MpModel *m)
+{
+  g_autofree char *fwd = format_flop (m->fwd_flops_per_token);
+  g_autofree char *train = format_flop (m->train_flops_per_token);
+  double tokens = (double) m->global_batch * (double) m->seq_len;
+  g_autofree char *step = format_flop (m->train_flops_per_token * tokens);
+  g_autofree char *tok = format_count (tokens);
+  g_string_append_printf (out, "\nFLOPs per %s (matrix products; no causal halving)\n"
+                          "  forward          %s\n"
+                          "  training         %s (forward + backward, no recompute)\n"
+                          "  per step         %s (%s %ss)\n", token_word (m), fwd, train, step,
+                          tok, token_word (m));
+}
+
+static void
+text_activations (GString *out, const MpModel *m)
+{
+  const MpLayer *l = reference_layer (m);
+  if (l == NULL)
+    return;
+  double s = (double) m->seq_len;
+  g_autofree char *total = format_bytes (s * layer_act_per_token (l));
+  g_autofree char *split = format_bytes (s * l->act_bytes);
+  g_autofree char *rep = format_bytes (s * l->act_rep_bytes);
+  g_string_append_printf (out, "\nActivations saved per %s per %s (no parallelism, "
+                          "micro-batch 1; Korthikanti et al. 2022)\n"
+                          "  total            %s\n"
+                          "  split by TP      %s\n"
+                          "  replicated by TP %s (norm and GEMM inputs, dropout masks)\n",
+                          m->arch == MP_ARCH_MLP ? "layer (largest)" : "block",
+                          m->arch == MP_ARCH_MLP ? "sample" : "sequence", total, split, rep);
+  if (m->arch == MP_ARCH_TRANSFORMER)
+    {
+      double h = (double) m->hidden, as = (double) m->heads * s;
+      g_autofree char *score = format_bytes (s * l->act_score_bytes);
+      g_string_append_printf (out, "  attention scores %s (dropped by flash attention or "
+                              "selective recompute)\n"
+                              "  per token        %.4g h split + %.4g h replicated + %.4g a s "
+                              "scores (GPT: 24 + 10 + 5)\n", score, l->act_bytes / h,
+                              l->act_rep_bytes / h, l->act_score_bytes / as);
+    }
+}
+
+static void
+text_state (GString *out, const MpModel *m)
+{
+  double w, g, o;
+  mp_model_state_bytes_per_param (m, &w, &g, &o);
+  double p = m->params_total;
+  g_autofree char *wb = format_bytes (w * p);
+  g_autofree char *gb = format_bytes (g * p);
+  g_autofree char *ob = format_bytes (o * p);
+  g_autofree char *tb = format_bytes ((w + g + o) * p);
+  gboolean mixed = m->precision != MP_DTYPE_FP32;
+  gboolean adam = m->optimizer == MP_OPTIM_ADAM;
+  g_string_append_printf (out, "\nTraining state, unsharded (%s, %s)\n"
+                          "  weights          %s (%g B/param)\n"
+                          "  gradients        %s (%g B/param)\n"
+                          "  optimizer        %s (%g B/param: %s%s)\n"
+                          "  total            %s (%g B/param)\n",
+                          precision_text (m), mp_model_optimizer_name (m->optimizer),
+                          wb, w, gb, g, ob, o, mixed ? "fp32 master weights + " : "",
+                          adam ? "fp32 Adam moments m, v" : "fp32 momentum", tb, w + g + o);
+}
+
+static void
+text_layers (GString *out, const MpModel *m)
+{
+  g_string_append_printf (out, "\nLayers (per %s)\n  %-24s %-9s %10s %13s %13s %11s\n",
+                          token_word (m), "layer", "kind", "params", "fwd FLOP", "bwd FLOP",
+                          "act bytes");
+  for (guint i = 0; i < m->n_layers;)
+    {
+      const MpLayer *l = &m->layers[i];
+      guint j = i + 1;
+      while (j < m->n_layers && same_layer (l, &m->layers[j]))
+        j++;
+      g_autofree char *name = j - i > 1 ? g_strdup_printf ("%s..%s (x%u)", l->name,
+                                                         m->layers[j - 1].name, j - i)
+                                        : g_strdup (l->name);
+      g_autofree char *params = format_count (l->params);
+      g_autofree char *fwd = format_flop (l->fwd_flops);
+      g_autofree char *bwd = format_flop (l->bwd_flops);
+      g_autofree char *act = format_bytes (layer_act_per_token (l));
+      g_string_append_printf (out, "  %-24s %-9s %10s %13s %13s %11s\n", name,
+                              mp_layer_kind_name (l->kind), params, fwd, bwd, act);
+      i = j;
+    }
+}
+
+static void
+text_ops (GString *out, const MpLayer *l)
+{
+  g_string_append_printf (out, "\nOps of %s (per token)\n  %-14s %-11s %-6s %10s %13s %11s "
+                          "%11s %11s %11s\n", l->name, "op", "kind", "split", "params",
+                          "fwd FLOP", "fwd bytes", "act split", "act repl.", "act scores");
+  for (guint i = 0; i < l->n_ops; i++)
+    {
+      const MpOp *op = &l->ops[i];
+      g_autofree char *params = format_count (op->params);
+      g_autofree char *fwd = format_flop (op->fwd_flops);
+      g_autofree char *bytes = format_bytes (op->fwd_bytes);
+      g_autofree char *a = format_bytes (op->act_bytes);
+      g_autofree char *r = format_bytes (op->act_rep_bytes);
+      g_autofree char *s = format_bytes (op->act_score_bytes);
+      g_string_append_printf (out, "  %-14s %-11s %-6s %10s %13s %11s %11s %11s %11s\n",
+                              op->name, mp_op_kind_name (op->kind), mp_split_name (op->split),
+                              params, fwd, bytes, a, r, s);
+    }
+}
+
+char *
+mp_model_describe_text (const MpModel *m)
+{
+  g_return_val_if_fail (m != NULL, NULL);
+  GString *out = g_string_new (NULL);
+  g_autofree char *params = format_count (m->params_total);
+  g_string_append_printf (out, "%s: %s parameters (%s)\n", m->name ? m->name : "?", params,
+                          m->source ? m->source : "memory");
+  text_shape (out, m);
+  double tokens = (double) m->global_batch * (double) m->seq_len;
+  g_autofree char *tok = format_count (tokens);
+  if (m->arch == MP_ARCH_MLP)
+    g_string_append_printf (out, "  training         global batch %" G_GUINT64_FORMAT
+                            " samples, %s, %s\n", m->global_batch, precision_text (m),
+                            mp_model_optimizer_name (m->optimizer));
+  else
+    g_string_append_printf (out, "  training         global batch %" G_GUINT64_FORMAT
+                            " sequences (%s tokens), %s, %s\n", m->global_batch, tok,
+                            precision_text (m), mp_model_optimizer_name (m->optimizer));
+  text_params (out, m);
+  text_flops (out, m);
+  text_activations (out, m);
+  text_state (out, m);
+  text_layers (out, m);
+  const MpLayer *ref = reference_layer (m);
+  if (ref != NULL && m->arch == MP_ARCH_TRANSFORMER)
+    text_ops (out, ref);
+  return g_string_free (out, FALSE);
+}
+
+/* ---- JSON -------------------------------------------------------------------------- */
+
+static void
+json_num (JsonBuilder *b, const char *key, double v)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_add_double_value (b, v);
+}
+
+static void
+json_int (JsonBuilder *b, const char *key, guint64 v)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_add_int_value (b, (gint64) v);
+}
+
+static void
+json_str (JsonBuilder *b, const char *key, const char *v)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_add_string_value (b, v);
+}
+
+static void
+json_bool (JsonBuilder *b, const char *key, gboolean v)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_add_boolean_value (b, v);
+}
+
+static void
+json_shape (JsonBuilder *b, const MpModel *m)
+{
+  json_builder_set_member_name (b, "shape");
+  json_builder_begin_object (b);
+  json_bool (b, "bias", m->bias);
+  if (m->arch == MP_ARCH_MLP)
+    {
+      json_int (b, "input", m->input);
+      json_builder_set_member_name (b, "layers");
+      json_builder_begin_array (b);
+      for (guint i = 0; i < m->n_mlp_layers; i++)
+        {
+          json_builder_begin_object (b);
+          json_int (b, "out", m->mlp_layers[i].out);
+          json_str (b, "activation", mp_activation_name (m->mlp_layers[i].activation));
+          json_builder_end_object (b);
+        }
+      json_builder_end_array (b);
+    }
+  else
+    {
+      json_int (b, "layers", m->n_blocks);
+      json_int (b, "hidden", m->hidden);
+      json_int (b, "heads", m->heads);
+      json_int (b, "kv_heads", m->kv_heads);
+      json_int (b, "head_dim", m->head_dim);
+      json_int (b, "ffn_hidden", m->ffn_hidden);
+      json_int (b, "vocab", m->vocab);
+      json_int (b, "seq_len", m->seq_len);
+      json_str (b, "activation", mp_activation_name (m->activation));
+      json_str (b, "norm", mp_model_norm_name (m->norm));
+      json_str (b, "position", mp_model_position_name (m->position));
+      json_bool (b, "tied_embeddings", m->tied_embeddings);
+      json_int (b, "experts", m->experts);
+      json_int (b, "experts_per_token", m->experts_per_token);
+    }
+  json_builder_end_object (b);
+}
+
+/* The per-token figures every op and layer carries. */
+static void
+json_figures (JsonBuilder *b, double params, double active, double fwd, double bwd,
+              double bytes, double act, double rep, double score)
+{
+  json_num (b, "params", params);
+  json_num (b, "active_params", active);
+  json_num (b, "fwd_flops", fwd);
+  json_num (b, "bwd_flops", bwd);
+  json_num (b, "fwd_bytes", bytes);
+  json_num (b, "act_bytes", act);
+  json_num (b, "act_rep_bytes", rep);
+  json_num (b, "act_score_bytes", score);
+  json_num (b, "act_total_bytes", act + rep + score);
+}
+
+static void
+json_op (JsonBuilder *b, const MpOp *op)
+{
+  json_builder_begin_object (b);
+  json_str (b, "name", op->name);
+  json_str (b, "kind", mp_op_kind_name (op->kind));
+  json_str (b, "split", mp_split_name (op->split));
+  json_num (b, "count", op->count);
+  if (op->kind == MP_OP_GEMM || op->kind == MP_OP_ROUTER)
+    {
+      json_num (b, "gemm_n", op->gemm_n);
+      json_num (b, "gemm_k", op->gemm_k);
+    }
+  if (op->heads > 0)
+    {
+      json_num (b, "heads", op->heads);
+      json_num (b, "kv_heads", op->kv_heads);
+      json_num (b, "head_dim", op->head_dim);
+    }
+  json_figures (b, op->params, op->active_params, op->fwd_flops, op->bwd_flops, op->fwd_bytes,
+                op->act_bytes, op->act_rep_bytes, op->act_score_bytes);
+  json_builder_end_object (b);
+}
+
+static void
+json_layers (JsonBuilder *b, const MpModel *m)
+{
+  json_builder_set_member_name (b, "layers");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < m->n_layers; i++)
+    {
+      const MpLayer *l = &m->layers[i];
+      json_builder_begin_object (b);
+      json_str (b, "name", l->name);
+      json_str (b, "kind", mp_layer_kind_name (l->kind));
+      json_bool (b, "moe", l->moe);
+      json_figures (b, l->params, l->active_params, l->fwd_flops, l->bwd_flops, l->fwd_bytes,
+                    l->act_bytes, l->act_rep_bytes, l->act_score_bytes);
+      json_builder_set_member_name (b, "ops");
+      json_builder_begin_array (b);
+      for (guint j = 0; j < l->n_ops; j++)
+        json_op (b, &l->ops[j]);
+      json_builder_end_array (b);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+}
+
+static void
+json_totals (JsonBuilder *b, const MpModel *m)
+{
+  json_builder_set_member_name (b, "parameters");
+  json_builder_begin_object (b);
+  json_num (b, "total", m->params_total);
+  json_num (b, "embedding", m->params_embedding);
+  json_num (b, "active", m->params_active);
+  json_builder_end_object (b);
+
+  json_builder_set_member_name (b, "flops_per_token");
+  json_builder_begin_object (b);
+  json_num (b, "forward", m->fwd_flops_per_token);
+  json_num (b, "training", m->train_flops_per_token);
+  json_builder_end_object (b);
+
+  const MpLayer *l = reference_layer (m);
+  double s = (double) m->seq_len;
+  json_num (b, "activation_bytes_per_layer_per_sequence", s * layer_act_per_token (l));
+  json_builder_set_member_name (b, "activation_breakdown_per_layer_per_sequence");
+  json_builder_begin_object (b);
+  json_str (b, "layer", l ? l->name : "");
+  json_num (b, "split", l ? s * l->act_bytes : 0);
+  json_num (b, "replicated", l ? s * l->act_rep_bytes : 0);
+  json_num (b, "attention_scores", l ? s * l->act_score_bytes : 0);
+  json_builder_end_object (b);
+
+  double w, g, o;
+  mp_model_state_bytes_per_param (m, &w, &g, &o);
+  json_builder_set_member_name (b, "state_bytes");
+  json_builder_begin_object (b);
+  json_num (b, "weights", w * m->params_total);
+  json_num (b, "gradients", g * m->params_total);
+  json_num (b, "optimizer", o * m->params_total);
+  json_num (b, "total", (w + g + o) * m->params_total);
+  json_builder_set_member_name (b, "per_param");
+  json_builder_begin_object (b);
+  json_num (b, "weights", w);
+  json_num (b, "gradients", g);
+  json_num (b, "optimizer", o);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+}
+
+JsonNode *
+mp_model_describe_json (const MpModel *m)
+{
+  g_return_val_if_fail (m != NULL, NULL);
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_int (b, "schema_version", 1);
+  json_str (b, "name", m->name ? m->name : "");
+  json_str (b, "source", m->source ? m->source : "");
+  json_str (b, "architecture", mp_model_arch_name (m->arch));
+  json_shape (b, m);
+
+  json_builder_set_member_name (b, "training");
+  json_builder_begin_object (b);
+  json_int (b, "global_batch", m->global_batch);
+  json_str (b, "precision", mp_dtype_name (m->precision));
+  json_str (b, "optimizer", mp_model_optimizer_name (m->optimizer));
+  json_builder_end_object (b);
+
+  json_totals (b, m);
+  json_layers (b, m);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}

@@ -1,0 +1,492 @@
+/* model.c - the model IR: hyper-parameters -> layers of ops, each with its parameters,
+ * FLOPs, memory traffic and saved activations; totals; loading by name or path.
+ *
+ * Conventions (so the planner's sums agree with the papers it is checked against):
+ *  - FLOPs are "model FLOPs": matrix products only (GEMMs, the attention core, the router
+ *    and output GEMMs), 2 FLOP per multiply-add, attention scores without causal halving
+ *    (Korthikanti et al. 2022, eq. 7). Norms, activations, residuals, embeddings and the
+ *    loss are memory-bound: their cost is fwd_bytes, their fwd_flops are 0.
+ *  - Backward is 2x forward for every matrix product (input gradient + weight gradient).
+ *  - Activation bytes follow Korthikanti et al. 2022 (sec. 4.1): 16-bit tensors (here the
+ *    activation dtype, 4 bytes in fp32 training), 1-byte dropout masks. For a GPT block
+ *    (gelu, MHA, ffn = 4h) the per-token sums are 10h replicated, 24h split and 5as score
+ *    bytes, i.e. s b h (34 + 5 a s / h) per layer.
+ *  - fwd_bytes counts the activation traffic per token (inputs read, outputs written);
+ *    weights are read once per micro-batch, not per token, so they are not in it.
+ * Units: counts, FLOP and bytes per token. */
+#define G_LOG_DOMAIN "mpplan-model"
+#include "config.h"
+#include "model/model-private.h"
+#include "common/error.h"
+#include "common/yamldoc.h"
+#include "common/zoo.h"
+
+#include <string.h>
+
+/* ---- building ops ------------------------------------------------------------------ */
+
+/* Appends an op with no cost yet; the pointer is valid until the next append. */
+static MpOp *
+add_op (GArray *ops, const char *name, MpOpKind kind, MpSplit split)
+{
+  MpOp op = { 0 };
+  op.name = g_strdup (name);
+  op.kind = kind;
+  op.split = split;
+  op.count = 1;
+  g_array_append_val (ops, op);
+  return &g_array_index (ops, MpOp, ops->len - 1);
+}
+
+/* A linear layer y = x W (+ b) with W (k x n), applied COUNT times per token, of which
+ * COPIES are stored (MoE experts: COPIES = experts, COUNT = top-k; dense: 1 and 1). */
+static MpOp *
+add_linear (GArray *ops, const char *name, MpSplit split, double n, double k, double count,
+            double copies, gboolean bias, double e)
+{
+  MpOp *op = add_op (ops, name, MP_OP_GEMM, split);
+  double w = n * k + (bias ? n : 0);
+  op->gemm_n = n;
+  op->gemm_k = k;
+  op->count = count;
+  op->params = copies * w;
+  op->active_params = count * w;
+  op->fwd_flops = 2 * n * k * count;
+  op->bwd_flops = 2 * op->fwd_flops;
+  op->fwd_bytes = e * (k + n) * count;
+  return op;
+}
+
+/* A layernorm (gain + bias: 2h) or rmsnorm (gain: h). Keeps its input for backward, which
+ * is replicated under tensor parallelism (Korthikanti: 2sbh per layernorm). */
+static MpOp *
+add_norm (GArray *ops, const char *name, const MpModel *m, double e)
+{
+  double h = (double) m->hidden;
+  MpOp *op = add_op (ops, name, MP_OP_NORM, MP_SPLIT_NONE);
+  op->params = op->active_params = (m->norm == MP_NORM_LAYERNORM ? 2 : 1) * h;
+  op->fwd_bytes = 2 * e * h;
+  op->act_rep_bytes = e * h;
+  return op;
+}
+
+/* Dropout + residual add: reads two h-wide tensors, writes one and a 1-byte mask; the mask
+ * is all it keeps (Korthikanti: sbh per dropout, replicated). */
+static MpOp *
+add_residual (GArray *ops, const char *name, const MpModel *m, double e)
+{
+  double h = (double) m->hidden;
+  MpOp *op = add_op (ops, name, MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
+  op->fwd_bytes = 3 * e * h + h;
+  op->act_rep_bytes = h;
+  return op;
+}
+
+/* Width of the first MLP GEMM: swiglu computes gate and up projections in one GEMM. */
+static double
+fc1_width (const MpModel *m, double ffn)
+{
+  return m->activation == MP_ACT_SWIGLU ? 2 * ffn : ffn;
+}
+
+/* The activation between fc1 and fc2. It keeps its input (gelu/relu: ffn wide; swiglu:
+ * gate and up, 2 ffn) and writes ffn; COUNT tokens' worth per token for MoE top-k. */
+static MpOp *
+add_activation (GArray *ops, const char *name, MpSplit split, const MpModel *m, double ffn,
+                double count, double e)
+{
+  double in = fc1_width (m, ffn);
+  MpOp *op = add_op (ops, name, MP_OP_ELEMENTWISE, split);
+  op->count = count;
+  op->fwd_bytes = e * (in + ffn) * count;
+  op->act_bytes = e * in * count;
+  return op;
+}
+
+/* Attention half of a block: norm1, qkv, [rotary], core, out-projection, residual.
+ * With q = heads * head_dim and kv = kv_heads * head_dim (GQA: kv < q), the saved
+ * activations generalise Korthikanti's 11h + 5as: qkv input e*h (replicated), Q, K and V
+ * for the core e*(q + 2 kv), the core output as out-proj input e*q, and per query head
+ * softmax output (e s), its dropout mask (s) and dropout output (e s). */
+static void
+add_attention (GArray *ops, const MpModel *m, double e)
+{
+  double h = (double) m->hidden, s = (double) m->seq_len, d = (double) m->head_dim;
+  double a = (double) m->heads, kv_h = (double) m->kv_heads;
+  double q = a * d, kv = kv_h * d;
+  MpOp *op;
+
+  add_norm (ops, "norm1", m, e);
+  op = add_linear (ops, "qkv", MP_SPLIT_COLUMN, q + 2 * kv, h, 1, 1, m->bias, e);
+  op->act_rep_bytes = e * h;
+  if (m->position == MP_POS_ROTARY)
+    {
+      /* Rotates Q and K in place; linear, so backward needs only cos/sin tables. */
+      op = add_op (ops, "rotary", MP_OP_ELEMENTWISE, MP_SPLIT_HEADS);
+      op->heads = a;
+      op->kv_heads = kv_h;
+      op->head_dim = d;
+      op->fwd_bytes = 2 * e * (q + kv);
+    }
+  op = add_op (ops, "attn_core", MP_OP_ATTENTION, MP_SPLIT_HEADS);
+  op->heads = a;
+  op->kv_heads = kv_h;
+  op->head_dim = d;
+  op->fwd_flops = 4 * s * q;               /* Q K^T and P V: 2 s d per query head each */
+  op->bwd_flops = 2 * op->fwd_flops;
+  op->fwd_bytes = e * (2 * q + 2 * kv);    /* fused kernel: read Q, K, V; write O */
+  op->act_bytes = e * (q + 2 * kv);
+  op->act_score_bytes = a * s * (2 * e + 1);
+  op = add_linear (ops, "attn_out", MP_SPLIT_ROW, h, q, 1, 1, m->bias, e);
+  op->act_bytes = e * q;
+  add_residual (ops, "attn_residual", m, e);
+}
+
+/* Dense MLP: fc1 (its input e*h replicated), activation, fc2 (its input e*ffn split).
+ * Korthikanti's 19h for gelu and ffn = 4h: 2h + 8h + 8h + the residual's mask h. */
+static void
+add_dense_mlp (GArray *ops, const MpModel *m, double e)
+{
+  double h = (double) m->hidden, ffn = (double) m->ffn_hidden;
+  MpOp *op = add_linear (ops, "fc1", MP_SPLIT_COLUMN, fc1_width (m, ffn), h, 1, 1, m->bias, e);
+  op->act_rep_bytes = e * h;
+  add_activation (ops, mp_activation_name (m->activation), MP_SPLIT_COLUMN, m, ffn, 1, e);
+  op = add_linear (ops, "fc2", MP_SPLIT_ROW, h, ffn, 1, 1, m->bias, e);
+  op->act_bytes = e * ffn;
+}
+
+/* MoE MLP: a router GEMM (h -> experts) picks top-k experts per token; each expert is a
+ * dense MLP of width ffn. Per token the expert ops run k times, so their saved
+ * activations are k copies of the dense ones (the dispatched token copies are the fc1
+ * inputs). Routing weights and the weighted combine are small next to these and are
+ * left out. */
+static void
+add_moe_mlp (GArray *ops, const MpModel *m, double e)
+{
+  double h = (double) m->hidden, ffn = (double) m->ffn_hidden;
+  double n_exp = (double) m->experts, k = (double) m->experts_per_token;
+  MpOp *op = add_op (ops, "router", MP_OP_ROUTER, MP_SPLIT_NONE);
+  op->gemm_n = n_exp;
+  op->gemm_k = h;
+  op->params = op->active_params = n_exp * h + (m->bias ? n_exp : 0);
+  op->fwd_flops = 2 * n_exp * h;
+  op->bwd_flops = 2 * op->fwd_flops;
+  op->fwd_bytes = e * (h + n_exp);
+  op->act_rep_bytes = e * h;
+  op = add_linear (ops, "expert_fc1", MP_SPLIT_EXPERT, fc1_width (m, ffn), h, k, n_exp,
+                   m->bias, e);
+  op->act_rep_bytes = e * h * k;
+  add_activation (ops, "expert_act", MP_SPLIT_EXPERT, m, ffn, k, e);
+  op = add_linear (ops, "expert_fc2", MP_SPLIT_EXPERT, h, ffn, k, n_exp, m->bias, e);
+  op->act_bytes = e * ffn * k;
+}
+
+/* Sums the ops of LAYER into its totals. */
+static void
+layer_sum (MpLayer *layer)
+{
+  layer->params = layer->active_params = layer->fwd_flops = layer->bwd_flops = 0;
+  layer->fwd_bytes = layer->act_bytes = layer->act_rep_bytes = layer->act_score_bytes = 0;
+  for (guint i = 0; i < layer->n_ops; i++)
+    {
+      const MpOp *op = &layer->ops[i];
+      layer->params += op->params;
+      layer->active_params += op->active_params;
+      layer->fwd_flops += op->fwd_flops;
+      layer->bwd_flops += op->bwd_flops;
+      layer->fwd_bytes += op->fwd_bytes;
+      layer->act_bytes += op->act_bytes;
+      layer->act_rep_bytes += op->act_rep_bytes;
+      layer->act_score_bytes += op->act_score_bytes;
+    }
+}
+
+/* Moves the ops collected in OPS into LAYER and sums them. */
+static void
+layer_finish (MpLayer *layer, const char *name, MpLayerKind kind, GArray *ops)
+{
+  layer->name = g_strdup (name);
+  layer->kind = kind;
+  layer->n_ops = ops->len;
+  layer->ops = (MpOp *) g_array_free (ops, FALSE);
+  layer_sum (layer);
+}
+
+static GArray *
+ops_new (void)
+{
+  return g_array_new (FALSE, TRUE, sizeof (MpOp));
+}
+
+/* Token embedding (vocab-split), learned positions (replicated), embedding dropout. */
+static void
+build_embedding (const MpModel *m, MpLayer *layer, double e)
+{
+  double h = (double) m->hidden, v = (double) m->vocab;
+  GArray *ops = ops_new ();
+  MpOp *op = add_op (ops, "tok_embed", MP_OP_EMBEDDING, MP_SPLIT_VOCAB);
+  op->params = op->active_params = v * h;
+  op->fwd_bytes = 2 * e * h;                    /* read a row, write it */
+  if (m->position == MP_POS_LEARNED)
+    {
+      op = add_op (ops, "pos_embed", MP_OP_EMBEDDING, MP_SPLIT_NONE);
+      op->params = op->active_params = (double) m->seq_len * h;
+      op->fwd_bytes = 3 * e * h;                  /* read a row and the token row, write */
+    }
+  op = add_op (ops, "embed_dropout", MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
+  op->fwd_bytes = 2 * e * h + h;
+  op->act_rep_bytes = h;                        /* the 1-byte mask */
+  layer_finish (layer, "embedding", MP_LAYER_EMBEDDING, ops);
+}
+
+static void
+build_block (const MpModel *m, MpLayer *layer, guint index, double e)
+{
+  GArray *ops = ops_new ();
+  add_attention (ops, m, e);
+  add_norm (ops, "norm2", m, e);
+  if (m->experts > 0)
+    add_moe_mlp (ops, m, e);
+  else
+    add_dense_mlp (ops, m, e);
+  add_residual (ops, "mlp_residual", m, e);
+  g_autofree char *name = g_strdup_printf ("block.%u", index);
+  layer_finish (layer, name, MP_LAYER_BLOCK, ops);
+  layer->moe = m->experts > 0;
+}
+
+/* Final norm, output projection (vocab-split; no bias, as in GPT-2 and Llama) and loss.
+ * With tied embeddings the output GEMM owns no parameters: its weight is the token
+ * embedding's. The loss keeps the logits in fp32 (Korthikanti: 4 s b V bytes). */
+static void
+build_head (const MpModel *m, MpLayer *layer, double e)
+{
+  double h = (double) m->hidden, v = (double) m->vocab;
+  GArray *ops = ops_new ();
+  add_norm (ops, "final_norm", m, e);
+  MpOp *op = add_linear (ops, "output", MP_SPLIT_VOCAB, v, h, 1, 1, FALSE, e);
+  op->act_rep_bytes = e * h;
+  if (m->tied_embeddings)
+    op->params = op->active_params = 0;
+  op = add_op (ops, "loss", MP_OP_LOSS, MP_SPLIT_VOCAB);
+  op->fwd_bytes = e * v + 4 * v;                /* read logits, write fp32 softmax */
+  op->act_bytes = 4 * v;
+  layer_finish (layer, "head", MP_LAYER_HEAD, ops);
+}
+
+static void
+build_transformer (MpModel *m, double e)
+{
+  m->n_layers = (guint) m->n_blocks + 2;
+  m->layers = g_new0 (MpLayer, m->n_layers);
+  build_embedding (m, &m->layers[0], e);
+  for (guint i = 0; i < m->n_blocks; i++)
+    build_block (m, &m->layers[i + 1], i, e);
+  build_head (m, &m->layers[m->n_layers - 1], e);
+}
+
+/* Plain MLP: Megatron-style alternation of column- and row-split layers, so that a pair
+ * needs one all-reduce. A GEMM's input is replicated before a column split and split
+ * before a row split; the activation after it follows its output. Biases always. */
+static void
+build_mlp (MpModel *m, double e)
+{
+  m->n_layers = m->n_mlp_layers;
+  m->layers = g_new0 (MpLayer, m->n_layers);
+  double in = (double) m->input;
+  for (guint i = 0; i < m->n_mlp_layers; i++)
+    {
+      const MpMlpLayerSpec *spec = &m->mlp_layers[i];
+      double out = (double) spec->out;
+      gboolean column = i % 2 == 0;
+      GArray *ops = ops_new ();
+      MpOp *op = add_linear (ops, "fc", column ? MP_SPLIT_COLUMN : MP_SPLIT_ROW, out, in, 1, 1,
+                             m->bias, e);
+      if (column)
+        op->act_rep_bytes = e * in;
+      else
+        op->act_bytes = e * in;
+      if (spec->activation != MP_ACT_NONE)
+        {
+          op = add_op (ops, mp_activation_name (spec->activation), MP_OP_ELEMENTWISE,
+                       column ? MP_SPLIT_COLUMN : MP_SPLIT_NONE);
+          op->fwd_bytes = 2 * e * out;
+          if (column)
+            op->act_bytes = e * out;
+          else
+            op->act_rep_bytes = e * out;
+        }
+      g_autofree char *name = g_strdup_printf ("dense.%u", i);
+      layer_finish (&m->layers[i], name, MP_LAYER_DENSE, ops);
+      in = out;
+    }
+}
+
+double
+mp_model_act_elt_bytes (const MpModel *m)
+{
+  return m->precision == MP_DTYPE_FP32 ? 4 : 2;
+}
+
+void
+mp_model_build_ir (MpModel *m)
+{
+  double e = mp_model_act_elt_bytes (m);
+  if (m->arch == MP_ARCH_TRANSFORMER)
+    build_transformer (m, e);
+  else
+    build_mlp (m, e);
+
+  m->params_total = m->params_embedding = m->params_active = 0;
+  m->fwd_flops_per_token = m->train_flops_per_token = 0;
+  for (guint i = 0; i < m->n_layers; i++)
+    {
+      const MpLayer *l = &m->layers[i];
+      m->params_total += l->params;
+      m->params_active += l->active_params;
+      m->fwd_flops_per_token += l->fwd_flops;
+      m->train_flops_per_token += l->fwd_flops + l->bwd_flops;
+      if (l->kind == MP_LAYER_EMBEDDING)
+        m->params_embedding += l->params;
+    }
+}
+
+/* ---- lifetime, lookup -------------------------------------------------------------- */
+
+void
+mp_model_free (MpModel *model)
+{
+  if (model == NULL)
+    return;
+  for (guint i = 0; i < model->n_layers; i++)
+    {
+      MpLayer *l = &model->layers[i];
+      for (guint j = 0; j < l->n_ops; j++)
+        g_free (l->ops[j].name);
+      g_free (l->ops);
+      g_free (l->name);
+    }
+  g_free (model->layers);
+  g_free (model->mlp_layers);
+  g_free (model->name);
+  g_free (model->source);
+  g_free (model);
+}
+
+/* Is NAME meant as a path rather than a zoo name? */
+static gboolean
+looks_like_path (const char *name)
+{
+  return g_file_test (name, G_FILE_TEST_IS_REGULAR) || strchr (name, '/') != NULL
+         || g_str_has_suffix (name, ".yaml") || g_str_has_suffix (name, ".yml")
+         || g_str_has_suffix (name, ".json");
+}
+
+MpModel *
+mp_model_load (const char *name_or_path, GError **error)
+{
+  g_return_val_if_fail (name_or_path != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  if (looks_like_path (name_or_path))
+    return mp_model_load_file (name_or_path, error);
+
+  g_autofree char *path = mp_zoo_find ("models", name_or_path);
+  if (path == NULL)
+    {
+      g_auto(GStrv) names = mp_model_zoo_list ();
+      g_autofree char *list = g_strjoinv (", ", names);
+      const char *hint = mp_yaml_suggest (name_or_path, (const char *const *) names);
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                   "unknown model '%s': no such file and not in the zoo%s%s%s (zoo: %s)",
+                   name_or_path, hint ? " (did you mean '" : "", hint ? hint : "",
+                   hint ? "'?)" : "", *list ? list : "empty; set MPPLAN_DATADIR");
+      return NULL;
+    }
+  MpModel *m = mp_model_load_file (path, error);
+  if (m != NULL)
+    {
+      g_free (m->source);
+      m->source = g_strconcat ("zoo:", name_or_path, NULL);
+    }
+  return m;
+}
+
+char **
+mp_model_zoo_list (void)
+{
+  return mp_zoo_list ("models");
+}
+
+void
+mp_model_state_bytes_per_param (const MpModel *model, double *weights, double *grads,
+                                double *optimizer)
+{
+  g_return_if_fail (model != NULL);
+  gboolean mixed = model->precision != MP_DTYPE_FP32;
+  double w = mixed ? 2 : 4, g = mixed ? 2 : 4;
+  /* Adam keeps m and v in fp32; SGD (with momentum) one fp32 buffer; mixed precision adds
+   * the fp32 master copy of the weights. */
+  double o = (model->optimizer == MP_OPTIM_ADAM ? 8 : 4) + (mixed ? 4 : 0);
+  if (weights)
+    *weights = w;
+  if (grads)
+    *grads = g;
+  if (optimizer)
+    *optimizer = o;
+}
+
+/* ---- names ------------------------------------------------------------------------- */
+
+const char *
+mp_op_kind_name (MpOpKind kind)
+{
+  static const char *const names[] = { "embedding", "norm", "gemm", "attention",
+                                       "elementwise", "router", "loss" };
+  return (guint) kind < G_N_ELEMENTS (names) ? names[kind] : "?";
+}
+
+const char *
+mp_split_name (MpSplit split)
+{
+  static const char *const names[] = { "none", "column", "row", "heads", "vocab", "expert" };
+  return (guint) split < G_N_ELEMENTS (names) ? names[split] : "?";
+}
+
+const char *
+mp_activation_name (MpActivation act)
+{
+  static const char *const names[] = { "gelu", "swiglu", "relu", "none" };
+  return (guint) act < G_N_ELEMENTS (names) ? names[act] : "?";
+}
+
+const char *
+mp_model_arch_name (MpArch arch)
+{
+  return arch == MP_ARCH_MLP ? "mlp" : "transformer";
+}
+
+const char *
+mp_model_norm_name (MpNorm norm)
+{
+  return norm == MP_NORM_RMSNORM ? "rmsnorm" : "layernorm";
+}
+
+const char *
+mp_model_position_name (MpPosition pos)
+{
+  return pos == MP_POS_ROTARY ? "rotary" : "learned";
+}
+
+const char *
+mp_model_optimizer_name (MpOptimizer opt)
+{
+  return opt == MP_OPTIM_SGD ? "sgd" : "adam";
+}
+
+const char *
+mp_layer_kind_name (MpLayerKind kind)
+{
+  static const char *const names[] = { "embedding", "block", "dense", "head" };
+  return (guint) kind < G_N_ELEMENTS (names) ? names[kind] : "?";
+}

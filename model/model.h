@@ -1,0 +1,169 @@
+/* model.h - a neural network as mpplan sees it: layers made of ops, each with its shapes,
+ * parameters, FLOPs, memory traffic and the activations it keeps for backward.
+ *
+ * Built once by mp_model_load() (YAML, a zoo name, or later a Hugging Face config.json)
+ * and read-only afterwards; the cost model and the planner read the structs directly.
+ * Not here: clusters, plans, time. Units: counts, FLOP, bytes (per token unless a name
+ * says otherwise); "token" = one position of one sequence. */
+#pragma once
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include "common/units.h"
+
+G_BEGIN_DECLS
+
+typedef enum { MP_ARCH_TRANSFORMER, MP_ARCH_MLP } MpArch;
+typedef enum { MP_ACT_GELU, MP_ACT_SWIGLU, MP_ACT_RELU, MP_ACT_NONE } MpActivation;
+typedef enum { MP_NORM_LAYERNORM, MP_NORM_RMSNORM } MpNorm;
+typedef enum { MP_POS_LEARNED, MP_POS_ROTARY } MpPosition;
+typedef enum { MP_OPTIM_ADAM, MP_OPTIM_SGD } MpOptimizer;
+
+typedef enum {
+  MP_OP_EMBEDDING,   /* token (+ learned position) lookup: memory-bound gather */
+  MP_OP_NORM,        /* layernorm / rmsnorm over the hidden dimension */
+  MP_OP_GEMM,        /* per token: out[1 x n] = in[1 x k] @ W[k x n], `count` times */
+  MP_OP_ATTENTION,   /* core: softmax(Q K^T / sqrt(d)) V over the sequence, all heads */
+  MP_OP_ELEMENTWISE, /* activation function, residual add, dropout, rotary */
+  MP_OP_ROUTER,      /* MoE gate: a small GEMM plus top-k; also the token dispatch */
+  MP_OP_LOSS,        /* softmax + cross-entropy over the vocabulary */
+} MpOpKind;
+
+/* How an op is divided among t tensor-parallel ranks (Megatron-LM's scheme). */
+typedef enum {
+  MP_SPLIT_NONE,     /* every TP rank does all of it (norms, residuals; with sequence
+                      * parallelism these are split by sequence instead) */
+  MP_SPLIT_COLUMN,   /* GEMM n split: each rank gets n/t columns; no reduction after */
+  MP_SPLIT_ROW,      /* GEMM k split: partial sums, all-reduce (or reduce-scatter) after */
+  MP_SPLIT_HEADS,    /* attention core: heads (and kv heads) divided over t */
+  MP_SPLIT_VOCAB,    /* embedding / output GEMM / loss: vocabulary divided over t */
+  MP_SPLIT_EXPERT,   /* MoE expert GEMMs: experts divided over the expert-parallel group */
+} MpSplit;
+
+typedef struct {
+  char *name;            /* "qkv", "attn_core", "attn_out", "fc1", "gelu", "fc2", ... */
+  MpOpKind kind;
+  MpSplit split;
+  /* GEMM and ROUTER shapes per token (M = number of tokens). For MoE expert GEMMs,
+   * count = experts_per_token (each token goes through that many experts); the expert
+   * activation op carries it too. Every per-token figure below already includes count;
+   * count is 1 for all other ops. */
+  double gemm_n, gemm_k, count;
+  /* ATTENTION shape: query heads, kv heads, head dim; sequence length is the model's. */
+  double heads, kv_heads, head_dim;
+  double params;          /* parameters owned by this op (all experts for MoE); 0 for the
+                           * output GEMM with tied embeddings, whose weight (gemm_n x gemm_k)
+                           * is the token embedding's (a pipeline keeps it on both ends) */
+  double active_params;   /* parameters a token goes through (MoE: top-k experts) */
+  double fwd_flops;       /* per token, forward; matrix products only ("model FLOPs"):
+                           * 0 for norms, elementwise ops, embeddings and the loss, which
+                           * are memory-bound and costed by fwd_bytes */
+  double bwd_flops;       /* per token, backward (input + weight gradients) */
+  double fwd_bytes;       /* per token, memory traffic of the forward kernel(s) at the
+                           * activation dtype (roofline for memory-bound ops); activations
+                           * only: weights are read once per micro-batch, not per token */
+  /* Activations kept for backward, per token, at the activation dtype (Korthikanti et al.
+   * 2022 counting: 16-bit tensors, 1-byte dropout masks):
+   *   act_bytes        - split by t under tensor parallelism,
+   *   act_rep_bytes    - replicated under tensor parallelism, split by t only with
+   *                      sequence parallelism (norm inputs, dropout masks, GEMM inputs
+   *                      before a column-parallel GEMM),
+   *   act_score_bytes  - the attention score terms (5 a s per token); split by t; dropped
+   *                      by selective recompute and by fused (flash) attention. */
+  double act_bytes, act_rep_bytes, act_score_bytes;
+} MpOp;
+
+typedef enum {
+  MP_LAYER_EMBEDDING,    /* input embedding (and learned positions) */
+  MP_LAYER_BLOCK,        /* a transformer block: attention + MLP (or MoE) */
+  MP_LAYER_DENSE,        /* one MLP layer (architecture: mlp) */
+  MP_LAYER_HEAD,         /* final norm + output projection + loss */
+} MpLayerKind;
+
+typedef struct {
+  char *name;            /* "embedding", "block.0", ..., "head" */
+  MpLayerKind kind;
+  MpOp *ops;
+  guint n_ops;
+  gboolean moe;          /* block with an MoE MLP */
+  /* Sums over ops (per token). */
+  double params, active_params, fwd_flops, bwd_flops, fwd_bytes;
+  double act_bytes, act_rep_bytes, act_score_bytes;
+} MpLayer;
+
+typedef struct {
+  guint64 out;                 /* output features */
+  MpActivation activation;     /* MP_ACT_NONE for a linear layer */
+} MpMlpLayerSpec;
+
+typedef struct _MpModel MpModel;
+struct _MpModel {
+  char *name;
+  char *source;                /* file it came from, or "zoo:<name>" */
+  MpArch arch;
+
+  /* transformer hyper-parameters (zero for mlp) */
+  guint64 n_blocks, hidden, heads, kv_heads, head_dim, ffn_hidden, vocab, seq_len;
+  MpActivation activation;
+  MpNorm norm;
+  MpPosition position;
+  gboolean tied_embeddings, bias;
+  guint64 experts, experts_per_token;   /* experts == 0: dense */
+
+  /* mlp hyper-parameters (architecture: mlp) */
+  guint64 input;               /* input features; seq_len is 1 for an MLP */
+  MpMlpLayerSpec *mlp_layers;
+  guint n_mlp_layers;
+
+  /* training */
+  guint64 global_batch;        /* sequences (samples) per optimizer step */
+  MpDtype precision;           /* fp32, or bf16/fp16 mixed precision */
+  MpOptimizer optimizer;
+
+  /* the IR: embedding, blocks..., head (transformer) or dense layers (mlp) */
+  MpLayer *layers;
+  guint n_layers;
+
+  /* totals */
+  double params_total;         /* every parameter once (tied embeddings counted once) */
+  double params_embedding;     /* input embedding (+ learned positions) */
+  double params_active;        /* parameters one token goes through (MoE: top-k) */
+  double fwd_flops_per_token;  /* forward, all layers including the output layer */
+  double train_flops_per_token;/* forward + backward, no recompute */
+};
+
+/* Loads a model from NAME_OR_PATH: an existing file path (or anything with a '/' or a
+ * .yaml/.yml/.json suffix), else a zoo name (common/zoo.h; source "zoo:<name>"). Returns a new model (caller owns) or NULL with an
+ * MP_ERROR_INPUT error listing every problem as FILE:LINE:COLUMN: message. */
+MpModel *mp_model_load (const char *name_or_path, GError **error);
+/* Loads from a YAML file path only. */
+MpModel *mp_model_load_file (const char *path, GError **error);
+/* Loads from YAML text in memory (NAME used in messages); for tests and fuzzing. */
+MpModel *mp_model_load_data (const char *name, const char *data, gsize len, GError **error);
+void mp_model_free (MpModel *model);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpModel, mp_model_free)
+
+/* Does this YAML document look like a model (has 'architecture' or 'layers')? For
+ * `mpplan validate`, which must tell file kinds apart. Borrowed root. */
+struct _MpYamlNode;
+gboolean mp_model_yaml_is_model (const struct _MpYamlNode *root);
+
+/* Bytes per parameter of weights, gradients and optimizer state for the model's precision
+ * and optimizer, unsharded (mixed-precision Adam: 2 + 2 + 12 = 16). */
+void mp_model_state_bytes_per_param (const MpModel *model, double *weights, double *grads,
+                                     double *optimizer);
+
+/* Zoo: names of the bundled models, sorted; caller owns the strv. */
+char **mp_model_zoo_list (void);
+
+/* Names for printing. */
+const char *mp_op_kind_name (MpOpKind kind);
+const char *mp_split_name (MpSplit split);
+const char *mp_activation_name (MpActivation act);
+
+/* `mpplan describe`: name, shape, parameters, FLOPs per token, activation bytes per layer
+ * (Korthikanti breakdown), training-state bytes and a per-layer table. Caller owns. */
+char *mp_model_describe_text (const MpModel *m);
+/* The same as a JSON object (schema_version 1, SI base units); caller owns the node. */
+JsonNode *mp_model_describe_json (const MpModel *m);
+
+G_END_DECLS

@@ -1,0 +1,412 @@
+/* evaluate.c - the closed form of one plan: its layer split, and its step time, memory
+ * and throughput from the cost model's per-stage figures.
+ *
+ * Pipeline time (stages i = 0..p-1, c_i = forward + backward of one micro-batch through
+ * stage i, P = one activation send/recv, m micro-batches, v chunks per stage):
+ *   gpipe, 1f1b:  (m - 1) max_i (c_i + 2P) + sum_i c_i + 2 (p - 1) P
+ *                 (uniform stages, P = 0: (m + p - 1) c, as in Narayanan et al. 2021)
+ *   interleaved:  m max_i (c_i + 2vP) + (p - 1)/v max_i c_i + 2 (p - 1) P
+ *   none:         m (sum_i c_i + 2 (p - 1) P)   (layer placement, one stage busy at once)
+ * Gradient reduction overlaps the last micro-batch's backward, bucket by bucket, as DDP
+ * and Megatron's overlap_grad_reduce do; what does not fit under it is exposed. */
+#define G_LOG_DOMAIN "mpplan-planner"
+#include "config.h"
+#include "planner/planner-private.h"
+#include "common/error.h"
+
+#include <math.h>
+#include <string.h>
+
+MpPlan *
+mp_plan_copy (const MpPlan *plan)
+{
+  MpPlan *copy = g_memdup2 (plan, sizeof *plan);
+  guint chunks = plan->cfg.pp * MAX (plan->cfg.vpp, 1u);
+  copy->chunk_layers = g_memdup2 (plan->chunk_layers, chunks * sizeof (guint));
+  copy->cfg.chunk_layers = copy->chunk_layers;
+  return copy;
+}
+
+void
+mp_plan_free (MpPlan *plan)
+{
+  if (plan == NULL)
+    return;
+  g_free (plan->chunk_layers);
+  g_free (plan);
+}
+
+const char *
+mp_plan_dominant (const MpPlan *plan)
+{
+  const MpPlanTime *t = &plan->time;
+  const struct { const char *name; double s; } parts[] = {
+    { "compute", t->compute_s }, { "tp_comm", t->tp_comm_s }, { "pp_comm", t->pp_comm_s },
+    { "dp_comm", t->dp_comm_s }, { "bubble", t->bubble_s }, { "optimizer", t->optimizer_s },
+  };
+  gsize best = 0;
+  for (gsize i = 1; i < G_N_ELEMENTS (parts); i++)
+    if (parts[i].s > parts[best].s)
+      best = i;
+  return parts[best].name;
+}
+
+const char *
+mp_plan_family_name (MpPlanFamily family)
+{
+  static const char *const names[MP_FAMILY_N] = {
+    "data parallel (DDP, Horovod, MirroredStrategy)", "ZeRO-3 / FSDP",
+    "layer placement (no pipelining)", "pipeline only", "tensor only", "2D", "full hybrid"
+  };
+  g_return_val_if_fail (family < MP_FAMILY_N, "?");
+  return names[family];
+}
+
+MpPlanFamily
+mp_plan_family_of (const MpParallelConfig *cfg)
+{
+  guint dims = (cfg->dp * cfg->cp > 1) + (cfg->tp > 1) + (cfg->pp > 1);
+  if (cfg->pp > 1 && cfg->schedule == MP_SCHEDULE_NONE && cfg->tp == 1)
+    return MP_FAMILY_PLACEMENT;
+  if (dims >= 3)
+    return MP_FAMILY_HYBRID;
+  if (dims == 2)
+    return MP_FAMILY_2D;
+  if (cfg->tp > 1)
+    return MP_FAMILY_TENSOR;
+  if (cfg->pp > 1)
+    return MP_FAMILY_PIPELINE;
+  return cfg->zero == 3 ? MP_FAMILY_FSDP : MP_FAMILY_DATA;
+}
+
+/* ---- the layer split ------------------------------------------------------------------ */
+
+/* Greedy fill of UNITS (costs) into at most N contiguous groups of cost <= LIMIT, each
+ * non-empty; returns the groups used, or N + 1 when LIMIT is too small. */
+static guint
+greedy_groups (const double *units, guint n_units, double limit, guint n, guint *counts)
+{
+  guint group = 0, in_group = 0;
+  double load = 0;
+  for (guint u = 0; u < n_units; u++)
+    {
+      /* Start a new group when this unit would overflow it, or when every later group
+       * needs one of the units left. */
+      gboolean full = in_group > 0 && load + units[u] > limit;
+      gboolean must = in_group > 0 && n_units - u <= n - 1 - group;
+      if (full || must)
+        {
+          if (counts)
+            counts[group] = in_group;
+          if (++group >= n)
+            return n + 1;
+          in_group = 0;
+          load = 0;
+        }
+      if (units[u] > limit)
+        return n + 1;
+      load += units[u];
+      in_group++;
+    }
+  if (counts)
+    counts[group] = in_group;
+  return group + 1;
+}
+
+void
+pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, double *cost)
+{
+  const MpModel *model = mp_cost_context_model (ctx);
+  MpParallelConfig even = *cfg;
+  even.chunk_layers = NULL;
+  even.vpp = 1;
+  even.pp = 1;
+  if (even.schedule == MP_SCHEDULE_INTERLEAVED)
+    even.schedule = MP_SCHEDULE_1F1B;
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &even, 0, &spans);
+  for (guint l = 0; l < model->n_layers; l++)
+    {
+      MpPhaseCost f, b;
+      mp_cost_layer (ctx, &even, &spans, l, &f, &b);
+      cost[l] = f.total_s + b.total_s;
+    }
+}
+
+gboolean
+mp_plan_split_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                      guint *chunk_layers)
+{
+  const MpModel *model = mp_cost_context_model (ctx);
+  g_autofree double *cost = g_new (double, model->n_layers);
+  pl_layer_costs (ctx, cfg, cost);
+  return pl_split_costs (model, cost, cfg->pp * MAX (cfg->vpp, 1u), chunk_layers);
+}
+
+gboolean
+pl_split_costs (const MpModel *model, const double *cost, guint chunks, guint *chunk_layers)
+{
+  gboolean transformer = model->arch == MP_ARCH_TRANSFORMER;
+  /* Units are blocks; the embedding rides with the first and the head with the last. */
+  guint first = transformer ? 1 : 0;
+  guint n_units = transformer ? model->n_layers - 2 : model->n_layers;
+  if (n_units < chunks)
+    return FALSE;
+  g_autofree double *units = g_new (double, n_units);
+  double lo = 0, hi = 0;
+  for (guint u = 0; u < n_units; u++)
+    {
+      units[u] = cost[first + u];
+      if (transformer && u == 0)
+        units[u] += cost[0];
+      if (transformer && u == n_units - 1)
+        units[u] += cost[model->n_layers - 1];
+      lo = MAX (lo, units[u]);
+      hi += units[u];
+    }
+  /* Binary search on the bottleneck, then the tightest greedy fill. */
+  for (int it = 0; it < 60 && hi - lo > 1e-9 * hi; it++)
+    {
+      double mid = 0.5 * (lo + hi);
+      if (greedy_groups (units, n_units, mid, chunks, NULL) <= chunks)
+        hi = mid;
+      else
+        lo = mid;
+    }
+  guint used = greedy_groups (units, n_units, hi, chunks, chunk_layers);
+  g_assert (used <= chunks);
+  /* Fewer groups than chunks can only happen with all-zero costs: spread the rest. */
+  for (guint c = used; c < chunks; c++)
+    chunk_layers[c] = 0;
+  for (guint c = used; c < chunks; c++)
+    for (guint d = 0; d < chunks; d++)
+      if (chunk_layers[d] > 1)
+        {
+          chunk_layers[d]--;
+          chunk_layers[c]++;
+          break;
+        }
+  if (transformer)
+    {
+      chunk_layers[0] += 1;
+      chunk_layers[chunks - 1] += 1;
+    }
+  return TRUE;
+}
+
+/* ---- the closed form ------------------------------------------------------------------ */
+
+typedef struct {
+  double pipe_s;                   /* fill, steady state and drain */
+  guint bottleneck;                /* the stage whose work sets the steady state */
+  double pp_comm_s;
+} Pipeline;
+
+static void
+pipeline_time (const MpParallelConfig *cfg, const MpStageTime *st, Pipeline *out)
+{
+  guint p = cfg->pp, v = MAX (cfg->vpp, 1u);
+  double m = cfg->num_micro_batches;
+  double sum = 0, max_c = 0, p2p = 0;
+  out->bottleneck = 0;
+  for (guint i = 0; i < p; i++)
+    {
+      double c = st[i].fwd.total_s + st[i].bwd.total_s;
+      sum += c;
+      if (c > max_c)
+        {
+          max_c = c;
+          out->bottleneck = i;
+        }
+      if (i + 1 < p)
+        p2p = MAX (p2p, st[i].p2p_s);
+    }
+  double edge = 2.0 * (p - 1) * p2p;       /* fill and drain cross every boundary twice */
+  switch (cfg->schedule)
+    {
+    case MP_SCHEDULE_NONE:
+      out->pipe_s = m * (sum + edge);
+      out->pp_comm_s = m * edge;
+      break;
+    case MP_SCHEDULE_INTERLEAVED:
+      {
+        double steady = p > 1 ? 2.0 * v * p2p : 0;
+        out->pipe_s = m * (max_c + steady) + (p - 1) * max_c / v + edge;
+        out->pp_comm_s = m * steady + edge;
+      }
+      break;
+    case MP_SCHEDULE_GPIPE:
+    case MP_SCHEDULE_1F1B:
+    default:
+      {
+        double steady = p > 1 ? 2.0 * p2p : 0;
+        out->pipe_s = (m - 1) * (max_c + steady) + sum + edge;
+        out->pp_comm_s = (m - 1) * steady + edge;
+      }
+      break;
+    }
+}
+
+/* Exposed data-parallel time after the pipeline drains: each stage reduces its gradients
+ * under its last backward; stage i drains ahead of stage 0 by the backward work of the
+ * stages before it, which hides that much more of its reduction. */
+static double
+dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st)
+{
+  double worst = 0, ahead = 0;
+  for (guint i = 0; i < cfg->pp; i++)
+    {
+      double b = st[i].bwd.total_s;
+      double exposed = MAX (st[i].dp_last_bucket_s, st[i].dp_reduce_s - b);
+      /* ZeRO-3 gathers are prefetched under the micro-batch's compute (FSDP). */
+      double c = st[i].fwd.total_s + b;
+      double zero3 = cfg->num_micro_batches * MAX (0.0, st[i].zero3_gather_s - c);
+      worst = MAX (worst, MAX (0.0, exposed - ahead) + zero3 + st[i].dp_gather_s
+                              + st[i].tied_embedding_s);
+      ahead += b;
+    }
+  return worst;
+}
+
+void
+pl_plan_memory (const MpCostContext *ctx, MpPlan *plan)
+{
+  const MpParallelConfig *cfg = &plan->cfg;
+  g_autofree MpStageMemory *mem = g_new0 (MpStageMemory, cfg->pp);
+  guint binding = mp_cost_memory (ctx, cfg, mem);
+  const MpStageMemory *b = &mem[binding];
+  plan->memory = (MpPlanMemory) {
+    .peak_bytes = b->total_bytes,
+    .weights_bytes = b->weights_bytes,
+    .gradients_bytes = b->grads_bytes,
+    .optimizer_bytes = b->optimizer_bytes,
+    .activations_bytes = b->activations_bytes,
+    .other_bytes = b->transient_bytes + b->overhead_bytes,
+    .capacity_bytes = b->capacity_bytes,
+    .binding_stage = binding,
+  };
+  plan->fits = TRUE;
+  for (guint i = 0; i < cfg->pp; i++)
+    if (mem[i].total_bytes > mem[i].capacity_bytes)
+      plan->fits = FALSE;
+}
+
+static void
+fill_throughput (const MpCostContext *ctx, const MpParallelConfig *cfg, MpPlan *plan)
+{
+  const MpModel *model = mp_cost_context_model (ctx);
+  const MpCluster *cluster = mp_cost_context_cluster (ctx);
+  double world = plan->world_size;
+  double tokens = (double) plan->global_batch * MAX (model->seq_len, 1u);
+  plan->tokens_per_s = tokens / plan->step_s;
+  plan->tflops_per_gpu = mp_cost_step_flops (ctx, cfg, FALSE) / plan->step_s / world;
+  plan->hw_tflops_per_gpu = mp_cost_step_flops (ctx, cfg, TRUE) / plan->step_s / world;
+  const MpDevice *slowest = mp_cluster_slowest_device (cluster);
+  double peak = slowest->peak_flops[mp_cost_device (ctx, 0)->dtype];
+  if (peak <= 0)
+    peak = slowest->peak_flops[MP_DTYPE_FP32];
+  plan->mfu = peak > 0 ? plan->tflops_per_gpu / peak : 0;
+  plan->hfu = peak > 0 ? plan->hw_tflops_per_gpu / peak : 0;
+}
+
+void
+pl_plan_init (MpPlan *plan, const MpParallelConfig *cfg, const guint *chunk_layers,
+              guint global_batch)
+{
+  guint chunks = cfg->pp * MAX (cfg->vpp, 1u);
+  memset (plan, 0, sizeof *plan);
+  plan->cfg = *cfg;
+  plan->chunk_layers = g_memdup2 (chunk_layers, chunks * sizeof (guint));
+  plan->cfg.chunk_layers = plan->chunk_layers;
+  plan->global_batch = global_batch;
+  plan->world_size = cfg->dp * cfg->tp * cfg->pp * cfg->cp;
+  plan->family = mp_plan_family_of (cfg);
+}
+
+void
+pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
+{
+  const MpParallelConfig *cfg = &plan->cfg;
+  MpStageTime st_small[16];
+  g_autofree MpStageTime *st_big = cfg->pp > 16 ? g_new (MpStageTime, cfg->pp) : NULL;
+  MpStageTime *st = st_big ? st_big : st_small;
+  mp_cost_stage_times (ctx, cfg, st);
+  Pipeline pipe;
+  pipeline_time (cfg, st, &pipe);
+  const MpStageTime *b = &st[pipe.bottleneck];
+  double m = cfg->num_micro_batches;
+  MpPlanTime *t = &plan->time;
+  t->compute_s = m * (b->fwd.compute_s + b->fwd.recompute_s + b->bwd.compute_s
+                      + b->bwd.recompute_s);
+  t->tp_comm_s = m * (b->fwd.tp_comm_s + b->fwd.ep_comm_s + b->fwd.cp_comm_s
+                      + b->bwd.tp_comm_s + b->bwd.ep_comm_s + b->bwd.cp_comm_s);
+  t->pp_comm_s = pipe.pp_comm_s;
+  t->bubble_s = MAX (0.0, pipe.pipe_s - t->compute_s - t->tp_comm_s - t->pp_comm_s);
+  t->dp_comm_s = dp_exposed (cfg, st);
+  t->optimizer_s = 0;
+  for (guint i = 0; i < cfg->pp; i++)
+    t->optimizer_s = MAX (t->optimizer_s, st[i].optimizer_s);
+  plan->step_s = t->compute_s + t->tp_comm_s + t->pp_comm_s + t->bubble_s + t->dp_comm_s
+                 + t->optimizer_s;
+  fill_throughput (ctx, cfg, plan);
+}
+
+gboolean
+mp_plan_evaluate (const MpCostContext *ctx, const MpParallelConfig *cfg, guint global_batch,
+                  MpPlan *plan, GError **error)
+{
+  const MpModel *model = mp_cost_context_model (ctx);
+  if (!mp_parallel_config_check (cfg, model, mp_cost_context_cluster (ctx), error))
+    return FALSE;
+  guint64 batch = (guint64) cfg->dp * cfg->micro_batch_size * cfg->num_micro_batches;
+  if (batch != global_batch)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                   "dp %u x micro-batch %u x %u micro-batches = %" G_GUINT64_FORMAT
+                   " sequences, not the global batch %u", cfg->dp, cfg->micro_batch_size,
+                   cfg->num_micro_batches, batch, global_batch);
+      return FALSE;
+    }
+  guint chunks = cfg->pp * MAX (cfg->vpp, 1u);
+  g_autofree guint *split = g_new (guint, chunks);
+  if (cfg->chunk_layers)
+    memcpy (split, cfg->chunk_layers, chunks * sizeof (guint));
+  else if (!mp_plan_split_layers (ctx, cfg, split))
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%u model chunks but fewer layers", chunks);
+      return FALSE;
+    }
+  pl_plan_init (plan, cfg, split, global_batch);
+  pl_plan_memory (ctx, plan);
+  pl_plan_time (ctx, plan);
+  return TRUE;
+}
+
+/* ---- ordering ------------------------------------------------------------------------- */
+
+int
+mp_plan_compare (const MpPlan *a, const MpPlan *b)
+{
+  if (a->step_s != b->step_s)
+    return a->step_s < b->step_s ? -1 : 1;
+  /* Ties: the smaller footprint, then a fixed order of the config's fields. */
+  if (a->memory.peak_bytes != b->memory.peak_bytes)
+    return a->memory.peak_bytes < b->memory.peak_bytes ? -1 : 1;
+  return pl_compare_config (&a->cfg, &b->cfg);
+}
+
+int
+pl_compare_config (const MpParallelConfig *x, const MpParallelConfig *y)
+{
+  const guint kx[] = { x->tp, x->pp, x->dp, x->cp, x->ep, x->vpp, x->sequence_parallel,
+                       x->zero, x->recompute, x->micro_batch_size, x->schedule };
+  const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
+                       y->zero, y->recompute, y->micro_batch_size, y->schedule };
+  for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)
+    if (kx[i] != ky[i])
+      return kx[i] < ky[i] ? -1 : 1;
+  for (int d = 0; d < MP_DIM_N; d++)
+    if (x->order[d] != y->order[d])
+      return x->order[d] < y->order[d] ? -1 : 1;
+  return 0;
+}

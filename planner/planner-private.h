@@ -1,0 +1,31 @@
+/* planner-private.h - what the planner's files share; not for other modules. */
+#pragma once
+#include "planner/planner.h"
+
+G_BEGIN_DECLS
+
+/* Forward + backward time of each model layer for one micro-batch under CFG's tensor,
+ * context and expert split (pipeline ignored). COST has model->n_layers entries. */
+void pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, double *cost);
+/* Balanced contiguous split of the layers with costs COST into CHUNKS chunks (see
+ * mp_plan_split_layers). */
+gboolean pl_split_costs (const MpModel *model, const double *cost, guint chunks,
+                         guint *chunk_layers);
+
+/* A plan in three steps, so the search can skip the time of a plan that does not fit:
+ * take CFG and CHUNK_LAYERS (copied; CFG checked by the caller), then its memory, then
+ * its time and throughput. */
+void pl_plan_init (MpPlan *plan, const MpParallelConfig *cfg, const guint *chunk_layers,
+                   guint global_batch);
+void pl_plan_memory (const MpCostContext *ctx, MpPlan *plan);
+void pl_plan_time (const MpCostContext *ctx, MpPlan *plan);
+
+/* Keeping the best: a copy of PLAN goes into TOP (sorted, at most K), or replaces *SLOT
+ * when it is faster (keep_best) or smaller (keep_smallest). */
+void pl_keep_top (GPtrArray *top, guint k, const MpPlan *plan);
+void pl_keep_best (MpPlan **slot, const MpPlan *plan);
+void pl_keep_smallest (MpPlan **slot, const MpPlan *plan);
+/* A fixed order of configs by their fields (no predictions). */
+int pl_compare_config (const MpParallelConfig *a, const MpParallelConfig *b);
+
+G_END_DECLS

@@ -1,0 +1,246 @@
+/* planner.h - plans: how a training step is split over a cluster, what it is predicted
+ * to cost, and the search that finds the best ones.
+ *
+ * A plan is an MpParallelConfig (costmodel.h: dp, tp, pp, vpp, cp, ep, sequence parallel,
+ * ZeRO stage, recompute, micro-batching, schedule, layer split, rank order) plus the
+ * predictions the closed form gives it. The search enumerates every config the model and
+ * cluster allow, drops those that do not fit in device memory, ranks the rest by predicted
+ * step time and explains the winner. Not here: kernels, MPI (the CLI spreads a search over
+ * MPI ranks through exec/), simulation of a program (sim.c, a later issue).
+ * Units: seconds, bytes, FLOP, FLOP/s. */
+#pragma once
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include "costmodel/costmodel.h"
+
+G_BEGIN_DECLS
+
+/* Where a step's time goes on the critical path; the parts add up to step_s. */
+typedef struct {
+  double compute_s;     /* kernels of the bottleneck stage, recomputation included */
+  double tp_comm_s;     /* exposed tensor-, context- and expert-parallel collectives */
+  double pp_comm_s;     /* pipeline sends and receives on the critical path */
+  double dp_comm_s;     /* exposed gradient reduction, ZeRO gathers, tied embeddings */
+  double bubble_s;      /* pipeline fill and drain, and waiting on slower stages */
+  double optimizer_s;   /* the optimizer step */
+} MpPlanTime;
+
+/* The binding (fullest) stage's memory per device, broken down. */
+typedef struct {
+  double peak_bytes;
+  double weights_bytes, gradients_bytes, optimizer_bytes, activations_bytes;
+  double other_bytes;   /* transient buffers and the per-device overhead */
+  double capacity_bytes;
+  guint binding_stage;
+} MpPlanMemory;
+
+/* Families a user knows plans by, for --explain (the best of each is reported). */
+typedef enum {
+  MP_FAMILY_DATA,       /* pure data parallel: DDP, Horovod, MirroredStrategy (ZeRO <= 2) */
+  MP_FAMILY_FSDP,       /* data parallel with ZeRO-3 / FSDP sharding */
+  MP_FAMILY_PLACEMENT,  /* layer placement over devices, no pipelining (MXNet style) */
+  MP_FAMILY_PIPELINE,   /* pipeline parallel only */
+  MP_FAMILY_TENSOR,     /* tensor parallel only */
+  MP_FAMILY_2D,         /* two of data, tensor, pipeline */
+  MP_FAMILY_HYBRID,     /* all three */
+  MP_FAMILY_N
+} MpPlanFamily;
+
+typedef struct _MpPlan MpPlan;
+struct _MpPlan {
+  MpParallelConfig cfg;        /* cfg.chunk_layers points at chunk_layers below */
+  guint *chunk_layers;         /* model layers per chunk, pp * vpp entries (owned) */
+  guint global_batch;          /* sequences per optimizer step */
+  guint world_size;            /* dp * tp * pp * cp */
+  /* predictions (closed form) */
+  double step_s, tokens_per_s;
+  double tflops_per_gpu, hw_tflops_per_gpu;  /* model FLOPs / hardware FLOPs per GPU */
+  double mfu, hfu;             /* against the slowest device's dense peak */
+  MpPlanTime time;
+  MpPlanMemory memory;
+  gboolean fits;               /* memory.peak_bytes <= capacity on every stage */
+  MpPlanFamily family;
+};
+
+MpPlan *mp_plan_copy (const MpPlan *plan);
+void mp_plan_free (MpPlan *plan);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlan, mp_plan_free)
+
+/* Names: the dominant cost ("compute", "tp_comm", ...) and a family. */
+const char *mp_plan_dominant (const MpPlan *plan);
+const char *mp_plan_family_name (MpPlanFamily family);
+MpPlanFamily mp_plan_family_of (const MpParallelConfig *cfg);
+
+/* Splits the model's layers over CFG's pp * vpp chunks, balancing predicted time: the
+ * embedding on the first chunk, the head (output layer and loss) on the last, blocks
+ * contiguous. Writes pp * vpp counts to CHUNK_LAYERS. FALSE when there are fewer blocks
+ * than chunks. */
+gboolean mp_plan_split_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                               guint *chunk_layers);
+
+/* Predicts CFG (checked with mp_parallel_config_check) for GLOBAL_BATCH sequences: fills
+ * every prediction of *PLAN (which takes a copy of CFG; chunk_layers is copied, or
+ * computed with mp_plan_split_layers when CFG has none). FALSE with MP_ERROR_INPUT when
+ * CFG is not a valid plan for the context's model and cluster. */
+gboolean mp_plan_evaluate (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                           guint global_batch, MpPlan *plan, GError **error);
+
+/* ---- the search ---------------------------------------------------------------------- */
+
+/* Pins: "key=value" per JSON plan key (dp, tp, pp, vpp, cp, ep, sequence_parallel, zero,
+ * recompute, micro_batch_size, num_micro_batches, schedule). */
+typedef struct _MpPlanPins MpPlanPins;
+/* Parses "tp=8,pp=8,recompute=full"; NULL with MP_ERROR_USAGE naming a bad key or value.
+ * Caller owns. */
+MpPlanPins *mp_plan_pins_parse (const char *text, GError **error);
+void mp_plan_pins_free (MpPlanPins *pins);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlanPins, mp_plan_pins_free)
+/* Does CFG honour every pin? (NULL pins: yes.) */
+gboolean mp_plan_pins_match (const MpPlanPins *pins, const MpParallelConfig *cfg);
+
+typedef struct {
+  guint global_batch;          /* 0: the model's training.global_batch */
+  guint top_k;                 /* plans kept, best first (default 5) */
+  const MpPlanPins *pins;      /* NULL: none */
+  guint shard, n_shards;       /* this process searches configs i with i % n_shards ==
+                                * shard (MPI split); 0/0 or 0/1: all */
+  /* Called now and then with the configs enumerated so far and the total; may be NULL. */
+  void (*progress) (guint64 done, guint64 total, gpointer data);
+  gpointer progress_data;
+} MpSearchOptions;
+
+typedef struct {
+  guint64 evaluated;           /* configs evaluated */
+  guint64 feasible;            /* of those, fitting in memory */
+  double seconds;              /* wall time of the search */
+  /* the smallest-footprint config seen (for "nothing fits" advice) */
+  MpPlan *smallest;            /* owned by the result; NULL if none was valid */
+  MpPlan *family_best[MP_FAMILY_N]; /* best feasible plan of each family (may be NULL) */
+  MpPlan *family_smallest[MP_FAMILY_N]; /* smallest-footprint plan of each family */
+  MpPlan *free_best;           /* with pins: the best plan ignoring them */
+} MpSearchStats;
+
+typedef struct {
+  GPtrArray *plans;            /* MpPlan*, best first, feasible and honouring pins */
+  MpSearchStats stats;
+} MpSearchResult;
+
+/* Searches every plan of the context's model on its cluster. Returns a result (caller
+ * owns; plans may be empty when nothing fits), or NULL with MP_ERROR_INPUT when the
+ * request itself is impossible (a global batch no dp divides, pins no config honours). */
+MpSearchResult *mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts,
+                                   GError **error);
+void mp_search_result_free (MpSearchResult *result);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpSearchResult, mp_search_result_free)
+
+/* A search split over processes (MPI, through exec/): each packs its result; one merges
+ * all the parts into the result a single process would have found. Pack: caller owns.
+ * Merge: NULL with MP_ERROR_RUNTIME for a malformed part; SECONDS is the wall time. */
+GBytes *mp_search_result_pack (const MpSearchResult *result);
+MpSearchResult *mp_search_result_merge (const MpCostContext *ctx, const MpSearchOptions *opts,
+                                        GPtrArray *parts, double seconds, GError **error);
+
+/* A total order on plans: faster first, then a fixed order of the config's fields, so
+ * the same inputs rank the same whatever the enumeration or sharding. */
+int mp_plan_compare (const MpPlan *a, const MpPlan *b);
+
+/* ---- printing (explain.c) ------------------------------------------------------------ */
+
+/* The ranked table of PLANS (MpPlan*): one row each. Caller owns. */
+char *mp_plan_table_text (const GPtrArray *plans);
+/* Why RESULT's best plan wins: its time and memory breakdown, and how the runner-up and
+ * the best of each other family compare. With FULL, every family with what holds it back
+ * (memory, or its dominant cost). Caller owns. */
+char *mp_plan_explain_text (const MpSearchResult *result, const MpCostContext *ctx,
+                            gboolean full);
+/* When nothing fits: the smallest footprint found, how far over it is, and what would
+ * make a plan fit. Caller owns. */
+char *mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx);
+/* ==== plan files (plan-io.c writes, plan-load.c reads) ================================ *
+ * A plan as JSON (one object; keys in docs/json.md, SI base units) and as a versioned
+ * YAML plan file (format in docs/plan-file.md) that `mpplan plan -o` writes and
+ * `validate`, `simulate`, `program`, `exec` and `report` read. A plan file names its model
+ * and cluster (zoo name or path), the global batch, every choice of the config, the layer
+ * split and the rank placement; its predicted figures are informative only: readers
+ * evaluate the config again (mp_plan_file_resolve). */
+
+#define MP_PLAN_FILE_VERSION 1
+
+/* Plan-file and JSON names: "1f1b", "gpipe", "interleaved-1f1b", "none" (costmodel's
+ * mp_schedule_from_name reads them back); the dimension names "tp", "cp", "dp", "pp";
+ * short family ids "data", "fsdp", "placement", "pipeline", "tensor", "2d", "hybrid". */
+const char *mp_plan_schedule_name (MpSchedule schedule);
+const char *mp_plan_dim_name (MpParallelDim dim);
+const char *mp_plan_family_id (MpPlanFamily family);
+
+/* PLAN as one JSON object: the config (dp ... schedule, chunk_layers, order), the
+ * predictions (step_s ... hfu, memory_bytes {...}, time_s {...}), family, dominant, fits,
+ * binding_stage, world_size, global_batch. Caller owns (json_node_unref). */
+JsonNode *mp_plan_to_json (const MpPlan *plan);
+
+/* PLAN as a complete plan file for MODEL on CLUSTER (the ones it was evaluated with).
+ * PLAN_PATH is where the text will be written: a model or cluster given by a relative path
+ * is written relative to the plan file's folder, where readers look for it (NULL or "-",
+ * stdout: the folder is unknown, so such paths are written absolute). Zoo names stay zoo
+ * names. COMMAND (may be NULL) is recorded in the header comment. Caller owns; cannot
+ * fail. */
+char *mp_plan_to_yaml_for_path (const MpPlan *plan, const MpModel *model,
+                                const MpCluster *cluster, const char *plan_path,
+                                const char *command);
+/* The same with PLAN_PATH NULL (model and cluster files by absolute path). */
+char *mp_plan_to_yaml (const MpPlan *plan, const MpModel *model, const MpCluster *cluster,
+                       const char *command);
+
+/* A plan file as read, before its model and cluster are loaded. */
+typedef struct {
+  guint line, column;          /* 1-based; 0 when the key was absent */
+} MpPlanFileMark;
+
+typedef struct {
+  char *path;                  /* the file, as given (used in messages) */
+  char *model;                 /* as written: a zoo name or a path (relative: to path's folder) */
+  char *cluster;               /* as written: a zoo name or a path, optional ":N" suffix */
+  guint global_batch;
+  MpParallelConfig cfg;        /* cfg.chunk_layers and cfg.placement point below */
+  guint *chunk_layers;         /* pp * vpp entries, or NULL: the balanced split */
+  guint *placement;            /* rank -> device, dp * tp * pp * cp entries; NULL: identity */
+  double predicted_step_s;     /* as the file says (not trusted); 0 when absent */
+  MpPlanFileMark model_at, cluster_at, parallel_at, placement_at;
+} MpPlanFile;
+
+/* Reads and checks the plan file at PATH (version, keys with did-you-mean, types, enum
+ * values, sizes >= 1, one chunk per pp * vpp, placement a permutation of the ranks, dp x
+ * micro_batch_size x num_micro_batches = global_batch). Caller owns; NULL with
+ * MP_ERROR_INPUT listing every problem as FILE:LINE:COLUMN: message (MP_ERROR_IO when the
+ * file cannot be read). */
+MpPlanFile *mp_plan_file_load (const char *path, GError **error);
+/* The same from memory; NAME stands for the path (messages, relative references). */
+MpPlanFile *mp_plan_file_load_data (const char *name, const char *data, gsize len,
+                                    GError **error);
+void mp_plan_file_free (MpPlanFile *file);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlanFile, mp_plan_file_free)
+
+/* Does this YAML document look like a plan file: `kind: plan`, or both `version` and
+ * `parallel` (keys no model or cluster has)? For `mpplan validate`. Borrowed root;
+ * NULL-safe. */
+struct _MpYamlNode;
+gboolean mp_plan_yaml_is_plan (const struct _MpYamlNode *root);
+
+/* A plan file's plan, evaluated again on its model and cluster. Owns everything. */
+typedef struct {
+  MpModel *model;
+  MpCluster *cluster;
+  MpCostContext *ctx;          /* over model and cluster, no calibration profile */
+  MpPlan *plan;                /* plan->cfg.placement points at placement */
+  guint *placement;            /* the file's, copied; NULL: identity */
+} MpPlanResolved;
+
+/* Loads FILE's model and cluster (relative paths against the plan file's folder), checks
+ * the config against them and evaluates it with mp_plan_evaluate. Caller owns; NULL with
+ * MP_ERROR_INPUT located in the plan file (at `model:`, `cluster:`, `placement:` or
+ * `parallel:`). */
+MpPlanResolved *mp_plan_file_resolve (const MpPlanFile *file, GError **error);
+void mp_plan_resolved_free (MpPlanResolved *resolved);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlanResolved, mp_plan_resolved_free)
+
+G_END_DECLS

@@ -1,0 +1,389 @@
+/* search.c - every plan of a model on a cluster, exhaustively: enumerate, drop what does
+ * not fit, rank by predicted step time, keep the best K and the best of each family.
+ *
+ * Loops run from the choices that change layer costs (tp, cp, ep, micro-batch, sequence
+ * parallelism, recompute) to those that do not (pipeline split, schedule, ZeRO, rank
+ * order), so per-layer costs and layer splits are computed once per outer choice. A plan's
+ * memory is computed before its time, and its time only when it fits. */
+#define G_LOG_DOMAIN "mpplan-planner"
+#include "config.h"
+#include "planner/planner-private.h"
+#include "common/error.h"
+
+#include <string.h>
+
+/* Sizes a search tries at most (beyond them plans only get slower or stop fitting). */
+#define MAX_MICRO_BATCH 64
+#define MAX_VPP 8
+
+typedef struct {
+  const MpCostContext *ctx;
+  const MpModel *model;
+  const MpCluster *cluster;
+  const MpSearchOptions *opts;
+  guint global_batch;
+  guint top_k;
+  gboolean counting;           /* first pass: only count configs */
+  guint64 index, total;
+  MpSearchResult *res;
+  double *layer_cost;          /* per model layer, for the current outer choice */
+  guint *split;                /* chunk_layers for the current pp * vpp */
+} Search;
+
+/* ---- bookkeeping of the best plans ---------------------------------------------------- */
+
+/* Inserts a copy of PLAN into the sorted array TOP if it is among the best K. */
+void
+pl_keep_top (GPtrArray *top, guint k, const MpPlan *plan)
+{
+  if (top->len >= k && mp_plan_compare (plan, g_ptr_array_index (top, top->len - 1)) >= 0)
+    return;
+  guint at = top->len;
+  while (at > 0 && mp_plan_compare (plan, g_ptr_array_index (top, at - 1)) < 0)
+    at--;
+  g_ptr_array_insert (top, (gint) at, mp_plan_copy (plan));
+  if (top->len > k)
+    g_ptr_array_remove_index (top, top->len - 1);
+}
+
+/* Replaces *SLOT by a copy of PLAN when PLAN is better by step time. */
+void
+pl_keep_best (MpPlan **slot, const MpPlan *plan)
+{
+  if (*slot == NULL || mp_plan_compare (plan, *slot) < 0)
+    {
+      mp_plan_free (*slot);
+      *slot = mp_plan_copy (plan);
+    }
+}
+
+/* Replaces *SLOT by a copy of PLAN when PLAN needs less memory (ties: the config order,
+ * so that any split of the search keeps the same one). */
+void
+pl_keep_smallest (MpPlan **slot, const MpPlan *plan)
+{
+  if (*slot == NULL || plan->memory.peak_bytes < (*slot)->memory.peak_bytes
+      || (plan->memory.peak_bytes == (*slot)->memory.peak_bytes
+          && pl_compare_config (&plan->cfg, &(*slot)->cfg) < 0))
+    {
+      mp_plan_free (*slot);
+      *slot = mp_plan_copy (plan);
+    }
+}
+
+/* One complete config: evaluate it if it is this shard's, and keep what is worth it. */
+static void
+visit (Search *s, const MpParallelConfig *cfg)
+{
+  guint64 i = s->index++;
+  if (s->counting)
+    return;
+  if (s->opts->n_shards > 1 && i % s->opts->n_shards != s->opts->shard)
+    return;
+  if (s->opts->progress && (i & 4095) == 0)
+    s->opts->progress (i, s->total, s->opts->progress_data);
+
+  MpSearchStats *st = &s->res->stats;
+  g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
+  pl_plan_init (plan, cfg, s->split, s->global_batch);
+  pl_plan_memory (s->ctx, plan);
+  st->evaluated++;
+  pl_keep_smallest (&st->smallest, plan);
+  pl_keep_smallest (&st->family_smallest[plan->family], plan);
+  if (!plan->fits)
+    return;
+  st->feasible++;
+  pl_plan_time (s->ctx, plan);
+  pl_keep_best (&st->family_best[plan->family], plan);
+  if (s->opts->pins == NULL)
+    {
+      pl_keep_top (s->res->plans, s->top_k, plan);
+      return;
+    }
+  pl_keep_best (&st->free_best, plan);
+  if (mp_plan_pins_match (s->opts->pins, cfg))
+    pl_keep_top (s->res->plans, s->top_k, plan);
+}
+
+/* ---- the loops, innermost first -------------------------------------------------------- */
+
+/* Rank orders worth trying: Megatron's (tp, cp, dp, pp), and with both data and pipeline
+ * parallelism while tp leaves room in a node, pipeline neighbours inside the node. */
+static void
+loop_order (Search *s, MpParallelConfig *cfg)
+{
+  static const MpParallelDim megatron[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP,
+                                                    MP_DIM_PP };
+  static const MpParallelDim pp_inner[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP,
+                                                    MP_DIM_DP };
+  memcpy (cfg->order, megatron, sizeof megatron);
+  visit (s, cfg);
+  guint per_node = s->cluster->groups[0].devices_per_node;
+  if (cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < per_node)
+    {
+      memcpy (cfg->order, pp_inner, sizeof pp_inner);
+      visit (s, cfg);
+      memcpy (cfg->order, megatron, sizeof megatron);
+    }
+}
+
+static void
+loop_zero (Search *s, MpParallelConfig *cfg)
+{
+  guint max_zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  for (guint z = 0; z <= max_zero; z++)
+    {
+      cfg->zero = z;
+      loop_order (s, cfg);
+    }
+  cfg->zero = 0;
+}
+
+/* Splits the layers over pp * vpp chunks for the current costs, checks the config, then
+ * goes on. */
+static void
+with_split (Search *s, MpParallelConfig *cfg)
+{
+  guint chunks = cfg->pp * cfg->vpp;
+  cfg->chunk_layers = NULL;
+  if (!s->counting)
+    {
+      if (!pl_split_costs (s->model, s->layer_cost, chunks, s->split))
+        return;
+      cfg->chunk_layers = s->split;
+    }
+  if (mp_parallel_config_check (cfg, s->model, s->cluster, NULL))
+    loop_zero (s, cfg);
+  cfg->chunk_layers = NULL;
+}
+
+static guint
+n_blocks (const MpModel *m)
+{
+  return m->arch == MP_ARCH_TRANSFORMER ? (guint) m->n_blocks : m->n_layers;
+}
+
+static void
+loop_schedule (Search *s, MpParallelConfig *cfg)
+{
+  cfg->vpp = 1;
+  if (cfg->pp == 1 || cfg->num_micro_batches == 1)
+    {
+      /* No pipeline, or one micro-batch: plain layer placement, nothing to overlap. */
+      cfg->schedule = MP_SCHEDULE_NONE;
+      with_split (s, cfg);
+      return;
+    }
+  cfg->schedule = MP_SCHEDULE_GPIPE;
+  with_split (s, cfg);
+  cfg->schedule = MP_SCHEDULE_1F1B;
+  with_split (s, cfg);
+  /* Megatron's interleaved schedule needs the micro-batches to be a multiple of pp. */
+  guint per_stage = n_blocks (s->model) / cfg->pp;
+  if (cfg->num_micro_batches % cfg->pp == 0)
+    for (guint v = 2; v <= MAX_VPP && v <= per_stage; v++)
+      if (per_stage % v == 0)
+        {
+          cfg->schedule = MP_SCHEDULE_INTERLEAVED;
+          cfg->vpp = v;
+          with_split (s, cfg);
+        }
+  cfg->vpp = 1;
+}
+
+/* The per-layer costs of the current (tp, cp, ep, sp, recompute, micro-batch), computed
+ * once for every pipeline depth that shares them. */
+static void
+with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
+{
+  if (!s->counting)
+    {
+      gpointer key = GUINT_TO_POINTER (cfg->micro_batch_size << 16 | cfg->ep);
+      double *cost = g_hash_table_lookup (cache, key);
+      if (cost == NULL)
+        {
+          cost = g_new (double, s->model->n_layers);
+          pl_layer_costs (s->ctx, cfg, cost);
+          g_hash_table_insert (cache, key, cost);
+        }
+      s->layer_cost = cost;
+    }
+  loop_schedule (s, cfg);
+}
+
+/* Expert parallelism (MoE only) divides the experts and the data-parallel replicas. */
+static void
+loop_ep (Search *s, MpParallelConfig *cfg, GHashTable *cache)
+{
+  cfg->ep = 1;
+  guint experts = (guint) s->model->experts;
+  for (guint ep = 1; ep <= MAX (experts, 1u); ep++)
+    {
+      if ((experts > 0 && experts % ep != 0) || (cfg->dp * cfg->cp) % ep != 0)
+        continue;
+      cfg->ep = ep;
+      with_layer_costs (s, cfg, cache);
+    }
+  cfg->ep = 1;
+}
+
+static void
+loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
+{
+  g_autoptr(GHashTable) cache = g_hash_table_new_full (NULL, NULL, NULL, g_free);
+  for (guint pp = 1; pp <= rest && pp <= n_blocks (s->model); pp++)
+    {
+      if (rest % pp != 0)
+        continue;
+      cfg->pp = pp;
+      cfg->dp = rest / pp;
+      if (s->global_batch % cfg->dp != 0)
+        continue;
+      guint local = s->global_batch / cfg->dp;
+      for (guint mbs = 1; mbs <= local && mbs <= MAX_MICRO_BATCH; mbs++)
+        {
+          if (local % mbs != 0)
+            continue;
+          cfg->micro_batch_size = mbs;
+          cfg->num_micro_batches = local / mbs;
+          loop_ep (s, cfg, cache);
+        }
+    }
+  cfg->pp = cfg->dp = 1;
+  s->layer_cost = NULL;
+}
+
+static void
+loop_recompute (Search *s, MpParallelConfig *cfg, guint rest)
+{
+  for (int r = MP_RECOMPUTE_NONE; r <= MP_RECOMPUTE_FULL; r++)
+    {
+      /* Fused attention keeps no score matrix, so selective recompute (Korthikanti's:
+       * the attention core) would save nothing; it is only a choice without it. */
+      if (r == MP_RECOMPUTE_SELECTIVE && cfg->flash_attention)
+        continue;
+      cfg->recompute = (MpRecompute) r;
+      loop_pp (s, cfg, rest);
+    }
+  cfg->recompute = MP_RECOMPUTE_NONE;
+}
+
+static void
+loop_sequence_parallel (Search *s, MpParallelConfig *cfg, guint rest)
+{
+  cfg->sequence_parallel = FALSE;
+  loop_recompute (s, cfg, rest);
+  if (cfg->tp > 1 && s->model->arch == MP_ARCH_TRANSFORMER)
+    {
+      cfg->sequence_parallel = TRUE;
+      loop_recompute (s, cfg, rest);
+      cfg->sequence_parallel = FALSE;
+    }
+}
+
+/* Context parallelism only where sequences are long: each rank keeps >= 4096 tokens. */
+static void
+loop_cp (Search *s, MpParallelConfig *cfg, guint rest)
+{
+  guint seq = (guint) s->model->seq_len;
+  for (guint cp = 1; cp <= rest; cp *= 2)
+    {
+      if (rest % cp != 0 || (cp > 1 && (seq % (2 * cp) != 0 || seq / cp < 4096)))
+        continue;
+      cfg->cp = cp;
+      loop_sequence_parallel (s, cfg, rest / cp);
+    }
+  cfg->cp = 1;
+}
+
+static void
+loop_tp (Search *s, MpParallelConfig *cfg)
+{
+  guint world = s->cluster->world_size;
+  for (guint tp = 1; tp <= world; tp++)
+    {
+      if (world % tp != 0)
+        continue;
+      cfg->tp = tp;
+      /* tp must divide the heads, kv heads and ffn: ask the checker with pp = 1. */
+      MpParallelConfig probe = *cfg;
+      probe.dp = world / tp;
+      if (!mp_parallel_config_check (&probe, s->model, s->cluster, NULL))
+        continue;
+      loop_cp (s, cfg, world / tp);
+    }
+}
+
+static void
+run (Search *s)
+{
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  s->index = 0;
+  loop_tp (s, &cfg);
+}
+
+/* ---- the entry point ------------------------------------------------------------------ */
+
+void
+mp_search_result_free (MpSearchResult *result)
+{
+  if (result == NULL)
+    return;
+  g_ptr_array_unref (result->plans);
+  MpSearchStats *st = &result->stats;
+  mp_plan_free (st->smallest);
+  mp_plan_free (st->free_best);
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    {
+      mp_plan_free (st->family_best[f]);
+      mp_plan_free (st->family_smallest[f]);
+    }
+  g_free (result);
+}
+
+MpSearchResult *
+mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError **error)
+{
+  g_return_val_if_fail (ctx != NULL && opts != NULL, NULL);
+  const MpModel *model = mp_cost_context_model (ctx);
+  Search s = {
+    .ctx = ctx,
+    .model = model,
+    .cluster = mp_cost_context_cluster (ctx),
+    .opts = opts,
+    .global_batch = opts->global_batch ? opts->global_batch : (guint) model->global_batch,
+    .top_k = MAX (opts->top_k, 1u),
+  };
+  if (s.global_batch == 0)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "the global batch must be at least 1");
+      return NULL;
+    }
+  gint64 start = g_get_monotonic_time ();
+  if (opts->progress)
+    {
+      s.counting = TRUE;
+      run (&s);
+      s.total = s.index;
+      s.counting = FALSE;
+    }
+  s.res = g_new0 (MpSearchResult, 1);
+  s.res->plans = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_plan_free);
+  s.split = g_new (guint, (gsize) n_blocks (model) * MAX_VPP + 2);
+  run (&s);
+  g_free (s.split);
+  s.res->stats.seconds = (g_get_monotonic_time () - start) / 1e6;
+  if (opts->progress)
+    opts->progress (s.index, s.index, opts->progress_data);
+  if (s.index == 0)
+    {
+      mp_search_result_free (s.res);
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                   "no way to split %s over %u devices with a global batch of %u: no data "
+                   "parallel size divides the batch, or no tensor size divides the heads",
+                   model->name, s.cluster->world_size, s.global_batch);
+      return NULL;
+    }
+  return s.res;
+}

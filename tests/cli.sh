@@ -1,0 +1,44 @@
+#!/bin/sh
+# cli.sh - the `mpplan` command as a user meets it: dispatch, help, version, exit codes,
+# describe of zoo models and clusters (text and JSON), validate of every zoo file.
+. "$top_srcdir/tests/tap.sh"
+MPPLAN=${MPPLAN:-./mpplan}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+status_is () { want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; [ $? -eq "$want" ]; }
+# prints_line PATTERN COMMAND...: COMMAND exits 0 and stdout has a line matching PATTERN.
+prints () { pat=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err" && grep -Eq -- "$pat" "$tmp/out"; }
+json_ok () { "$@" >"$tmp/j.json" 2>"$tmp/err" && json-glib-validate "$tmp/j.json" >/dev/null; }
+json_has () { key=$1; shift; json_ok "$@" && grep -q "\"$key\"" "$tmp/j.json"; }
+
+ok "--version prints the version" prints '^mpplan [0-9]+\.[0-9]+\.[0-9]+$' "$MPPLAN" --version
+ok "no command is a usage error (2)" status_is 2 "$MPPLAN"
+ok "an unknown command is a usage error (2)" status_is 2 "$MPPLAN" frobnicate
+ok "an unknown option is a usage error (2)" status_is 2 "$MPPLAN" describe --frob gpt3-175b
+ok "help lists the commands" prints '^  describe ' "$MPPLAN" help
+ok "help documents the exit codes" prints '2 bad usage or bad input' "$MPPLAN" help
+ok "help COMMAND shows that command's options" prints '--json' "$MPPLAN" help describe
+ok "COMMAND --help equals help COMMAND" sh -c "\"$MPPLAN\" describe --help > \"$tmp/a\" && \"$MPPLAN\" help describe > \"$tmp/b\" && cmp -s \"$tmp/a\" \"$tmp/b\""
+ok "describe without an argument is a usage error" status_is 2 "$MPPLAN" describe
+ok "describe of an unknown name is bad input (2)" status_is 2 "$MPPLAN" describe no-such-model
+ok "describe gpt3-175b prints 174.6B parameters" prints '174\.6B' "$MPPLAN" describe gpt3-175b
+
+for m in mlp-1024 gpt3-125m gpt3-1.3b gpt3-13b gpt3-175b llama2-7b llama2-70b llama3-8b \
+         llama3-70b llama3-405b mixtral-8x7b bert-large tiny-gpt gpt2-124m; do
+  ok "zoo model $m is listed" prints "^  $m\$" "$MPPLAN" describe --list
+  ok "describe $m --json has parameters.total" json_has total "$MPPLAN" describe "$m" --json
+done
+for c in dgx-a100-40g dgx-a100-80g dgx-h100 hgx-h200 h200 workstation-pcie4 gb200-nvl72 host; do
+  ok "zoo cluster $c is listed" prints "^  $c\$" "$MPPLAN" describe --list
+  ok "describe $c --json has world_size" json_has world_size "$MPPLAN" describe "$c" --json
+done
+ok "a cluster size suffix sets the node count" \
+  sh -c "\"$MPPLAN\" describe dgx-a100-80g:16 --json | grep -Eq '\"world_size\" : 128'"
+ok "host is marked uncalibrated" prints 'uncalibrated' "$MPPLAN" describe host
+ok "describe of a model file by path" prints 'parameters' "$MPPLAN" describe "$top_srcdir/examples/models/tiny-gpt.yaml"
+ok "validate accepts every zoo file" status_is 0 "$MPPLAN" validate "$top_srcdir"/examples/models/*.yaml "$top_srcdir"/examples/clusters/*.yaml
+ok "validate reports each file" sh -c "\"$MPPLAN\" validate \"$top_srcdir\"/examples/models/*.yaml | grep -c ': ok: model' | grep -qx \"$(ls "$top_srcdir"/examples/models/*.yaml | wc -l)\""
+ok "validate reports every bad file, not only the first" \
+  sh -c "\"$MPPLAN\" validate \"$top_srcdir/tests/bad/duplicate-key.yaml\" \"$top_srcdir/tests/bad/two-documents.yaml\" 2>&1 >/dev/null | grep -c ':[0-9]*:[0-9]*: ' | grep -qx 2"
+tap_done

@@ -1,0 +1,1234 @@
+/* test-costmodel.c - cmocka tests of costmodel/: the closed forms (collectives, ZeRO state,
+ * Korthikanti activations, training FLOPs), the curves' anchors and mechanisms (plateau,
+ * wave quantisation, split shapes), NCCL-like algorithm choice, monotonicity, calibration
+ * tables, memory per stage, and describe.
+ *
+ * Zoo files come through MPPLAN_DATADIR (the Makefile sets it to examples/); models with a
+ * shape a formula needs are inline YAML. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/test-util.h"
+#include "costmodel/costmodel.h"
+#include "common/error.h"
+
+#include <string.h>
+
+/* ---- fixtures ------------------------------------------------------------------------ */
+
+static MpModel *
+model_ok (const char *name)
+{
+  g_autoptr(GError) error = NULL;
+  MpModel *m = mp_model_load (name, &error);
+  if (m == NULL)
+    fail_msg ("%s: %s", name, error->message);
+  return m;
+}
+
+static MpCluster *
+cluster_ok (const char *name)
+{
+  g_autoptr(GError) error = NULL;
+  MpCluster *c = mp_cluster_load (name, &error);
+  if (c == NULL)
+    fail_msg ("%s: %s", name, error->message);
+  return c;
+}
+
+static MpCluster *
+cluster_text (const char *yaml)
+{
+  g_autoptr(GError) error = NULL;
+  MpCluster *c = mp_cluster_load_data ("inline.yaml", yaml, strlen (yaml), &error);
+  if (c == NULL)
+    fail_msg ("inline cluster: %s", error->message);
+  return c;
+}
+
+/* A GPT as Korthikanti et al. 2022 count it: gelu, multi-head attention, ffn = 4h,
+ * layernorm, learned positions. */
+static MpModel *
+gpt (guint layers, guint hidden, guint heads, guint seq, guint vocab, gboolean tied)
+{
+  g_autofree char *yaml = g_strdup_printf (
+      "name: gpt-test\narchitecture: transformer\nlayers: %u\nhidden: %u\nheads: %u\n"
+      "ffn_hidden: %u\nvocab: %u\nseq_len: %u\nactivation: gelu\nnorm: layernorm\n"
+      "position: learned\nbias: true\ntied_embeddings: %s\n"
+      "training:\n  global_batch: 64\n  precision: bf16\n  optimizer: adam\n",
+      layers, hidden, heads, 4 * hidden, vocab, seq, tied ? "true" : "false");
+  g_autoptr(GError) error = NULL;
+  MpModel *m = mp_model_load_data ("gpt.yaml", yaml, strlen (yaml), &error);
+  if (m == NULL)
+    fail_msg ("gpt: %s", error->message);
+  return m;
+}
+
+/* A cluster of NODES nodes of 8 A100s with node link NODE_GBPS and NIC NIC_GBITS. */
+static MpCluster *
+a100_cluster (guint nodes, double node_GBps, double nic_Gbps)
+{
+  g_autofree char *yaml = g_strdup_printf (
+      "name: a100-test\nnodes: %u\ndevices_per_node: 8\n"
+      "device:\n  name: A100-SXM4-80GB\n  memory: 80 GiB\n  memory_bandwidth: 2039 GB/s\n"
+      "  peak: {fp32: 19.5 TFLOPS, bf16: 312 TFLOPS, fp16: 312 TFLOPS}\n"
+      "links:\n  - {tier: node, name: nvlink3-nvswitch, bandwidth: %g GB/s, latency: 3 us}\n"
+      "  - {tier: cluster, name: ib-hdr, bandwidth: %g Gb/s, latency: 5 us, nics_per_node: 8}\n",
+      nodes, node_GBps, nic_Gbps);
+  return cluster_text (yaml);
+}
+
+/* The span of N ranks STRIDE apart from rank 0. */
+static void
+span_of (const MpCluster *c, guint n, guint stride, MpGroupSpan *span)
+{
+  g_autofree guint *r = g_new (guint, n);
+  for (guint i = 0; i < n; i++)
+    r[i] = i * stride;
+  mp_cluster_span (c, NULL, r, n, span);
+}
+
+/* One tier of N ranks: bandwidth B, step latency ALPHA, no base latency, Simple only. */
+static MpAlphaBeta
+one_tier (guint n, double b, double alpha)
+{
+  MpAlphaBeta ab = { 0 };
+  ab.n_ranks = n;
+  ab.n_nodes = 1;
+  ab.ranks_per_node = n;
+  ab.bw_Bps[MP_TIER_NODE] = b;
+  ab.alpha_s[MP_TIER_NODE] = alpha;
+  ab.nvlink = TRUE;
+  return ab;
+}
+
+/* ---- nccl-tests definitions ---------------------------------------------------------- */
+
+static void
+test_costmodel_bus_factors (void **state)
+{
+  (void) state;
+  mp_assert_close (mp_coll_bus_factor (MP_COLL_ALL_REDUCE, 8), 2.0 * 7 / 8, 1e-15);
+  mp_assert_close (mp_coll_bus_factor (MP_COLL_ALL_GATHER, 8), 7.0 / 8, 1e-15);
+  mp_assert_close (mp_coll_bus_factor (MP_COLL_REDUCE_SCATTER, 16), 15.0 / 16, 1e-15);
+  mp_assert_close (mp_coll_bus_factor (MP_COLL_ALL_TO_ALL, 4), 3.0 / 4, 1e-15);
+  mp_assert_close (mp_coll_bus_factor (MP_COLL_BROADCAST, 8), 1, 1e-15);
+  mp_assert_close (mp_coll_bus_factor (MP_COLL_SEND_RECV, 2), 1, 1e-15);
+  assert_true (mp_coll_bus_factor (MP_COLL_ALL_REDUCE, 1) == 0);
+}
+
+static void
+test_costmodel_busbw_conversions (void **state)
+{
+  (void) state;
+  const double size = 256e6, t = 1.25e-3;
+  mp_assert_close (mp_coll_algbw (size, t), size / t, 1e-15);
+  for (int k = 0; k < MP_COLL_N; k++)
+    for (guint n = 2; n <= 64; n *= 2)
+      {
+        double busbw = mp_coll_busbw ((MpCollKind) k, n, size, t);
+        mp_assert_close (busbw, size / t * mp_coll_bus_factor ((MpCollKind) k, n), 1e-15);
+        /* A measured busbw converts back to the time it was measured at. */
+        mp_assert_close (mp_coll_time_from_busbw ((MpCollKind) k, n, size, busbw), t, 1e-12);
+      }
+  /* nccl-tests #212: 8 H100s, NVLS all-reduce algbw 275 GB/s is busbw 481 GB/s. */
+  mp_assert_close (mp_coll_busbw (MP_COLL_ALL_REDUCE, 8, 275e9, 1.0), 481.25e9, 1e-12);
+}
+
+/* ---- closed forms --------------------------------------------------------------------- */
+
+static void
+test_costmodel_ring_allreduce_closed_form (void **state)
+{
+  (void) state;
+  const double b = 231e9, alpha = 3e-6;
+  for (guint n = 2; n <= 64; n *= 2)
+    for (double s = 1e3; s <= 1e10; s *= 10)
+      {
+        MpAlphaBeta ab = one_tier (n, b, alpha);
+        double want = 2.0 * (n - 1) / n * s / b + 2.0 * (n - 1) * alpha;
+        mp_assert_close (mp_coll_time (MP_COLL_ALL_REDUCE, MP_ALGO_RING, MP_PROTO_SIMPLE, s, &ab),
+                         want, 1e-12);
+        /* NCCL adds a per-call base latency (tuning.cc: 8.4 us for ring/Simple). */
+        ab.base_scale = 1;
+        mp_assert_close (mp_coll_time (MP_COLL_ALL_REDUCE, MP_ALGO_RING, MP_PROTO_SIMPLE, s, &ab),
+                         want + 8.4e-6, 1e-12);
+      }
+  mp_assert_close (mp_coll_base_latency (MP_ALGO_RING, MP_PROTO_SIMPLE), 8.4e-6, 1e-12);
+}
+
+static void
+test_costmodel_allgather_reducescatter_closed_form (void **state)
+{
+  (void) state;
+  const double b = 369e9, alpha = 2e-6;
+  for (guint n = 2; n <= 128; n *= 2)
+    {
+      MpAlphaBeta ab = one_tier (n, b, alpha);
+      double s = 1e9;
+      double want = (n - 1.0) / n * s / b + (n - 1.0) * alpha;
+      mp_assert_close (mp_coll_time (MP_COLL_ALL_GATHER, MP_ALGO_RING, MP_PROTO_SIMPLE, s, &ab),
+                       want, 1e-12);
+      mp_assert_close (mp_coll_time (MP_COLL_REDUCE_SCATTER, MP_ALGO_RING, MP_PROTO_SIMPLE, s,
+                                     &ab), want, 1e-12);
+      /* Broadcast pipelines the buffer down the ring: S / B + (n - 1) alpha. */
+      mp_assert_close (mp_coll_time (MP_COLL_BROADCAST, MP_ALGO_RING, MP_PROTO_SIMPLE, s, &ab),
+                       s / b + (n - 1.0) * alpha, 1e-12);
+      /* Trees exist for all-reduce only. */
+      assert_true (mp_coll_time (MP_COLL_ALL_GATHER, MP_ALGO_TREE, MP_PROTO_SIMPLE, s, &ab) < 0);
+    }
+}
+
+static void
+test_costmodel_ring_across_nodes_closed_form (void **state)
+{
+  (void) state;
+  /* 4 nodes x 8 ranks: the ring's bandwidth is the smaller of the node link and the 8
+   * pooled NIC shares; 2 * 4 of its 62 steps cross nodes (NCCL's count). */
+  MpAlphaBeta ab = { 0 };
+  ab.n_ranks = 32;
+  ab.n_nodes = 4;
+  ab.ranks_per_node = 8;
+  ab.bw_Bps[MP_TIER_NODE] = 231e9;
+  ab.bw_Bps[MP_TIER_CLUSTER] = 22.5e9;
+  ab.alpha_s[MP_TIER_NODE] = 3e-6;
+  ab.alpha_s[MP_TIER_CLUSTER] = 5e-6;
+  ab.nvlink = TRUE;
+  double s = 4e8, bus = MIN (231e9, 8 * 22.5e9);
+  double want = 2.0 * 31 / 32 * s / bus + (62 - 8) * 3e-6 + 8 * 5e-6;
+  mp_assert_close (mp_coll_time (MP_COLL_ALL_REDUCE, MP_ALGO_RING, MP_PROTO_SIMPLE, s, &ab),
+                   want, 1e-12);
+  /* All-gather: 31 steps, 3 node boundaries crossed. */
+  want = 31.0 / 32 * s / bus + 28 * 3e-6 + 3 * 5e-6;
+  mp_assert_close (mp_coll_time (MP_COLL_ALL_GATHER, MP_ALGO_RING, MP_PROTO_SIMPLE, s, &ab),
+                   want, 1e-12);
+  /* Hierarchical all-gather: across nodes on each rank's 1/8, then inside the node. */
+  want = (3.0 / 4 * (s / 8) / 22.5e9 + 3 * 5e-6) + (7.0 / 8 * s / 231e9 + 7 * 3e-6);
+  mp_assert_close (mp_coll_time (MP_COLL_ALL_GATHER, MP_ALGO_HIERARCHICAL, MP_PROTO_SIMPLE, s,
+                                 &ab), want, 1e-12);
+}
+
+static void
+test_costmodel_alltoall_sendrecv_closed_form (void **state)
+{
+  (void) state;
+  MpAlphaBeta ab = one_tier (8, 300e9, 1e-6);
+  double s = 64e6;
+  /* Every rank sends (n - 1)/n of its buffer, to all peers at once. */
+  mp_assert_close (mp_coll_time (MP_COLL_ALL_TO_ALL, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, s, &ab),
+                   7.0 / 8 * s / 300e9 + 7 * 1e-6, 1e-12);
+  MpAlphaBeta pair = one_tier (2, 300e9, 1e-6);
+  mp_assert_close (mp_coll_time (MP_COLL_SEND_RECV, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, s, &pair),
+                   s / 300e9 + 1e-6, 1e-12);
+  /* Across nodes the off-node share goes through the NIC share, concurrently. */
+  ab.n_ranks = 16;
+  ab.n_nodes = 2;
+  ab.bw_Bps[MP_TIER_CLUSTER] = 25e9;
+  ab.alpha_s[MP_TIER_CLUSTER] = 5e-6;
+  double inter = s * 8 / 16 / 25e9, intra = s * 7 / 16 / 300e9;
+  mp_assert_close (mp_coll_time (MP_COLL_ALL_TO_ALL, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, s, &ab),
+                   MAX (inter, intra) + 15 * 5e-6, 1e-12);
+}
+
+/* ---- algorithm choice ------------------------------------------------------------------- */
+
+static void
+test_costmodel_tree_vs_ring (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = a100_cluster (16, 300, 200);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  MpGroupSpan all, pair_nodes;
+  span_of (c, 128, 1, &all);
+  span_of (c, 16, 8, &pair_nodes);
+  MpCollCost ring, tree, best;
+  /* Small message over 16 nodes: the tree's log2(nodes) latency beats the ring's steps. */
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 8192, &all, MP_ALGO_RING, &ring);
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 8192, &all, MP_ALGO_TREE, &tree);
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 8192, &all, MP_ALGO_AUTO, &best);
+  assert_true (tree.time_s < ring.time_s);
+  assert_int_equal (best.algo, MP_ALGO_TREE);
+  mp_assert_close (best.time_s, tree.time_s, 1e-12);
+  /* A large message on one node: the ring's bandwidth (algbw n/(2(n-1)) of busbw) beats
+   * the tree's (1/2 of 0.92 busbw); NCCL runs rings inside a node. */
+  MpGroupSpan node;
+  span_of (c, 8, 1, &node);
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 1e9, &node, MP_ALGO_RING, &ring);
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 1e9, &node, MP_ALGO_TREE, &tree);
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 1e9, &node, MP_ALGO_AUTO, &best);
+  assert_true (ring.time_s < tree.time_s);
+  assert_int_equal (best.algo, MP_ALGO_RING);
+  assert_int_equal (best.proto, MP_PROTO_SIMPLE);
+  /* A100 8-GPU ring all-reduce busbw: 0.77 x 300 GB/s at large sizes (nccl-tests #149). */
+  mp_assert_close (best.busbw_Bps, 0.77 * 300e9, 0.01);
+  /* Small messages inside a node use the low-latency protocol. */
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 1024, &node, MP_ALGO_AUTO, &best);
+  assert_int_equal (best.proto, MP_PROTO_LL);
+  /* One rank per node: the group gets one NIC share (8 NICs for 8 such groups). */
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 4e9, &pair_nodes, MP_ALGO_AUTO, &best);
+  assert_true (best.busbw_Bps < 25e9);
+  assert_true (best.busbw_Bps > 0.8 * 0.9 * 25e9);
+}
+
+static void
+test_costmodel_hierarchical_wins_large_groups (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = a100_cluster (512, 300, 200);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  MpGroupSpan all;
+  span_of (c, 4096, 1, &all);
+  /* 4096 ranks: a flat ring pays 4095 steps; in-node then across-node phases pay 7 + 511,
+   * for the same bytes through the NICs. At 256 MB that wins. */
+  for (int k = MP_COLL_ALL_REDUCE; k <= MP_COLL_REDUCE_SCATTER; k++)
+    {
+      MpCollCost ring, hier, best;
+      mp_cost_collective (ctx, dev, (MpCollKind) k, 256e6, &all, MP_ALGO_RING, &ring);
+      mp_cost_collective (ctx, dev, (MpCollKind) k, 256e6, &all, MP_ALGO_HIERARCHICAL, &hier);
+      mp_cost_collective (ctx, dev, (MpCollKind) k, 256e6, &all, MP_ALGO_AUTO, &best);
+      assert_true (hier.time_s < ring.time_s);
+      if (k != MP_COLL_ALL_REDUCE)      /* all-reduce has the tree too */
+        assert_int_equal (best.algo, MP_ALGO_HIERARCHICAL);
+      assert_true (best.time_s <= hier.time_s);
+    }
+  /* Two nodes: few steps either way, and the ring overlaps the NIC and NVLink phases that
+   * the hierarchical algorithm runs one after the other, so it loses at large sizes. */
+  g_autoptr(MpCluster) c2 = a100_cluster (2, 300, 200);
+  g_autoptr(MpCostContext) ctx2 = mp_cost_context_new (m, c2, NULL);
+  MpGroupSpan two;
+  span_of (c2, 16, 1, &two);
+  MpCollCost best, hier;
+  mp_cost_collective (ctx2, mp_cost_device (ctx2, 0), MP_COLL_ALL_GATHER, 1e9, &two,
+                      MP_ALGO_AUTO, &best);
+  mp_cost_collective (ctx2, mp_cost_device (ctx2, 0), MP_COLL_ALL_GATHER, 1e9, &two,
+                      MP_ALGO_HIERARCHICAL, &hier);
+  assert_int_equal (best.algo, MP_ALGO_RING);
+  assert_true (best.time_s < hier.time_s);
+}
+
+static void
+test_costmodel_nvls_on_hopper (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  assert_int_equal (dev->curve->klass, MP_DEVICE_CLASS_HOPPER);
+  MpGroupSpan node;
+  span_of (c, 8, 1, &node);
+  MpCollCost best, ring;
+  /* nccl-tests #212: NVLS all-reduce ~480 GB/s busbw, ring ~370 GB/s, on 8 H100s. */
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 4e9, &node, MP_ALGO_AUTO, &best);
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 4e9, &node, MP_ALGO_RING, &ring);
+  assert_int_equal (best.algo, MP_ALGO_NVLS);
+  mp_assert_close (best.busbw_Bps, 480e9, 0.02);
+  mp_assert_close (ring.busbw_Bps, 369e9, 0.02);
+  /* ... and 256 MB is still below the plateau. */
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_REDUCE, 256e6, &node, MP_ALGO_AUTO, &best);
+  assert_true (best.busbw_Bps < 0.99 * 480e9);
+  /* All-gather has no NVLS here: ring. */
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_GATHER, 4e9, &node, MP_ALGO_AUTO, &best);
+  assert_int_equal (best.algo, MP_ALGO_RING);
+}
+
+/* ---- monotonicity ------------------------------------------------------------------------ */
+
+static void
+test_costmodel_collectives_monotonic (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  const double node_bw[] = { 150, 300, 600 }, nic_bw[] = { 100, 200, 400 };
+  const guint groups[][2] = { { 8, 1 }, { 64, 1 }, { 16, 8 }, { 2, 8 }, { 256, 1 } };
+  double prev_bw[G_N_ELEMENTS (groups)][MP_COLL_N][24];
+  for (guint b = 0; b < G_N_ELEMENTS (node_bw); b++)
+    {
+      g_autoptr(MpCluster) c = a100_cluster (32, node_bw[b], nic_bw[b]);
+      g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+      const MpCostDevice *dev = mp_cost_device (ctx, 0);
+      for (guint g = 0; g < G_N_ELEMENTS (groups); g++)
+        {
+          MpGroupSpan span;
+          span_of (c, groups[g][0], groups[g][1], &span);
+          for (int k = 0; k < MP_COLL_N; k++)
+            {
+              if (k == MP_COLL_SEND_RECV && span.n_ranks != 2)
+                continue;
+              double prev = 0;
+              guint i = 0;
+              for (double s = 1; s <= 8e9; s *= 4, i++)
+                {
+                  MpCollCost cc;
+                  mp_cost_collective (ctx, dev, (MpCollKind) k, s, &span, MP_ALGO_AUTO, &cc);
+                  /* A larger message is never faster ... */
+                  if (cc.time_s < prev)
+                    fail_msg ("%s over %u ranks: %g B took %g s < %g s for a smaller one",
+                              mp_coll_kind_name (k), span.n_ranks, s, cc.time_s, prev);
+                  prev = cc.time_s;
+                  /* ... and more bandwidth never slower. */
+                  if (b > 0 && cc.time_s > prev_bw[g][k][i])
+                    fail_msg ("%s over %u ranks at %g B: faster links took %g s > %g s",
+                              mp_coll_kind_name (k), span.n_ranks, s, cc.time_s,
+                              prev_bw[g][k][i]);
+                  prev_bw[g][k][i] = cc.time_s;
+                }
+            }
+        }
+    }
+}
+
+static void
+test_costmodel_gemm_monotonic (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = cluster_ok ("h200");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  /* Growing any dimension never makes a GEMM faster (tile, wave and split-K included). */
+  for (int dim = 0; dim < 3; dim++)
+    {
+      double prev = 0;
+      for (double x = 16; x <= 20000; x = ceil (x * 1.07))
+        {
+          double shape[3] = { 4096, 4096, 4096 };
+          shape[dim] = x;
+          MpKernelCost k;
+          mp_cost_gemm (dev, MP_DTYPE_BF16, shape[0], shape[1], shape[2], 1, &k);
+          if (k.time_s < prev * (1 - 1e-12))
+            fail_msg ("dimension %d = %g: %g s < %g s", dim, x, k.time_s, prev);
+          prev = k.time_s;
+        }
+    }
+  /* More memory bandwidth never slows a memory-bound kernel. */
+  MpCostDevice faster = *dev;
+  MpDevice d = *dev->device;
+  d.mem_bw_Bps *= 2;
+  faster.device = &d;
+  MpKernelCost slow, fast;
+  mp_cost_memory_kernel (dev, 1e9, 0, &slow);
+  mp_cost_memory_kernel (&faster, 1e9, 0, &fast);
+  assert_true (fast.time_s < slow.time_s);
+}
+
+/* ---- compute --------------------------------------------------------------------------- */
+
+static void
+test_costmodel_gemm_plateau (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = cluster_ok ("h200");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  MpKernelCost k;
+  /* REFERENCE-DATA.md: 8192^3 bf16 on an H200 at 769-798 of 989.4 TFLOP/s. */
+  mp_cost_gemm (dev, MP_DTYPE_BF16, 8192, 8192, 8192, 1, &k);
+  double achieved = k.flops / k.time_s;
+  assert_true (achieved > 769e12 * 0.99 && achieved < 798e12);
+  assert_false (k.memory_bound);
+  /* Larger compute-bound GEMMs reach the curve's plateau: flat from 16k on, and within
+   * a few percent of the measured 8192^3 (which loses 3% to its last, partial wave). */
+  double measured = 783.5 / 989.4, e16, e32;
+  mp_cost_gemm (dev, MP_DTYPE_BF16, 16384, 16384, 16384, 1, &k);
+  e16 = k.efficiency;
+  mp_cost_gemm (dev, MP_DTYPE_BF16, 32768, 32768, 32768, 1, &k);
+  e32 = k.efficiency;
+  mp_assert_close (e16, e32, 0.02);
+  mp_assert_close (e32, measured, 0.05);
+  assert_true (e32 >= measured);
+  double plateau = e32;
+  /* Small and skinny GEMMs run far below it. */
+  mp_cost_gemm (dev, MP_DTYPE_BF16, 256, 256, 256, 1, &k);
+  assert_true (k.flops / k.time_s < 0.5 * plateau * 989.4e12);
+  mp_cost_gemm (dev, MP_DTYPE_BF16, 16, 8192, 8192, 1, &k);
+  assert_true (k.memory_bound);
+  /* The A100 anchor: the MAMF table's 267.9 TFLOP/s at its best shape. */
+  g_autoptr(MpCluster) a = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) actx = mp_cost_context_new (m, a, NULL);
+  mp_cost_gemm (mp_cost_device (actx, 0), MP_DTYPE_BF16, 6912, 16384, 2048, 1, &k);
+  mp_assert_close (k.efficiency, 267.9 / 312, 1e-9);
+}
+
+static void
+test_costmodel_gemm_wave_quantization (void **state)
+{
+  (void) state;
+  const MpDeviceCurve *a100 = mp_device_curve (MP_DEVICE_CLASS_A100);
+  assert_int_equal (a100->sms, 108);
+  assert_int_equal (mp_device_curve (MP_DEVICE_CLASS_HOPPER)->sms, 132);
+  /* 108 tiles of 128x128 fill A100's 108 SMs once; one more row of tiles needs a second,
+   * mostly empty wave: 0.9% more work, far more time. */
+  double full = mp_cost_gemm_shape_efficiency (a100, 128 * 108, 128, 8192, 1);
+  double over = mp_cost_gemm_shape_efficiency (a100, 128 * 109, 128, 8192, 1);
+  assert_true (over < 0.75 * full);
+  /* Tile quantisation: 129 columns cost about what 256 would with 128-wide tiles. */
+  double even = mp_cost_gemm_shape_efficiency (a100, 8192, 8192, 4096, 1);
+  double ragged = mp_cost_gemm_shape_efficiency (a100, 8192, 8192 + 1, 4096, 1);
+  assert_true (ragged < even);
+}
+
+static void
+test_costmodel_tensor_parallel_split_shapes (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-175b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig one, eight;
+  mp_parallel_config_init (&one);
+  mp_parallel_config_init (&eight);
+  eight.tp = 8;
+  MpStageSpans s1, s8;
+  mp_cost_stage_spans (ctx, &one, 0, &s1);
+  mp_cost_stage_spans (ctx, &eight, 0, &s8);
+  const MpLayer *block = &m->layers[1];
+  for (guint i = 0; i < block->n_ops; i++)
+    {
+      const MpOp *op = &block->ops[i];
+      MpOpCost a, b;
+      mp_cost_op (ctx, &one, &s1, 1, i, &a);
+      mp_cost_op (ctx, &eight, &s8, 1, i, &b);
+      if (op->split == MP_SPLIT_COLUMN && op->kind == MP_OP_GEMM)
+        {
+          mp_assert_close (b.n, op->gemm_n / 8, 1e-12);
+          mp_assert_close (b.k, op->gemm_k, 1e-12);
+        }
+      if (op->split == MP_SPLIT_ROW)
+        mp_assert_close (b.k, op->gemm_k / 8, 1e-12);
+      if (op->kind == MP_OP_GEMM || op->kind == MP_OP_ATTENTION)
+        {
+          /* An eighth of the work, at a worse efficiency: more than an eighth of the time. */
+          mp_assert_close (b.model_fwd_flops, a.model_fwd_flops / 8, 1e-12);
+          assert_true (b.fwd.time_s > a.fwd.time_s / 8);
+        }
+    }
+  /* Tensor-parallel collectives in a block: two all-reduces forward, or with sequence
+   * parallelism two all-gathers and two reduce-scatters of the b s h activation. */
+  MpPhaseCost fwd, bwd;
+  mp_cost_layer (ctx, &eight, &s8, 1, &fwd, &bwd);
+  double act = 2048.0 * m->hidden * 2;
+  MpCollCost ar, ag, rs;
+  mp_cost_collective (ctx, s8.device, MP_COLL_ALL_REDUCE, act, &s8.tp, MP_ALGO_AUTO, &ar);
+  mp_assert_close (fwd.tp_comm_s, 2 * ar.time_s, 1e-12);
+  eight.sequence_parallel = TRUE;
+  mp_cost_layer (ctx, &eight, &s8, 1, &fwd, &bwd);
+  mp_cost_collective (ctx, s8.device, MP_COLL_ALL_GATHER, act, &s8.tp, MP_ALGO_AUTO, &ag);
+  mp_cost_collective (ctx, s8.device, MP_COLL_REDUCE_SCATTER, act, &s8.tp, MP_ALGO_AUTO, &rs);
+  mp_assert_close (fwd.tp_comm_s, 2 * ag.time_s + 2 * rs.time_s, 1e-12);
+}
+
+/* Korthikanti et al. 2022, Table 4: one layer of a 22B GPT on 8 A100s (h 6144, 64 heads,
+ * s 2048, b 4, TP 8), 2022 Megatron without flash attention. The shape of the results must
+ * hold (the model is not fitted to them): SP speeds up forward; full recompute adds about
+ * a forward to backward; selective adds a little; and each time is within 20%. */
+static void
+test_costmodel_korthikanti_layer_times (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = gpt (48, 6144, 64, 2048, 51200, TRUE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const struct { gboolean sp; MpRecompute rc; double fwd_ms, bwd_ms; } rows[] = {
+    { FALSE, MP_RECOMPUTE_NONE, 7.7, 11.9 },      { TRUE, MP_RECOMPUTE_NONE, 7.2, 11.8 },
+    { FALSE, MP_RECOMPUTE_FULL, 7.7, 19.5 },      { FALSE, MP_RECOMPUTE_SELECTIVE, 7.7, 13.2 },
+    { TRUE, MP_RECOMPUTE_SELECTIVE, 7.2, 13.1 },
+  };
+  double fwd_ms[G_N_ELEMENTS (rows)], bwd_ms[G_N_ELEMENTS (rows)];
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
+    {
+      MpParallelConfig cfg;
+      mp_parallel_config_init (&cfg);
+      cfg.tp = 8;
+      cfg.micro_batch_size = 4;
+      cfg.flash_attention = FALSE;
+      cfg.sequence_parallel = rows[i].sp;
+      cfg.recompute = rows[i].rc;
+      MpStageSpans spans;
+      mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+      MpPhaseCost fwd, bwd;
+      mp_cost_layer (ctx, &cfg, &spans, 1, &fwd, &bwd);
+      fwd_ms[i] = fwd.total_s * 1e3;
+      bwd_ms[i] = bwd.total_s * 1e3;
+      print_message ("Korthikanti table 4 row %u: fwd %.2f ms (paper %.1f), bwd %.2f ms "
+                     "(paper %.1f)\n", i, fwd_ms[i], rows[i].fwd_ms, bwd_ms[i], rows[i].bwd_ms);
+      mp_assert_close (fwd_ms[i], rows[i].fwd_ms, 0.2);
+      mp_assert_close (bwd_ms[i], rows[i].bwd_ms, 0.2);
+    }
+  assert_true (fwd_ms[1] < fwd_ms[0]);
+  mp_assert_close (bwd_ms[2], bwd_ms[0] + fwd_ms[0], 1e-9);
+  assert_true (bwd_ms[3] > bwd_ms[0] && bwd_ms[3] < bwd_ms[0] * 1.15);
+}
+
+/* ---- memory ----------------------------------------------------------------------------- */
+
+static void
+test_costmodel_adam_zero_bytes (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:2");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  MpStageMemory mem;
+  /* One rank holds everything: mixed-precision Adam is 2 + 2 + 12 = 16 bytes/param. */
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  mp_assert_close (mem.params, m->params_total, 1e-12);
+  mp_assert_close (mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes,
+                   16 * m->params_total, 1e-12);
+  const double dp = 16;
+  cfg.dp = 16;
+  const struct { guint zero; double w, g, o; } forms[] = {
+    { 0, 2, 2, 12 }, { 1, 2, 2, 12 / dp }, { 2, 2, 2 / dp, 12 / dp }, { 3, 2 / dp, 2 / dp, 12 / dp },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (forms); i++)
+    {
+      cfg.zero = forms[i].zero;
+      mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+      double p = mem.params;
+      mp_assert_close (mem.weights_bytes, forms[i].w * p, 1e-12);
+      mp_assert_close (mem.grads_bytes, forms[i].g * p, 1e-12);
+      mp_assert_close (mem.optimizer_bytes, forms[i].o * p, 1e-12);
+    }
+  /* ZeRO-1: 4 + 12/dp; ZeRO-2: 2 + 14/dp; ZeRO-3: 16/dp. */
+  cfg.zero = 1;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  mp_assert_close ((mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes) / mem.params,
+                   4 + 12 / dp, 1e-12);
+  cfg.zero = 2;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  mp_assert_close ((mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes) / mem.params,
+                   2 + 14 / dp, 1e-12);
+  cfg.zero = 3;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  mp_assert_close ((mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes) / mem.params,
+                   16 / dp, 1e-12);
+  /* Megatron with bf16 accumulates gradients in fp32: 4 bytes. */
+  cfg.zero = 0;
+  cfg.fp32_grads = TRUE;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  mp_assert_close (mem.grads_bytes, 4 * mem.params, 1e-12);
+}
+
+/* Korthikanti et al. 2022, Table 2, every row, on a GPT block (16-bit activations). */
+static void
+test_costmodel_korthikanti_activations (void **state)
+{
+  (void) state;
+  const double h = 1024, a = 16, s = 2048, b = 2, t = 4;
+  g_autoptr(MpModel) m = gpt (8, (guint) h, (guint) a, (guint) s, 4096, TRUE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const struct { guint tp; gboolean sp; MpRecompute rc; double want; } rows[] = {
+    { 1, FALSE, MP_RECOMPUTE_NONE, s * b * h * (34 + 5 * a * s / h) },
+    { 4, FALSE, MP_RECOMPUTE_NONE, s * b * h * (10 + 24 / t + 5 * a * s / (h * t)) },
+    { 4, TRUE, MP_RECOMPUTE_NONE, s * b * h / t * (34 + 5 * a * s / h) },
+    { 4, FALSE, MP_RECOMPUTE_SELECTIVE, s * b * h * (10 + 24 / t) },
+    { 4, TRUE, MP_RECOMPUTE_SELECTIVE, 34 * s * b * h / t },
+    { 1, FALSE, MP_RECOMPUTE_FULL, 2 * s * b * h },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
+    {
+      MpParallelConfig cfg;
+      mp_parallel_config_init (&cfg);
+      cfg.flash_attention = FALSE;
+      cfg.micro_batch_size = (guint) b;
+      cfg.tp = rows[i].tp;
+      cfg.sequence_parallel = rows[i].sp;
+      cfg.recompute = rows[i].rc;
+      mp_assert_close (mp_cost_layer_activation_bytes (ctx, &cfg, 1), rows[i].want, 1e-12);
+    }
+  /* Flash attention keeps no score terms, as selective recompute. */
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.micro_batch_size = (guint) b;
+  cfg.tp = 4;
+  mp_assert_close (mp_cost_layer_activation_bytes (ctx, &cfg, 1), s * b * h * (10 + 24 / t),
+                   1e-12);
+}
+
+static void
+test_costmodel_pipeline_in_flight (void **state)
+{
+  (void) state;
+  const guint layers = 16;
+  g_autoptr(MpModel) m = gpt (layers, 1024, 16, 2048, 4096, FALSE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:2");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  double emb = mp_cost_layer_activation_bytes (ctx, &cfg, 0);
+  double blk = mp_cost_layer_activation_bytes (ctx, &cfg, 1);
+  /* 1F1B: stage i of p holds p - i micro-batches (at most m)... */
+  cfg.pp = 4;
+  cfg.num_micro_batches = 8;
+  for (guint i = 0; i < 4; i++)
+    mp_assert_close (mp_cost_in_flight (&cfg, i), 4.0 - i, 1e-15);
+  cfg.num_micro_batches = 2;
+  mp_assert_close (mp_cost_in_flight (&cfg, 0), 2, 1e-15);
+  /* ... so the first stage holds L layers' worth whatever p is (Korthikanti sec. 4.2). */
+  for (guint p = 2; p <= 8; p *= 2)
+    {
+      cfg.pp = p;
+      cfg.num_micro_batches = 16;
+      MpStageMemory mem;
+      mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+      mp_assert_close (mem.activations_bytes - p * emb, layers * blk, 1e-12);
+    }
+  /* GPipe holds all m. */
+  cfg.schedule = MP_SCHEDULE_GPIPE;
+  cfg.pp = 4;
+  cfg.num_micro_batches = 12;
+  for (guint i = 0; i < 4; i++)
+    mp_assert_close (mp_cost_in_flight (&cfg, i), 12, 1e-15);
+  /* Interleaved with v chunks: the first stage holds 1 + (p - 1)/(p v) times L layers. */
+  const guint p = 4, v = 2;
+  cfg.schedule = MP_SCHEDULE_INTERLEAVED;
+  cfg.pp = p;
+  cfg.vpp = v;
+  cfg.num_micro_batches = 8;
+  double factor = 1 + (p - 1.0) / (p * v);
+  mp_assert_close (mp_cost_in_flight (&cfg, 0), p * factor, 1e-15);
+  MpStageMemory mem;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  /* Of its 11 chunk forwards in flight, 7 are on chunk 0, which has the embedding. */
+  mp_assert_close (mem.activations_bytes - 7 * emb, layers * blk * factor, 1e-12);
+}
+
+static void
+test_costmodel_memory_stages (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = gpt (8, 1024, 16, 2048, 50304, TRUE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:2");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 2;
+  cfg.pp = 2;
+  cfg.num_micro_batches = 4;
+  MpStageMemory mem[2];
+  guint binding = mp_cost_memory (ctx, &cfg, mem);
+  /* Tied embeddings over two stages: the last keeps its own copy of the V x h matrix
+   * (its 1/t vocabulary shard). */
+  double word = (double) m->vocab * m->hidden;
+  MpParallelConfig one = cfg;
+  one.pp = 1;
+  MpStageMemory whole;
+  mp_cost_stage_memory (ctx, &one, 0, &whole);
+  mp_assert_close (mem[0].params + mem[1].params, whole.params + word / cfg.tp, 1e-12);
+  /* The breakdown adds up, and the binding stage is the one with the least headroom
+   * (here the last: a 50k vocabulary's embedding copy and fp32 logits outweigh one more
+   * micro-batch of a small model's blocks on the first). */
+  for (guint s = 0; s < 2; s++)
+    mp_assert_close (mem[s].total_bytes,
+                     mem[s].weights_bytes + mem[s].grads_bytes + mem[s].optimizer_bytes
+                         + mem[s].activations_bytes + mem[s].transient_bytes
+                         + mem[s].overhead_bytes, 1e-12);
+  assert_int_equal (binding, mem[1].total_bytes > mem[0].total_bytes ? 1 : 0);
+  assert_int_equal (binding, 1);
+  mp_assert_close (mem[0].in_flight, 2, 1e-15);
+  mp_assert_close (mem[1].in_flight, 1, 1e-15);
+  mp_assert_close (mem[0].overhead_bytes, c->device_overhead_bytes, 1e-15);
+  mp_assert_close (mem[0].capacity_bytes, 80.0 * 1024 * 1024 * 1024, 1e-15);
+  /* The last stage carries the loss's logits: more transient memory than the first. */
+  assert_true (mem[1].transient_bytes > mem[0].transient_bytes);
+  /* Untied: the output layer's own V x h weights are on the last stage only. */
+  g_autoptr(MpModel) u = gpt (8, 1024, 16, 2048, 50304, FALSE);
+  g_autoptr(MpCostContext) uctx = mp_cost_context_new (u, c, NULL);
+  MpStageMemory um[2];
+  mp_cost_memory (uctx, &cfg, um);
+  mp_assert_close (um[1].params - mem[1].params, 0, 1e-12);
+  /* Full recompute keeps less but needs a layer's worth of buffers in backward. */
+  MpParallelConfig full = cfg;
+  full.recompute = MP_RECOMPUTE_FULL;
+  MpStageMemory fm;
+  mp_cost_stage_memory (ctx, &full, 0, &fm);
+  assert_true (fm.activations_bytes < mem[0].activations_bytes);
+  assert_true (fm.transient_bytes > mem[0].transient_bytes);
+}
+
+/* ---- FLOPs ------------------------------------------------------------------------------- */
+
+static void
+test_costmodel_training_flops (void **state)
+{
+  (void) state;
+  const double L = 24, h = 2048, a = 16, s = 2048, V = 50304;
+  g_autoptr(MpModel) m = gpt ((guint) L, (guint) h, (guint) a, (guint) s, (guint) V, TRUE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:2");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.flash_attention = FALSE;
+  cfg.dp = 4;
+  cfg.micro_batch_size = 2;
+  cfg.num_micro_batches = 3;
+  double B = 4 * 2 * 3, tokens = B * s;
+  /* Korthikanti eq. 7: 72 B s L h^2 (1 + s/(6h) + V/(12 L h)) ... */
+  double model = 72 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+  mp_assert_close (mp_cost_step_flops (ctx, &cfg, FALSE), model, 1e-12);
+  /* ... = 6 N tokens + the attention term, N the matrix parameters (12 L h^2 + V h). */
+  double n = 12 * L * h * h + V * h;
+  mp_assert_close (mp_cost_step_flops (ctx, &cfg, FALSE), 6 * n * tokens + 12 * L * s * h * tokens,
+                   1e-12);
+  /* Full recompute: the layers' forward again, 8 N tokens for them (Narayanan et al. 2021:
+   * 96 B s L h^2 (1 + s/(6h) + V/(16 L h))). */
+  cfg.recompute = MP_RECOMPUTE_FULL;
+  mp_assert_close (mp_cost_step_flops (ctx, &cfg, TRUE),
+                   96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)), 1e-12);
+  mp_assert_close (mp_cost_step_flops (ctx, &cfg, TRUE),
+                   8 * (12 * L * h * h) * tokens + 16 * L * s * h * tokens + 6 * V * h * tokens,
+                   1e-12);
+  mp_assert_close (mp_cost_step_flops (ctx, &cfg, FALSE), model, 1e-12);
+  /* Selective: the attention core's forward again, 4 B s^2 h per layer. (Korthikanti's
+   * eq. 8 writes s/(3h) for the attention term, which adds 12 B s^2 h, three times the
+   * recomputation the paper describes; we count what is recomputed.) */
+  cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+  mp_assert_close (mp_cost_step_flops (ctx, &cfg, TRUE), model + 4 * B * s * s * h * L, 1e-12);
+}
+
+/* ---- calibration profile ------------------------------------------------------------- */
+
+static void
+test_costmodel_profile_interpolation (void **state)
+{
+  (void) state;
+  g_autoptr(MpCostProfile) p = mp_cost_profile_new ("H200-SXM-141GB");
+  const double ax[] = { 1024, 4096 };
+  /* rate = 1e14 * (m n k / 1024^3)^(1/6): a power law, which log-log interpolation
+   * reproduces exactly between the nodes (2e14 at the far corner). */
+  double rates[8];
+  for (int i = 0; i < 8; i++)
+    rates[i] = 1e14 * pow (pow (4, (i >> 2) & 1) * pow (4, (i >> 1) & 1) * pow (4, i & 1), 1.0 / 6);
+  g_autoptr(GError) error = NULL;
+  assert_true (mp_cost_profile_set_gemm (p, MP_DTYPE_BF16, ax, 2, ax, 2, ax, 2, rates, &error));
+  mp_assert_close (mp_cost_profile_gemm_flops (p, MP_DTYPE_BF16, 1024, 1024, 1024), 1e14, 1e-12);
+  mp_assert_close (mp_cost_profile_gemm_flops (p, MP_DTYPE_BF16, 4096, 4096, 4096), 2e14, 1e-12);
+  mp_assert_close (mp_cost_profile_gemm_flops (p, MP_DTYPE_BF16, 2048, 3000, 1500),
+                   1e14 * pow (2048.0 * 3000 * 1500 / pow (1024, 3), 1.0 / 6), 1e-12);
+  /* Clamped outside the grid; nothing for a dtype without a table. */
+  mp_assert_close (mp_cost_profile_gemm_flops (p, MP_DTYPE_BF16, 100000, 100000, 100000), 2e14,
+                   1e-12);
+  assert_true (mp_cost_profile_gemm_flops (p, MP_DTYPE_FP32, 1024, 1024, 1024) == 0);
+  /* Bad tables are refused. */
+  const double bad[] = { 4096, 1024 };
+  assert_false (mp_cost_profile_set_gemm (p, MP_DTYPE_FP16, bad, 2, ax, 2, ax, 2, rates, NULL));
+  double zero[8] = { 0 };
+  assert_false (mp_cost_profile_set_gemm (p, MP_DTYPE_FP16, ax, 2, ax, 2, ax, 2, zero, NULL));
+  /* A measured GEMM table overrides the curve. */
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = cluster_ok ("h200");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, p);
+  MpKernelCost k;
+  mp_cost_gemm (mp_cost_device (ctx, 0), MP_DTYPE_BF16, 4096, 4096, 4096, 1, &k);
+  mp_assert_close (k.time_s, 2.0 * 4096 * 4096 * 4096 / 2e14, 1e-12);
+  /* A profile for another device is ignored. */
+  g_autoptr(MpCostProfile) other = mp_cost_profile_new ("A100-SXM4-80GB");
+  assert_true (mp_cost_profile_set_gemm (other, MP_DTYPE_BF16, ax, 2, ax, 2, ax, 2, rates, NULL));
+  g_autoptr(MpCostContext) octx = mp_cost_context_new (m, c, other);
+  assert_null (mp_cost_device (octx, 0)->profile);
+}
+
+static void
+test_costmodel_nccl_tests_table_calibrates (void **state)
+{
+  (void) state;
+  /* An all_reduce_perf table for 8 GPUs of one node: busbw by size. */
+  const double sizes[] = { 1024, 1048576, 268435456 };
+  const double busbw[] = { 0.1e9, 60e9, 225e9 };
+  g_autoptr(MpCostProfile) p = mp_cost_profile_new (NULL);
+  g_autoptr(GError) error = NULL;
+  assert_true (mp_cost_profile_set_coll (p, MP_COLL_ALL_REDUCE, MP_TIER_NODE, 8, sizes, busbw, 3,
+                                         &error));
+  /* Between samples busbw is log-log linear; below, the smallest size's time holds;
+   * above, the largest size's busbw. */
+  mp_assert_close (mp_cost_profile_coll_busbw (p, MP_COLL_ALL_REDUCE, MP_TIER_NODE, 1048576), 60e9,
+                   1e-12);
+  mp_assert_close (mp_cost_profile_coll_busbw (p, MP_COLL_ALL_REDUCE, MP_TIER_NODE, 16777216),
+                   60e9 * pow (225.0 / 60, 0.5), 1e-12);
+  mp_assert_close (mp_cost_profile_coll_busbw (p, MP_COLL_ALL_REDUCE, MP_TIER_NODE, 512), 0.05e9,
+                   1e-12);
+  mp_assert_close (mp_cost_profile_coll_busbw (p, MP_COLL_ALL_REDUCE, MP_TIER_NODE, 1e10), 225e9,
+                   1e-12);
+  assert_true (mp_cost_profile_coll_busbw (p, MP_COLL_ALL_GATHER, MP_TIER_NODE, 1e6) == 0);
+  assert_false (mp_cost_profile_set_coll (p, MP_COLL_ALL_GATHER, MP_TIER_NODE, 8, busbw, sizes, 0,
+                                          NULL));
+  /* The cost model then reproduces the measured time of an 8-GPU all-reduce. */
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, p);
+  MpGroupSpan node;
+  span_of (c, 8, 1, &node);
+  MpCollCost cc;
+  mp_cost_collective (ctx, mp_cost_device (ctx, 0), MP_COLL_ALL_REDUCE, 268435456, &node,
+                      MP_ALGO_AUTO, &cc);
+  assert_true (cc.from_profile);
+  mp_assert_close (cc.busbw_Bps, 225e9, 1e-12);
+  mp_assert_close (cc.time_s, 268435456 * 1.75 / 225e9, 1e-12);
+  /* Groups spanning nodes use the model, with the node tier's measured efficiency. */
+  g_autoptr(MpCluster) c2 = cluster_ok ("dgx-a100-80g:2");
+  g_autoptr(MpCostContext) ctx2 = mp_cost_context_new (m, c2, p);
+  MpGroupSpan both;
+  span_of (c2, 16, 1, &both);
+  MpAlphaBeta ab;
+  mp_cost_alpha_beta (ctx2, mp_cost_device (ctx2, 0), &both, &ab);
+  mp_assert_close (ab.bw_Bps[MP_TIER_NODE], 225e9, 1e-12);
+}
+
+/* ---- MoE, context parallelism, heterogeneous clusters ------------------------------------- */
+
+static void
+test_costmodel_moe_expert_parallel (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("mixtral-8x7b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:4");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig one, ep;
+  mp_parallel_config_init (&one);
+  one.tp = 2;
+  one.dp = 16;
+  one.zero = 1;
+  ep = one;
+  ep.ep = 8;
+  assert_true (mp_parallel_config_check (&ep, m, c, NULL));
+  MpStageMemory a, b;
+  mp_cost_stage_memory (ctx, &one, 0, &a);
+  mp_cost_stage_memory (ctx, &ep, 0, &b);
+  /* Experts are divided over ep (and, like the dense MLP, tensor-split over tp). */
+  double experts = 0;
+  for (guint i = 0; i < m->n_layers; i++)
+    for (guint o = 0; o < m->layers[i].n_ops; o++)
+      if (m->layers[i].ops[o].split == MP_SPLIT_EXPERT)
+        experts += m->layers[i].ops[o].params;
+  mp_assert_close (a.params - b.params, experts / 2 * (1 - 1.0 / 8), 1e-12);
+  /* Their optimizer state is sharded over the dp / ep ranks that share them. */
+  mp_assert_close (b.optimizer_bytes, 12 * ((b.params - experts / 16) / 16 + experts / 16 / 2),
+                   1e-12);
+  /* Dispatch and combine all-to-alls appear with ep > 1; each rank runs one expert with
+   * ep x top-k / experts = 2 token copies per token. */
+  MpStageSpans s1, s8;
+  mp_cost_stage_spans (ctx, &one, 0, &s1);
+  mp_cost_stage_spans (ctx, &ep, 0, &s8);
+  assert_int_equal (s8.ep.n_ranks, 8);
+  assert_int_equal (s8.edp.n_ranks, 2);
+  MpPhaseCost f1, b1, f8, b8;
+  mp_cost_layer (ctx, &one, &s1, 1, &f1, &b1);
+  mp_cost_layer (ctx, &ep, &s8, 1, &f8, &b8);
+  assert_true (f1.ep_comm_s == 0);
+  assert_true (f8.ep_comm_s > 0 && b8.ep_comm_s > 0);
+  mp_assert_close (f8.model_flops, f1.model_flops, 1e-12);
+  const MpLayer *block = &m->layers[1];
+  for (guint o = 0; o < block->n_ops; o++)
+    if (block->ops[o].split == MP_SPLIT_EXPERT && block->ops[o].kind == MP_OP_GEMM)
+      {
+        MpOpCost oc;
+        mp_cost_op (ctx, &ep, &s8, 1, o, &oc);
+        mp_assert_close (oc.batch, 1, 1e-15);
+        mp_assert_close (oc.m, 2.0 * m->seq_len, 1e-15);
+      }
+  MpStageTime st;
+  mp_cost_stage_times (ctx, &ep, &st);
+  assert_true (st.dp_reduce_s > 0 && st.fwd.ep_comm_s > 0);
+}
+
+static void
+test_costmodel_context_parallel (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("llama3-8b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:2");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig one, two;
+  mp_parallel_config_init (&one);
+  one.tp = 8;
+  two = one;
+  two.cp = 2;
+  assert_true (mp_parallel_config_check (&two, m, c, NULL));
+  /* Each rank keeps half the sequence's activations and computes half the queries. */
+  mp_assert_close (mp_cost_layer_activation_bytes (ctx, &two, 1),
+                   mp_cost_layer_activation_bytes (ctx, &one, 1) / 2, 1e-12);
+  MpStageSpans s1, s2;
+  mp_cost_stage_spans (ctx, &one, 0, &s1);
+  mp_cost_stage_spans (ctx, &two, 0, &s2);
+  assert_int_equal (s2.cp.n_ranks, 2);
+  assert_int_equal (s2.dp.n_ranks, 2);            /* gradients reduced over dp * cp */
+  MpPhaseCost f1, b1, f2, b2;
+  mp_cost_layer (ctx, &one, &s1, 1, &f1, &b1);
+  mp_cost_layer (ctx, &two, &s2, 1, &f2, &b2);
+  mp_assert_close (f2.model_flops, f1.model_flops / 2, 1e-12);
+  assert_true (f1.cp_comm_s == 0 && f2.cp_comm_s >= 0);
+  assert_true (f2.total_s < f1.total_s);
+}
+
+static void
+test_costmodel_heterogeneous_stages (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = cluster_ok (MPPLAN_SRCDIR "/tests/data/cluster-hetero.yaml");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  assert_int_equal (mp_cost_device (ctx, 0)->curve->klass, MP_DEVICE_CLASS_A100);
+  assert_int_equal (mp_cost_device (ctx, 1)->curve->klass, MP_DEVICE_CLASS_HOPPER);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 4;
+  cfg.pp = 6;                  /* stages 0-3 on the A100 nodes, 4-5 on the H100 nodes */
+  cfg.num_micro_batches = 6;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageTime st[6];
+  mp_cost_stage_times (ctx, &cfg, st);
+  MpStageSpans s0, s4;
+  mp_cost_stage_spans (ctx, &cfg, 0, &s0);
+  mp_cost_stage_spans (ctx, &cfg, 4, &s4);
+  assert_ptr_equal (s0.device, mp_cost_device (ctx, 0));
+  assert_ptr_equal (s4.device, mp_cost_device (ctx, 1));
+  /* Same layers, faster chips. */
+  assert_int_equal (st[1].layers, st[4].layers);
+  assert_true (st[4].fwd.compute_s < 0.6 * st[1].fwd.compute_s);
+  MpStageMemory mem[6];
+  mp_cost_memory (ctx, &cfg, mem);
+  mp_assert_close (mem[4].capacity_bytes, 80.0 * 1024 * 1024 * 1024, 1e-15);
+}
+
+static void
+test_costmodel_rank_order_decides_tiers (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-175b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:8");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig inner, outer;
+  mp_parallel_config_init (&inner);
+  inner.tp = 8;
+  inner.dp = 8;
+  outer = inner;
+  /* Megatron's order puts tp innermost: a TP group is one node's NVSwitch, a DP group
+   * one rank per node. Putting dp innermost swaps them. */
+  outer.order[0] = MP_DIM_DP;
+  outer.order[1] = MP_DIM_TP;
+  outer.order[2] = MP_DIM_CP;
+  outer.order[3] = MP_DIM_PP;
+  MpStageSpans a, b;
+  mp_cost_stage_spans (ctx, &inner, 0, &a);
+  mp_cost_stage_spans (ctx, &outer, 0, &b);
+  assert_int_equal (a.tp.n_nodes, 1);
+  assert_int_equal (a.dp.n_nodes, 8);
+  assert_int_equal (b.tp.n_nodes, 8);
+  assert_int_equal (b.dp.n_nodes, 1);
+  MpPhaseCost fa, ba, fb, bb;
+  mp_cost_layer (ctx, &inner, &a, 1, &fa, &ba);
+  mp_cost_layer (ctx, &outer, &b, 1, &fb, &bb);
+  mp_assert_close (fa.compute_s, fb.compute_s, 1e-12);
+  assert_true (fb.tp_comm_s > 3 * fa.tp_comm_s);
+  /* A zeroed order is the default. */
+  MpParallelConfig zeroed = inner;
+  memset (zeroed.order, 0, sizeof zeroed.order);
+  MpStageSpans z;
+  mp_cost_stage_spans (ctx, &zeroed, 0, &z);
+  assert_int_equal (z.tp.n_nodes, 1);
+}
+
+/* ---- config, stages, describe ----------------------------------------------------------- */
+
+static void
+test_costmodel_config_check (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-175b");
+  g_autoptr(MpModel) moe = model_ok ("mixtral-8x7b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:16");
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 8;
+  cfg.pp = 8;
+  cfg.dp = 2;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  g_autoptr(GError) error = NULL;
+  cfg.tp = 7;
+  assert_false (mp_parallel_config_check (&cfg, m, c, &error));
+  assert_non_null (strstr (error->message, "heads"));
+  g_clear_error (&error);
+  cfg.tp = 8;
+  cfg.dp = 4;
+  assert_false (mp_parallel_config_check (&cfg, m, c, &error));     /* 256 > 128 devices */
+  g_clear_error (&error);
+  cfg.dp = 2;
+  cfg.ep = 2;
+  assert_false (mp_parallel_config_check (&cfg, m, c, &error));     /* ep on a dense model */
+  g_clear_error (&error);
+  cfg.ep = 1;
+  cfg.vpp = 2;
+  assert_false (mp_parallel_config_check (&cfg, m, c, &error));     /* vpp without interleaving */
+  g_clear_error (&error);
+  cfg.schedule = MP_SCHEDULE_INTERLEAVED;
+  cfg.num_micro_batches = 16;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  guint split[16];
+  for (guint i = 0; i < 16; i++)
+    split[i] = 6;
+  split[0] += 1;
+  split[15] += 1;
+  cfg.chunk_layers = split;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  split[3] = 0;
+  assert_false (mp_parallel_config_check (&cfg, m, c, &error));
+  g_clear_error (&error);
+  /* MoE: ep divides experts and dp * cp. */
+  MpParallelConfig e;
+  mp_parallel_config_init (&e);
+  e.tp = 2;
+  e.dp = 8;
+  e.ep = 8;
+  assert_true (mp_parallel_config_check (&e, moe, c, NULL));
+  e.ep = 16;
+  e.dp = 16;
+  assert_false (mp_parallel_config_check (&e, moe, c, &error));
+  /* Names round-trip. */
+  MpSchedule sched;
+  MpRecompute rc;
+  assert_true (mp_schedule_from_name ("interleaved-1f1b", &sched));
+  assert_int_equal (sched, MP_SCHEDULE_INTERLEAVED);
+  assert_true (mp_recompute_from_name (mp_recompute_name (MP_RECOMPUTE_SELECTIVE), &rc));
+  assert_int_equal (rc, MP_RECOMPUTE_SELECTIVE);
+  assert_false (mp_recompute_from_name ("some", &rc));
+}
+
+static void
+test_costmodel_stage_times (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-175b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:128");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 8;
+  cfg.pp = 8;
+  cfg.dp = 16;
+  cfg.zero = 1;
+  cfg.sequence_parallel = TRUE;
+  cfg.num_micro_batches = 96;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageTime st[8];
+  mp_cost_stage_times (ctx, &cfg, st);
+  /* The groups are those mp_cluster_span describes: tp = 8 consecutive ranks, dp = 16
+   * ranks 8 apart, the pipeline peer 128 ranks on. */
+  MpStageSpans groups;
+  mp_cost_stage_spans (ctx, &cfg, 7, &groups);
+  MpGroupSpan want;
+  guint base = 7 * 128, ranks[16];
+  for (guint i = 0; i < 16; i++)
+    ranks[i] = base + 8 * i;
+  mp_cluster_span (c, NULL, ranks, 16, &want);
+  assert_memory_equal (&groups.dp, &want, sizeof want);
+  for (guint i = 0; i < 8; i++)
+    ranks[i] = base + i;
+  mp_cluster_span (c, NULL, ranks, 8, &want);
+  assert_memory_equal (&groups.tp, &want, sizeof want);
+  ranks[0] = base - 128;
+  ranks[1] = base;
+  mp_cluster_span (c, NULL, ranks, 2, &want);
+  assert_memory_equal (&groups.pp_next, &want, sizeof want);
+  /* Stage sums equal the per-layer costs. */
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 3, &spans);
+  MpPhaseCost fwd, bwd;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &fwd, &bwd);
+  mp_assert_close (st[3].fwd.total_s, 12 * fwd.total_s, 1e-12);
+  mp_assert_close (st[3].bwd.total_s, 12 * bwd.total_s, 1e-12);
+  assert_int_equal (st[3].layers, 12);
+  assert_int_equal (st[0].layers, 13);
+  /* The end stages carry the embedding and the head; the head is the heavier. */
+  assert_true (st[7].fwd.total_s > st[3].fwd.total_s);
+  assert_true (st[0].fwd.total_s > st[3].fwd.total_s);
+  /* Pipeline sends move b s h / t (SP) activations; ZeRO-1 reduce-scatters gradients
+   * and gathers weights; the tied embeddings' gradient is all-reduced on the end stages. */
+  mp_assert_close (st[3].p2p_bytes, 2048.0 * m->hidden * 2 / 8, 1e-12);
+  assert_true (st[3].p2p_s > 0 && st[3].dp_reduce_s > 0 && st[3].dp_gather_s > 0);
+  assert_true (st[3].dp_last_bucket_s < st[3].dp_reduce_s);
+  assert_true (st[0].tied_embedding_s > 0 && st[3].tied_embedding_s == 0);
+  assert_true (st[3].optimizer_s > 0);
+  /* Model FLOPs of the whole step add up over stages and micro-batches (x dp * tp). */
+  double flops = 0;
+  for (guint s = 0; s < 8; s++)
+    flops += st[s].fwd.model_flops + st[s].bwd.model_flops;
+  mp_assert_close (flops * cfg.num_micro_batches * cfg.dp * cfg.tp,
+                   mp_cost_step_flops (ctx, &cfg, FALSE), 1e-9);
+}
+
+static void
+test_costmodel_describe (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-175b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  g_autofree char *text = mp_cost_describe_layers_text (ctx, NULL);
+  assert_non_null (strstr (text, "A100-SXM4-80GB"));
+  assert_non_null (strstr (text, "block.0-95"));
+  assert_non_null (strstr (text, "attn_core"));
+  JsonNode *root = mp_cost_describe_layers_json (ctx, NULL);
+  JsonObject *o = json_node_get_object (root);
+  assert_int_equal (json_object_get_int_member (o, "schema_version"), 1);
+  JsonArray *layers = json_object_get_array_member (o, "layers");
+  assert_int_equal (json_array_get_length (layers), 3);
+  JsonObject *blocks = json_array_get_object_element (layers, 1);
+  assert_int_equal (json_object_get_int_member (blocks, "count"), 96);
+  JsonObject *fwd = json_object_get_object_member (blocks, "forward");
+  /* Forward FLOPs of a block on one device: 24 s h^2 + 4 s^2 h, s = 2048 tokens. */
+  double h = m->hidden, s = 2048;
+  mp_assert_close (json_object_get_double_member (fwd, "model_flops"),
+                   24 * s * h * h + 4 * s * s * h, 1e-12);
+  assert_true (json_object_get_double_member (fwd, "total_s") > 0);
+  json_node_unref (root);
+}
+
+int
+main (void)
+{
+  if (g_getenv ("MPPLAN_DATADIR") == NULL)
+    g_setenv ("MPPLAN_DATADIR", MPPLAN_SRCDIR "/examples", TRUE);
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (test_costmodel_bus_factors),
+    cmocka_unit_test (test_costmodel_busbw_conversions),
+    cmocka_unit_test (test_costmodel_ring_allreduce_closed_form),
+    cmocka_unit_test (test_costmodel_allgather_reducescatter_closed_form),
+    cmocka_unit_test (test_costmodel_ring_across_nodes_closed_form),
+    cmocka_unit_test (test_costmodel_alltoall_sendrecv_closed_form),
+    cmocka_unit_test (test_costmodel_tree_vs_ring),
+    cmocka_unit_test (test_costmodel_hierarchical_wins_large_groups),
+    cmocka_unit_test (test_costmodel_nvls_on_hopper),
+    cmocka_unit_test (test_costmodel_collectives_monotonic),
+    cmocka_unit_test (test_costmodel_gemm_monotonic),
+    cmocka_unit_test (test_costmodel_gemm_plateau),
+    cmocka_unit_test (test_costmodel_gemm_wave_quantization),
+    cmocka_unit_test (test_costmodel_tensor_parallel_split_shapes),
+    cmocka_unit_test (test_costmodel_korthikanti_layer_times),
+    cmocka_unit_test (test_costmodel_adam_zero_bytes),
+    cmocka_unit_test (test_costmodel_korthikanti_activations),
+    cmocka_unit_test (test_costmodel_pipeline_in_flight),
+    cmocka_unit_test (test_costmodel_memory_stages),
+    cmocka_unit_test (test_costmodel_training_flops),
+    cmocka_unit_test (test_costmodel_profile_interpolation),
+    cmocka_unit_test (test_costmodel_nccl_tests_table_calibrates),
+    cmocka_unit_test (test_costmodel_moe_expert_parallel),
+    cmocka_unit_test (test_costmodel_context_parallel),
+    cmocka_unit_test (test_costmodel_heterogeneous_stages),
+    cmocka_unit_test (test_costmodel_rank_order_decides_tiers),
+    cmocka_unit_test (test_costmodel_config_check),
+    cmocka_unit_test (test_costmodel_stage_times),
+    cmocka_unit_test (test_costmodel_describe),
+  };
+  return cmocka_run_group_tests_name ("costmodel", tests, NULL, NULL);
+}

@@ -1,0 +1,655 @@
+/* test-model.c - the model IR against published parameter counts and the closed forms of
+ * Narayanan et al. 2021 and Korthikanti et al. 2022; the loader's checks on bad input.
+ *
+ * Zoo files are found through MPPLAN_DATADIR (the Makefile sets it to examples/); the
+ * fixtures in tests/data and tests/bad through the source tree. */
+#include "config.h"
+#include "test-util.h"
+
+#include "model/model.h"
+#include "common/error.h"
+#include "common/output.h"
+#include "common/yamldoc.h"
+#include "common/zoo.h"
+
+#include <string.h>
+
+/* ---- helpers ----------------------------------------------------------------------- */
+
+static MpModel *
+load_ok (const char *name)
+{
+  GError *error = NULL;
+  MpModel *m = mp_model_load (name, &error);
+  if (m == NULL)
+    fail_msg ("%s: %s", name, error->message);
+  return m;
+}
+
+static MpModel *
+load_text (const char *text)
+{
+  GError *error = NULL;
+  MpModel *m = mp_model_load_data ("test.yaml", text, strlen (text), &error);
+  if (m == NULL)
+    fail_msg ("test.yaml: %s", error->message);
+  return m;
+}
+
+/* Loads TEXT expecting failure; returns the message (caller frees). */
+static char *
+load_text_error (const char *text)
+{
+  GError *error = NULL;
+  MpModel *m = mp_model_load_data ("bad.yaml", text, strlen (text), &error);
+  assert_null (m);
+  assert_non_null (error);
+  assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
+  char *msg = g_strdup (error->message);
+  g_error_free (error);
+  return msg;
+}
+
+static const MpOp *
+find_op (const MpLayer *layer, const char *name)
+{
+  for (guint i = 0; i < layer->n_ops; i++)
+    if (strcmp (layer->ops[i].name, name) == 0)
+      return &layer->ops[i];
+  fail_msg ("%s has no op %s", layer->name, name);
+  return NULL;
+}
+
+static const MpLayer *
+first_block (const MpModel *m)
+{
+  for (guint i = 0; i < m->n_layers; i++)
+    if (m->layers[i].kind == MP_LAYER_BLOCK)
+      return &m->layers[i];
+  fail_msg ("%s has no block", m->name);
+  return NULL;
+}
+
+static void
+check_params (const char *zoo, double published, double rtol)
+{
+  g_autoptr(MpModel) m = load_ok (zoo);
+  mp_assert_close (m->params_total, published, rtol);
+}
+
+/* A GPT in the shape the closed forms assume: learned positions, tied, gelu, ffn 4h. */
+static const char gpt_text[] =
+  "name: gpt\n"
+  "layers: 4\nhidden: 512\nheads: 8\nvocab: 1000\nseq_len: 128\n"
+  "tied_embeddings: %s\nkv_heads: %d\n";
+
+static MpModel *
+load_gpt (gboolean tied, int kv_heads)
+{
+  g_autofree char *text = g_strdup_printf (gpt_text, tied ? "true" : "false", kv_heads);
+  return load_text (text);
+}
+
+/* ---- published parameter counts ----------------------------------------------------- */
+
+static void
+test_model_gpt3_175b_params (void **state)
+{
+  check_params ("gpt3-175b", 174.6e9, 0.005);
+}
+
+static void
+test_model_gpt3_family_params (void **state)
+{
+  /* Brown et al. 2020 Table 2.1 (rounded; vocab padded to 51200 adds ~0.7M). */
+  check_params ("gpt3-125m", 125e6, 0.01);
+  check_params ("gpt3-1.3b", 1.3e9, 0.02);
+  check_params ("gpt3-13b", 13.0e9, 0.01);
+}
+
+static void
+test_model_gpt2_124m_params (void **state)
+{
+  /* Hugging Face GPT2Model: 124,439,808 (wte + wpe + 12 blocks + ln_f). */
+  check_params ("gpt2-124m", 124439808, 1e-12);
+}
+
+static void
+test_model_llama2_7b_params (void **state)
+{
+  check_params ("llama2-7b", 6.74e9, 0.005);
+}
+
+static void
+test_model_llama3_8b_params (void **state)
+{
+  check_params ("llama3-8b", 8.03e9, 0.005);
+}
+
+static void
+test_model_llama3_70b_params (void **state)
+{
+  check_params ("llama3-70b", 70.6e9, 0.005);
+}
+
+static void
+test_model_llama3_405b_params (void **state)
+{
+  check_params ("llama3-405b", 405e9, 0.005);
+}
+
+static void
+test_model_mixtral_total_and_active_params (void **state)
+{
+  g_autoptr(MpModel) m = load_ok ("mixtral-8x7b");
+  mp_assert_close (m->params_total, 46.7e9, 0.005);
+  mp_assert_close (m->params_active, 12.9e9, 0.005);
+}
+
+static void
+test_model_bert_large_params (void **state)
+{
+  check_params ("bert-large", 336e6, 0.02);
+}
+
+static void
+test_model_mlp_params (void **state)
+{
+  g_autoptr(MpModel) m = load_ok ("mlp-1024");
+  assert_int_equal (m->arch, MP_ARCH_MLP);
+  assert_int_equal (m->n_layers, 2);
+  mp_assert_close (m->params_total, 1024.0 * 512 + 512 + 512.0 * 256 + 256, 0);
+  mp_assert_close (m->params_active, m->params_total, 0);
+  mp_assert_close (m->params_embedding, 0, 0);
+  /* 2 FLOP per multiply-add forward, twice that backward. */
+  mp_assert_close (m->fwd_flops_per_token, 2 * (1024.0 * 512 + 512.0 * 256), 0);
+  mp_assert_close (m->train_flops_per_token, 3 * m->fwd_flops_per_token, 0);
+}
+
+/* ---- closed forms ------------------------------------------------------------------- */
+
+/* Narayanan et al. 2021 eq. 2: P = 12 L h^2 (1 + 13/(12h) + (V + s)/(12 L h)); it leaves
+ * out the final norm (2h), which the IR has. */
+static void
+test_model_narayanan_param_formula (void **state)
+{
+  static const char *const zoo[] = { "gpt3-125m", "gpt3-1.3b", "gpt3-175b", "gpt2-124m",
+                                     "tiny-gpt" };
+  for (guint i = 0; i < G_N_ELEMENTS (zoo); i++)
+    {
+      g_autoptr(MpModel) m = load_ok (zoo[i]);
+      double L = m->n_blocks, h = m->hidden, V = m->vocab, s = m->seq_len;
+      double closed = 12 * L * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * L * h));
+      mp_assert_close (m->params_total - 2 * h, closed, 1e-12);
+    }
+}
+
+/* Korthikanti et al. 2022 eq. 7 per token (divide by B s): training FLOPs
+ * 72 L h^2 (1 + s/(6h) + V/(12 L h)), forward one third of it. */
+static void
+test_model_flops_closed_form (void **state)
+{
+  static const char *const zoo[] = { "gpt3-175b", "gpt3-1.3b", "gpt2-124m", "tiny-gpt" };
+  for (guint i = 0; i < G_N_ELEMENTS (zoo); i++)
+    {
+      g_autoptr(MpModel) m = load_ok (zoo[i]);
+      double L = m->n_blocks, h = m->hidden, V = m->vocab, s = m->seq_len;
+      double closed = 72 * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+      mp_assert_close (m->train_flops_per_token, closed, 1e-12);
+      mp_assert_close (m->fwd_flops_per_token, closed / 3, 1e-12);
+    }
+}
+
+/* Korthikanti et al. 2022 Table 2: s b h (34 + 5 a s / h) bytes per layer (b = 1), of which
+ * 10 s b h are replicated under tensor parallelism, 24 s b h split and 5 a s^2 b scores. */
+static void
+test_model_korthikanti_activation_per_layer (void **state)
+{
+  g_autoptr(MpModel) m = load_ok ("gpt3-175b");
+  const MpLayer *b = first_block (m);
+  double h = m->hidden, s = m->seq_len, a = m->heads;
+  mp_assert_close (s * (b->act_bytes + b->act_rep_bytes + b->act_score_bytes),
+                   s * h * (34 + 5 * a * s / h), 1e-12);
+  mp_assert_close (b->act_rep_bytes, 10 * h, 1e-12);
+  mp_assert_close (b->act_bytes, 24 * h, 1e-12);
+  mp_assert_close (b->act_score_bytes, 5 * a * s, 1e-12);
+}
+
+/* fp32 training keeps 4-byte activations; the 1-byte dropout masks stay 1 byte. */
+static void
+test_model_fp32_activations_double (void **state)
+{
+  g_autoptr(MpModel) m = load_ok ("tiny-gpt");
+  const MpLayer *b = first_block (m);
+  double h = m->hidden, s = m->seq_len, a = m->heads;
+  assert_int_equal (m->precision, MP_DTYPE_FP32);
+  mp_assert_close (b->act_bytes, 48 * h, 1e-12);
+  mp_assert_close (b->act_rep_bytes, 4 * 4 * h + 2 * h, 1e-12);  /* 4 inputs + 2 masks */
+  mp_assert_close (b->act_score_bytes, 9 * a * s, 1e-12);
+}
+
+/* ---- structure ---------------------------------------------------------------------- */
+
+static void
+test_model_tied_embeddings_counted_once (void **state)
+{
+  g_autoptr(MpModel) tied = load_gpt (TRUE, 8);
+  g_autoptr(MpModel) untied = load_gpt (FALSE, 8);
+  double vh = 1000.0 * 512;
+  mp_assert_close (untied->params_total - tied->params_total, vh, 0);
+  mp_assert_close (tied->params_embedding, (1000.0 + 128) * 512, 0);
+  const MpLayer *head = &tied->layers[tied->n_layers - 1];
+  assert_int_equal (head->kind, MP_LAYER_HEAD);
+  const MpOp *out = find_op (head, "output");
+  mp_assert_close (out->params, 0, 0);
+  /* The output GEMM still costs the same FLOPs. */
+  mp_assert_close (out->fwd_flops, 2 * vh, 0);
+  mp_assert_close (find_op (&untied->layers[untied->n_layers - 1], "output")->params, vh, 0);
+}
+
+static void
+test_model_gqa_reduces_qkv_params (void **state)
+{
+  g_autoptr(MpModel) mha = load_gpt (TRUE, 8);
+  g_autoptr(MpModel) gqa = load_gpt (TRUE, 2);
+  const MpOp *q_mha = find_op (first_block (mha), "qkv");
+  const MpOp *q_gqa = find_op (first_block (gqa), "qkv");
+  double h = 512, d = 64;
+  /* n = (heads + 2 kv_heads) head_dim, plus the bias. */
+  mp_assert_close (q_mha->gemm_n, 3 * h, 0);
+  mp_assert_close (q_gqa->gemm_n, (8 + 2 * 2) * d, 0);
+  mp_assert_close (q_gqa->params, h * (8 + 4) * d + (8 + 4) * d, 0);
+  mp_assert_close (mha->params_total - gqa->params_total,
+                   4 * (2 * (8 - 2) * d * h + 2 * (8 - 2) * d), 0);
+  /* Fewer K and V heads also means fewer saved K and V bytes. */
+  assert_true (first_block (gqa)->act_bytes < first_block (mha)->act_bytes);
+  mp_assert_close (find_op (first_block (gqa), "attn_core")->kv_heads, 2, 0);
+}
+
+static void
+test_model_moe_total_vs_active (void **state)
+{
+  g_autoptr(MpModel) m = load_ok ("mixtral-8x7b");
+  const MpLayer *b = first_block (m);
+  assert_true (b->moe);
+  const MpOp *fc1 = find_op (b, "expert_fc1");
+  const MpOp *router = find_op (b, "router");
+  assert_int_equal (fc1->split, MP_SPLIT_EXPERT);
+  mp_assert_close (fc1->count, 2, 0);
+  mp_assert_close (fc1->params, 8 * 2.0 * 14336 * 4096, 0);
+  mp_assert_close (fc1->active_params, 2 * 2.0 * 14336 * 4096, 0);
+  mp_assert_close (router->gemm_n, 8, 0);
+  mp_assert_close (router->params, 8.0 * 4096, 0);
+  /* Each of 32 blocks keeps 6 idle experts of 3 ffn x h weights. */
+  mp_assert_close (m->params_total - m->params_active, 32 * 6 * 3.0 * 14336 * 4096, 1e-12);
+  /* FLOPs follow the active experts: 2 FLOP per active weight in the expert GEMMs. */
+  mp_assert_close (fc1->fwd_flops, 2 * fc1->active_params, 0);
+}
+
+static void
+test_model_moe_biases_counted (void **state)
+{
+  g_autofree char *path = g_build_filename (MPPLAN_SRCDIR, "tests", "data", "model-moe.yaml",
+                                            NULL);
+  g_autoptr(MpModel) m = load_ok (path);
+  const MpLayer *b = first_block (m);
+  double h = 256, f = 512, e = 4, k = 2;
+  mp_assert_close (find_op (b, "router")->params, e * h + e, 0);
+  mp_assert_close (find_op (b, "expert_fc1")->params, e * (h * f + f), 0);
+  mp_assert_close (find_op (b, "expert_fc2")->active_params, k * (f * h + h), 0);
+}
+
+/* Every layer's sums equal its ops', and the model's totals equal the layers'. */
+static void
+test_model_sums_consistent (void **state)
+{
+  g_auto(GStrv) names = mp_model_zoo_list ();
+  for (char **n = names; *n; n++)
+    {
+      g_autoptr(MpModel) m = load_ok (*n);
+      double params = 0, active = 0, fwd = 0, bwd = 0;
+      for (guint i = 0; i < m->n_layers; i++)
+        {
+          const MpLayer *l = &m->layers[i];
+          double lp = 0, lf = 0, lb = 0, la = 0;
+          for (guint j = 0; j < l->n_ops; j++)
+            {
+              lp += l->ops[j].params;
+              lf += l->ops[j].fwd_flops;
+              lb += l->ops[j].bwd_flops;
+              la += l->ops[j].act_bytes + l->ops[j].act_rep_bytes + l->ops[j].act_score_bytes;
+            }
+          mp_assert_close (l->params, lp, 1e-12);
+          mp_assert_close (l->fwd_flops, lf, 1e-12);
+          mp_assert_close (l->bwd_flops, lb, 1e-12);
+          mp_assert_close (l->act_bytes + l->act_rep_bytes + l->act_score_bytes, la, 1e-12);
+          params += l->params;
+          active += l->active_params;
+          fwd += l->fwd_flops;
+          bwd += l->bwd_flops;
+        }
+      mp_assert_close (m->params_total, params, 1e-12);
+      mp_assert_close (m->params_active, active, 1e-12);
+      mp_assert_close (m->fwd_flops_per_token, fwd, 1e-12);
+      mp_assert_close (m->train_flops_per_token, fwd + bwd, 1e-12);
+      assert_true (m->params_active <= m->params_total);
+    }
+}
+
+static void
+test_model_block_op_order (void **state)
+{
+  static const char *const want[] = { "norm1", "qkv", "rotary", "attn_core", "attn_out",
+                                      "attn_residual", "norm2", "fc1", "swiglu", "fc2",
+                                      "mlp_residual" };
+  static const MpSplit splits[] = { MP_SPLIT_NONE, MP_SPLIT_COLUMN, MP_SPLIT_HEADS,
+                                    MP_SPLIT_HEADS, MP_SPLIT_ROW, MP_SPLIT_NONE, MP_SPLIT_NONE,
+                                    MP_SPLIT_COLUMN, MP_SPLIT_COLUMN, MP_SPLIT_ROW,
+                                    MP_SPLIT_NONE };
+  g_autoptr(MpModel) m = load_ok ("llama2-7b");
+  const MpLayer *b = first_block (m);
+  assert_int_equal (b->n_ops, G_N_ELEMENTS (want));
+  for (guint i = 0; i < b->n_ops; i++)
+    {
+      assert_string_equal (b->ops[i].name, want[i]);
+      assert_int_equal (b->ops[i].split, splits[i]);
+    }
+  assert_string_equal (m->layers[0].name, "embedding");
+  assert_string_equal (m->layers[1].name, "block.0");
+  assert_string_equal (m->layers[m->n_layers - 1].name, "head");
+  assert_int_equal (m->n_layers, 32 + 2);
+  /* swiglu: fc1 holds gate and up (2 ffn), fc2 takes ffn. */
+  mp_assert_close (find_op (b, "fc1")->gemm_n, 2 * 11008, 0);
+  mp_assert_close (find_op (b, "fc2")->gemm_k, 11008, 0);
+}
+
+static void
+test_model_defaults (void **state)
+{
+  g_autoptr(MpModel) m = load_text ("layers: 2\nhidden: 256\nheads: 4\nvocab: 512\n"
+                                    "seq_len: 1024\n");
+  assert_string_equal (m->name, "test");
+  assert_int_equal (m->arch, MP_ARCH_TRANSFORMER);
+  assert_int_equal (m->kv_heads, 4);
+  assert_int_equal (m->head_dim, 64);
+  assert_int_equal (m->ffn_hidden, 1024);
+  assert_int_equal (m->activation, MP_ACT_GELU);
+  assert_int_equal (m->norm, MP_NORM_LAYERNORM);
+  assert_int_equal (m->position, MP_POS_LEARNED);
+  assert_true (m->bias);
+  assert_true (m->tied_embeddings);
+  assert_int_equal (m->experts, 0);
+  assert_int_equal (m->precision, MP_DTYPE_BF16);
+  assert_int_equal (m->optimizer, MP_OPTIM_ADAM);
+  assert_int_equal (m->global_batch, 1024);   /* 2^20 tokens / 1024 */
+  double w, g, o;
+  mp_model_state_bytes_per_param (m, &w, &g, &o);
+  mp_assert_close (w + g + o, 16, 0);
+}
+
+static void
+test_model_swiglu_default_ffn (void **state)
+{
+  g_autoptr(MpModel) m = load_text ("layers: 1\nhidden: 4096\nheads: 32\nvocab: 512\n"
+                                    "seq_len: 128\nactivation: swiglu\n");
+  assert_int_equal (m->ffn_hidden, 11008);      /* Llama: 8h/3 rounded up to 256 */
+}
+
+static void
+test_model_state_bytes_fp32_adam (void **state)
+{
+  g_autoptr(MpModel) m = load_ok ("tiny-gpt");
+  double w, g, o;
+  mp_model_state_bytes_per_param (m, &w, &g, &o);
+  mp_assert_close (w, 4, 0);
+  mp_assert_close (g, 4, 0);
+  mp_assert_close (o, 8, 0);
+}
+
+/* ---- loading ------------------------------------------------------------------------ */
+
+static void
+test_model_load_data_works (void **state)
+{
+  g_autofree char *path = g_build_filename (MPPLAN_SRCDIR, "tests", "data", "model-small.yaml",
+                                            NULL);
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  assert_true (g_file_get_contents (path, &text, &len, NULL));
+  GError *error = NULL;
+  g_autoptr(MpModel) m = mp_model_load_data ("small.yaml", text, len, &error);
+  assert_null (error);
+  assert_non_null (m);
+  assert_string_equal (m->name, "small-llama");
+  assert_string_equal (m->source, "small.yaml");
+  assert_int_equal (m->kv_heads, 2);
+  assert_int_equal (m->ffn_hidden, 1536);       /* 8 * 512 / 3 = 1365.3 -> 1536 */
+  assert_int_equal (m->global_batch, 16);
+  /* The same file loaded by path gives the same model. */
+  g_autoptr(MpModel) f = load_ok (path);
+  mp_assert_close (f->params_total, m->params_total, 0);
+  assert_string_equal (f->source, path);
+  /* By hand: per block 2 rmsnorms (h), qkv h (8 + 4) 64, out (8 64) h, fc1 h 2f, fc2 f h. */
+  double h = 512, f_ = 1536, V = 1000;
+  double block = 2 * h + h * 12 * 64 + 8 * 64 * h + h * 2 * f_ + f_ * h;
+  mp_assert_close (m->params_total, 2 * block + V * h + h + V * h, 0);
+}
+
+static void
+test_model_zoo_lists_all_models (void **state)
+{
+  static const char *const want[] = {
+    "mlp-1024", "gpt3-125m", "gpt3-1.3b", "gpt3-13b", "gpt3-175b", "llama2-7b", "llama2-70b",
+    "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "bert-large", "tiny-gpt",
+    "gpt2-124m"
+  };
+  g_auto(GStrv) names = mp_model_zoo_list ();
+  for (guint i = 0; i < G_N_ELEMENTS (want); i++)
+    {
+      if (!g_strv_contains ((const char *const *) names, want[i]))
+        fail_msg ("zoo lacks %s", want[i]);
+      g_autoptr(MpModel) m = load_ok (want[i]);
+      g_autofree char *src = g_strconcat ("zoo:", want[i], NULL);
+      assert_string_equal (m->name, want[i]);
+      assert_string_equal (m->source, src);
+    }
+}
+
+static void
+test_model_unknown_zoo_name_lists_names (void **state)
+{
+  GError *error = NULL;
+  MpModel *m = mp_model_load ("gpt3-175", &error);
+  assert_null (m);
+  assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
+  assert_non_null (strstr (error->message, "did you mean 'gpt3-175b'"));
+  assert_non_null (strstr (error->message, "llama3-8b"));
+  g_error_free (error);
+}
+
+/* A file with three problems reports three located messages. */
+static void
+test_model_errors_collected (void **state)
+{
+  g_autofree char *msg = load_text_error ("architecture: transformer\n"
+                                          "layers: 0\n"
+                                          "hidden: 256\nheads: 4\nvocab: 512\nseq_len: 64\n"
+                                          "hiden: 3\n"
+                                          "norm: rmsnrom\n");
+  g_auto(GStrv) lines = g_strsplit (msg, "\n", -1);
+  assert_int_equal (g_strv_length (lines), 3);
+  g_autoptr(GRegex) re = g_regex_new ("^bad\\.yaml:[0-9]+:[0-9]+: ", 0, 0, NULL);
+  for (guint i = 0; i < 3; i++)
+    if (!g_regex_match (re, lines[i], 0, NULL))
+      fail_msg ("not located: %s", lines[i]);
+  assert_non_null (strstr (msg, "bad.yaml:7:1: unknown key 'hiden' (did you mean 'hidden'?)"));
+  assert_non_null (strstr (msg, "bad.yaml:2:9: 'layers' must be greater than zero"));
+  assert_non_null (strstr (msg, "did you mean 'rmsnorm'"));
+}
+
+/* Every tests/bad/model-*.yaml is refused with a located message holding its expectation. */
+static void
+test_model_bad_corpus_refused (void **state)
+{
+  g_autofree char *dir = g_build_filename (MPPLAN_SRCDIR, "tests", "bad", NULL);
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  assert_non_null (d);
+  guint n = 0;
+  const char *f;
+  while ((f = g_dir_read_name (d)) != NULL)
+    {
+      if (!g_str_has_prefix (f, "model-") || !g_str_has_suffix (f, ".yaml"))
+        continue;
+      g_autofree char *path = g_build_filename (dir, f, NULL);
+      g_autofree char *text = NULL;
+      assert_true (g_file_get_contents (path, &text, NULL, NULL));
+      assert_true (g_str_has_prefix (text, "# expect: "));
+      g_autofree char *expect = g_strndup (text + 10, strcspn (text + 10, "\n"));
+      GError *error = NULL;
+      MpModel *m = mp_model_load_file (path, &error);
+      if (m != NULL)
+        fail_msg ("%s loaded", f);
+      g_autofree char *prefix = g_strconcat (path, ":", NULL);
+      if (!g_str_has_prefix (error->message, prefix) || !strstr (error->message, expect))
+        fail_msg ("%s: wanted '%s', got:\n%s", f, expect, error->message);
+      g_error_free (error);
+      n++;
+    }
+  assert_true (n >= 10);
+}
+
+/* Every prefix of every zoo file loads or is refused with a located message. */
+static void
+test_model_truncated_files_never_crash (void **state)
+{
+  g_auto(GStrv) names = mp_model_zoo_list ();
+  for (char **n = names; *n; n++)
+    {
+      g_autofree char *path = mp_zoo_find ("models", *n);
+      g_autofree char *text = NULL;
+      gsize len = 0;
+      assert_non_null (path);
+      assert_true (g_file_get_contents (path, &text, &len, NULL));
+      for (gsize cut = 0; cut <= len; cut += 7)
+        {
+          GError *error = NULL;
+          MpModel *m = mp_model_load_data ("cut.yaml", text, cut, &error);
+          if (m == NULL)
+            {
+              assert_non_null (error);
+              assert_true (g_str_has_prefix (error->message, "cut.yaml:"));
+              g_error_free (error);
+            }
+          mp_model_free (m);
+        }
+    }
+}
+
+static void
+test_model_is_model (void **state)
+{
+  GError *error = NULL;
+  static const char model[] = "architecture: mlp\ninput: 4\nlayers: [{out: 2}]\n";
+  static const char cluster[] = "name: c\nnodes: 2\n";
+  g_autoptr(MpYamlDoc) a = mp_yaml_load_data ("a", model, strlen (model), &error);
+  g_autoptr(MpYamlDoc) b = mp_yaml_load_data ("b", cluster, strlen (cluster), &error);
+  assert_non_null (a);
+  assert_non_null (b);
+  assert_true (mp_model_yaml_is_model (a->root));
+  assert_false (mp_model_yaml_is_model (b->root));
+}
+
+/* ---- describe ----------------------------------------------------------------------- */
+
+static void
+test_model_describe_text_shows_params (void **state)
+{
+  g_autoptr(MpModel) m = load_ok ("gpt3-175b");
+  g_autofree char *text = mp_model_describe_text (m);
+  assert_non_null (strstr (text, "174.6B"));
+  assert_non_null (strstr (text, "block.0..block.95 (x96)"));
+  g_autoptr(MpModel) x = load_ok ("mixtral-8x7b");
+  g_autofree char *xt = mp_model_describe_text (x);
+  assert_non_null (strstr (xt, "46.70B"));
+  assert_non_null (strstr (xt, "active per token 12.88B"));
+  g_autoptr(MpModel) p = load_ok ("mlp-1024");
+  g_autofree char *pt = mp_model_describe_text (p);
+  assert_non_null (strstr (pt, "656.1k"));
+}
+
+static void
+test_model_describe_json_keys (void **state)
+{
+  g_autoptr(MpModel) m = load_ok ("gpt3-175b");
+  g_autoptr(JsonNode) root = mp_model_describe_json (m);
+  JsonObject *o = json_node_get_object (root);
+  assert_int_equal (json_object_get_int_member (o, "schema_version"), 1);
+  assert_string_equal (json_object_get_string_member (o, "name"), "gpt3-175b");
+  JsonObject *p = json_object_get_object_member (o, "parameters");
+  mp_assert_close (json_object_get_double_member (p, "total"), m->params_total, 0);
+  assert_true (json_object_has_member (p, "embedding"));
+  assert_true (json_object_has_member (p, "active"));
+  JsonObject *f = json_object_get_object_member (o, "flops_per_token");
+  mp_assert_close (json_object_get_double_member (f, "training"), m->train_flops_per_token, 0);
+  assert_true (json_object_has_member (f, "forward"));
+  JsonObject *s = json_object_get_object_member (o, "state_bytes");
+  mp_assert_close (json_object_get_double_member (s, "optimizer"), 12 * m->params_total, 0);
+  assert_true (json_object_has_member (s, "weights"));
+  assert_true (json_object_has_member (s, "gradients"));
+  double h = m->hidden, seq = m->seq_len, a = m->heads;
+  mp_assert_close (json_object_get_double_member (o, "activation_bytes_per_layer_per_sequence"),
+                   seq * h * (34 + 5 * a * seq / h), 1e-12);
+  JsonArray *layers = json_object_get_array_member (o, "layers");
+  assert_int_equal (json_array_get_length (layers), m->n_layers);
+  JsonObject *l1 = json_array_get_object_element (layers, 1);
+  assert_string_equal (json_object_get_string_member (l1, "kind"), "block");
+  assert_true (json_object_has_member (l1, "params"));
+  assert_true (json_object_has_member (l1, "fwd_flops"));
+  assert_true (json_object_has_member (l1, "bwd_flops"));
+  assert_true (json_object_has_member (l1, "act_bytes"));
+  JsonArray *ops = json_object_get_array_member (l1, "ops");
+  assert_int_equal (json_array_get_length (ops), first_block (m)->n_ops);
+  /* It serialises to one JSON object. */
+  g_autofree char *text = mp_json_to_string (root);
+  assert_true (text[0] == '{');
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (test_model_gpt3_175b_params),
+    cmocka_unit_test (test_model_gpt3_family_params),
+    cmocka_unit_test (test_model_gpt2_124m_params),
+    cmocka_unit_test (test_model_llama2_7b_params),
+    cmocka_unit_test (test_model_llama3_8b_params),
+    cmocka_unit_test (test_model_llama3_70b_params),
+    cmocka_unit_test (test_model_llama3_405b_params),
+    cmocka_unit_test (test_model_mixtral_total_and_active_params),
+    cmocka_unit_test (test_model_bert_large_params),
+    cmocka_unit_test (test_model_mlp_params),
+    cmocka_unit_test (test_model_narayanan_param_formula),
+    cmocka_unit_test (test_model_flops_closed_form),
+    cmocka_unit_test (test_model_korthikanti_activation_per_layer),
+    cmocka_unit_test (test_model_fp32_activations_double),
+    cmocka_unit_test (test_model_tied_embeddings_counted_once),
+    cmocka_unit_test (test_model_gqa_reduces_qkv_params),
+    cmocka_unit_test (test_model_moe_total_vs_active),
+    cmocka_unit_test (test_model_moe_biases_counted),
+    cmocka_unit_test (test_model_sums_consistent),
+    cmocka_unit_test (test_model_block_op_order),
+    cmocka_unit_test (test_model_defaults),
+    cmocka_unit_test (test_model_swiglu_default_ffn),
+    cmocka_unit_test (test_model_state_bytes_fp32_adam),
+    cmocka_unit_test (test_model_load_data_works),
+    cmocka_unit_test (test_model_zoo_lists_all_models),
+    cmocka_unit_test (test_model_unknown_zoo_name_lists_names),
+    cmocka_unit_test (test_model_errors_collected),
+    cmocka_unit_test (test_model_bad_corpus_refused),
+    cmocka_unit_test (test_model_truncated_files_never_crash),
+    cmocka_unit_test (test_model_is_model),
+    cmocka_unit_test (test_model_describe_text_shows_params),
+    cmocka_unit_test (test_model_describe_json_keys),
+  };
+  return cmocka_run_group_tests_name ("model", tests, NULL, NULL);
+}
