@@ -128,7 +128,7 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
 
   Progress progress = { g_get_monotonic_time (), FALSE };
   MpSearchOptions opts = {
-    .global_batch = (guint) a->batch,
+    .global_batch = a->batch > 0 ? (guint) a->batch : 0,
     .top_k = (guint) a->top,
     .pins = pins,
     .progress = !a->quiet && isatty (STDERR_FILENO) ? show_progress : NULL,
@@ -139,7 +139,7 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
     return mp_cli_fail (error);
   if (mp_world_rank (world) != 0)
     return 0;
-  guint global_batch = a->batch ? (guint) a->batch : (guint) model->global_batch;
+  guint global_batch = a->batch > 0 ? (guint) a->batch : (guint) model->global_batch;
 
   if (res->plans->len == 0)
     {
@@ -169,6 +169,12 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
   g_autofree char *table = mp_plan_table_text (res->plans);
   g_autofree char *why = mp_plan_explain_text (res, ctx, a->explain);
   printf ("%s\n%s", table, why);
+  /* Timing goes to stderr so that the same inputs give byte-identical output. */
+  fflush (stdout);
+  if (!a->quiet)
+    fprintf (stderr, "Searched %" G_GUINT64_FORMAT " plans (%" G_GUINT64_FORMAT
+             " fit in memory) in %.2f s.\n", res->stats.evaluated, res->stats.feasible,
+             res->stats.seconds);
   if (a->output)
     printf ("Plan written to %s\n", a->output);
   return 0;
@@ -187,7 +193,7 @@ join_and_plan (const PlanArgs *a, int *argc, char ***argv, char **all_argv)
 int
 mp_cmd_plan (int argc, char **argv, gboolean do_help)
 {
-  PlanArgs a = { .top = 5 };
+  PlanArgs a = { .top = 5, .batch = G_MININT };  /* G_MININT: not given */
   g_auto (GStrv) rest = NULL;
   g_auto (GStrv) all_argv = g_strdupv (argv);
   const GOptionEntry entries[] = {
@@ -229,10 +235,10 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       status = mp_cli_usage (ctx, msg);
       goto out;
     }
-  if (a.top < 1 || a.batch < 0)
+  if (a.top < 1 || (a.batch != G_MININT && a.batch < 1))
     {
       status = mp_cli_usage (ctx, a.top < 1 ? "--top must be at least 1"
-                                            : "--batch must be positive");
+                                            : "--batch must be at least 1");
       goto out;
     }
   if (a.model == NULL)

@@ -770,3 +770,31 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
   group_span (ctx, cfg, buf, n, &out->pp_ends);
   g_free (buf);
 }
+
+/* ---- programs (the types; planner/ builds them, sim.c times them) ----------------- */
+
+void
+mp_program_free (MpProgram *program)
+{
+  if (program == NULL)
+    return;
+  g_free (program->insns);
+  g_free (program);
+}
+
+const char *
+mp_insn_kind_name (MpInsnKind kind)
+{
+  static const char *const names[MP_INSN_N] = {
+    "forward", "backward", "send", "recv", "reduce_grads", "gather_params", "reduce_tied",
+    "wait", "optimizer"
+  };
+  return kind < MP_INSN_N ? names[kind] : "?";
+}
+
+const char *
+mp_stream_name (MpStream stream)
+{
+  static const char *const names[MP_STREAM_N] = { "compute", "pp", "dp" };
+  return stream < MP_STREAM_N ? names[stream] : "?";
+}

@@ -443,4 +443,65 @@ char *mp_cost_describe_layers_text (const MpCostContext *ctx, const MpParallelCo
 JsonNode *mp_cost_describe_layers_json (const MpCostContext *ctx,
                                         const MpParallelConfig *cfg);
 
+/* ==== programs: one rank's training step as instructions (sim.c times them) ========= */
+
+/* A plan expands into one program per rank (planner/ writes them); the simulator here
+ * and the executor (exec/) interpret the same programs. The types live here, below the
+ * planner, because the simulator reads them. */
+
+typedef enum {
+  MP_STREAM_COMPUTE,     /* kernels, and the tensor-parallel collectives that block them */
+  MP_STREAM_PP,          /* pipeline send / receive */
+  MP_STREAM_DP,          /* gradient reduction, ZeRO parameter gathers, tied embeddings */
+  MP_STREAM_N
+} MpStream;
+
+typedef enum {
+  MP_INSN_FORWARD,       /* forward of one model layer for one micro-batch, with the
+                          * tensor/context/expert-parallel collectives inside it */
+  MP_INSN_BACKWARD,      /* backward of one layer for one micro-batch (input and weight
+                          * gradients, and its TP collectives); with `recompute` set it
+                          * first re-runs what the plan recomputes */
+  MP_INSN_SEND,          /* activations (forward) or their gradients (backward) to `peer` */
+  MP_INSN_RECV,          /* the matching receive from `peer` (same tag) */
+  MP_INSN_REDUCE_GRADS,  /* data-parallel all-reduce (ZeRO 0/1) or reduce-scatter (ZeRO 2/3)
+                          * of one gradient bucket, issued when its last gradient is ready */
+  MP_INSN_GATHER_PARAMS, /* all-gather of parameters: before a layer's use (ZeRO-3), or of
+                          * the updated shard after the optimizer step (ZeRO 1/2) */
+  MP_INSN_REDUCE_TIED,   /* all-reduce of the tied embedding's gradient (first, last stage) */
+  MP_INSN_WAIT,          /* the compute stream waits until `stream`'s work issued so far is
+                          * done (before the optimizer: every gradient reduced) */
+  MP_INSN_OPTIMIZER,     /* optimizer step on this rank's parameters (or ZeRO shard) */
+  MP_INSN_N
+} MpInsnKind;
+
+typedef struct {
+  MpInsnKind kind;
+  MpStream stream;       /* where it runs (WAIT: the stream waited on) */
+  guint chunk;           /* model chunk (virtual stage); for F/B/SEND/RECV */
+  guint layer;           /* model layer (F/B); first layer of a bucket (REDUCE/GATHER) */
+  guint n_layers;        /* layers a bucket or gather covers (1 for F/B) */
+  guint micro_batch;     /* F/B/SEND/RECV */
+  gboolean recompute;    /* BACKWARD re-runs recomputed forward work first */
+  gint peer;             /* SEND/RECV: the other rank (world rank); -1 otherwise */
+  guint tag;             /* SEND/RECV: equal on a send and its receive, unique per pair */
+  guint bucket;          /* REDUCE_GRADS: bucket number on this rank, in issue order */
+  MpCollKind coll;       /* collectives: which one */
+  double bytes;          /* bytes moved (comm) or model bytes touched (F/B) */
+  double flops;          /* F/B: FLOPs executed (recomputation included) */
+} MpInsn;
+
+typedef struct {
+  guint rank;            /* world rank */
+  guint stage;           /* pipeline rank */
+  guint dp_rank, tp_rank, cp_rank;
+  MpInsn *insns;
+  guint n_insns;
+} MpProgram;
+
+void mp_program_free (MpProgram *program);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpProgram, mp_program_free)
+const char *mp_insn_kind_name (MpInsnKind kind);
+const char *mp_stream_name (MpStream stream);
+
 G_END_DECLS

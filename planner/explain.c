@@ -42,10 +42,10 @@ char *
 mp_plan_table_text (const GPtrArray *plans)
 {
   GString *s = g_string_new (NULL);
-  g_string_append_printf (s, "%4s %5s %3s %3s %3s %2s %4s %-9s %4s %5s %-11s %9s %11s %9s %5s %10s  %s\n",
-                          "rank", "dp", "tp", "pp", "vpp", "sp", "zero", "recompute", "mbs",
-                          "m", "schedule", "step", "tokens/s", "TFLOP/s", "MFU", "mem/GPU",
-                          "dominant");
+  g_string_append_printf (s, "%4s %5s %3s %3s %3s %3s %3s %2s %4s %-9s %4s %5s %-11s %9s %11s %9s %5s %10s  %s\n",
+                          "rank", "dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute",
+                          "mbs", "m", "schedule", "step", "tokens/s", "TFLOP/s", "MFU",
+                          "mem/GPU", "dominant");
   for (guint i = 0; i < plans->len; i++)
     {
       const MpPlan *p = g_ptr_array_index ((GPtrArray *) plans, i);
@@ -53,8 +53,9 @@ mp_plan_table_text (const GPtrArray *plans)
       g_autofree char *step = mp_units_format (p->step_s, MP_UNIT_SECONDS);
       g_autofree char *tok = mp_units_format (p->tokens_per_s, MP_UNIT_COUNT);
       g_autofree char *mem = mp_units_format (p->memory.peak_bytes, MP_UNIT_BYTES);
-      g_string_append_printf (s, "%4u %5u %3u %3u %3u %2s %4u %-9s %4u %5u %-11s %9s %11s %9.1f %4.1f%% %10s  %s\n",
-                              i + 1, c->dp, c->tp, c->pp, c->vpp, c->sequence_parallel ? "y" : "-",
+      g_string_append_printf (s, "%4u %5u %3u %3u %3u %3u %3u %2s %4u %-9s %4u %5u %-11s %9s %11s %9.1f %4.1f%% %10s  %s\n",
+                              i + 1, c->dp, c->tp, c->pp, c->vpp, c->cp, c->ep,
+                              c->sequence_parallel ? "y" : "-",
                               c->zero, mp_recompute_name (c->recompute), c->micro_batch_size,
                               c->num_micro_batches,
                               c->schedule == MP_SCHEDULE_INTERLEAVED ? "interleaved"
@@ -127,6 +128,12 @@ append_holdback (GString *s, const MpPlan *best, const MpPlan *smallest, const M
   else share = t->optimizer_s;
   g_string_append_printf (s, "%s: %s, %.2fx the winner's step, %.1f%% MFU", what, step,
                           best->step_s / winner->step_s, 100 * best->mfu);
+  if (best->step_s < winner->step_s)
+    {
+      /* Only with pins: a family's best can beat the pinned winner. */
+      g_string_append (s, "; faster than the pinned plan");
+      return;
+    }
   if (best != winner && !g_str_equal (dom, "compute"))
     g_string_append_printf (s, "; %s is %.0f%% of its step", dom, 100 * share / best->step_s);
   else if (best != winner)
@@ -179,7 +186,10 @@ mp_plan_explain_text (const MpSearchResult *result, const MpCostContext *ctx, gb
       if (!full && best == NULL && result->stats.family_smallest[f] == NULL)
         continue;
       g_string_append_printf (s, "  %-48s ", mp_plan_family_name ((MpPlanFamily) f));
-      append_holdback (s, best, result->stats.family_smallest[f], w);
+      if (best != NULL && mp_plan_compare (best, w) == 0)
+        g_string_append (s, "the recommended plan");
+      else
+        append_holdback (s, best, result->stats.family_smallest[f], w);
       g_string_append (s, "\n");
     }
   const MpPlan *fb = result->stats.free_best;
@@ -189,9 +199,6 @@ mp_plan_explain_text (const MpSearchResult *result, const MpCostContext *ctx, gb
       g_string_append_printf (s, "Without the pins: %s would be %.1f%% faster.\n", fw,
                               100 * (1 - fb->step_s / w->step_s));
     }
-  g_string_append_printf (s, "Searched %" G_GUINT64_FORMAT " plans (%" G_GUINT64_FORMAT
-                             " fit in memory) in %.2f s.\n", result->stats.evaluated,
-                          result->stats.feasible, result->stats.seconds);
   return g_string_free (s, FALSE);
 }
 
@@ -217,7 +224,8 @@ mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx)
    * and recompute. Say which of those the smallest plan has not used yet. */
   double state = small->memory.weights_bytes + small->memory.gradients_bytes
                  + small->memory.optimizer_bytes;
-  if (small->cfg.zero < 3)
+  /* ZeRO shards over data-parallel replicas: no help on a single device. */
+  if (small->cfg.zero < 3 && cluster->world_size > 1)
     g_string_append (s, " shard with ZeRO-3 / FSDP;");
   if (small->cfg.recompute != MP_RECOMPUTE_FULL)
     g_string_append (s, " recompute (full);");

@@ -25,6 +25,7 @@ typedef struct {
   guint top_k;
   gboolean counting;           /* first pass: only count configs */
   guint64 index, total;
+  guint64 pinned;              /* configs honouring the pins, over every shard */
   MpSearchResult *res;
   double *layer_cost;          /* per model layer, for the current outer choice */
   guint *split;                /* chunk_layers for the current pp * vpp */
@@ -78,6 +79,9 @@ visit (Search *s, const MpParallelConfig *cfg)
   guint64 i = s->index++;
   if (s->counting)
     return;
+  /* Counted before sharding, so that every shard knows whether any config honours them. */
+  if (s->opts->pins != NULL && mp_plan_pins_match (s->opts->pins, cfg))
+    s->pinned++;
   if (s->opts->n_shards > 1 && i % s->opts->n_shards != s->opts->shard)
     return;
   if (s->opts->progress && (i & 4095) == 0)
@@ -88,12 +92,15 @@ visit (Search *s, const MpParallelConfig *cfg)
   pl_plan_init (plan, cfg, s->split, s->global_batch);
   pl_plan_memory (s->ctx, plan);
   st->evaluated++;
+  /* Timed before it is kept, so that a kept plan has its figures whichever way it is
+   * kept (merge.c times every fitting plan it unpacks). */
+  if (plan->fits)
+    pl_plan_time (s->ctx, plan);
   pl_keep_smallest (&st->smallest, plan);
   pl_keep_smallest (&st->family_smallest[plan->family], plan);
   if (!plan->fits)
     return;
   st->feasible++;
-  pl_plan_time (s->ctx, plan);
   pl_keep_best (&st->family_best[plan->family], plan);
   if (s->opts->pins == NULL)
     {
@@ -383,6 +390,14 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
                    "no way to split %s over %u devices with a global batch of %u: no data "
                    "parallel size divides the batch, or no tensor size divides the heads",
                    model->name, s.cluster->world_size, s.global_batch);
+      return NULL;
+    }
+  if (opts->pins != NULL && s.pinned == 0)
+    {
+      mp_search_result_free (s.res);
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                   "no split of %s over %u devices with a global batch of %u honours the "
+                   "pins (--fix)", model->name, s.cluster->world_size, s.global_batch);
       return NULL;
     }
   return s.res;

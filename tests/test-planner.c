@@ -1,0 +1,871 @@
+/* test-planner.c - cmocka tests of the plan search (planner/search.c, evaluate.c, pins.c,
+ * merge.c) as properties checked against independent code: every returned plan satisfies
+ * every constraint; the search evaluates exactly the configs of its documented space and
+ * keeps exactly those that fit (a brute force enumerates and evaluates them all with
+ * mp_plan_evaluate); its best plan and the best of each family are the brute force's;
+ * it is deterministic, also split into shards and merged; --fix pins are honoured and bad
+ * ones refused; an impossible request says what would make it fit.
+ *
+ * Not here: the numbers themselves (tests/test-costmodel.c), plan files
+ * (tests/test-plan-io.c), the command line and golden outputs (tests/planner.sh).
+ * Zoo files are found through MPPLAN_DATADIR (the Makefile sets it to examples/). Small
+ * models and clusters keep the program to a few seconds. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "tests/test-util.h"
+#include "planner/planner.h"
+#include "common/error.h"
+
+#include <string.h>
+
+#define DATA(name) MPPLAN_SRCDIR "/tests/data/" name
+
+/* What search.c documents of its space (its MAX_MICRO_BATCH and MAX_VPP). */
+#define SEARCH_MAX_MICRO_BATCH 64
+#define SEARCH_MAX_VPP 8
+/* Larger than any test's feasible count: the search then returns every feasible plan. */
+#define ALL_PLANS 1000000
+
+/* ---- a model on a cluster ------------------------------------------------------------- */
+
+typedef struct {
+  MpModel *model;
+  MpCluster *cluster;
+  MpCostContext *ctx;
+} Pair;
+
+static void
+pair_free (Pair *p)
+{
+  if (p == NULL)
+    return;
+  mp_cost_context_free (p->ctx);
+  mp_cluster_free (p->cluster);
+  mp_model_free (p->model);
+  g_free (p);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Pair, pair_free)
+
+static Pair *
+pair_load (const char *model, const char *cluster)
+{
+  g_autoptr(GError) error = NULL;
+  Pair *p = g_new0 (Pair, 1);
+  p->model = mp_model_load (model, &error);
+  if (p->model == NULL)
+    fail_msg ("%s: %s", model, error->message);
+  p->cluster = mp_cluster_load (cluster, &error);
+  if (p->cluster == NULL)
+    fail_msg ("%s: %s", cluster, error->message);
+  p->ctx = mp_cost_context_new (p->model, p->cluster, NULL);
+  return p;
+}
+
+static guint
+n_blocks (const MpModel *m)
+{
+  return m->arch == MP_ARCH_TRANSFORMER ? (guint) m->n_blocks : m->n_layers;
+}
+
+static guint
+batch_of (const Pair *p, guint batch)
+{
+  return batch ? batch : (guint) p->model->global_batch;
+}
+
+static MpSearchResult *
+search_ok (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins)
+{
+  g_autoptr(GError) error = NULL;
+  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins };
+  MpSearchResult *res = mp_planner_search (p->ctx, &opts, &error);
+  if (res == NULL)
+    fail_msg ("search %s on %s: %s", p->model->name, p->cluster->name, error->message);
+  return res;
+}
+
+static MpPlanPins *
+pins_ok (const char *text)
+{
+  g_autoptr(GError) error = NULL;
+  MpPlanPins *pins = mp_plan_pins_parse (text, &error);
+  if (pins == NULL)
+    fail_msg ("--fix %s: %s", text, error->message);
+  return pins;
+}
+
+/* Every field the search chooses, as text: the identity of a config. */
+static char *
+config_key (const MpParallelConfig *c)
+{
+  return g_strdup_printf ("dp%u tp%u pp%u cp%u ep%u vpp%u sp%d zero%u rc%d mbs%u m%u s%d "
+                          "order%d%d%d%d", c->dp, c->tp, c->pp, c->cp, c->ep, c->vpp,
+                          c->sequence_parallel, c->zero, c->recompute, c->micro_batch_size,
+                          c->num_micro_batches, c->schedule, c->order[0], c->order[1],
+                          c->order[2], c->order[3]);
+}
+
+/* A plan's JSON text (deterministic key order, %.17g numbers). */
+static char *
+plan_json (const MpPlan *plan)
+{
+  g_autoptr(JsonNode) node = mp_plan_to_json (plan);
+  return json_to_string (node, FALSE);
+}
+
+static void
+assert_same_plan (const MpPlan *a, const MpPlan *b, const char *what)
+{
+  if ((a == NULL) != (b == NULL))
+    fail_msg ("%s: one is missing", what);
+  if (a == NULL)
+    return;
+  g_autofree char *ka = config_key (&a->cfg), *kb = config_key (&b->cfg);
+  if (mp_plan_compare (a, b) != 0)
+    fail_msg ("%s: %s (%.9g s) vs %s (%.9g s)", what, ka, a->step_s, kb, b->step_s);
+  g_autofree char *ja = plan_json (a), *jb = plan_json (b);
+  if (strcmp (ja, jb) != 0)
+    fail_msg ("%s: %s: different JSON:\n%s\n%s", what, ka, ja, jb);
+}
+
+/* Two results hold the same plans, statistics (but the time) and remembered plans. */
+static void
+assert_same_result (const MpSearchResult *a, const MpSearchResult *b)
+{
+  assert_int_equal (a->stats.evaluated, b->stats.evaluated);
+  assert_int_equal (a->stats.feasible, b->stats.feasible);
+  assert_int_equal (a->plans->len, b->plans->len);
+  for (guint i = 0; i < a->plans->len; i++)
+    {
+      g_autofree char *what = g_strdup_printf ("plan %u", i + 1);
+      assert_same_plan (g_ptr_array_index (a->plans, i), g_ptr_array_index (b->plans, i), what);
+    }
+  assert_same_plan (a->stats.smallest, b->stats.smallest, "smallest");
+  assert_same_plan (a->stats.free_best, b->stats.free_best, "free_best");
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    {
+      assert_same_plan (a->stats.family_best[f], b->stats.family_best[f],
+                        mp_plan_family_id (f));
+      assert_same_plan (a->stats.family_smallest[f], b->stats.family_smallest[f],
+                        mp_plan_family_id (f));
+    }
+}
+
+/* ---- the brute force ------------------------------------------------------------------- *
+ * Enumerates a space wider than the search's (every schedule with every vpp up to twice
+ * MAX_VPP, every ZeRO stage, sequence parallelism, both rank orders, every cp dividing the
+ * devices), keeps the configs that pass mp_parallel_config_check and the batch, and of
+ * those the ones search.c says it searches (in_search_space), and evaluates each with
+ * mp_plan_evaluate, which computes its own layer split. */
+
+static const MpParallelDim MEGATRON[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP, MP_DIM_PP };
+static const MpParallelDim PP_INNER[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP, MP_DIM_DP };
+
+/* search.c's documented restrictions, beyond the constraints of a valid config. */
+static gboolean
+in_search_space (const Pair *p, const MpParallelConfig *c, gboolean pp_inner)
+{
+  const MpModel *m = p->model;
+  guint seq = (guint) m->seq_len;
+  /* Context parallelism only for long sequences: powers of two, >= 4096 tokens a rank,
+   * the sequence in 2 cp load-balanced pieces. */
+  if (c->cp > 1 && ((c->cp & (c->cp - 1)) != 0 || seq % (2 * c->cp) != 0 || seq / c->cp < 4096))
+    return FALSE;
+  if (c->sequence_parallel && (c->tp == 1 || m->arch != MP_ARCH_TRANSFORMER))
+    return FALSE;
+  if (c->zero > 0 && c->dp * c->cp == 1)   /* nothing to shard over */
+    return FALSE;
+  /* Selective recompute (of the attention core) saves nothing with fused attention. */
+  if (c->recompute == MP_RECOMPUTE_SELECTIVE && c->flash_attention)
+    return FALSE;
+  if (c->micro_batch_size > SEARCH_MAX_MICRO_BATCH)
+    return FALSE;
+  /* No pipeline or one micro-batch: layer placement; else the three pipelined schedules,
+   * interleaved with 2..MAX_VPP chunks dividing the blocks per stage. */
+  if (c->pp == 1 || c->num_micro_batches == 1)
+    {
+      if (c->schedule != MP_SCHEDULE_NONE || c->vpp != 1)
+        return FALSE;
+    }
+  else if (c->schedule == MP_SCHEDULE_NONE)
+    return FALSE;
+  else if (c->schedule == MP_SCHEDULE_INTERLEAVED)
+    {
+      guint per_stage = n_blocks (m) / c->pp;
+      if (c->vpp < 2 || c->vpp > SEARCH_MAX_VPP || per_stage % c->vpp != 0)
+        return FALSE;
+    }
+  /* Megatron's rank order, and pipeline neighbours inside a node when tp leaves room. */
+  if (pp_inner)
+    return c->dp > 1 && c->pp > 1 && c->tp * c->cp < p->cluster->groups[0].devices_per_node;
+  return TRUE;
+}
+
+typedef struct {
+  GPtrArray *plans;            /* MpPlan*: every valid config of the search's space */
+  GHashTable *by_key;          /* config_key -> plan (borrowed from plans) */
+  guint64 fitting;
+  const MpPlan *best;          /* by mp_plan_compare, of those that fit */
+  const MpPlan *family_best[MP_FAMILY_N];
+} Brute;
+
+static void
+brute_free (Brute *b)
+{
+  if (b == NULL)
+    return;
+  g_hash_table_unref (b->by_key);
+  g_ptr_array_unref (b->plans);
+  g_free (b);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Brute, brute_free)
+
+static void
+brute_add (Brute *b, const Pair *p, const MpParallelConfig *c, guint batch)
+{
+  g_autoptr(GError) error = NULL;
+  MpPlan *plan = g_new0 (MpPlan, 1);
+  if (!mp_plan_evaluate (p->ctx, c, batch, plan, &error))
+    fail_msg ("evaluate of a checked config: %s", error->message);
+  g_ptr_array_add (b->plans, plan);
+  char *key = config_key (&plan->cfg);
+  if (!g_hash_table_insert (b->by_key, key, plan))
+    fail_msg ("brute force: %s twice", key);
+  if (!plan->fits)
+    return;
+  b->fitting++;
+  if (b->best == NULL || mp_plan_compare (plan, b->best) < 0)
+    b->best = plan;
+  const MpPlan **fb = &b->family_best[plan->family];
+  if (*fb == NULL || mp_plan_compare (plan, *fb) < 0)
+    *fb = plan;
+}
+
+/* Every choice of the per-replica dimensions for given tp, cp, pp, dp and micro-batch. */
+static void
+brute_force_choices (Brute *b, const Pair *p, MpParallelConfig *c, guint batch)
+{
+  guint experts = (guint) MAX (p->model->experts, 1u);
+  for (guint ep = 1; ep <= experts; ep++)
+    for (int sp = 0; sp <= 1; sp++)
+      for (int r = MP_RECOMPUTE_NONE; r <= MP_RECOMPUTE_FULL; r++)
+        for (guint zero = 0; zero <= 3; zero++)
+          for (int sch = 0; sch <= MP_SCHEDULE_NONE; sch++)
+            for (guint vpp = 1; vpp <= 2 * SEARCH_MAX_VPP; vpp++)
+              for (int o = 0; o <= 1; o++)
+                {
+                  c->ep = ep, c->sequence_parallel = sp, c->recompute = (MpRecompute) r;
+                  c->zero = zero, c->schedule = (MpSchedule) sch, c->vpp = vpp;
+                  memcpy (c->order, o ? PP_INNER : MEGATRON, sizeof c->order);
+                  if (mp_parallel_config_check (c, p->model, p->cluster, NULL)
+                      && in_search_space (p, c, o))
+                    brute_add (b, p, c, batch);
+                }
+}
+
+static Brute *
+brute_force (const Pair *p, guint batch)
+{
+  Brute *b = g_new0 (Brute, 1);
+  b->plans = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_plan_free);
+  b->by_key = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  guint world = p->cluster->world_size;
+  /* Every split of the devices into tp x cp x pp x dp, every micro-batch that divides a
+   * replica's share of the batch. */
+  for (guint tp = 1; tp <= world; tp++)
+    for (guint cp = 1; cp <= world / tp; cp++)
+      for (guint pp = 1; pp <= world / (tp * cp); pp++)
+        {
+          if (world % (tp * cp * pp) != 0)
+            continue;
+          guint dp = world / (tp * cp * pp);
+          if (batch % dp != 0)
+            continue;
+          guint local = batch / dp;
+          for (guint mbs = 1; mbs <= local; mbs++)
+            {
+              if (local % mbs != 0)
+                continue;
+              MpParallelConfig c;
+              mp_parallel_config_init (&c);
+              c.dp = dp, c.tp = tp, c.pp = pp, c.cp = cp;
+              c.micro_batch_size = mbs, c.num_micro_batches = local / mbs;
+              brute_force_choices (b, p, &c, batch);
+            }
+        }
+  return b;
+}
+
+/* The small spaces the brute force covers: memory that binds, 8 GPUs in a node (ZeRO,
+ * both rank orders, interleaving), GQA with context parallelism, experts, an MLP. */
+static const struct {
+  const char *model, *cluster;
+  guint batch;                 /* 0: the model's */
+} SPACES[] = {
+  { "gpt3-125m", "workstation-pcie4", 0 },
+  { "gpt3-1.3b", "dgx-a100-40g:1", 32 },
+  { "tiny-gpt", "dgx-a100-80g:2", 8 },
+  { "llama3-8b", "dgx-h100:1", 32 },
+  { DATA ("model-moe.yaml"), "dgx-a100-80g:1", 8 },
+  { "mlp-1024", "workstation-pcie4", 0 },
+};
+
+/* The brute force of SPACES[i], computed once for the tests that share it. */
+static Pair *space_pair[G_N_ELEMENTS (SPACES)];
+static Brute *space_brute[G_N_ELEMENTS (SPACES)];
+
+static void
+space_get (guint i, Pair **pair, Brute **brute)
+{
+  if (space_pair[i] == NULL)
+    {
+      space_pair[i] = pair_load (SPACES[i].model, SPACES[i].cluster);
+      space_brute[i] = brute_force (space_pair[i], batch_of (space_pair[i], SPACES[i].batch));
+    }
+  *pair = space_pair[i];
+  *brute = space_brute[i];
+}
+
+static int
+group_teardown (void **state)
+{
+  (void) state;
+  for (guint i = 0; i < G_N_ELEMENTS (SPACES); i++)
+    {
+      brute_free (g_steal_pointer (&space_brute[i]));
+      pair_free (g_steal_pointer (&space_pair[i]));
+    }
+  return 0;
+}
+
+/* ---- 1. constraints ------------------------------------------------------------------- */
+
+/* Asserts every constraint of a plan of P for GLOBAL_BATCH, re-deriving each from the
+ * model and cluster rather than trusting the planner. */
+static void
+assert_plan_valid (const Pair *p, const MpPlan *plan, guint global_batch)
+{
+  const MpModel *m = p->model;
+  const MpParallelConfig *c = &plan->cfg;
+  g_autofree char *key = config_key (c);
+  guint world = p->cluster->world_size;
+  if (c->dp * c->tp * c->pp * c->cp != world || plan->world_size != world)
+    fail_msg ("%s: uses %u of %u devices", key, c->dp * c->tp * c->pp * c->cp, world);
+  if (m->arch == MP_ARCH_TRANSFORMER)
+    {
+      if (m->heads % c->tp || m->kv_heads % c->tp || m->ffn_hidden % c->tp)
+        fail_msg ("%s: tp does not divide heads %u, kv heads %u, ffn %u", key,
+                  (guint) m->heads, (guint) m->kv_heads, (guint) m->ffn_hidden);
+      if (m->seq_len % c->cp)
+        fail_msg ("%s: cp does not divide the sequence", key);
+    }
+  else
+    {
+      for (guint i = 0; i < m->n_mlp_layers; i++)
+        if (m->mlp_layers[i].out % c->tp)
+          fail_msg ("%s: tp does not divide layer %u's outputs", key, i);
+      if (c->cp != 1 || c->sequence_parallel)
+        fail_msg ("%s: cp or sp on an MLP", key);
+    }
+  if (c->sequence_parallel && c->tp == 1)
+    fail_msg ("%s: sequence parallel without tp", key);
+  if (c->pp > n_blocks (m))
+    fail_msg ("%s: more stages than blocks", key);
+  if (c->schedule == MP_SCHEDULE_INTERLEAVED)
+    {
+      if (c->vpp < 2 || (n_blocks (m) / c->pp) % c->vpp || c->num_micro_batches % c->pp)
+        fail_msg ("%s: interleaved needs vpp | blocks per stage and pp | micro-batches", key);
+    }
+  else if (c->vpp != 1)
+    fail_msg ("%s: vpp without the interleaved schedule", key);
+  if ((c->pp == 1 || c->num_micro_batches == 1) != (c->schedule == MP_SCHEDULE_NONE))
+    fail_msg ("%s: schedule none exactly without a pipeline or with one micro-batch", key);
+  if ((guint64) c->dp * c->micro_batch_size * c->num_micro_batches != global_batch
+      || plan->global_batch != global_batch)
+    fail_msg ("%s: dp x mbs x m is not the global batch %u", key, global_batch);
+  if (m->experts == 0 ? c->ep != 1 : (m->experts % c->ep || (c->dp * c->cp) % c->ep))
+    fail_msg ("%s: ep does not divide the experts and dp x cp", key);
+
+  /* The layer split: pp x vpp chunks of contiguous layers, each with a block, the
+   * embedding in the first and the head in the last. */
+  guint chunks = c->pp * c->vpp, at = 0;
+  assert_ptr_equal (c->chunk_layers, plan->chunk_layers);
+  for (guint k = 0; k < chunks; k++)
+    {
+      guint blocks = 0;
+      for (guint l = at; l < at + plan->chunk_layers[k] && l < m->n_layers; l++)
+        blocks += m->layers[l].kind == MP_LAYER_BLOCK || m->layers[l].kind == MP_LAYER_DENSE;
+      if (blocks == 0)
+        fail_msg ("%s: chunk %u has no block", key, k);
+      at += plan->chunk_layers[k];
+    }
+  if (at != m->n_layers)
+    fail_msg ("%s: the chunks hold %u layers of %u", key, at, m->n_layers);
+  if (m->arch == MP_ARCH_TRANSFORMER)
+    {
+      assert_int_equal (m->layers[0].kind, MP_LAYER_EMBEDDING);
+      assert_int_equal (m->layers[m->n_layers - 1].kind, MP_LAYER_HEAD);
+    }
+
+  g_autoptr(GError) error = NULL;
+  if (!mp_parallel_config_check (c, m, p->cluster, &error))
+    fail_msg ("%s: %s", key, error->message);
+
+  /* Fits: evaluated again, and every stage's memory under its capacity. */
+  MpPlan again;
+  if (!mp_plan_evaluate (p->ctx, c, global_batch, &again, &error))
+    fail_msg ("%s: %s", key, error->message);
+  g_free (again.chunk_layers);
+  if (!plan->fits || !again.fits)
+    fail_msg ("%s: does not fit", key);
+  if (again.step_s != plan->step_s || again.memory.peak_bytes != plan->memory.peak_bytes)
+    fail_msg ("%s: evaluated again: %.9g s, %.9g B; the search said %.9g s, %.9g B", key,
+              again.step_s, again.memory.peak_bytes, plan->step_s, plan->memory.peak_bytes);
+  g_autofree MpStageMemory *mem = g_new0 (MpStageMemory, c->pp);
+  guint binding = mp_cost_memory (p->ctx, c, mem);
+  for (guint i = 0; i < c->pp; i++)
+    if (mem[i].total_bytes > mem[i].capacity_bytes)
+      fail_msg ("%s: stage %u needs %.6g B of %.6g B", key, i, mem[i].total_bytes,
+                mem[i].capacity_bytes);
+  assert_true (plan->memory.peak_bytes == mem[binding].total_bytes);
+  assert_true (plan->step_s > 0 && plan->tokens_per_s > 0);
+}
+
+static void
+test_planner_plans_satisfy_constraints (void **state)
+{
+  (void) state;
+  static const struct { const char *model, *cluster; guint batch; } pairs[] = {
+    { "gpt3-1.3b", "dgx-a100-80g:2", 0 },
+    { "mixtral-8x7b", "dgx-h100:2", 0 },     /* experts, long sequences: ep and cp */
+    { "llama3-8b", "dgx-h100:1", 0 },
+    { "tiny-gpt", "dgx-a100-80g:1", 0 },
+    { "mlp-1024", "workstation-pcie4", 0 },
+    { DATA ("model-moe.yaml"), "dgx-a100-80g:1", 16 },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (pairs); i++)
+    {
+      g_autoptr(Pair) p = pair_load (pairs[i].model, pairs[i].cluster);
+      g_autoptr(MpSearchResult) res = search_ok (p, pairs[i].batch, 200, NULL);
+      assert_true (res->plans->len > 0);
+      assert_true (res->plans->len == MIN (200, res->stats.feasible));
+      for (guint k = 0; k < res->plans->len; k++)
+        assert_plan_valid (p, g_ptr_array_index (res->plans, k), batch_of (p, pairs[i].batch));
+    }
+}
+
+static void
+test_planner_plans_ranked (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-1.3b", "dgx-a100-80g:2");
+  g_autoptr(MpSearchResult) res = search_ok (p, 64, 100, NULL);
+  assert_int_equal (res->plans->len, 100);
+  for (guint k = 1; k < res->plans->len; k++)
+    {
+      const MpPlan *a = g_ptr_array_index (res->plans, k - 1);
+      const MpPlan *b = g_ptr_array_index (res->plans, k);
+      if (mp_plan_compare (a, b) >= 0 || a->step_s > b->step_s)
+        fail_msg ("plan %u (%.9g s) is not ahead of plan %u (%.9g s)", k, a->step_s, k + 1,
+                  b->step_s);
+    }
+  /* The top 5 are the first 5 of the top 100. */
+  g_autoptr(MpSearchResult) top5 = search_ok (p, 64, 5, NULL);
+  assert_int_equal (top5->plans->len, 5);
+  for (guint k = 0; k < 5; k++)
+    assert_same_plan (g_ptr_array_index (top5->plans, k), g_ptr_array_index (res->plans, k),
+                      "top 5");
+}
+
+/* ---- 2. what is dropped violates a constraint ------------------------------------------ */
+
+static void
+test_planner_drops_only_violations (void **state)
+{
+  (void) state;
+  for (guint i = 0; i < G_N_ELEMENTS (SPACES); i++)
+    {
+      Pair *p;
+      Brute *b;
+      space_get (i, &p, &b);
+      g_autoptr(MpSearchResult) res = search_ok (p, SPACES[i].batch, ALL_PLANS, NULL);
+      const char *name = SPACES[i].model;
+      if (res->stats.evaluated != b->plans->len || res->stats.feasible != b->fitting)
+        fail_msg ("%s on %s: the search evaluated %" G_GUINT64_FORMAT " configs, %"
+                  G_GUINT64_FORMAT " fitting; the brute force has %u, %" G_GUINT64_FORMAT,
+                  name, SPACES[i].cluster, res->stats.evaluated, res->stats.feasible,
+                  b->plans->len, b->fitting);
+      /* Every plan that fits is returned, with the split and figures the brute force
+       * computed on its own. */
+      assert_int_equal (res->plans->len, b->fitting);
+      for (guint k = 0; k < res->plans->len; k++)
+        {
+          const MpPlan *plan = g_ptr_array_index (res->plans, k);
+          g_autofree char *key = config_key (&plan->cfg);
+          const MpPlan *ref = g_hash_table_lookup (b->by_key, key);
+          if (ref == NULL || !ref->fits)
+            fail_msg ("%s: the search kept %s, outside the brute force's fitting set", name, key);
+          assert_memory_equal (plan->chunk_layers, ref->chunk_layers,
+                               plan->cfg.pp * plan->cfg.vpp * sizeof (guint));
+          assert_same_plan (plan, ref, key);
+        }
+      /* Non-vacuous: memory drops some configs in the first space. */
+      if (i == 0)
+        assert_true (b->fitting > 0 && b->fitting < b->plans->len);
+    }
+}
+
+/* ---- 3. the optimum ------------------------------------------------------------------- */
+
+static void
+test_planner_finds_brute_force_optimum (void **state)
+{
+  (void) state;
+  for (guint i = 0; i < G_N_ELEMENTS (SPACES); i++)
+    {
+      Pair *p;
+      Brute *b;
+      space_get (i, &p, &b);
+      double min_step = G_MAXDOUBLE;
+      for (guint k = 0; k < b->plans->len; k++)
+        {
+          const MpPlan *plan = g_ptr_array_index (b->plans, k);
+          if (plan->fits)
+            min_step = MIN (min_step, plan->step_s);
+        }
+      assert_non_null (b->best);
+      g_autoptr(MpSearchResult) res = search_ok (p, SPACES[i].batch, 1, NULL);
+      assert_int_equal (res->plans->len, 1);
+      const MpPlan *best = g_ptr_array_index (res->plans, 0);
+      if (best->step_s != min_step)
+        fail_msg ("%s on %s: best %.12g s, brute force %.12g s", SPACES[i].model,
+                  SPACES[i].cluster, best->step_s, min_step);
+      assert_same_plan (best, b->best, "best");
+    }
+}
+
+/* ---- 7. family bests ------------------------------------------------------------------ */
+
+static void
+test_planner_family_bests (void **state)
+{
+  (void) state;
+  guint seen = 0;
+  for (guint i = 0; i < G_N_ELEMENTS (SPACES); i++)
+    {
+      Pair *p;
+      Brute *b;
+      space_get (i, &p, &b);
+      g_autoptr(MpSearchResult) res = search_ok (p, SPACES[i].batch, 1, NULL);
+      for (guint f = 0; f < MP_FAMILY_N; f++)
+        {
+          const MpPlan *fb = res->stats.family_best[f];
+          const MpPlan *ref = b->family_best[f];
+          if ((fb == NULL) != (ref == NULL))
+            fail_msg ("%s on %s: family %s: search %s, brute force %s", SPACES[i].model,
+                      SPACES[i].cluster, mp_plan_family_id (f), fb ? "has one" : "none",
+                      ref ? "has one" : "none");
+          if (fb == NULL)
+            continue;
+          seen |= 1u << f;
+          assert_true (fb->fits);
+          assert_int_equal (fb->family, f);
+          assert_int_equal (mp_plan_family_of (&fb->cfg), f);
+          /* No plan of the family is faster. */
+          for (guint k = 0; k < b->plans->len; k++)
+            {
+              const MpPlan *q = g_ptr_array_index (b->plans, k);
+              if (q->fits && mp_plan_family_of (&q->cfg) == f && q->step_s < fb->step_s)
+                {
+                  g_autofree char *key = config_key (&q->cfg);
+                  fail_msg ("family %s: %s is faster (%.9g s < %.9g s)", mp_plan_family_id (f),
+                            key, q->step_s, fb->step_s);
+                }
+            }
+          assert_same_plan (fb, ref, mp_plan_family_id (f));
+        }
+    }
+  /* Every family occurs in some space. */
+  assert_int_equal (seen, (1u << MP_FAMILY_N) - 1);
+}
+
+/* ---- 4. determinism ------------------------------------------------------------------- */
+
+static void
+test_planner_deterministic (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-1.3b", "dgx-a100-80g:2");
+  g_autoptr(MpSearchResult) a = search_ok (p, 0, 50, NULL);
+  g_autoptr(MpSearchResult) b = search_ok (p, 0, 50, NULL);
+  assert_same_result (a, b);
+  /* A second context over the same files gives the same too. */
+  g_autoptr(Pair) q = pair_load ("gpt3-1.3b", "dgx-a100-80g:2");
+  g_autoptr(MpSearchResult) c = search_ok (q, 0, 50, NULL);
+  assert_same_result (a, c);
+}
+
+/* Searches P in N shards, packs each and merges them. */
+static MpSearchResult *
+search_sharded (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins, guint n)
+{
+  g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins };
+  for (guint s = 0; s < n; s++)
+    {
+      opts.shard = s;
+      opts.n_shards = n;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MpSearchResult) part = mp_planner_search (p->ctx, &opts, &error);
+      if (part == NULL)
+        fail_msg ("shard %u: %s", s, error->message);
+      assert_true (part->stats.evaluated > 0);
+      g_ptr_array_add (parts, mp_search_result_pack (part));
+    }
+  opts.shard = opts.n_shards = 0;
+  g_autoptr(GError) error = NULL;
+  MpSearchResult *merged = mp_search_result_merge (p->ctx, &opts, parts, 0, &error);
+  if (merged == NULL)
+    fail_msg ("merge: %s", error->message);
+  return merged;
+}
+
+static void
+test_planner_shards_merge_to_whole (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-1.3b", "dgx-a100-80g:2");
+  g_autoptr(MpSearchResult) whole = search_ok (p, 0, 20, NULL);
+  g_autoptr(MpSearchResult) merged = search_sharded (p, 0, 20, NULL, 3);
+  assert_same_result (whole, merged);
+
+  /* With pins (free_best travels too), and on an MoE model. */
+  g_autoptr(MpPlanPins) pins = pins_ok ("pp=2");
+  g_autoptr(MpSearchResult) whole_pinned = search_ok (p, 0, 20, pins);
+  g_autoptr(MpSearchResult) merged_pinned = search_sharded (p, 0, 20, pins, 3);
+  assert_non_null (whole_pinned->stats.free_best);
+  assert_same_result (whole_pinned, merged_pinned);
+
+  g_autoptr(Pair) moe = pair_load (DATA ("model-moe.yaml"), "dgx-a100-80g:1");
+  g_autoptr(MpSearchResult) whole_moe = search_ok (moe, 8, 20, NULL);
+  g_autoptr(MpSearchResult) merged_moe = search_sharded (moe, 8, 20, NULL, 3);
+  assert_same_result (whole_moe, merged_moe);
+}
+
+static void
+test_planner_merge_refuses_malformed (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("tiny-gpt", "dgx-a100-80g:1");
+  g_autoptr(MpSearchResult) res = search_ok (p, 0, 5, NULL);
+  g_autoptr(GBytes) packed = mp_search_result_pack (res);
+  gsize len;
+  const guint8 *data = g_bytes_get_data (packed, &len);
+  MpSearchOptions opts = { .top_k = 5 };
+  /* Truncated mid-record, and a wrong magic number. */
+  g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  g_ptr_array_add (parts, g_bytes_new (data, len - sizeof (guint32)));
+  g_autoptr(GError) error = NULL;
+  assert_null (mp_search_result_merge (p->ctx, &opts, parts, 0, &error));
+  assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_RUNTIME));
+  g_clear_error (&error);
+  g_autofree guint8 *bad = g_memdup2 (data, len);
+  bad[0] ^= 0xff;
+  g_ptr_array_set_size (parts, 0);
+  g_ptr_array_add (parts, g_bytes_new (bad, len));
+  assert_null (mp_search_result_merge (p->ctx, &opts, parts, 0, &error));
+  assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_RUNTIME));
+}
+
+/* ---- 5. --fix ------------------------------------------------------------------------- */
+
+typedef struct {
+  const char *text;
+  int dp, tp, pp, zero, mbs, sp;       /* -1: not pinned */
+  int recompute, schedule;
+} PinCase;
+
+static gboolean
+pin_case_matches (const PinCase *pc, const MpParallelConfig *c)
+{
+  return (pc->dp < 0 || c->dp == (guint) pc->dp) && (pc->tp < 0 || c->tp == (guint) pc->tp)
+         && (pc->pp < 0 || c->pp == (guint) pc->pp)
+         && (pc->zero < 0 || c->zero == (guint) pc->zero)
+         && (pc->mbs < 0 || c->micro_batch_size == (guint) pc->mbs)
+         && (pc->sp < 0 || c->sequence_parallel == pc->sp)
+         && (pc->recompute < 0 || c->recompute == (MpRecompute) pc->recompute)
+         && (pc->schedule < 0 || c->schedule == (MpSchedule) pc->schedule);
+}
+
+static void
+test_planner_pins_honoured (void **state)
+{
+  (void) state;
+  static const PinCase cases[] = {
+    { "tp=2", -1, 2, -1, -1, -1, -1, -1, -1 },
+    { "pp=2,schedule=1f1b", -1, -1, 2, -1, -1, -1, -1, MP_SCHEDULE_1F1B },
+    { "zero=3,recompute=full", -1, -1, -1, 3, -1, -1, MP_RECOMPUTE_FULL, -1 },
+    { "micro_batch_size=1,sequence_parallel=true", -1, -1, -1, -1, 1, 1, -1, -1 },
+    { "dp=4", 4, -1, -1, -1, -1, -1, -1, -1 },
+    { "tp=4, pp=4,schedule=interleaved-1f1b,", -1, 4, 4, -1, -1, -1, -1,
+      MP_SCHEDULE_INTERLEAVED },
+  };
+  g_autoptr(Pair) p = pair_load ("gpt3-1.3b", "dgx-a100-80g:2");
+  g_autoptr(MpSearchResult) all = search_ok (p, 64, ALL_PLANS, NULL);
+  assert_int_equal (all->plans->len, all->stats.feasible);
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      const PinCase *pc = &cases[i];
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MpPlanPins) pins = mp_plan_pins_parse (pc->text, &error);
+      if (pins == NULL)
+        fail_msg ("--fix '%s': %s", pc->text, error->message);
+      g_autoptr(MpSearchResult) res = search_ok (p, 64, ALL_PLANS, pins);
+      /* Every plan honours every pin, and they are exactly the pinned ones of the
+       * unconstrained search, in its order. */
+      guint want = 0;
+      for (guint k = 0; k < all->plans->len; k++)
+        {
+          const MpPlan *plan = g_ptr_array_index (all->plans, k);
+          if (!pin_case_matches (pc, &plan->cfg))
+            continue;
+          if (want >= res->plans->len)
+            fail_msg ("--fix %s: plan %u of the free search is missing", pc->text, k + 1);
+          assert_same_plan (g_ptr_array_index (res->plans, want), plan, pc->text);
+          want++;
+        }
+      if (want == 0 || want != res->plans->len)
+        fail_msg ("--fix %s: %u plans, %u expected", pc->text, res->plans->len, want);
+      for (guint k = 0; k < res->plans->len; k++)
+        assert_true (pin_case_matches (pc, &((MpPlan *) g_ptr_array_index (res->plans, k))->cfg));
+      /* Pinning narrows what is kept, not what is searched. */
+      assert_int_equal (res->stats.evaluated, all->stats.evaluated);
+      assert_int_equal (res->stats.feasible, all->stats.feasible);
+      /* free_best is the unpinned best. */
+      assert_same_plan (res->stats.free_best, g_ptr_array_index (all->plans, 0), "free_best");
+    }
+  /* Without pins there is no free_best. */
+  assert_null (all->stats.free_best);
+}
+
+static void
+test_planner_bad_pins_refused (void **state)
+{
+  (void) state;
+  static const char *const bad[] = {
+    "foo=1", "tensor=2", "tp", "tp=", "=2", "tp=0", "tp=x", "tp=2x", "tp=-1",
+    "tp=99999999999", "zero=4", "recompute=sometimes", "schedule=round-robin",
+    "sequence_parallel=maybe", "sequence_parallel=2", "pp=2,bogus=1",
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MpPlanPins) pins = mp_plan_pins_parse (bad[i], &error);
+      if (pins != NULL)
+        fail_msg ("--fix '%s' was accepted", bad[i]);
+      if (!g_error_matches (error, MP_ERROR, MP_ERROR_USAGE))
+        fail_msg ("--fix '%s': not a usage error", bad[i]);
+      assert_non_null (strstr (error->message, "--fix"));
+    }
+  /* An unknown key lists the keys. */
+  g_autoptr(GError) error = NULL;
+  assert_null (mp_plan_pins_parse ("tensor=2", &error));
+  assert_non_null (strstr (error->message, "micro_batch_size"));
+  /* The empty list pins nothing. */
+  g_autoptr(MpPlanPins) none = pins_ok ("");
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  assert_true (mp_plan_pins_match (none, &cfg));
+}
+
+/* Pins that no valid config honours are an impossible request (planner.h), unlike pins
+ * whose configs exist but do not fit (an empty result). */
+static void
+test_planner_unmatched_pins_refused (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-1.3b", "dgx-a100-80g:1");
+  static const char *const never[] = { "tp=3", "cp=2", "ep=2", "dp=16", "vpp=2,pp=1" };
+  for (gsize i = 0; i < G_N_ELEMENTS (never); i++)
+    {
+      g_autoptr(MpPlanPins) pins = pins_ok (never[i]);
+      MpSearchOptions opts = { .top_k = 5, .pins = pins };
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MpSearchResult) res = mp_planner_search (p->ctx, &opts, &error);
+      if (res != NULL)
+        fail_msg ("--fix %s: a result with %u plans", never[i], res->plans->len);
+      assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
+    }
+  /* Also when split in shards: each shard refuses alike. */
+  g_autoptr(MpPlanPins) pins = pins_ok ("tp=3");
+  MpSearchOptions opts = { .top_k = 5, .pins = pins, .shard = 1, .n_shards = 3 };
+  g_autoptr(GError) error = NULL;
+  assert_null (mp_planner_search (p->ctx, &opts, &error));
+}
+
+/* ---- 6. impossible requests ----------------------------------------------------------- */
+
+static void
+test_planner_impossible_request (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("llama3-405b", "h200");
+  g_autoptr(MpSearchResult) res = search_ok (p, 0, 5, NULL);
+  assert_int_equal (res->plans->len, 0);
+  assert_int_equal (res->stats.feasible, 0);
+  assert_true (res->stats.evaluated > 0);
+  const MpPlan *small = res->stats.smallest;
+  assert_non_null (small);
+  assert_false (small->fits);
+  assert_true (small->memory.peak_bytes > small->memory.capacity_bytes);
+  assert_true (small->memory.capacity_bytes > 140.0 * (1u << 30));
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    assert_null (res->stats.family_best[f]);
+  /* The smallest footprint is the smallest of any config. */
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    if (res->stats.family_smallest[f])
+      assert_true (res->stats.family_smallest[f]->memory.peak_bytes >= small->memory.peak_bytes);
+  g_autofree char *text = mp_plan_infeasible_text (res, p->ctx);
+  if (strstr (text, "fit") == NULL)
+    fail_msg ("says nothing about fitting: %s", text);
+  if (strstr (text, "devices") == NULL)
+    fail_msg ("does not suggest more devices: %s", text);
+}
+
+static void
+test_planner_indivisible_batch_refused (void **state)
+{
+  (void) state;
+  /* 4 heads and 4 blocks on 64 GPUs: dp is at least 4, so a batch of 2 has no split. */
+  g_autoptr(Pair) p = pair_load ("tiny-gpt", "dgx-a100-80g:8");
+  MpSearchOptions opts = { .global_batch = 2, .top_k = 5 };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MpSearchResult) res = mp_planner_search (p->ctx, &opts, &error);
+  assert_null (res);
+  assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (test_planner_plans_satisfy_constraints),
+    cmocka_unit_test (test_planner_plans_ranked),
+    cmocka_unit_test (test_planner_drops_only_violations),
+    cmocka_unit_test (test_planner_finds_brute_force_optimum),
+    cmocka_unit_test (test_planner_family_bests),
+    cmocka_unit_test (test_planner_deterministic),
+    cmocka_unit_test (test_planner_shards_merge_to_whole),
+    cmocka_unit_test (test_planner_merge_refuses_malformed),
+    cmocka_unit_test (test_planner_pins_honoured),
+    cmocka_unit_test (test_planner_bad_pins_refused),
+    cmocka_unit_test (test_planner_unmatched_pins_refused),
+    cmocka_unit_test (test_planner_impossible_request),
+    cmocka_unit_test (test_planner_indivisible_batch_refused),
+  };
+  return cmocka_run_group_tests_name ("planner", tests, NULL, group_teardown);
+}
