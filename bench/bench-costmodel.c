@@ -8,26 +8,14 @@
  *
  * Usage: bench/bench-costmodel [MODEL [CLUSTER [REPEATS]]]   (MPPLAN_DATADIR for the zoo) */
 #include "config.h"
+#include "bench/bench-util.h"
 #include "costmodel/costmodel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static double
-now_s (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
-}
 
 /* Every config of a planner-like space that fits the cluster and passes the checks. */
 static GArray *
@@ -90,9 +78,9 @@ main (int argc, char **argv)
       fprintf (stderr, "bench-costmodel: %s\n", error->message);
       return 2;
     }
-  double t0 = now_s ();
+  double t0 = bench_now_s ();
   g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
-  double setup = now_s () - t0;
+  double setup = bench_now_s () - t0;
   g_autoptr(GArray) cfgs = space (m, c);
   guint n = cfgs->len;
   if (n == 0)
@@ -109,17 +97,17 @@ main (int argc, char **argv)
     for (guint i = 0; i < n; i++)
       {
         const MpParallelConfig *cfg = &g_array_index (cfgs, MpParallelConfig, i);
-        double a = now_s ();
+        double a = bench_now_s ();
         gboolean ok = mp_parallel_config_check (cfg, m, c, NULL);
         guint worst = mp_cost_memory (ctx, cfg, mem);
         mp_cost_stage_times (ctx, cfg, st);
-        double b = now_s ();
+        double b = bench_now_s ();
         per[(gsize) r * n + i] = (b - a) * 1e6;
         sink += ok + st[cfg->pp - 1].bwd.total_s + st[0].dp_reduce_s;
         if (r == 0 && mem[worst].total_bytes <= mem[worst].capacity_bytes)
           fits++;
       }
-  qsort (per, (gsize) n * repeats, sizeof *per, cmp_double);
+  qsort (per, (gsize) n * repeats, sizeof *per, bench_cmp_double);
   gsize total = (gsize) n * repeats;
   printf ("model %s, cluster %s (%u devices)\n", m->name, c->name, c->world_size);
   printf ("context: %.1f us once; %u configs x %d repeats, %u fit in memory\n", setup * 1e6, n,

@@ -12,6 +12,7 @@
  * Usage: bench/bench-kernels [MODEL [REPEATS [THREADS]]]   (default tiny-gpt 21 1;
  * MPPLAN_DATADIR for the zoo) */
 #include "config.h"
+#include "bench/bench-util.h"
 #include "kernels/cpu/kernels.h"
 #include "model/model.h"
 
@@ -25,27 +26,8 @@ typedef struct {
   int C, OC; /* in, out features */
 } Gemm;
 
-static double
-now_s (void)
-{
-  struct timespec ts;
-  clock_gettime (CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
-}
 
-static double
-median (double *v, int n)
-{
-  qsort (v, n, sizeof (double), cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* The GEMM shapes of one layer of M, at most MAX of them. */
 static int
@@ -100,12 +82,12 @@ time_gemm (const Gemm *g, int N, int bias, int dir, int reps, double *mpk_s, dou
   double *tm = malloc ((reps + 1) * sizeof (double)), *tb = malloc ((reps + 1) * sizeof (double));
   for (int r = 0; r <= reps; r++) /* run 0 is the warm-up */
     {
-      double t0 = now_s ();
+      double t0 = bench_now_s ();
       if (dir == 0)
         mpk_cpu_matmul_forward (out, inp, w, bias ? b : NULL, N, g->C, g->OC);
       else
         mpk_cpu_matmul_backward (dinp, dw, bias ? db : NULL, out, inp, w, N, g->C, g->OC);
-      double t1 = now_s ();
+      double t1 = bench_now_s ();
       if (dir == 0)
         cblas_sgemm (CblasRowMajor, CblasNoTrans, CblasTrans, N, g->OC, g->C, 1.0f, inp, g->C,
                      w, g->C, 0.0f, out, g->OC);
@@ -116,11 +98,11 @@ time_gemm (const Gemm *g, int N, int bias, int dir, int reps, double *mpk_s, dou
           cblas_sgemm (CblasRowMajor, CblasTrans, CblasNoTrans, g->OC, g->C, N, 1.0f, out,
                        g->OC, inp, g->C, 1.0f, dw, g->C);
         }
-      double t2 = now_s ();
+      double t2 = bench_now_s ();
       tm[r] = t1 - t0, tb[r] = t2 - t1;
     }
-  *mpk_s = median (tm + 1, reps);
-  *blas_s = median (tb + 1, reps);
+  *mpk_s = bench_median (tm + 1, reps);
+  *blas_s = bench_median (tb + 1, reps);
   free (inp), free (w), free (b), free (out), free (dinp), free (dw), free (db);
   free (tm), free (tb);
 }

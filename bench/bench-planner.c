@@ -5,17 +5,11 @@
  *   make bench/bench-planner && MPPLAN_DATADIR=examples bench/bench-planner
  * Not part of `make check`: machines are shared and noisy; compare medians. */
 #include "config.h"
+#include "bench/bench-util.h"
 #include "planner/planner.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-static int
-compare_doubles (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
-}
 
 static gboolean
 bench (const char *model_name, const char *cluster_name, int runs)
@@ -46,7 +40,7 @@ bench (const char *model_name, const char *cluster_name, int runs)
       feasible = res->stats.feasible;
       best = res->plans->len ? ((MpPlan *) g_ptr_array_index (res->plans, 0))->step_s : 0;
     }
-  qsort (seconds, (size_t) runs, sizeof *seconds, compare_doubles);
+  qsort (seconds, (size_t) runs, sizeof *seconds, bench_cmp_double);
   printf ("%-12s %-18s %7u GPUs  evaluated %8" G_GUINT64_FORMAT "  feasible %8" G_GUINT64_FORMAT
           "  median %.3f s (min %.3f, max %.3f)  %.2f us/config  best step %.3f s\n",
           model_name, cluster_name, cluster->world_size, evaluated, feasible,
