@@ -15,6 +15,7 @@ typedef int (*MpCommandFunc) (int argc, char **argv, gboolean do_help);
 int mp_cmd_validate (int argc, char **argv, gboolean do_help);
 int mp_cmd_describe (int argc, char **argv, gboolean do_help);
 int mp_cmd_plan (int argc, char **argv, gboolean do_help);
+int mp_cmd_program (int argc, char **argv, gboolean do_help);
 
 /* Parses ARGV with CTX (help disabled in CTX; we print it ourselves). Returns -1 to go on,
  * or the exit status to return at once (0 after printing help, 2 on a bad option). */

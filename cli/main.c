@@ -17,11 +17,12 @@ typedef struct {
   const char *summary;
 } Command;
 
-/* Later issues add program, simulate, exec, calibrate, report, verify, import. */
+/* Later issues add simulate, exec, calibrate, report, verify, import. */
 static const Command commands[] = {
   { "plan", mp_cmd_plan, "Recommend how to split training over the cluster (main job)" },
   { "describe", mp_cmd_describe, "Show what mpplan knows of a model or a cluster" },
   { "validate", mp_cmd_validate, "Check model, cluster and plan files, reporting every problem" },
+  { "program", mp_cmd_program, "Show what one rank of a plan does in a step, instruction by instruction" },
   { NULL, NULL, NULL }
 };
 

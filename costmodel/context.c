@@ -640,6 +640,13 @@ strides (const MpParallelConfig *cfg, guint stride[MP_DIM_N])
     }
 }
 
+void
+mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DIM_N])
+{
+  g_return_if_fail (cfg != NULL && stride != NULL);
+  strides (cfg, stride);
+}
+
 static guint
 device_of_rank (const MpParallelConfig *cfg, guint rank)
 {
@@ -771,6 +778,66 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
   g_free (buf);
 }
 
+/* ---- one rank's accounting, for programs ------------------------------------------- */
+
+void
+mp_cost_layer_params (const MpCostContext *ctx, const MpParallelConfig *cfg, guint layer,
+                      double *dense, double *expert)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg));
+  g_return_if_fail (layer < ctx->model->n_layers && dense != NULL && expert != NULL);
+  const CmLayer *cl = &ctx->layers[layer];
+  /* As mp_cost_stage_times and mp_cost_stage_memory sum them over a chunk. */
+  *dense = cl->params_split / cfg->tp + cl->params_rep;
+  *expert = cl->params_expert / ((double) cfg->tp * cfg->ep);
+}
+
+double
+mp_cost_tied_params (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), 0);
+  return ctx->tied_params > 0 && cfg->pp > 1 ? ctx->tied_params / cfg->tp : 0;
+}
+
+double
+mp_cost_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL, 0);
+  return cm_grad_bytes (ctx, cfg);
+}
+
+double
+mp_cost_bucket_bytes (const MpParallelConfig *cfg)
+{
+  g_return_val_if_fail (cfg != NULL, 0);
+  return cm_bucket_bytes (cfg);
+}
+
+double
+mp_cost_boundary_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg, guint layer)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), 0);
+  g_return_val_if_fail (layer < ctx->model->n_layers, 0);
+  /* The head sends nothing on; cm_boundary_bytes then takes the gradient of the next
+   * layer's input, which a head never has, so any next index will do. */
+  return cm_boundary_bytes (ctx, cfg, layer, MIN (layer + 1, ctx->model->n_layers - 1));
+}
+
+gboolean
+mp_cost_layer_recomputes (const MpCostContext *ctx, const MpParallelConfig *cfg, guint layer)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL && layer < ctx->model->n_layers, FALSE);
+  const MpLayer *l = &ctx->model->layers[layer];
+  if (cfg->recompute == MP_RECOMPUTE_FULL)
+    return cm_recomputable (l);
+  if (cfg->recompute != MP_RECOMPUTE_SELECTIVE)
+    return FALSE;
+  for (guint i = 0; i < l->n_ops; i++)
+    if (l->ops[i].kind == MP_OP_ATTENTION)
+      return TRUE;
+  return FALSE;
+}
+
 /* ---- programs (the types; planner/ builds them, sim.c times them) ----------------- */
 
 void
@@ -797,4 +864,11 @@ mp_stream_name (MpStream stream)
 {
   static const char *const names[MP_STREAM_N] = { "compute", "pp", "dp" };
   return stream < MP_STREAM_N ? names[stream] : "?";
+}
+
+const char *
+mp_comm_group_name (MpCommGroup group)
+{
+  static const char *const names[MP_GROUP_N] = { "none", "dp", "edp", "pp_ends" };
+  return group < MP_GROUP_N ? names[group] : "?";
 }

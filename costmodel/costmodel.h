@@ -87,6 +87,9 @@ void mp_parallel_config_init (MpParallelConfig *cfg);
  * chunk gets a block. Else FALSE with MP_ERROR_INPUT naming the first problem. */
 gboolean mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
                                    const MpCluster *cluster, GError **error);
+/* Rank strides under CFG's order, indexed by MpParallelDim: rank = sum over the four
+ * dimensions of coordinate x stride (the numbering every group of the cost model uses). */
+void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DIM_N]);
 /* Lower-case names ("selective", "interleaved") and their inverses. */
 const char *mp_recompute_name (MpRecompute r);
 const char *mp_schedule_name (MpSchedule s);
@@ -326,6 +329,26 @@ typedef struct {
 void mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg,
                           MpStageTime *out);
 
+/* The cost model's accounting of one rank, for whoever lays out a step (the programs
+ * below) and must count what the closed form counts. Parameters of LAYER one rank holds
+ * under CFG, before ZeRO: DENSE (tensor-split or replicated), EXPERT (over tp * ep). */
+void mp_cost_layer_params (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                           guint layer, double *dense, double *expert);
+/* Word-embedding parameters per rank that the first and the last stage share when
+ * embeddings are tied and pp > 1 (the last stage keeps a copy for the head); else 0. */
+double mp_cost_tied_params (const MpCostContext *ctx, const MpParallelConfig *cfg);
+/* Gradient bytes per parameter (fp32_grads: 4) and the data-parallel bucket size. */
+double mp_cost_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg);
+double mp_cost_bucket_bytes (const MpParallelConfig *cfg);
+/* Bytes per micro-batch of the activation LAYER hands to the next layer when that one is
+ * on another pipeline stage, and of its gradient coming back (MpStageTime.p2p_bytes). */
+double mp_cost_boundary_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                               guint layer);
+/* Does LAYER's backward re-run forward work under CFG's recompute (full: blocks and mlp
+ * layers; selective: layers with an attention core)? */
+gboolean mp_cost_layer_recomputes (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                   guint layer);
+
 /* Model FLOPs of one optimizer step (global batch = dp * micro_batch_size *
  * num_micro_batches sequences): the IR's matrix-product FLOPs, forward + backward; with
  * HARDWARE, plus what CFG recomputes (full: the blocks' forward again; selective without
@@ -447,7 +470,14 @@ JsonNode *mp_cost_describe_layers_json (const MpCostContext *ctx,
 
 /* A plan expands into one program per rank (planner/ writes them); the simulator here
  * and the executor (exec/) interpret the same programs. The types live here, below the
- * planner, because the simulator reads them. */
+ * planner, because the simulator reads them.
+ *
+ * The builder assumes: instructions are issued in program order; each stream runs its own
+ * in order; an instruction on the PP or DP stream starts once the compute work issued
+ * before it is done (its data is ready); a SEND holds up nothing after it, whatever its
+ * receiver does (MPI_Isend; with NCCL, not in order behind later receives); a RECV holds
+ * up the compute work after it until its data has arrived. Under these rules every
+ * program set planner/ builds runs to the end (tests/test-program.c). */
 
 typedef enum {
   MP_STREAM_COMPUTE,     /* kernels, and the tensor-parallel collectives that block them */
@@ -464,16 +494,29 @@ typedef enum {
                           * first re-runs what the plan recomputes */
   MP_INSN_SEND,          /* activations (forward) or their gradients (backward) to `peer` */
   MP_INSN_RECV,          /* the matching receive from `peer` (same tag) */
-  MP_INSN_REDUCE_GRADS,  /* data-parallel all-reduce (ZeRO 0/1) or reduce-scatter (ZeRO 2/3)
-                          * of one gradient bucket, issued when its last gradient is ready */
-  MP_INSN_GATHER_PARAMS, /* all-gather of parameters: before a layer's use (ZeRO-3), or of
-                          * the updated shard after the optimizer step (ZeRO 1/2) */
+  MP_INSN_REDUCE_GRADS,  /* data-parallel all-reduce (ZeRO 0) or reduce-scatter (ZeRO 1-3,
+                          * as the cost model) of one gradient bucket, layers [layer, layer +
+                          * n_layers), issued when its last gradient is ready: in the last
+                          * micro-batch (ZeRO-3: in every micro-batch) */
+  MP_INSN_GATHER_PARAMS, /* all-gather of parameters: of one layer before its forward and
+                          * again before its backward (ZeRO-3, issued one layer ahead; the
+                          * layer's FORWARD / BACKWARD waits for it, as for a receive), or
+                          * of a bucket's updated shards after the optimizer (ZeRO 1/2) */
   MP_INSN_REDUCE_TIED,   /* all-reduce of the tied embedding's gradient (first, last stage) */
   MP_INSN_WAIT,          /* the compute stream waits until `stream`'s work issued so far is
                           * done (before the optimizer: every gradient reduced) */
   MP_INSN_OPTIMIZER,     /* optimizer step on this rank's parameters (or ZeRO shard) */
   MP_INSN_N
 } MpInsnKind;
+
+/* The ranks a collective runs over, relative to the rank running it (MpStageSpans). */
+typedef enum {
+  MP_GROUP_NONE,         /* not a collective */
+  MP_GROUP_DP,           /* dense gradients: the dp * cp ranks with this rank's tp, pp */
+  MP_GROUP_EDP,          /* expert gradients: the dp * cp / ep of those with its experts */
+  MP_GROUP_PP_ENDS,      /* tied embeddings: its peers on the first and the last stage */
+  MP_GROUP_N
+} MpCommGroup;
 
 typedef struct {
   MpInsnKind kind;
@@ -489,12 +532,15 @@ typedef struct {
   MpCollKind coll;       /* collectives: which one */
   double bytes;          /* bytes moved (comm) or model bytes touched (F/B) */
   double flops;          /* F/B: FLOPs executed (recomputation included) */
+  MpCommGroup group;     /* REDUCE_GRADS, GATHER_PARAMS, REDUCE_TIED: over which ranks */
 } MpInsn;
 
 typedef struct {
   guint rank;            /* world rank */
   guint stage;           /* pipeline rank */
   guint dp_rank, tp_rank, cp_rank;
+  MpSchedule schedule;   /* the plan's, with its shape, for listings */
+  guint pp, vpp, n_micro_batches;
   MpInsn *insns;
   guint n_insns;
 } MpProgram;
@@ -503,5 +549,6 @@ void mp_program_free (MpProgram *program);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpProgram, mp_program_free)
 const char *mp_insn_kind_name (MpInsnKind kind);
 const char *mp_stream_name (MpStream stream);
+const char *mp_comm_group_name (MpCommGroup group);
 
 G_END_DECLS

@@ -243,4 +243,53 @@ MpPlanResolved *mp_plan_file_resolve (const MpPlanFile *file, GError **error);
 void mp_plan_resolved_free (MpPlanResolved *resolved);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlanResolved, mp_plan_resolved_free)
 
+/* ==== programs (program.c builds, program-print.c prints) ============================= *
+ * A plan expands into one program per rank: one training step as instructions
+ * (costmodel.h: MpProgram), which the simulator times and the executor runs. For each
+ * micro-batch and model chunk of the rank, in the order the plan's schedule gives:
+ *   gpipe        every forward, then every backward, micro-batches in order;
+ *   1f1b         PipeDream-flush (Megatron): p - s - 1 warm-up forwards on stage s, then
+ *                one forward and one backward in turn, then the remaining backwards;
+ *   interleaved  Megatron's with vpp > 1 chunks per rank: 2 (p - s - 1) + (vpp - 1) p
+ *                warm-up forwards, micro-batches taken in groups of p per chunk;
+ *   none         layer placement: each micro-batch's forward then its backward, one
+ *                micro-batch in the pipeline at a time (gradient accumulation).
+ * A chunk's forward is RECV (activations, unless the model's first chunk), FORWARD of each
+ * layer, SEND (unless the last chunk); its backward is RECV (gradients, unless the last
+ * chunk), BACKWARD of each layer in reverse, SEND (unless the first chunk). Peers are the
+ * ranks with the same tp, cp, dp coordinates whose pipeline rank holds the neighbouring
+ * chunk (chunk c on c mod pp); a send and its receive share a tag, unique per ordered pair
+ * of ranks: (micro_batch * vpp + c / pp) * 2 + (0 forward, 1 backward), c the lower chunk
+ * of the boundary. SEND and RECV carry in `layer` the layer whose output crosses.
+ * With dp * cp > 1, gradients go in DDP buckets (bucket_bytes, 25 MiB by default) filled
+ * in reverse layer order within a chunk, a bucket closing once it reaches the size (whole
+ * layers: a layer is never split), dense and expert gradients apart (MP_GROUP_DP / EDP);
+ * REDUCE_GRADS follows the BACKWARD that completes its bucket, in the chunk's last
+ * micro-batch (ZeRO-3: every micro-batch, as FSDP reduce-scatters). ZeRO-3 gathers each
+ * layer's parameters before its forward and again before its backward, one layer ahead.
+ * The step ends with REDUCE_TIED on the first and last stage (tied embeddings, pp > 1),
+ * WAIT (dp), OPTIMIZER, and for ZeRO 1/2 a GATHER_PARAMS per bucket and a last WAIT. */
+
+/* Coordinates of world RANK under CFG's order (rank numbering innermost first, the cost
+ * model's: mp_parallel_config_strides), and the rank of given coordinates. */
+void mp_plan_rank_coords (const MpParallelConfig *cfg, guint rank, guint *tp, guint *cp,
+                          guint *dp, guint *pp);
+guint mp_plan_rank_of (const MpParallelConfig *cfg, guint tp, guint cp, guint dp, guint pp);
+
+/* The program of RANK (< plan->world_size) for PLAN, evaluated on CTX's model and
+ * cluster. Caller owns (mp_program_free). Cannot fail for an evaluated plan. */
+MpProgram *mp_program_build (const MpCostContext *ctx, const MpPlan *plan, guint rank);
+/* The programs of the ranks with tp, cp and dp coordinates 0, one per pipeline stage, in
+ * stage order: what the simulator runs (the other ranks are symmetric). *N = pp. Caller
+ * owns the NULL-terminated array; free it with mp_program_stages_free. */
+MpProgram **mp_program_build_stages (const MpCostContext *ctx, const MpPlan *plan,
+                                     guint *n);
+void mp_program_stages_free (MpProgram **programs);
+
+/* A readable listing: a header (rank, coordinates, schedule), then one instruction per
+ * line. MODEL names the layers. Caller owns. */
+char *mp_program_text (const MpProgram *program, const MpModel *model);
+/* The same as one JSON object (keys in docs/json.md). Caller owns (json_node_unref). */
+JsonNode *mp_program_to_json (const MpProgram *program, const MpModel *model);
+
 G_END_DECLS

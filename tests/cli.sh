@@ -41,4 +41,15 @@ ok "validate accepts every zoo file" status_is 0 "$MPPLAN" validate "$top_srcdir
 ok "validate reports each file" sh -c "\"$MPPLAN\" validate \"$top_srcdir\"/examples/models/*.yaml | grep -c ': ok: model' | grep -qx \"$(ls "$top_srcdir"/examples/models/*.yaml | wc -l)\""
 ok "validate reports every bad file, not only the first" \
   sh -c "\"$MPPLAN\" validate \"$top_srcdir/tests/bad/duplicate-key.yaml\" \"$top_srcdir/tests/bad/two-documents.yaml\" 2>&1 >/dev/null | grep -c ':[0-9]*:[0-9]*: ' | grep -qx 2"
+plan_small="$top_srcdir/tests/data/plan-small.yaml"
+ok "program prints rank 0's program" prints '^Program of rank 0: tp 0, cp 0, dp 0, pp 0 ' "$MPPLAN" program -p "$plan_small"
+ok "program --rank shows that rank" prints '^Program of rank 3: tp 1, cp 0, dp 1, pp 0 ' "$MPPLAN" program -p "$plan_small" --rank 3
+ok "program ends with the optimizer" sh -c "\"$MPPLAN\" program -p \"$plan_small\" | tail -1 | grep -q ' optimizer\$'"
+ok "program --json is one JSON object" json_has instructions "$MPPLAN" program -p "$plan_small" --json
+ok "program --rank beyond the plan is bad usage (2)" status_is 2 "$MPPLAN" program -p "$plan_small" --rank 4
+ok "... and says so" sh -c "\"$MPPLAN\" program -p \"$plan_small\" --rank 4 2>&1 | grep -q 'out of range'"
+ok "program without -p is bad usage (2)" status_is 2 "$MPPLAN" program
+ok "program of a missing plan file is bad input (2)" status_is 2 "$MPPLAN" program -p "$tmp/none.yaml"
+ok "program of a bad plan file is bad input (2)" status_is 2 "$MPPLAN" program -p "$top_srcdir/tests/data/model-small.yaml"
+ok "... with located messages" grep -q 'model-small.yaml:[0-9]*:[0-9]*: ' "$tmp/err"
 tap_done
