@@ -140,6 +140,9 @@ GBytes *mp_search_result_pack (const MpSearchResult *result);
 MpSearchResult *mp_search_result_merge (const MpCostContext *ctx, const MpSearchOptions *opts,
                                         GPtrArray *parts, double seconds, GError **error);
 
+/* The largest micro-batch (sequences) the search tries for MODEL. */
+guint mp_planner_max_micro_batch (const MpModel *model);
+
 /* A total order on plans: faster first, then a fixed order of the config's fields, so
  * the same inputs rank the same whatever the enumeration or sharding. */
 int mp_plan_compare (const MpPlan *a, const MpPlan *b);

@@ -13,8 +13,14 @@
 #include <string.h>
 
 /* Sizes a search tries at most (beyond them plans only get slower or stop fitting). */
-#define MAX_MICRO_BATCH 64
 #define MAX_VPP 8
+
+guint
+mp_planner_max_micro_batch (const MpModel *model)
+{
+  /* 64 sequences, or 64k tokens for short ones (an MLP's "sequence" is one sample). */
+  return MAX (64u, 65536u / MAX ((guint) model->seq_len, 1u));
+}
 
 typedef struct {
   const MpCostContext *ctx;
@@ -247,7 +253,8 @@ loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
       if (s->global_batch % cfg->dp != 0)
         continue;
       guint local = s->global_batch / cfg->dp;
-      for (guint mbs = 1; mbs <= local && mbs <= MAX_MICRO_BATCH; mbs++)
+      guint max_mbs = mp_planner_max_micro_batch (s->model);
+      for (guint mbs = 1; mbs <= local && mbs <= max_mbs; mbs++)
         {
           if (local % mbs != 0)
             continue;

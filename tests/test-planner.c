@@ -24,8 +24,7 @@
 
 #define DATA(name) MPPLAN_SRCDIR "/tests/data/" name
 
-/* What search.c documents of its space (its MAX_MICRO_BATCH and MAX_VPP). */
-#define SEARCH_MAX_MICRO_BATCH 64
+/* What search.c documents of its space (its MAX_VPP; the micro-batch cap is public). */
 #define SEARCH_MAX_VPP 8
 /* Larger than any test's feasible count: the search then returns every feasible plan. */
 #define ALL_PLANS 1000000
@@ -182,7 +181,7 @@ in_search_space (const Pair *p, const MpParallelConfig *c, gboolean pp_inner)
   /* Selective recompute (of the attention core) saves nothing with fused attention. */
   if (c->recompute == MP_RECOMPUTE_SELECTIVE && c->flash_attention)
     return FALSE;
-  if (c->micro_batch_size > SEARCH_MAX_MICRO_BATCH)
+  if (c->micro_batch_size > mp_planner_max_micro_batch (m))
     return FALSE;
   /* No pipeline or one micro-batch: layer placement; else the three pipelined schedules,
    * interleaved with 2..MAX_VPP chunks dividing the blocks per stage. */
