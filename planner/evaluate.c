@@ -247,6 +247,16 @@ pipeline_time (const MpParallelConfig *cfg, const MpStageTime *st, Pipeline *out
     }
 }
 
+/* Model layers on pipeline rank STAGE (all its chunks). */
+static guint
+stage_layers (const MpParallelConfig *cfg, guint stage)
+{
+  guint n = 0, chunks = cfg->pp * MAX (cfg->vpp, 1u);
+  for (guint c = stage; c < chunks; c += cfg->pp)
+    n += cfg->chunk_layers ? cfg->chunk_layers[c] : 0;
+  return n;
+}
+
 /* Exposed data-parallel time after the pipeline drains: each stage reduces its gradients
  * under its last backward; stage i drains ahead of stage 0 by the backward work of the
  * stages before it, which hides that much more of its reduction. */
@@ -258,9 +268,19 @@ dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st)
     {
       double b = st[i].bwd.total_s;
       double exposed = MAX (st[i].dp_last_bucket_s, st[i].dp_reduce_s - b);
-      /* ZeRO-3 gathers are prefetched under the micro-batch's compute (FSDP). */
-      double c = st[i].fwd.total_s + b;
-      double zero3 = cfg->num_micro_batches * MAX (0.0, st[i].zero3_gather_s - c);
+      double zero3 = 0;
+      if (cfg->zero == 3)
+        {
+          /* ZeRO-3 (FSDP) gathers weights one layer ahead and reduce-scatters gradients
+           * every micro-batch, all on the one data-parallel stream: it hides under the
+           * micro-batch's compute up to that compute's length, and nothing hides the
+           * first layer's gather of each pass or the last bucket. */
+          double m = cfg->num_micro_batches, per = st[i].dp_reduce_s / m;
+          double c = st[i].fwd.total_s + b;
+          double first = st[i].zero3_gather_s / MAX (stage_layers (cfg, i), 1u);
+          zero3 = m * MAX (first + st[i].dp_last_bucket_s, st[i].zero3_gather_s + per - c);
+          exposed = 0;
+        }
       worst = MAX (worst, MAX (0.0, exposed - ahead) + zero3 + st[i].dp_gather_s
                               + st[i].tied_embedding_s);
       ahead += b;
