@@ -6,6 +6,7 @@
  * bad input, 3 no plan fits. */
 #pragma once
 #include <glib.h>
+#include "planner/planner.h"
 
 G_BEGIN_DECLS
 
@@ -15,7 +16,36 @@ typedef int (*MpCommandFunc) (int argc, char **argv, gboolean do_help);
 int mp_cmd_validate (int argc, char **argv, gboolean do_help);
 int mp_cmd_describe (int argc, char **argv, gboolean do_help);
 int mp_cmd_plan (int argc, char **argv, gboolean do_help);
+int mp_cmd_simulate (int argc, char **argv, gboolean do_help);
+int mp_cmd_calibrate (int argc, char **argv, gboolean do_help);
+
+/* The calibration profile for CLUSTER (cli/profile.c): EXPLICIT_PATH (--profile), else the
+ * cluster's own or, for `host`, this machine's (mp_cost_profile_for_cluster); applied to
+ * CLUSTER (its devices marked calibrated). NULL without error when none applies. */
+struct _MpCluster;
+struct _MpCostProfile;
+struct _MpCostProfile *mp_cli_cluster_profile (struct _MpCluster *cluster,
+                                               const char *explicit_path, GError **error);
+/* The text of --help about where profiles come from. */
+#define MP_CLI_PROFILE_HELP \
+  "Calibration: a profile measured by `mpplan calibrate` replaces the built-in curves. It " \
+  "comes from --profile FILE, else the cluster file's `profile:` key (relative to that " \
+  "file), else for the `host` cluster from $MPPLAN_PROFILE or " \
+  "$XDG_CACHE_HOME/mpplan/host-profile.yaml (~/.cache/mpplan/...) when it was measured on " \
+  "this machine (same hostname). MPPLAN_PROFILE= (empty) turns that off."
 int mp_cmd_program (int argc, char **argv, gboolean do_help);
+int mp_cmd_exec (int argc, char **argv, gboolean do_help);
+int mp_cmd_import (int argc, char **argv, gboolean do_help);
+int mp_cmd_compare (int argc, char **argv, gboolean do_help);
+
+/* `plan --emit` (cmd-emit.c). Is ID a framework --emit knows? FALSE with MP_ERROR_USAGE
+ * listing them. */
+gboolean mp_cli_framework_check (const char *id, GError **error);
+/* Writes the launch files of BEST for framework ID into DIR (NULL: a folder named ID), or
+ * when the framework cannot run BEST, of the best plan it can run (searched with OPTS;
+ * the reason and that plan on stderr). Returns the exit status. */
+int mp_cli_emit (const char *id, const char *dir, const MpPlan *best,
+                 const MpCostContext *ctx, const MpSearchOptions *opts);
 
 /* Parses ARGV with CTX (help disabled in CTX; we print it ourselves). Returns -1 to go on,
  * or the exit status to return at once (0 after printing help, 2 on a bad option). */

@@ -19,6 +19,9 @@ typedef enum { KIND_UNKNOWN, KIND_MODEL, KIND_CLUSTER } Kind;
 static Kind
 classify (const char *arg, GError **error)
 {
+  /* A Hugging Face config.json is a model (mp_model_load reads it). */
+  if (g_file_test (arg, G_FILE_TEST_IS_REGULAR) && mp_model_file_is_hf (arg))
+    return KIND_MODEL;
   if (g_file_test (arg, G_FILE_TEST_EXISTS))
     {
       g_autoptr(MpYamlDoc) doc = mp_yaml_load (arg, error);
@@ -93,7 +96,10 @@ describe_costs (const MpModel *model, const char *cluster_arg, gboolean as_json)
   g_autoptr(MpCluster) cluster = mp_cluster_load (cluster_arg, &error);
   if (cluster == NULL)
     return mp_cli_fail (error);
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, NULL);
+  g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, NULL, &error);
+  if (profile == NULL && error != NULL)
+    return mp_cli_fail (error);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, profile);
   return as_json ? emit (NULL, mp_cost_describe_layers_json (ctx, NULL))
                  : emit (mp_cost_describe_layers_text (ctx, NULL), NULL);
 }
@@ -120,7 +126,7 @@ mp_cmd_describe (int argc, char **argv, gboolean do_help)
            "layer) or a cluster (devices, peak FLOP/s per dtype, memory, link tiers).\n"
            "MODEL_OR_CLUSTER is a YAML file or a zoo name; a cluster name takes a node-count "
            "suffix (dgx-a100-80g:128).");
-  g_option_context_set_description (ctx, MP_CLI_EXIT_CODES);
+  g_option_context_set_description (ctx, MP_CLI_PROFILE_HELP "\n\n" MP_CLI_EXIT_CODES);
   g_option_context_add_main_entries (ctx, entries, NULL);
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)
@@ -151,6 +157,10 @@ mp_cmd_describe (int argc, char **argv, gboolean do_help)
           return mp_cli_usage (ctx, "--cluster goes with a model, not a cluster");
         g_autoptr(MpCluster) cluster = mp_cluster_load (args[0], &error);
         if (cluster == NULL)
+          return mp_cli_fail (error);
+        /* A profile that applies makes the cluster calibrated, with its measured numbers. */
+        g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, NULL, &error);
+        if (profile == NULL && error != NULL)
           return mp_cli_fail (error);
         return as_json ? emit (NULL, mp_cluster_describe_json (cluster))
                        : emit (mp_cluster_describe_text (cluster), NULL);

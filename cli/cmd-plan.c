@@ -79,8 +79,8 @@ result_json (const MpSearchResult *res, const MpModel *model, const MpCluster *c
 }
 
 typedef struct {
-  char *model, *cluster, *output, *fix;
-  int batch, top;
+  char *model, *cluster, *output, *fix, *emit, *profile;
+  int batch, top, refine;
   gboolean json, explain, quiet;
 } PlanArgs;
 
@@ -110,6 +110,20 @@ search (const MpCostContext *ctx, MpSearchOptions *opts, MpWorld *world, GError 
                                  (g_get_monotonic_time () - start) / 1e6, error);
 }
 
+/* --refine: re-ranks the best plans by simulating them (a line when the simulation and
+ * the closed form disagree, into *TEXT), then keeps the --top best. */
+static gboolean
+refine_plans (const MpCostContext *ctx, MpSearchResult *res, const PlanArgs *a, char **text,
+              GError **error)
+{
+  if (a->refine > 0 && !mp_planner_refine (ctx, res, (guint) a->refine, error))
+    return FALSE;
+  *text = mp_plan_refine_text (res->plans, (guint) a->top, (guint) a->refine, 0.03);
+  if (res->plans->len > (guint) a->top)
+    g_ptr_array_set_size (res->plans, a->top);
+  return TRUE;
+}
+
 /* Runs the search and prints; returns the exit status. */
 static int
 plan (const PlanArgs *a, MpWorld *world, char **argv)
@@ -124,12 +138,15 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
   g_autoptr(MpPlanPins) pins = NULL;
   if (a->fix && (pins = mp_plan_pins_parse (a->fix, &error)) == NULL)
     return mp_cli_fail (error);
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, NULL);
+  g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, a->profile, &error);
+  if (profile == NULL && error != NULL)
+    return mp_cli_fail (error);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, profile);
 
   Progress progress = { g_get_monotonic_time (), FALSE };
   MpSearchOptions opts = {
     .global_batch = a->batch > 0 ? (guint) a->batch : 0,
-    .top_k = (guint) a->top,
+    .top_k = (guint) MAX (a->top, a->refine),
     .pins = pins,
     .progress = !a->quiet && isatty (STDERR_FILENO) ? show_progress : NULL,
     .progress_data = &progress,
@@ -149,8 +166,11 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
       fprintf (stderr, "mpplan: %s: %s\n", model->name, why);
       return 3;
     }
+  g_autofree char *refined = NULL;
+  if (!refine_plans (ctx, res, a, &refined, &error))
+    return mp_cli_fail (error);
   const MpPlan *best = g_ptr_array_index (res->plans, 0);
-  if (a->output)
+  if (a->output && a->emit == NULL)
     {
       g_autofree char *command = g_strjoinv (" ", argv);
       g_autofree char *yaml = mp_plan_to_yaml_for_path (best, model, cluster, a->output,
@@ -158,6 +178,10 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
       if (!mp_output_write (a->output, yaml, strlen (yaml), &error))
         return mp_cli_fail (error);
     }
+  /* With --emit, -o names the folder of the launch files (cmd-emit.c). */
+  int emitted = a->emit ? mp_cli_emit (a->emit, a->output, best, ctx, &opts) : 0;
+  if (emitted != 0)
+    return emitted;
   if (a->json)
     {
       g_autoptr(JsonNode) root = result_json (res, model, cluster, global_batch);
@@ -168,14 +192,14 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
           cluster->name, cluster->world_size, global_batch);
   g_autofree char *table = mp_plan_table_text (res->plans);
   g_autofree char *why = mp_plan_explain_text (res, ctx, a->explain);
-  printf ("%s\n%s", table, why);
+  printf ("%s\n%s%s", table, why, refined);
   /* Timing goes to stderr so that the same inputs give byte-identical output. */
   fflush (stdout);
   if (!a->quiet)
     fprintf (stderr, "Searched %" G_GUINT64_FORMAT " plans (%" G_GUINT64_FORMAT
              " fit in memory) in %.2f s.\n", res->stats.evaluated, res->stats.feasible,
              res->stats.seconds);
-  if (a->output)
+  if (a->output && a->emit == NULL)
     printf ("Plan written to %s\n", a->output);
   return 0;
 }
@@ -193,7 +217,7 @@ join_and_plan (const PlanArgs *a, int *argc, char ***argv, char **all_argv)
 int
 mp_cmd_plan (int argc, char **argv, gboolean do_help)
 {
-  PlanArgs a = { .top = 5, .batch = G_MININT };  /* G_MININT: not given */
+  PlanArgs a = { .top = 5, .refine = 8, .batch = G_MININT };  /* G_MININT: not given */
   g_auto (GStrv) rest = NULL;
   g_auto (GStrv) all_argv = g_strdupv (argv);
   const GOptionEntry entries[] = {
@@ -204,14 +228,25 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
     { "batch", 'b', 0, G_OPTION_ARG_INT, &a.batch,
       "Global batch in sequences (default: the model's training.global_batch)", "N" },
     { "top", 'k', 0, G_OPTION_ARG_INT, &a.top, "Show the best K plans (default 5)", "K" },
+    { "refine", 0, 0, G_OPTION_ARG_INT, &a.refine,
+      "Re-rank the best K plans by simulating their step (default 8; 0: closed form only)",
+      "K" },
     { "fix", 0, 0, G_OPTION_ARG_STRING, &a.fix,
       "Pin dimensions by their JSON keys, e.g. tp=8,pp=8,recompute=full", "KEY=VALUE,..." },
     { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object (docs/json.md)", NULL },
-    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &a.output, "Write the best plan to FILE (YAML)",
-      "FILE" },
+    { "output", 'o', 0, G_OPTION_ARG_FILENAME, &a.output,
+      "Write the best plan to FILE (YAML); with --emit, the folder of the launch files",
+      "FILE|DIR" },
+    { "emit", 0, 0, G_OPTION_ARG_STRING, &a.emit,
+      "Write launch files for FRAMEWORK (megatron, deepspeed, torchrun, torchtitan, horovod, "
+      "tensorflow, mxnet) into -o DIR (default: ./FRAMEWORK); a plan the framework cannot "
+      "run is replaced by the best it can run, with the reason on stderr", "FRAMEWORK" },
     { "explain", 0, 0, G_OPTION_ARG_NONE, &a.explain,
       "Explain the choice: the best plan of every family and what holds each back", NULL },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &a.quiet, "No progress bar", NULL },
+    { "profile", 0, 0, G_OPTION_ARG_FILENAME, &a.profile,
+      "Calibration profile (from `mpplan calibrate`) to use in place of the built-in curves",
+      "FILE" },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
@@ -223,7 +258,8 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
            "and recommend the fastest that fits in memory.\n"
            "Context parallelism is searched where sequences are at least 8192 tokens.");
   g_option_context_set_description (
-      ctx, "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input, 3 no plan "
+      ctx, MP_CLI_PROFILE_HELP "\n\n"
+           "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input, 3 no plan "
            "fits (the message says what would make one fit).");
   g_option_context_add_main_entries (ctx, entries, NULL);
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
@@ -235,10 +271,22 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       status = mp_cli_usage (ctx, msg);
       goto out;
     }
+  if (a.refine < 0)
+    {
+      status = mp_cli_usage (ctx, "--refine must be 0 or more");
+      goto out;
+    }
   if (a.top < 1 || (a.batch != G_MININT && a.batch < 1))
     {
       status = mp_cli_usage (ctx, a.top < 1 ? "--top must be at least 1"
                                             : "--batch must be at least 1");
+      goto out;
+    }
+  GError *emit_error = NULL;
+  if (a.emit && !mp_cli_framework_check (a.emit, &emit_error))
+    {
+      status = mp_cli_usage (ctx, emit_error->message);
+      g_error_free (emit_error);
       goto out;
     }
   if (a.model == NULL)
@@ -251,5 +299,7 @@ out:
   g_free (a.cluster);
   g_free (a.output);
   g_free (a.fix);
+  g_free (a.profile);
+  g_free (a.emit);
   return status;
 }

@@ -1,5 +1,5 @@
 /* cmd-validate.c - `mpplan validate FILE...`: parse each file as what it looks like (model,
- * cluster or plan) and report every problem found in every file.
+ * cluster, plan or calibration profile) and report every problem found in every file.
  *
  * A plan file (`kind: plan`, or `version` and `parallel` without a `kind`) is checked
  * whole: the file itself, then its model and cluster, then its config on them, which is
@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "common/error.h"
 #include "common/yamldoc.h"
+#include "costmodel/costmodel.h"
 #include "model/model.h"
 #include "planner/planner.h"
 #include "topology/topology.h"
@@ -72,6 +73,16 @@ validate_one (const char *path, gboolean quiet)
         }
       return 0;
     }
+  if (mp_cost_profile_yaml_is_profile (doc->root))
+    {
+      g_autoptr(MpCostProfile) profile = mp_cost_profile_load (path, &error);
+      if (profile == NULL)
+        return mp_cli_fail (error);
+      g_autofree char *summary = mp_cost_profile_summary (profile);
+      if (!quiet)
+        printf ("%s: ok: %s\n", path, summary);
+      return 0;
+    }
   if (mp_cluster_yaml_is_cluster (doc->root))
     {
       g_autoptr(MpCluster) cluster = mp_cluster_load_file (path, &error);
@@ -84,7 +95,8 @@ validate_one (const char *path, gboolean quiet)
     }
   const MpYamlNode *root = doc->root;
   fprintf (stderr, "%s:%u:%u: not a model (no 'architecture' or 'layers'), a cluster (no "
-           "'devices_per_node' or 'groups') nor a plan (no 'kind: plan')\n", path, root->line,
+           "'devices_per_node' or 'groups'), a plan (no 'kind: plan') nor a profile (no 'kind: "
+           "profile')\n", path, root->line,
            root->column);
   return 2;
 }
@@ -101,8 +113,8 @@ mp_cmd_validate (int argc, char **argv, gboolean do_help)
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new ("FILE...");
   g_option_context_set_help_enabled (ctx, FALSE);
-  g_option_context_set_summary (ctx, "Check model, cluster and plan YAML files. Every problem is "
-                                     "reported as FILE:LINE:COLUMN: message.");
+  g_option_context_set_summary (ctx, "Check model, cluster, plan and profile YAML files. "
+                                     "Every problem is reported as FILE:LINE:COLUMN: message.");
   g_option_context_set_description (ctx, MP_CLI_EXIT_CODES);
   g_option_context_add_main_entries (ctx, entries, NULL);
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);

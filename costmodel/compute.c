@@ -103,6 +103,9 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
   out->kernels = 1;
 
   double measured = mp_cost_profile_gemm_flops (dev->profile, dtype, m * batch, n, k);
+  /* A CPU computes 16-bit formats in fp32, so the fp32 table measured them. */
+  if (measured == 0 && dev->curve->klass == MP_DEVICE_CLASS_CPU)
+    measured = mp_cost_profile_gemm_flops (dev->profile, MP_DTYPE_FP32, m * batch, n, k);
   if (measured > 0)
     {
       /* A measured rate already includes the kernel's overheads. */

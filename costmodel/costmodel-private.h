@@ -130,4 +130,14 @@ double cm_tier_efficiency (const MpCluster *cluster, const MpCostDevice *dev, Mp
 gboolean cm_spans_equal (const MpCostContext *ctx, const MpParallelConfig *cfg, guint a,
                          guint b);
 
+/* The simulator's default durations (sim-cost.c): the cost model's price of each
+ * instruction under CFG (borrowed, like CTX, for the object's life). cm_sim_cost is an
+ * MpSimCostFunc whose data is the CmSimCost. */
+typedef struct _CmSimCost CmSimCost;
+CmSimCost *cm_sim_cost_new (const MpCostContext *ctx, const MpParallelConfig *cfg);
+void cm_sim_cost_free (CmSimCost *cost);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (CmSimCost, cm_sim_cost_free)
+void cm_sim_cost (const MpProgram *program, const MpInsn *insn, const MpProgram *peer,
+                  MpSimCost *out, gpointer data);
+
 G_END_DECLS

@@ -4,8 +4,8 @@
  * (topology/topology.h). mp_cost_context_new() precomputes what depends only on the pair
  * (device curves, per-op tensor-parallel roles, prefix sums over layers); everything else
  * takes a small plain-data MpParallelConfig that the planner fills from its plan, and costs
- * microseconds. Not here: searching plans (planner/), schedules and the discrete-event
- * simulator's event loop (sim.c, a later issue).
+ * microseconds; the discrete-event simulator (sim.c) times a step's programs with the
+ * same calls. Not here: searching plans and building programs (planner/).
  *
  * Three parts:
  *  - compute: roofline time of an op on one device, max (FLOPs / (peak x efficiency),
@@ -159,9 +159,19 @@ typedef enum {
   MP_COLL_N
 } MpCollKind;
 
-/* Measured tables that override the built-in curves. The calibrate issue fills it from
- * a YAML profile (not loaded here yet); the structure and the interpolation are here. */
+/* Measured tables that override the built-in curves: `mpplan calibrate` measures them and
+ * writes a YAML profile (profile-yaml.c reads and writes it; the format is in
+ * docs/profile-file.md); the structure and the interpolation are in profile.c. */
 typedef struct _MpCostProfile MpCostProfile;
+
+/* What a profile says of the machine it measured. Strings may be NULL. */
+typedef struct {
+  char *hostname;   /* g_get_host_name () where it ran (rank 0) */
+  char *cpu;        /* /proc/cpuinfo "model name" */
+  guint cores;      /* online processors */
+  char *date;       /* when, ISO 8601 UTC */
+  char *version;    /* the mpplan version that measured it */
+} MpProfileMachine;
 
 /* A new empty profile for devices named DEVICE (NULL or "": any device). Caller owns. */
 MpCostProfile *mp_cost_profile_new (const char *device);
@@ -194,6 +204,47 @@ double mp_cost_profile_coll_busbw (const MpCostProfile *profile, MpCollKind kind
 /* The profile's copy bandwidth, 0 if unset; and its device name (NULL: any). */
 double mp_cost_profile_mem_bw (const MpCostProfile *profile);
 const char *mp_cost_profile_device (const MpCostProfile *profile);
+/* Sets (copies) and returns (borrowed) the machine description. */
+void mp_cost_profile_set_machine (MpCostProfile *profile, const MpProfileMachine *machine);
+const MpProfileMachine *mp_cost_profile_machine (const MpCostProfile *profile);
+
+/* ---- profile files (profile-yaml.c) ---- */
+
+/* Does this YAML document look like a profile (`kind: profile`)? NULL-safe. */
+struct _MpYamlNode;
+gboolean mp_cost_profile_yaml_is_profile (const struct _MpYamlNode *root);
+/* Loads a profile file. Caller owns; NULL with MP_ERROR_INPUT listing every problem as
+ * FILE:LINE:COLUMN: message (MP_ERROR_IO when it cannot be read). */
+MpCostProfile *mp_cost_profile_load (const char *path, GError **error);
+MpCostProfile *mp_cost_profile_load_data (const char *name, const char *data, gsize len,
+                                          GError **error);
+/* The profile as a YAML file (version 1) that mp_cost_profile_load reads back to an equal
+ * profile, every number exact. COMMAND (may be NULL) is recorded in a comment. Caller
+ * owns. */
+char *mp_cost_profile_to_yaml (const MpCostProfile *profile, const char *command);
+/* One line: device, machine, what was measured. Caller owns. */
+char *mp_cost_profile_summary (const MpCostProfile *profile);
+
+/* Where the `host` cluster's profile lives: $MPPLAN_PROFILE when set (empty: none),
+ * else $XDG_CACHE_HOME/mpplan/host-profile.yaml (~/.cache/... without it). Caller owns;
+ * NULL when MPPLAN_PROFILE is set empty. */
+char *mp_cost_profile_host_path (void);
+/* The profile that applies to CLUSTER, in this order: EXPLICIT_PATH (--profile) when
+ * given; else the cluster file's `profile:` key (relative to the cluster file); else, for
+ * the cluster named "host", the host profile (mp_cost_profile_host_path) when it exists
+ * and was measured on this machine (same hostname). Returns a new profile (caller owns)
+ * with its path in *PATH_OUT (caller owns; may be NULL), or NULL: with ERROR set when a
+ * named profile cannot be loaded, without when none applies. */
+MpCostProfile *mp_cost_profile_for_cluster (const MpCluster *cluster,
+                                            const char *explicit_path, char **path_out,
+                                            GError **error);
+/* Marks the devices of CLUSTER that PROFILE applies to as calibrated. Placeholder numbers
+ * (an uncalibrated device, such as the host's cpu-core) are replaced by the measured
+ * ones: the copy bandwidth, and every non-zero peak by the fastest GEMM rate measured
+ * (the host computes 16-bit formats in fp32). Sets cluster->profile to PATH (may be NULL).
+ * Returns how many node groups it applies to. */
+guint mp_cost_profile_apply (const MpCostProfile *profile, MpCluster *cluster,
+                             const char *path);
 
 /* ==== the context ====================================================================== */
 
@@ -550,5 +601,114 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpProgram, mp_program_free)
 const char *mp_insn_kind_name (MpInsnKind kind);
 const char *mp_stream_name (MpStream stream);
 const char *mp_comm_group_name (MpCommGroup group);
+
+/* ==== simulator (sim.c): a step's programs timed event by event ====================== */
+
+/* The programs of the ranks that are not symmetric copies of each other (one per pipeline
+ * stage of one data-parallel replica, tensor-parallel rank 0) are run together by a
+ * discrete-event simulator. Each rank has one stream per MpStream; a stream runs its
+ * instructions one at a time in program order. Across streams and ranks:
+ *  - a pp or dp instruction starts once every compute instruction before it in program
+ *    order has finished (it moves what they produced: a SEND the activation, a
+ *    REDUCE_GRADS the bucket whose last gradient is ready);
+ *  - a compute instruction starts once every pp instruction before it has finished:
+ *    pipeline p2p blocks compute, as Megatron's send/recv calls do (they return when the
+ *    transfer is done). This is one step stricter than the builder's rule above, where a
+ *    SEND holds nothing up: here the compute after a SEND waits for the SEND's own
+ *    transfer, never for the receiver (on the zoo's plans the two differ by < 0.1%); a
+ *    FORWARD/BACKWARD also waits for the last GATHER_PARAMS before it covering its layer;
+ *  - WAIT holds the compute stream until its stream's instructions before it are done;
+ *  - SEND is eager: it moves its bytes over [start, start + duration] whether or not the
+ *    receiver is ready. RECV is posted when its rank reaches it (it holds its pp stream
+ *    from then) and completes when the matching SEND (same tag, from the peer) is done,
+ *    never earlier; it takes no time of its own;
+ *  - REDUCE_TIED is a collective of the simulated ranks that have one (the first and last
+ *    stage): the k-th of each starts when all of them have been reached.
+ * Durations come from the cost model, or from a caller's function (tests). */
+
+/* Why a compute-stream instruction did not start as soon as its stream was free. */
+typedef enum {
+  MP_SIM_WAIT_NONE,      /* it did */
+  MP_SIM_WAIT_PP,        /* a pipeline send or receive before it had not finished */
+  MP_SIM_WAIT_DP,        /* the dp stream had not (WAIT, a ZeRO-3 parameter gather) */
+} MpSimWait;
+
+/* How one instruction ran (seconds from the start of the step). */
+typedef struct {
+  double start_s, end_s;  /* RECV: from being posted to its data having arrived */
+  double comm_s;          /* FORWARD/BACKWARD: the TP/CP/EP collectives inside */
+  /* Compute stream: it was idle over [idle_from_s, start_s]: a pipeline bubble (waiting
+   * for another rank's work) until comm_from_s, then waiting on `wait`'s transfer. */
+  double idle_from_s, comm_from_s;
+  MpSimWait wait;
+  guint peer_insn;        /* SEND, RECV: the matching instruction of the peer's program */
+} MpSimSlice;
+
+/* Where one rank's step goes, with the planner's keys (MpPlanTime): its compute stream's
+ * timeline over [0, step_s], every instant counted once, so the parts add up to step_s. */
+typedef struct {
+  double compute_s;    /* FORWARD/BACKWARD kernels, recomputation included */
+  double tp_comm_s;    /* the TP/CP/EP collectives inside FORWARD/BACKWARD */
+  double pp_comm_s;    /* idle while a p2p transfer it waits on is in flight, and after its
+                        * last compute while its pp stream still runs */
+  double dp_comm_s;    /* idle waiting on the dp stream, and after its last compute while
+                        * the dp stream still runs (ZeRO-1/2 gathers) */
+  double bubble_s;     /* idle otherwise: waiting for other stages (fill, drain, slower
+                        * stages) and, after its own work, for the slowest rank */
+  double optimizer_s;  /* OPTIMIZER */
+} MpSimTime;
+
+typedef struct {
+  guint rank, stage;            /* its program's */
+  double end_s;                 /* when its last instruction (any stream) finished */
+  double busy_s[MP_STREAM_N];   /* time each stream was busy (RECV and WAIT take none) */
+  MpSimTime time;
+  MpSimSlice *slices;           /* one per instruction of its program, in order, when
+                                 * asked for (MpSimOptions.slices); else NULL */
+} MpSimRank;
+
+typedef struct {
+  double step_s;                /* the last instruction's end, over every rank */
+  guint critical;               /* the rank (index in ranks) whose step ends last; ties:
+                                 * the one with the most compute, then the first */
+  MpSimTime time;               /* ranks[critical].time */
+  MpSimRank *ranks;             /* in the order of the programs */
+  guint n_ranks;
+  guint64 n_insns, n_events;
+} MpSimResult;
+
+/* A duration: how long the instruction holds its stream (SEND: the transfer; RECV and
+ * WAIT: 0, they only wait), and the part of a FORWARD/BACKWARD spent in collectives. */
+typedef struct {
+  double time_s, comm_s;
+} MpSimCost;
+
+/* Fills *OUT for INSN of PROGRAM; PEER is the program of a SEND's or RECV's other rank
+ * (else NULL). Must give finite, non-negative times. */
+typedef void (*MpSimCostFunc) (const MpProgram *program, const MpInsn *insn,
+                               const MpProgram *peer, MpSimCost *out, gpointer data);
+
+typedef struct {
+  MpSimCostFunc cost;           /* NULL: the cost model over mp_simulate's CTX and CFG */
+  gpointer cost_data;
+  gboolean slices;              /* fill MpSimRank.slices (for a trace); else they are NULL */
+} MpSimOptions;
+
+/* Runs PROGRAMS[N] (borrowed; world ranks distinct; every SEND/RECV peer among them) for
+ * one step under CFG on CTX's model and cluster (both may be NULL when OPTS gives a cost
+ * function; OPTS may be NULL). F/B durations: mp_cost_layer on the stage's spans, cached
+ * per (stage groups, layer class); SEND: a send/recv of its bytes between the two ranks;
+ * REDUCE_GRADS, GATHER_PARAMS: its collective over the data-parallel group; REDUCE_TIED: an
+ * all-reduce over the first and last stage; OPTIMIZER: the stage's optimizer_s
+ * (mp_cost_stage_times). Caller owns the result; NULL with MP_ERROR_INPUT when the
+ * programs are not a runnable step (a RECV without its SEND, a bad stream, a deadlock:
+ * the message names the stuck instructions). */
+MpSimResult *mp_simulate (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                          MpProgram *const *programs, guint n, const MpSimOptions *opts,
+                          GError **error);
+void mp_sim_result_free (MpSimResult *result);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpSimResult, mp_sim_result_free)
+/* "none", "pp", "dp". */
+const char *mp_sim_wait_name (MpSimWait wait);
 
 G_END_DECLS

@@ -3,35 +3,16 @@
  * collective and link tier. Interpolation is log-log, as these quantities are close to
  * power laws between samples.
  *
- * Filling a profile from a YAML file is the calibrate issue's job (it measures them);
- * here are the structure, its setters (which check what they are given) and the
- * interpolation. Units: FLOP/s, bytes, bytes/s. */
+ * `mpplan calibrate` measures them (exec/calibrate.c) and profile-yaml.c reads and writes
+ * them; here are the setters (which check what they are given) and the interpolation.
+ * Units: FLOP/s, bytes, bytes/s. */
 #define G_LOG_DOMAIN "mpplan-costmodel"
 #include "config.h"
-#include "costmodel/costmodel.h"
+#include "costmodel/profile-private.h"
 #include "common/error.h"
 
 #include <math.h>
 #include <string.h>
-
-typedef struct {
-  double *axis[3];      /* M, N, K, each strictly increasing */
-  guint len[3];
-  double *log_flops;    /* [(i * len[1] + j) * len[2] + l] */
-} GemmTable;
-
-typedef struct {
-  guint n_ranks;
-  double *log_size, *log_busbw;
-  guint count;
-} CollTable;
-
-struct _MpCostProfile {
-  char *device;
-  GemmTable gemm[MP_DTYPE_N];
-  double mem_bw_Bps;
-  CollTable coll[MP_COLL_N][MP_TIER_N];
-};
 
 MpCostProfile *
 mp_cost_profile_new (const char *device)
@@ -42,20 +23,55 @@ mp_cost_profile_new (const char *device)
 }
 
 static void
-gemm_clear (GemmTable *t)
+gemm_clear (CmGemmTable *t)
 {
   for (int a = 0; a < 3; a++)
     g_clear_pointer (&t->axis[a], g_free);
+  g_clear_pointer (&t->flops, g_free);
   g_clear_pointer (&t->log_flops, g_free);
   memset (t, 0, sizeof *t);
 }
 
 static void
-coll_clear (CollTable *t)
+coll_clear (CmCollTable *t)
 {
+  g_free (t->size);
+  g_free (t->busbw);
   g_free (t->log_size);
   g_free (t->log_busbw);
   memset (t, 0, sizeof *t);
+}
+
+static void
+machine_clear (MpProfileMachine *m)
+{
+  g_free (m->hostname);
+  g_free (m->cpu);
+  g_free (m->date);
+  g_free (m->version);
+  memset (m, 0, sizeof *m);
+}
+
+void
+mp_cost_profile_set_machine (MpCostProfile *profile, const MpProfileMachine *machine)
+{
+  g_return_if_fail (profile != NULL && machine != NULL);
+  MpProfileMachine copy = {
+    .hostname = g_strdup (machine->hostname),
+    .cpu = g_strdup (machine->cpu),
+    .cores = machine->cores,
+    .date = g_strdup (machine->date),
+    .version = g_strdup (machine->version),
+  };
+  machine_clear (&profile->machine);
+  profile->machine = copy;
+}
+
+const MpProfileMachine *
+mp_cost_profile_machine (const MpCostProfile *profile)
+{
+  g_return_val_if_fail (profile != NULL, NULL);
+  return &profile->machine;
 }
 
 void
@@ -68,6 +84,7 @@ mp_cost_profile_free (MpCostProfile *profile)
   for (int c = 0; c < MP_COLL_N; c++)
     for (int t = 0; t < MP_TIER_N; t++)
       coll_clear (&profile->coll[c][t]);
+  machine_clear (&profile->machine);
   g_free (profile->device);
   g_free (profile);
 }
@@ -125,13 +142,14 @@ mp_cost_profile_set_gemm (MpCostProfile *profile, MpDtype dtype, const double *m
                    "GEMM table: every achieved rate must be positive");
       return FALSE;
     }
-  GemmTable *t = &profile->gemm[dtype];
+  CmGemmTable *t = &profile->gemm[dtype];
   gemm_clear (t);
   for (int a = 0; a < 3; a++)
     {
       t->axis[a] = g_memdup2 (axes[a], lens[a] * sizeof (double));
       t->len[a] = lens[a];
     }
+  t->flops = g_memdup2 (flops_per_s, cells * sizeof (double));
   t->log_flops = g_new (double, cells);
   for (gsize i = 0; i < cells; i++)
     t->log_flops[i] = log (flops_per_s[i]);
@@ -165,10 +183,12 @@ mp_cost_profile_set_coll (MpCostProfile *profile, MpCollKind kind, MpTier tier,
                    "positive, and at least 2 ranks", mp_coll_kind_name (kind));
       return FALSE;
     }
-  CollTable *t = &profile->coll[kind][tier];
+  CmCollTable *t = &profile->coll[kind][tier];
   coll_clear (t);
   t->n_ranks = n_ranks;
   t->count = count;
+  t->size = g_memdup2 (sizes, count * sizeof (double));
+  t->busbw = g_memdup2 (busbw_Bps, count * sizeof (double));
   t->log_size = g_new (double, count);
   t->log_busbw = g_new (double, count);
   for (guint i = 0; i < count; i++)
@@ -213,7 +233,7 @@ mp_cost_profile_gemm_flops (const MpCostProfile *profile, MpDtype dtype, double 
 {
   if (profile == NULL || (guint) dtype >= MP_DTYPE_N)
     return 0;
-  const GemmTable *t = &profile->gemm[dtype];
+  const CmGemmTable *t = &profile->gemm[dtype];
   if (t->log_flops == NULL)
     return 0;
   double x[3] = { m, n, k };
@@ -248,7 +268,7 @@ mp_cost_profile_coll_busbw (const MpCostProfile *profile, MpCollKind kind, MpTie
   if (profile == NULL || (guint) kind >= MP_COLL_N || (guint) tier >= MP_TIER_N
       || !(size > 0))
     return 0;
-  const CollTable *t = &profile->coll[kind][tier];
+  const CmCollTable *t = &profile->coll[kind][tier];
   if (t->count == 0)
     return 0;
   double ls = log (size);

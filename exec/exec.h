@@ -6,6 +6,8 @@
  * process started without mpirun is a world of one and never touches MPI. */
 #pragma once
 #include <glib.h>
+#include "planner/planner.h"
+#include <stdio.h>
 
 G_BEGIN_DECLS
 
@@ -25,5 +27,41 @@ int mp_world_size (const MpWorld *world);
  * GBytes in rank order (caller owns); on other ranks an empty array. NULL with
  * MP_ERROR_RUNTIME on an MPI failure. Collective: every rank must call it. */
 GPtrArray *mp_world_gather (MpWorld *world, GBytes *mine, GError **error);
+
+/* ---- calibration (calibrate.c) ---- */
+
+typedef struct {
+  gboolean quick;          /* smaller GEMM grid, messages up to 4 MB: under a minute */
+  const char *device;      /* the device name the profile applies to ("cpu-core") */
+  FILE *out;               /* where rank 0 prints the tables (nccl-tests format) */
+} MpCalibrateOptions;
+
+/* Measures this machine with every rank of WORLD at once: fp32 GEMM rates on a grid
+ * (OpenBLAS, one thread per rank), memory bandwidth, and with 2 ranks or more every
+ * collective and send/recv, checking their results. Returns the profile on every rank
+ * (caller owns; rank 0 writes it), or NULL with MP_ERROR_RUNTIME when MPI fails or a
+ * collective returns a wrong result. Collective: every rank must call it. */
+struct _MpCostProfile;
+struct _MpCostProfile *mp_calibrate_host (MpWorld *world, const MpCalibrateOptions *opts,
+                                          GError **error);
+
+/* ---- running a plan (driver.c; backends in backend.h) ----------------------------- */
+
+typedef struct {
+  guint steps;             /* measured steps */
+  guint warmup;            /* steps run first and left out of the timings */
+  guint64 seed;            /* weights and data */
+  gboolean check;          /* compare loss and gradient norm with one rank, every step */
+  const char *output_path; /* measured.json, or NULL */
+  const char *trace_path;  /* Chrome trace, or NULL */
+} MpExecOptions;
+
+/* Runs RESOLVED's plan on WORLD (every rank calls it): the host backend, seeded synthetic
+ * data, the plan's programs, then the figures written by rank 0. FALSE with MP_ERROR_INPUT
+ * (the same on every rank: a world of the wrong size, a model or form not supported) or
+ * MP_ERROR_RUNTIME (--check mismatch; also the message of a failure after the run began,
+ * which has already ended the job with MPI_Abort when the world has several ranks). */
+gboolean mp_exec_plan (MpWorld *world, const MpPlanResolved *resolved,
+                       const MpExecOptions *opts, GError **error);
 
 G_END_DECLS

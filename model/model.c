@@ -388,6 +388,14 @@ mp_model_load (const char *name_or_path, GError **error)
   g_return_val_if_fail (name_or_path != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
+  if (looks_like_path (name_or_path) && mp_model_file_is_hf (name_or_path))
+    {
+      g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
+      MpModel *m = mp_model_load_hf (name_or_path, notes, error);
+      for (guint i = 0; i < notes->len; i++)
+        g_message ("%s", (const char *) g_ptr_array_index (notes, i));
+      return m;
+    }
   if (looks_like_path (name_or_path))
     return mp_model_load_file (name_or_path, error);
 

@@ -132,13 +132,29 @@ struct _MpModel {
 };
 
 /* Loads a model from NAME_OR_PATH: an existing file path (or anything with a '/' or a
- * .yaml/.yml/.json suffix), else a zoo name (common/zoo.h; source "zoo:<name>"). Returns a new model (caller owns) or NULL with an
+ * .yaml/.yml/.json suffix; a Hugging Face config.json when mp_model_file_is_hf), else a
+ * zoo name (common/zoo.h; source "zoo:<name>"). Returns a new model (caller owns) or NULL with an
  * MP_ERROR_INPUT error listing every problem as FILE:LINE:COLUMN: message. */
 MpModel *mp_model_load (const char *name_or_path, GError **error);
 /* Loads from a YAML file path only. */
 MpModel *mp_model_load_file (const char *path, GError **error);
 /* Loads from YAML text in memory (NAME used in messages); for tests and fuzzing. */
 MpModel *mp_model_load_data (const char *name, const char *data, gsize len, GError **error);
+/* Loads a Hugging Face config.json (model/model-hf.c: GPT-2, Llama, Mistral, Mixtral,
+ * Qwen2/3, Qwen3-MoE, BERT and their key aliases). Features mpplan cannot cost are refused
+ * by name: "PATH: unsupported feature: multi-head latent attention (kv_lora_rank)". Bad
+ * JSON, wrong types and missing keys are MP_ERROR_INPUT naming the key. Approximations
+ * made (a sliding window capping seq_len) are appended to NOTES (may be NULL) as
+ * messages for stderr. */
+MpModel *mp_model_load_hf (const char *path, GPtrArray *notes, GError **error);
+MpModel *mp_model_load_hf_data (const char *name, const char *data, gsize len,
+                                GPtrArray *notes, GError **error);
+/* Is the file at PATH a config.json: named *.json, or starting with '{'? */
+gboolean mp_model_file_is_hf (const char *path);
+/* MODEL as model YAML (the examples/models format, every key explicit) that
+ * mp_model_load reads back to the same model; COMMENT (may be NULL, may hold newlines)
+ * becomes the header comment. Caller owns. */
+char *mp_model_to_yaml (const MpModel *model, const char *comment);
 void mp_model_free (MpModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpModel, mp_model_free)
 

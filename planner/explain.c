@@ -42,10 +42,17 @@ char *
 mp_plan_table_text (const GPtrArray *plans)
 {
   GString *s = g_string_new (NULL);
-  g_string_append_printf (s, "%4s %5s %3s %3s %3s %3s %3s %2s %4s %-9s %4s %5s %-11s %9s %11s %9s %5s %10s  %s\n",
+  /* Plans refined by the simulator are ranked by it: show its step beside the closed form's. */
+  gboolean simulated = FALSE;
+  for (guint i = 0; i < plans->len; i++)
+    simulated |= ((const MpPlan *) g_ptr_array_index ((GPtrArray *) plans, i))->simulated_step_s > 0;
+  g_string_append_printf (s, "%4s %5s %3s %3s %3s %3s %3s %2s %4s %-9s %4s %5s %-11s %9s",
                           "rank", "dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute",
-                          "mbs", "m", "schedule", "step", "tokens/s", "TFLOP/s", "MFU",
-                          "mem/GPU", "dominant");
+                          "mbs", "m", "schedule", "step");
+  if (simulated)
+    g_string_append_printf (s, " %9s", "simulated");
+  g_string_append_printf (s, " %11s %9s %5s %10s  %s\n", "tokens/s", "TFLOP/s", "MFU", "mem/GPU",
+                          "dominant");
   for (guint i = 0; i < plans->len; i++)
     {
       const MpPlan *p = g_ptr_array_index ((GPtrArray *) plans, i);
@@ -53,15 +60,23 @@ mp_plan_table_text (const GPtrArray *plans)
       g_autofree char *step = mp_units_format (p->step_s, MP_UNIT_SECONDS);
       g_autofree char *tok = mp_units_format (p->tokens_per_s, MP_UNIT_COUNT);
       g_autofree char *mem = mp_units_format (p->memory.peak_bytes, MP_UNIT_BYTES);
-      g_string_append_printf (s, "%4u %5u %3u %3u %3u %3u %3u %2s %4u %-9s %4u %5u %-11s %9s %11s %9.1f %4.1f%% %10s  %s\n",
+      g_string_append_printf (s, "%4u %5u %3u %3u %3u %3u %3u %2s %4u %-9s %4u %5u %-11s %9s",
                               i + 1, c->dp, c->tp, c->pp, c->vpp, c->cp, c->ep,
                               c->sequence_parallel ? "y" : "-",
                               c->zero, mp_recompute_name (c->recompute), c->micro_batch_size,
                               c->num_micro_batches,
                               c->schedule == MP_SCHEDULE_INTERLEAVED ? "interleaved"
                                                                       : mp_schedule_name (c->schedule),
-                              step, tok, p->tflops_per_gpu / 1e12, 100 * p->mfu, mem,
-                              mp_plan_dominant (p));
+                              step);
+      if (simulated)
+        {
+          g_autofree char *sim = p->simulated_step_s > 0
+                                     ? mp_units_format (p->simulated_step_s, MP_UNIT_SECONDS)
+                                     : g_strdup ("-");
+          g_string_append_printf (s, " %9s", sim);
+        }
+      g_string_append_printf (s, " %11s %9.1f %4.1f%% %10s  %s\n", tok, p->tflops_per_gpu / 1e12,
+                              100 * p->mfu, mem, mp_plan_dominant (p));
     }
   return g_string_free (s, FALSE);
 }

@@ -122,6 +122,8 @@ static void
 json_predictions (JsonBuilder *b, const MpPlan *plan)
 {
   add_double (b, "step_s", plan->step_s);
+  if (plan->simulated_step_s > 0)
+    add_double (b, "simulated_step_s", plan->simulated_step_s);
   add_double (b, "tokens_per_s", plan->tokens_per_s);
   add_double (b, "tflops_per_gpu", plan->tflops_per_gpu);
   add_double (b, "hw_tflops_per_gpu", plan->hw_tflops_per_gpu);

@@ -6,7 +6,7 @@
  * predictions the closed form gives it. The search enumerates every config the model and
  * cluster allow, drops those that do not fit in device memory, ranks the rest by predicted
  * step time and explains the winner. Not here: kernels, MPI (the CLI spreads a search over
- * MPI ranks through exec/), simulation of a program (sim.c, a later issue).
+ * MPI ranks through exec/), the simulator itself (costmodel/sim.c; refine.c uses it).
  * Units: seconds, bytes, FLOP, FLOP/s. */
 #pragma once
 #include <glib.h>
@@ -60,6 +60,7 @@ struct _MpPlan {
   MpPlanMemory memory;
   gboolean fits;               /* memory.peak_bytes <= capacity on every stage */
   MpPlanFamily family;
+  double simulated_step_s;     /* the simulator's step (mp_planner_refine); 0: not simulated */
 };
 
 MpPlan *mp_plan_copy (const MpPlan *plan);
@@ -104,6 +105,12 @@ typedef struct {
   const MpPlanPins *pins;      /* NULL: none */
   guint shard, n_shards;       /* this process searches configs i with i % n_shards ==
                                 * shard (MPI split); 0/0 or 0/1: all */
+  /* Constraints beyond pins (what a framework can express, planner/framework.c): a config
+   * is only considered when ACCEPT (may be NULL) returns TRUE for it. */
+  gboolean (*accept) (const MpParallelConfig *cfg, gpointer data);
+  gpointer accept_data;
+  double bucket_bytes;         /* every config's gradient bucket (0: the cost model's
+                                * default, PyTorch DDP's 25 MiB) */
   /* Called now and then with the configs enumerated so far and the total; may be NULL. */
   void (*progress) (guint64 done, guint64 total, gpointer data);
   gpointer progress_data;
@@ -146,6 +153,33 @@ guint mp_planner_max_micro_batch (const MpModel *model);
 /* A total order on plans: faster first, then a fixed order of the config's fields, so
  * the same inputs rank the same whatever the enumeration or sharding. */
 int mp_plan_compare (const MpPlan *a, const MpPlan *b);
+
+/* ---- simulation (refine.c) ----------------------------------------------------------- */
+
+/* Simulates one step of PLAN: the stage programs of one data-parallel replica
+ * (mp_program_build_stages) timed by the discrete-event simulator (costmodel.h) with the
+ * cost model. OPTS may be NULL (cost-model durations, no slices). With PROGRAMS, *PROGRAMS
+ * gets the programs (caller owns: mp_program_stages_free) and *N_PROGRAMS their count.
+ * Caller owns the result; NULL with MP_ERROR_INPUT when the programs cannot run (a
+ * deadlock). */
+MpSimResult *mp_plan_simulate (const MpCostContext *ctx, const MpPlan *plan,
+                               const MpSimOptions *opts, MpProgram ***programs,
+                               guint *n_programs, GError **error);
+
+/* Refines RESULT's ranking with the simulator: its best K plans by the closed form are
+ * simulated (each gets simulated_step_s) and re-ranked by simulated step time (ties:
+ * mp_plan_compare); plans after the K-th keep their closed-form order. FALSE with the
+ * simulator's error. */
+gboolean mp_planner_refine (const MpCostContext *ctx, MpSearchResult *result, guint k,
+                            GError **error);
+/* How far the simulation of PLAN is from its closed form: simulated / closed - 1 (0 when
+ * not simulated). */
+double mp_plan_simulation_gap (const MpPlan *plan);
+/* Lines saying which of the first SHOWN of PLANS (refined) the simulation and the closed
+ * form disagree on by more than THRESHOLD (0.03: 3%), and whether the simulation changed
+ * the winner; "" when nothing is worth saying. Caller owns. */
+char *mp_plan_refine_text (const GPtrArray *plans, guint shown, guint refined,
+                           double threshold);
 
 /* ---- printing (explain.c) ------------------------------------------------------------ */
 
@@ -294,5 +328,96 @@ void mp_program_stages_free (MpProgram **programs);
 char *mp_program_text (const MpProgram *program, const MpModel *model);
 /* The same as one JSON object (keys in docs/json.md). Caller owns (json_node_unref). */
 JsonNode *mp_program_to_json (const MpProgram *program, const MpModel *model);
+
+/* ==== frameworks (framework.c): what each launcher can express ======================== *
+ * A plan is only useful if the user's framework can run it: Horovod has no tensor
+ * parallelism, DeepSpeed's pipeline engine refuses ZeRO-2/3, Megatron-LM has no GPipe.
+ * `plan --emit` (export.c) and `compare` (compare.c) share these rules. */
+
+typedef enum {
+  MP_FRAMEWORK_MEGATRON,      /* Megatron-LM / Megatron-Core */
+  MP_FRAMEWORK_DEEPSPEED,     /* DeepSpeed engine: ZeRO and PipelineModule */
+  MP_FRAMEWORK_TORCHRUN,      /* plain PyTorch: DDP / FSDP2, DeviceMesh TP, pipelining */
+  MP_FRAMEWORK_TORCHTITAN,
+  MP_FRAMEWORK_HOROVOD,
+  MP_FRAMEWORK_TENSORFLOW,    /* tf.distribute MirroredStrategy / MultiWorkerMirrored */
+  MP_FRAMEWORK_MXNET,         /* kvstore data parallelism, ctx-group layer placement */
+  MP_FRAMEWORK_N
+} MpFramework;
+
+/* "megatron", as --emit spells it; "Megatron-LM" for messages; the inverse of the id. */
+const char *mp_framework_id (MpFramework fw);
+const char *mp_framework_title (MpFramework fw);
+gboolean mp_framework_from_id (const char *id, MpFramework *out);
+/* NULL when FW can run CFG, else the first reason it cannot, as a phrase
+ * ("Horovod has no tensor parallelism"). Static string. */
+const char *mp_framework_rejects (MpFramework fw, const MpParallelConfig *cfg);
+
+/* The strategies `mpplan compare` puts side by side: a framework and, for PyTorch, one
+ * of its data-parallel wrappers. */
+typedef enum {
+  MP_STRATEGY_DDP,            /* PyTorch DistributedDataParallel */
+  MP_STRATEGY_FSDP,           /* PyTorch FSDP / FSDP2, full sharding (ZeRO-3) */
+  MP_STRATEGY_TF_MIRRORED,    /* TensorFlow (MultiWorker)MirroredStrategy */
+  MP_STRATEGY_HOROVOD,        /* Horovod DistributedOptimizer */
+  MP_STRATEGY_MXNET,          /* MXNet kvstore + layer placement over devices */
+  MP_STRATEGY_MEGATRON,       /* Megatron-LM 3D (tp, pp, dp, cp, ep; ZeRO-1 at most) */
+  MP_STRATEGY_DEEPSPEED,      /* DeepSpeed ZeRO 0-3, or pipeline with ZeRO <= 1 */
+  MP_STRATEGY_N
+} MpStrategy;
+
+const char *mp_strategy_title (MpStrategy st);     /* "PyTorch DDP" */
+const char *mp_strategy_id (MpStrategy st);        /* "ddp", for --json */
+MpFramework mp_strategy_framework (MpStrategy st);
+/* The framework's reasons, then the strategy's own (DDP: no sharding, no model split). */
+const char *mp_strategy_rejects (MpStrategy st, const MpParallelConfig *cfg);
+/* The gradient bucket (fusion buffer) the strategy reduces in, for MODEL's gradients:
+ * each framework's default, capped at the whole gradient. 0: the cost model's default. */
+double mp_strategy_bucket_bytes (MpStrategy st, const MpModel *model);
+/* Adds to PLAN's predictions what the closed form leaves out for ST and is the same for
+ * every plan of ST (Horovod's cycle time), so it does not change which plan is best. */
+void mp_strategy_adjust (MpStrategy st, MpPlan *plan);
+
+/* The best plan ST can express: a search (OPTS's batch, pins and top_k are used) limited
+ * by mp_strategy_rejects, with the strategy's bucket. Caller owns; NULL with an error
+ * when no config is expressible. */
+MpSearchResult *mp_strategy_search (const MpCostContext *ctx, MpStrategy st,
+                                    const MpSearchOptions *opts, GError **error);
+/* The same for everything FW can express (--emit re-plans with it), with the bucket of
+ * FW's main strategy (Horovod's fusion buffer, ...). */
+MpSearchResult *mp_framework_search (const MpCostContext *ctx, MpFramework fw,
+                                     const MpSearchOptions *opts, GError **error);
+
+/* ==== exports (export.c): launch files for a plan ====================================== *
+ * What a user needs to run PLAN with FW, DeepSpeed-autotuner style (a config file and a
+ * command file): megatron: megatron_args.txt + cmd.sh; deepspeed: ds_config.json +
+ * cmd.sh; torchrun: parallel.py + cmd.sh; torchtitan: train.toml + cmd.sh; horovod:
+ * cmd.sh; tensorflow: tf_config.json (one TF_CONFIG per worker) + strategy.py + cmd.sh;
+ * mxnet: mxnet_setup.py + cmd.sh. Every file is written atomically into DIR (created if
+ * missing); the paths written are appended to WRITTEN (may be NULL). PLAN must be one
+ * FW can express (mp_framework_rejects). */
+gboolean mp_export_plan (MpFramework fw, const MpPlan *plan, const MpModel *model,
+                         const MpCluster *cluster, const char *dir, GPtrArray *written,
+                         GError **error);
+
+/* ==== compare (compare.c) ============================================================== */
+
+typedef struct {
+  MpStrategy strategy;
+  MpPlan *best;                /* fastest fitting plan, adjusted; NULL when none fits */
+  MpPlan *smallest;            /* smallest footprint (for "does not fit" rows); may be NULL */
+  char *limit;                 /* what limits it, one phrase */
+} MpCompareRow;
+
+/* One row per strategy (MP_STRATEGY_N rows, in enum order), then a last row with
+ * strategy MP_STRATEGY_N: mpplan's unconstrained best. GLOBAL_BATCH 0: the model's.
+ * Caller owns (g_ptr_array_unref). NULL with an error only when the batch splits no way. */
+GPtrArray *mp_compare_strategies (const MpCostContext *ctx, guint global_batch,
+                                  GError **error);
+void mp_compare_row_free (MpCompareRow *row);
+/* The table, and the same as JSON (schema_version 1). */
+char *mp_compare_text (const GPtrArray *rows);
+JsonNode *mp_compare_json (const GPtrArray *rows, const MpModel *model,
+                           const MpCluster *cluster, guint global_batch);
 
 G_END_DECLS

@@ -32,6 +32,7 @@ typedef struct {
   gboolean counting;           /* first pass: only count configs */
   guint64 index, total;
   guint64 pinned;              /* configs honouring the pins, over every shard */
+  guint64 accepted;            /* configs opts->accept allows, over every shard */
   MpSearchResult *res;
   double *layer_cost;          /* per model layer, for the current outer choice */
   guint *split;                /* chunk_layers for the current pp * vpp */
@@ -85,6 +86,9 @@ visit (Search *s, const MpParallelConfig *cfg)
   guint64 i = s->index++;
   if (s->counting)
     return;
+  if (s->opts->accept != NULL && !s->opts->accept (cfg, s->opts->accept_data))
+    return;
+  s->accepted++;
   /* Counted before sharding, so that every shard knows whether any config honours them. */
   if (s->opts->pins != NULL && mp_plan_pins_match (s->opts->pins, cfg))
     s->pinned++;
@@ -333,6 +337,7 @@ run (Search *s)
 {
   MpParallelConfig cfg;
   mp_parallel_config_init (&cfg);
+  cfg.bucket_bytes = s->opts->bucket_bytes;
   s->index = 0;
   loop_tp (s, &cfg);
 }
@@ -397,6 +402,14 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
                    "no way to split %s over %u devices with a global batch of %u: no data "
                    "parallel size divides the batch, or no tensor size divides the heads",
                    model->name, s.cluster->world_size, s.global_batch);
+      return NULL;
+    }
+  if (opts->accept != NULL && s.accepted == 0)
+    {
+      mp_search_result_free (s.res);
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                   "no split of %s over %u devices with a global batch of %u meets the "
+                   "constraints", model->name, s.cluster->world_size, s.global_batch);
       return NULL;
     }
   if (opts->pins != NULL && s.pinned == 0)

@@ -1,7 +1,7 @@
 # deps.sh - installs the Debian packages mpplan needs that are missing (sourced by
 # quickstart.sh and test.sh). Runs apt-get only when something is missing; needs root.
 MPPLAN_DEBS="build-essential autoconf automake pkg-config libglib2.0-dev libjson-glib-dev
-json-glib-tools libyaml-dev libcmocka-dev libopenmpi-dev openmpi-bin libopenblas-dev"
+json-glib-tools libyaml-dev libcmocka-dev libopenmpi-dev openmpi-bin libopenblas-dev python3"
 
 mpplan_install_deps () {
   missing=

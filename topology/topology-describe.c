@@ -32,11 +32,14 @@ plural (guint n)
   return n == 1 ? "" : "s";
 }
 
+/* PROFILED: the cluster names a calibration profile (the `profile` row). */
 static void
-append_device (GString *out, const MpDevice *d, double overhead_bytes, const char *indent)
+append_device (GString *out, const MpDevice *d, double overhead_bytes, const char *indent,
+               gboolean profiled)
 {
-  g_autofree char *name = g_strdup_printf ("%s%s", d->name, d->calibrated ? ""
-                                           : "  (uncalibrated placeholder numbers)");
+  g_autofree char *name = g_strdup_printf ("%s%s", d->name,
+                                           !d->calibrated ? "  (uncalibrated placeholder numbers)"
+                                           : profiled ? "  (calibrated: see profile)" : "");
   append_row (out, indent, "device", name);
   g_autofree char *sub = g_strconcat (indent, "  ", NULL);
   g_autofree char *mem = mp_units_format (d->memory_bytes, MP_UNIT_BYTES);
@@ -83,7 +86,7 @@ append_groups (GString *out, const MpCluster *c)
                               g->name, g->first_node, g->first_node + g->nodes - 1, g->nodes,
                               g->devices_per_node, g->first_device,
                               g->first_device + g->nodes * g->devices_per_node - 1);
-      append_device (out, &g->device, c->device_overhead_bytes, "    ");
+      append_device (out, &g->device, c->device_overhead_bytes, "    ", c->profile != NULL);
     }
 }
 
@@ -102,7 +105,7 @@ mp_cluster_describe_text (const MpCluster *cluster)
                                                 g->devices_per_node, plural (g->devices_per_node),
                                                 c->world_size, plural (c->world_size));
       append_row (out, "  ", "nodes", shape);
-      append_device (out, &g->device, c->device_overhead_bytes, "  ");
+      append_device (out, &g->device, c->device_overhead_bytes, "  ", c->profile != NULL);
     }
   else
     {

@@ -1,0 +1,416 @@
+/* backend-host.c - the host backend: kernels/cpu (GEMMs through OpenBLAS, one thread per
+ * rank), memory from the C heap with every byte accounted, collectives and messages
+ * through MPI (non-blocking ones as MPI_I*; Open MPI progresses them inside later MPI
+ * calls, which the runner makes by testing its requests between instructions).
+ * A world of one never calls MPI, so a plan of one rank runs without mpirun. */
+#define G_LOG_DOMAIN "mpplan-exec"
+#include "config.h"
+#include "exec/backend.h"
+#include "common/error.h"
+#include "common/units.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+  MpBackend base;
+  GHashTable *sizes;        /* pointer -> Alloc */
+  MpMemStats mem;
+} HostBackend;
+
+typedef struct {
+  gsize bytes;
+  MpMemKind kind;
+} Alloc;
+
+struct _MpGroup {
+  MPI_Comm comm;            /* MPI_COMM_NULL for a group of one */
+  int rank, size;
+};
+
+struct _MpRequest {
+  MPI_Request req;
+};
+
+/* Turns a failed MPI call into a GError naming it; assumes a gboolean function with
+ * `error` in scope (the STYLE.md MP_*_TRY pattern). */
+#define MP_MPI_TRY(call)                                                                    \
+  G_STMT_START                                                                              \
+  {                                                                                         \
+    int rc_ = (call);                                                                       \
+    if (rc_ != MPI_SUCCESS)                                                                 \
+      {                                                                                     \
+        char text_[MPI_MAX_ERROR_STRING];                                                   \
+        int len_ = 0;                                                                       \
+        MPI_Error_string (rc_, text_, &len_);                                               \
+        g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "%s:%d %s: %.*s", __FILE__,         \
+                     __LINE__, #call, len_, text_);                                         \
+        return FALSE;                                                                       \
+      }                                                                                     \
+  }                                                                                         \
+  G_STMT_END
+
+const char *
+mp_mem_kind_name (MpMemKind kind)
+{
+  static const char *const names[MP_MEM_N] = { "weights", "gradients", "optimizer",
+                                               "activations", "other" };
+  return kind < MP_MEM_N ? names[kind] : "?";
+}
+
+/* ---- memory ------------------------------------------------------------------------ */
+
+static void *
+host_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
+{
+  HostBackend *h = (HostBackend *) be;
+  gsize asked = MAX (bytes, 1u);
+  double after = h->mem.current_total + (double) asked;
+  void *p = NULL;
+  if ((be->mem_limit_bytes <= 0 || after <= be->mem_limit_bytes)
+      && posix_memalign (&p, 64, asked) != 0)
+    p = NULL;
+  if (p == NULL)
+    {
+      g_autofree char *a = mp_units_format ((double) asked, MP_UNIT_BYTES);
+      g_autofree char *u = mp_units_format (h->mem.current_total, MP_UNIT_BYTES);
+      g_autofree char *l = mp_units_format (be->mem_limit_bytes, MP_UNIT_BYTES);
+      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
+                   "out of memory on rank %d: asked %s (%zu bytes) for %s with %s in use%s%s",
+                   be->rank, a, asked, mp_mem_kind_name (kind), u,
+                   be->mem_limit_bytes > 0 ? " of the device's " : "",
+                   be->mem_limit_bytes > 0 ? l : "");
+      return NULL;
+    }
+  memset (p, 0, asked);
+  Alloc *a = g_new (Alloc, 1);
+  a->bytes = asked;
+  a->kind = kind;
+  g_hash_table_insert (h->sizes, p, a);
+  h->mem.current[kind] += (double) asked;
+  h->mem.current_total = after;
+  if (after > h->mem.peak_total)
+    {
+      h->mem.peak_total = after;
+      memcpy (h->mem.at_peak, h->mem.current, sizeof h->mem.current);
+    }
+  return p;
+}
+
+static void
+host_release (MpBackend *be, void *ptr)
+{
+  HostBackend *h = (HostBackend *) be;
+  if (ptr == NULL)
+    return;
+  Alloc *a = g_hash_table_lookup (h->sizes, ptr);
+  g_return_if_fail (a != NULL);
+  h->mem.current[a->kind] -= (double) a->bytes;
+  h->mem.current_total -= (double) a->bytes;
+  g_hash_table_remove (h->sizes, ptr);
+  free (ptr);
+}
+
+static void
+host_copy (MpBackend *be, void *dst, const void *src, gsize bytes)
+{
+  if (dst != src)
+    memmove (dst, src, bytes);
+}
+
+static void
+host_zero (MpBackend *be, void *dst, gsize bytes)
+{
+  memset (dst, 0, bytes);
+}
+
+static void
+host_get_mem (MpBackend *be, MpMemStats *out)
+{
+  *out = ((HostBackend *) be)->mem;
+}
+
+/* ---- groups ------------------------------------------------------------------------ */
+
+static MpGroup *
+host_group_split (MpBackend *be, int color, int key, GError **error)
+{
+  MpGroup *g = g_new0 (MpGroup, 1);
+  g->comm = MPI_COMM_NULL;
+  g->size = 1;
+  if (be->size == 1)
+    return g;
+  int rc = MPI_Comm_split (MPI_COMM_WORLD, color, key, &g->comm);
+  if (rc != MPI_SUCCESS)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "MPI_Comm_split failed on rank %d",
+                   be->rank);
+      g_free (g);
+      return NULL;
+    }
+  MPI_Comm_set_errhandler (g->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank (g->comm, &g->rank);
+  MPI_Comm_size (g->comm, &g->size);
+  return g;
+}
+
+static void
+host_group_free (MpBackend *be, MpGroup *g)
+{
+  if (g == NULL)
+    return;
+  if (g->comm != MPI_COMM_NULL)
+    MPI_Comm_free (&g->comm);
+  g_free (g);
+}
+
+static int
+host_group_size (const MpGroup *g)
+{
+  return g->size;
+}
+
+static int
+host_group_rank (const MpGroup *g)
+{
+  return g->rank;
+}
+
+/* ---- collectives ------------------------------------------------------------------- */
+
+static gboolean
+host_all_reduce (MpBackend *be, MpGroup *g, float *buf, gsize n, MpReduceOp op,
+                 GError **error)
+{
+  if (g->size == 1 || n == 0)
+    return TRUE;
+  MP_MPI_TRY (MPI_Allreduce (MPI_IN_PLACE, buf, (int) n, MPI_FLOAT,
+                             op == MP_REDUCE_MAX ? MPI_MAX : MPI_SUM, g->comm));
+  return TRUE;
+}
+
+static gboolean
+host_all_gather (MpBackend *be, MpGroup *g, float *buf, gsize n, GError **error)
+{
+  if (g->size == 1 || n == 0)
+    return TRUE;
+  MP_MPI_TRY (MPI_Allgather (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int) n, MPI_FLOAT,
+                             g->comm));
+  return TRUE;
+}
+
+static gboolean
+host_reduce_scatter (MpBackend *be, MpGroup *g, const float *buf, float *out, gsize n,
+                     GError **error)
+{
+  if (g->size == 1 || n == 0)
+    {
+      if (out != buf)
+        memmove (out, buf, n * sizeof (float));
+      return TRUE;
+    }
+  MP_MPI_TRY (MPI_Reduce_scatter_block (buf, out, (int) n, MPI_FLOAT, MPI_SUM, g->comm));
+  return TRUE;
+}
+
+static MpRequest *
+request_new (void)
+{
+  MpRequest *r = g_new (MpRequest, 1);
+  r->req = MPI_REQUEST_NULL;
+  return r;
+}
+
+/* Starts CALL into a new request stored in *REQ; on failure frees it. */
+#define START_REQUEST(call)                                                                 \
+  G_STMT_START                                                                              \
+  {                                                                                         \
+    MpRequest *r_ = request_new ();                                                         \
+    int rc_ = (call);                                                                       \
+    if (rc_ != MPI_SUCCESS)                                                                 \
+      {                                                                                     \
+        g_free (r_);                                                                        \
+        g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "%s failed on rank %d", #call,      \
+                     be->rank);                                                             \
+        return FALSE;                                                                       \
+      }                                                                                     \
+    *req = r_;                                                                              \
+  }                                                                                         \
+  G_STMT_END
+
+static gboolean
+host_iall_reduce (MpBackend *be, MpGroup *g, float *buf, gsize n, MpRequest **req,
+                  GError **error)
+{
+  *req = NULL;
+  if (g->size == 1 || n == 0)
+    return TRUE;
+  START_REQUEST (MPI_Iallreduce (MPI_IN_PLACE, buf, (int) n, MPI_FLOAT, MPI_SUM, g->comm,
+                                 &r_->req));
+  return TRUE;
+}
+
+static gboolean
+host_iall_gather (MpBackend *be, MpGroup *g, float *buf, gsize n, MpRequest **req,
+                  GError **error)
+{
+  *req = NULL;
+  if (g->size == 1 || n == 0)
+    return TRUE;
+  START_REQUEST (MPI_Iallgather (MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int) n, MPI_FLOAT,
+                                 g->comm, &r_->req));
+  return TRUE;
+}
+
+static gboolean
+host_ireduce_scatter (MpBackend *be, MpGroup *g, const float *buf, float *out, gsize n,
+                      MpRequest **req, GError **error)
+{
+  *req = NULL;
+  if (g->size == 1 || n == 0)
+    {
+      if (out != buf)
+        memmove (out, buf, n * sizeof (float));
+      return TRUE;
+    }
+  START_REQUEST (MPI_Ireduce_scatter_block (buf, out, (int) n, MPI_FLOAT, MPI_SUM, g->comm,
+                                            &r_->req));
+  return TRUE;
+}
+
+static gboolean
+host_isend (MpBackend *be, const void *buf, gsize bytes, int peer, int tag, MpRequest **req,
+            GError **error)
+{
+  START_REQUEST (MPI_Isend (buf, (int) bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+                            &r_->req));
+  return TRUE;
+}
+
+static gboolean
+host_irecv (MpBackend *be, void *buf, gsize bytes, int peer, int tag, MpRequest **req,
+            GError **error)
+{
+  START_REQUEST (MPI_Irecv (buf, (int) bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+                            &r_->req));
+  return TRUE;
+}
+
+static gboolean
+host_test (MpBackend *be, MpRequest *req, gboolean *done, GError **error)
+{
+  *done = TRUE;
+  if (req == NULL)
+    return TRUE;
+  int flag = 0;
+  MP_MPI_TRY (MPI_Test (&req->req, &flag, MPI_STATUS_IGNORE));
+  *done = flag != 0;
+  if (*done)
+    g_free (req);
+  return TRUE;
+}
+
+static gboolean
+host_wait (MpBackend *be, MpRequest *req, GError **error)
+{
+  if (req == NULL)
+    return TRUE;
+  int rc = MPI_Wait (&req->req, MPI_STATUS_IGNORE);
+  g_free (req);
+  if (rc != MPI_SUCCESS)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "MPI_Wait failed on rank %d", be->rank);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static double
+host_now_s (MpBackend *be)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+
+static void
+host_abort (MpBackend *be, int status)
+{
+  if (be->size > 1)
+    MPI_Abort (MPI_COMM_WORLD, status);
+  exit (status);
+}
+
+static void
+host_free (MpBackend *be)
+{
+  HostBackend *h = (HostBackend *) be;
+  if (h == NULL)
+    return;
+  GHashTableIter it;
+  gpointer key;
+  g_hash_table_iter_init (&it, h->sizes);
+  while (g_hash_table_iter_next (&it, &key, NULL))
+    free (key);
+  g_hash_table_unref (h->sizes);
+  g_free (h);
+}
+
+static const MpKernelOps host_kernels = {
+  mpk_cpu_matmul_forward, mpk_cpu_matmul_backward,
+  mpk_cpu_embedding_forward, mpk_cpu_embedding_backward,
+  mpk_cpu_layernorm_forward, mpk_cpu_layernorm_backward,
+  mpk_cpu_rmsnorm_forward, mpk_cpu_rmsnorm_backward,
+  mpk_cpu_rotary_forward, mpk_cpu_rotary_backward,
+  mpk_cpu_attention_forward, mpk_cpu_attention_backward,
+  mpk_cpu_gelu_forward, mpk_cpu_gelu_backward,
+  mpk_cpu_relu_forward, mpk_cpu_relu_backward,
+  mpk_cpu_swiglu_forward, mpk_cpu_swiglu_backward,
+  mpk_cpu_residual_forward, mpk_cpu_add,
+  mpk_cpu_crossentropy_shard_stats, mpk_cpu_crossentropy_shard_rescale,
+  mpk_cpu_crossentropy_shard_finish, mpk_cpu_crossentropy_shard_backward,
+  mpk_cpu_adamw_update, mpk_cpu_sgd_update, mpk_cpu_sumsq,
+};
+
+static const MpBackendOps host_ops = {
+  .name = "host",
+  .alloc = host_alloc,
+  .release = host_release,
+  .copy = host_copy,
+  .zero = host_zero,
+  .upload = host_copy,
+  .download = host_copy,
+  .kernels = &host_kernels,
+  .group_split = host_group_split,
+  .group_free = host_group_free,
+  .group_size = host_group_size,
+  .group_rank = host_group_rank,
+  .all_reduce = host_all_reduce,
+  .all_gather = host_all_gather,
+  .reduce_scatter = host_reduce_scatter,
+  .iall_reduce = host_iall_reduce,
+  .iall_gather = host_iall_gather,
+  .ireduce_scatter = host_ireduce_scatter,
+  .isend = host_isend,
+  .irecv = host_irecv,
+  .test = host_test,
+  .wait = host_wait,
+  .now_s = host_now_s,
+  .abort = host_abort,
+  .get_mem = host_get_mem,
+  .free = host_free,
+};
+
+MpBackend *
+mp_backend_host_new (int rank, int size)
+{
+  HostBackend *h = g_new0 (HostBackend, 1);
+  h->base.ops = &host_ops;
+  h->base.rank = rank;
+  h->base.size = size;
+  h->sizes = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  mpk_cpu_init_threads (1);
+  return &h->base;
+}

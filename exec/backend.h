@@ -1,0 +1,161 @@
+/* backend.h - what the executor needs from a machine: accounted memory, the compute
+ * kernels, collectives over groups of ranks, point-to-point messages and a clock.
+ *
+ * One table of function pointers (MpBackendOps) per backend, filled at run time, so one
+ * binary serves several: "host" (kernels/cpu + OpenBLAS + MPI, backend-host.c) now,
+ * "cuda" (kernels/cuda + cuBLAS + NCCL) later. No CUDA, NCCL or MPI type appears here:
+ * buffers are plain pointers into the backend's memory (host memory for "host", device
+ * memory for "cuda"), groups and requests are opaque.
+ *
+ * Failure contract: every call that can fail takes GError ** last and returns FALSE / NULL
+ * with MP_ERROR_RUNTIME set (an out-of-memory names the size asked). Collectives are
+ * collective: every rank of the group calls them in the same order. Units: bytes,
+ * seconds; element counts are floats unless a name says otherwise. */
+#pragma once
+#include <glib.h>
+#include "kernels/cpu/kernels.h"
+
+G_BEGIN_DECLS
+
+typedef struct _MpBackend MpBackend;
+typedef struct _MpGroup MpGroup;         /* an ordered set of world ranks */
+typedef struct _MpRequest MpRequest;     /* a non-blocking operation in flight */
+
+/* What an allocation holds, for the memory breakdown (the planner's memory_bytes keys). */
+typedef enum {
+  MP_MEM_WEIGHTS,
+  MP_MEM_GRADIENTS,
+  MP_MEM_OPTIMIZER,
+  MP_MEM_ACTIVATIONS,
+  MP_MEM_OTHER,          /* transient buffers: gathers, messages, logits, scratch */
+  MP_MEM_N
+} MpMemKind;
+
+/* Bytes in use now, and at the moment the total peaked (with the total's parts then). */
+typedef struct {
+  double current[MP_MEM_N];
+  double current_total;
+  double peak_total;
+  double at_peak[MP_MEM_N];
+} MpMemStats;
+
+typedef enum { MP_REDUCE_SUM, MP_REDUCE_MAX } MpReduceOp;
+
+/* The kernels, with kernels/cpu/kernels.h's signatures and contracts (forwards write,
+ * backwards accumulate); a backend points them at its own implementations. */
+typedef struct {
+  void (*matmul_forward) (float *out, const float *inp, const float *weight,
+                          const float *bias, int N, int C, int OC);
+  void (*matmul_backward) (float *dinp, float *dweight, float *dbias, const float *dout,
+                           const float *inp, const float *weight, int N, int C, int OC);
+  void (*embedding_forward) (float *out, const int *tokens, const float *wte,
+                             const float *wpe, int N, int T, int C, int v0, int Vl);
+  void (*embedding_backward) (float *dwte, float *dwpe, const float *dout, const int *tokens,
+                              int N, int T, int C, int v0, int Vl);
+  void (*layernorm_forward) (float *out, float *mean, float *rstd, const float *inp,
+                             const float *weight, const float *bias, int N, int C, float eps);
+  void (*layernorm_backward) (float *dinp, float *dweight, float *dbias, const float *dout,
+                              const float *inp, const float *weight, const float *mean,
+                              const float *rstd, int N, int C);
+  void (*rmsnorm_forward) (float *out, float *rstd, const float *inp, const float *weight,
+                           int N, int C, float eps);
+  void (*rmsnorm_backward) (float *dinp, float *dweight, const float *dout, const float *inp,
+                            const float *weight, const float *rstd, int N, int C);
+  void (*rotary_forward) (float *x, int B, int T, int NHR, int HD, int ld, int pos0,
+                          float theta);
+  void (*rotary_backward) (float *dx, int B, int T, int NHR, int HD, int ld, int pos0,
+                           float theta);
+  void (*attention_forward) (float *out, float *lse, float *probs, const float *q,
+                             const float *k, const float *v, MpkAttnShape s);
+  void (*attention_backward) (float *dq, float *dk, float *dv, const float *dout,
+                              const float *out, const float *lse, const float *probs,
+                              const float *q, const float *k, const float *v, MpkAttnShape s);
+  void (*gelu_forward) (float *out, const float *inp, size_t n);
+  void (*gelu_backward) (float *dinp, const float *inp, const float *dout, size_t n);
+  void (*relu_forward) (float *out, const float *inp, size_t n);
+  void (*relu_backward) (float *dinp, const float *inp, const float *dout, size_t n);
+  void (*swiglu_forward) (float *out, const float *inp, int N, int F);
+  void (*swiglu_backward) (float *dinp, const float *inp, const float *dout, int N, int F);
+  void (*residual_forward) (float *out, const float *a, const float *b, size_t n);
+  void (*add) (float *y, const float *x, size_t n);
+  void (*crossentropy_shard_stats) (float *lmax, float *lsum, float *tlogit,
+                                    const float *logits, const int *targets, int N, int Vl,
+                                    int v0);
+  void (*crossentropy_shard_rescale) (float *lsum, const float *lmax, const float *gmax, int N);
+  void (*crossentropy_shard_finish) (float *losses, float *lse, const float *gmax,
+                                     const float *gsum, const float *tlogit, int N);
+  void (*crossentropy_shard_backward) (float *dlogits, const float *logits, const float *lse,
+                                       const int *targets, float scale, int N, int Vl, int v0);
+  void (*adamw_update) (float *param, const float *grad, float *m, float *v, size_t n,
+                        float lr, float beta1, float beta2, float eps, float weight_decay,
+                        int t);
+  void (*sgd_update) (float *param, const float *grad, float *mom, size_t n, float lr,
+                      float momentum);
+  double (*sumsq) (const float *x, size_t n);
+} MpKernelOps;
+
+typedef struct {
+  const char *name;                                   /* "host", "cuda" */
+  /* Memory, accounted under KIND. alloc zero-fills. */
+  void *(*alloc) (MpBackend *be, gsize bytes, MpMemKind kind, GError **error);
+  void (*release) (MpBackend *be, void *ptr);         /* NULL-safe */
+  void (*copy) (MpBackend *be, void *dst, const void *src, gsize bytes);
+  void (*zero) (MpBackend *be, void *dst, gsize bytes);
+  /* Host <-> backend memory (weights are generated on the host, losses read back). */
+  void (*upload) (MpBackend *be, void *dst, const void *host, gsize bytes);
+  void (*download) (MpBackend *be, void *host, const void *src, gsize bytes);
+  const MpKernelOps *kernels;
+
+  /* Groups: every world rank calls split with its COLOR (ranks with equal colours form a
+   * group) and KEY (order inside it). A world of one never talks to anyone. */
+  MpGroup *(*group_split) (MpBackend *be, int color, int key, GError **error);
+  void (*group_free) (MpBackend *be, MpGroup *group);
+  int (*group_size) (const MpGroup *group);
+  int (*group_rank) (const MpGroup *group);
+
+  /* Blocking collectives over floats, in place where they can be: all_reduce on BUF (n);
+   * all_gather: BUF (n * size) gets every rank's block, this rank's already at its place;
+   * reduce_scatter: BUF (n * size) in, this rank's summed block out to OUT (n). */
+  gboolean (*all_reduce) (MpBackend *be, MpGroup *g, float *buf, gsize n, MpReduceOp op,
+                          GError **error);
+  gboolean (*all_gather) (MpBackend *be, MpGroup *g, float *buf, gsize n, GError **error);
+  gboolean (*reduce_scatter) (MpBackend *be, MpGroup *g, const float *buf, float *out,
+                              gsize n, GError **error);
+  /* The same, non-blocking: *REQ to test / wait (NULL when nothing needed doing). */
+  gboolean (*iall_reduce) (MpBackend *be, MpGroup *g, float *buf, gsize n, MpRequest **req,
+                           GError **error);
+  gboolean (*iall_gather) (MpBackend *be, MpGroup *g, float *buf, gsize n, MpRequest **req,
+                           GError **error);
+  gboolean (*ireduce_scatter) (MpBackend *be, MpGroup *g, const float *buf, float *out,
+                               gsize n, MpRequest **req, GError **error);
+  /* Point to point with a world rank, BYTES from / into BUF. */
+  gboolean (*isend) (MpBackend *be, const void *buf, gsize bytes, int peer, int tag,
+                     MpRequest **req, GError **error);
+  gboolean (*irecv) (MpBackend *be, void *buf, gsize bytes, int peer, int tag,
+                     MpRequest **req, GError **error);
+  /* TEST: *DONE set when REQ has completed (REQ is then freed). WAIT blocks, then frees.
+   * NULL requests are complete. */
+  gboolean (*test) (MpBackend *be, MpRequest *req, gboolean *done, GError **error);
+  gboolean (*wait) (MpBackend *be, MpRequest *req, GError **error);
+
+  double (*now_s) (MpBackend *be);                    /* monotonic, seconds */
+  /* Ends every rank of the job now (MPI_Abort), after a failure on this one. */
+  void (*abort) (MpBackend *be, int status);
+  void (*get_mem) (MpBackend *be, MpMemStats *out);
+  void (*free) (MpBackend *be);
+} MpBackendOps;
+
+struct _MpBackend {
+  const MpBackendOps *ops;
+  int rank, size;                                     /* in the world */
+  double mem_limit_bytes;   /* allocations beyond this fail as out-of-memory; 0: none */
+};
+
+/* The host backend over a world of SIZE ranks (RANK is this one); SIZE 1 never calls MPI.
+ * Caller owns (be->ops->free). */
+MpBackend *mp_backend_host_new (int rank, int size);
+
+/* "weights", "gradients", ... (the memory_bytes keys). */
+const char *mp_mem_kind_name (MpMemKind kind);
+
+G_END_DECLS

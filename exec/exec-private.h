@@ -1,0 +1,85 @@
+/* exec-private.h - what the files of exec/ share: one rank's model state (its shards of
+ * the weights, their gradients and optimizer state, activations in flight), the layer
+ * forward and backward, and the timing record of a step. Not a public header. */
+#pragma once
+#include <glib.h>
+#include "exec/backend.h"
+#include "model/model.h"
+#include "costmodel/costmodel.h"
+
+G_BEGIN_DECLS
+
+/* One parameter tensor as this rank holds it: its tensor-parallel shard (n floats, the
+ * "local" tensor), padded to a multiple of dp so ZeRO splits it into equal shards. */
+typedef struct {
+  char name[24];
+  guint layer;             /* owner layer */
+  gsize n;                 /* local elements */
+  gsize shard_n;           /* ZeRO shard: padded / dp (n when not sharded) */
+  gsize padded;            /* shard_n * dp when sharded, else n */
+  float *param;            /* (padded) the local tensor; under ZeRO-3 only while gathered */
+  float *pshard;           /* ZeRO-3: this rank's persistent shard (shard_n) */
+  float *grad;             /* (padded) accumulated over micro-batches */
+  float *gshard;           /* ZeRO >= 1: the reduced shard (shard_n) */
+  float *rs_tmp;           /* ZeRO-3: a micro-batch's reduce-scatter result (shard_n) */
+  float *m, *v;            /* optimizer state over what this rank updates */
+  guint gathers;           /* ZeRO-3: outstanding uses of the gathered param */
+  gboolean replicated;     /* identical on every tp rank (counted once in the norm) */
+  gboolean tied_copy;      /* the last stage's copy of the tied word embedding */
+  guint pending;           /* DP stream op that last read its grad (0: none) */
+} ExTensor;
+
+typedef struct {
+  const MpLayer *ir;
+  gboolean here;           /* on this rank's pipeline stage */
+  GPtrArray *owns;         /* ExTensor* whose gradient this layer's bucket reduces */
+  GPtrArray *uses;         /* ExTensor* its forward reads (owns, plus a shared embedding) */
+  gpointer *acts;          /* per micro-batch: saved activations (layer kind's struct) */
+} ExLayer;
+
+typedef struct _MpExec MpExec;
+struct _MpExec {
+  MpBackend *be;
+  const MpKernelOps *k;
+  const MpModel *model;
+  MpParallelConfig cfg;
+  guint global_batch;
+  guint64 seed;
+  guint step;               /* 0-based, for the data and Adam's t */
+  guint tp, dp, pp, tp_rank, dp_rank, pp_rank;
+  guint zero;               /* effective stage (0 when dp is 1) */
+  gboolean sp;
+  MpGroup *tp_group, *dp_group, *ends_group, *world_group;
+  /* shapes: N rows per micro-batch, Ns of them on this rank's sequence shard */
+  int mbs, T, N, Ns, C, NH, NKV, HD, NHl, NKVl, F, Fl, V, v0, Vl;
+  gboolean swiglu;
+  guint M;                  /* micro-batches per step on this data rank */
+  ExLayer *layers;
+  guint n_layers;
+  GPtrArray *tensors;       /* every ExTensor of this rank (owned) */
+  float **input;            /* [layer * M + mb]: the layer's input (Ns, C), owned */
+  float **dinput;           /* [layer * M + mb]: gradient of that input (Ns, C), owned */
+  double loss_sum;          /* summed token losses of this step (last stage, tp rank 0) */
+  double tp_s;              /* time inside TP collectives since last reset */
+  float lr;
+};
+
+/* Builds rank state for MODEL under CFG (tp/dp/pp coordinates given), generating its
+ * shards of the weights from SEED. NULL with MP_ERROR_INPUT for a model or config the
+ * executor does not run, or MP_ERROR_RUNTIME (out of memory, MPI). Caller owns. */
+MpExec *mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
+                     guint global_batch, guint tp_rank, guint dp_rank, guint pp_rank,
+                     const guint *chunk_of_layer_stage, guint64 seed, GError **error);
+void mp_exec_free (MpExec *ex);
+/* Zeroes gradients and loss before a step. */
+void mp_exec_step_begin (MpExec *ex, guint step);
+gboolean mp_exec_forward (MpExec *ex, guint layer, guint mb, GError **error);
+gboolean mp_exec_backward (MpExec *ex, guint layer, guint mb, GError **error);
+/* Global gradient norm (collective over the world), then the optimizer update. */
+gboolean mp_exec_optimizer (MpExec *ex, double *grad_norm, GError **error);
+/* Step loss: mean over the global batch (collective over the world). */
+gboolean mp_exec_step_loss (MpExec *ex, double *loss, GError **error);
+/* Elements of the activation crossing from LAYER to LAYER + 1 (Ns * C). */
+gsize mp_exec_boundary_n (const MpExec *ex);
+
+G_END_DECLS

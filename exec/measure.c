@@ -1,0 +1,466 @@
+/* measure.c - from instruction timestamps to the planner's figures: each step's time split
+ * into compute / tp_comm / pp_comm / dp_comm / bubble / optimizer per rank, the JSON of one
+ * rank (gathered at rank 0), measured.json (the keys of mp_plan_to_json: step_s, time_s,
+ * memory_bytes, plus spread and per-rank figures) and the Chrome trace of the last
+ * measured step (ECOSYSTEM.md section 4.3 layout: measured rank r is pid 100000 + r; tid 0
+ * compute, 1 TP comm, 2 DP comm, 3 PP send/recv).
+ *
+ * Attribution of one rank's step (wall clock from the step's start, after a barrier, to
+ * the end of its last instruction and of everything it left in flight):
+ *   compute   FORWARD / BACKWARD time less the parts below, plus nothing else;
+ *   tp_comm   time inside the tensor-parallel collectives of FORWARD / BACKWARD;
+ *   pp_comm   SEND / RECV instructions (posting), and completing a receive whose data had
+ *             already arrived;
+ *   dp_comm   REDUCE_GRADS / GATHER_PARAMS / REDUCE_TIED / WAIT instructions (posting and
+ *             the waits for the dp stream), and a layer blocked on a ZeRO-3 gather;
+ *   optimizer OPTIMIZER (the global gradient norm's all-reduce included);
+ *   bubble    the rest: blocked on a receive whose data had not arrived (waiting on
+ *             another stage), the end-of-step drain, the interpreter's own gaps.
+ * The six add up to step_s. Units: seconds, bytes. */
+#define G_LOG_DOMAIN "mpplan-exec"
+#include "config.h"
+#include "exec/measure.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const phase_names[MP_PHASE_N] = { "compute", "tp_comm", "pp_comm",
+                                                      "dp_comm", "bubble", "optimizer" };
+
+void
+mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_start,
+                      double t_end, MpStepPhases *out)
+{
+  memset (out, 0, sizeof *out);
+  out->step_s = t_end - t_start;
+  double *t = out->t;
+  for (guint i = 0; i < prog->n_insns; i++)
+    {
+      const MpInsnTime *tm = &times[i];
+      double dur = tm->t1 - tm->t0;
+      switch (prog->insns[i].kind)
+        {
+        case MP_INSN_FORWARD:
+        case MP_INSN_BACKWARD:
+          t[MP_PHASE_COMPUTE] += dur - tm->tp_s - tm->pp_s - tm->wait_pp_s - tm->wait_dp_s;
+          t[MP_PHASE_TP] += tm->tp_s;
+          t[MP_PHASE_PP] += tm->pp_s;
+          t[MP_PHASE_DP] += tm->wait_dp_s;
+          break;
+        case MP_INSN_SEND:
+        case MP_INSN_RECV:
+          t[MP_PHASE_PP] += dur;
+          break;
+        case MP_INSN_OPTIMIZER:
+          t[MP_PHASE_OPTIMIZER] += dur;
+          break;
+        default:
+          t[MP_PHASE_DP] += dur;
+          break;
+        }
+    }
+  double busy = 0;
+  for (int p = 0; p < MP_PHASE_N; p++)
+    if (p != MP_PHASE_BUBBLE)
+      busy += t[p];
+  t[MP_PHASE_BUBBLE] = MAX (0.0, out->step_s - busy);
+}
+
+static int
+cmp_double (gconstpointer a, gconstpointer b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median of N values (copied, sorted). */
+static double
+median (const double *v, guint n)
+{
+  if (n == 0)
+    return 0;
+  g_autofree double *s = g_memdup2 (v, n * sizeof (double));
+  qsort (s, n, sizeof (double), (int (*) (const void *, const void *)) cmp_double);
+  return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+/* ---- one rank ---------------------------------------------------------------------- */
+
+static void
+add_trace_event (JsonBuilder *b, const char *name, const char *cat, int pid, int tid,
+                 double ts_s, double dur_s, const MpInsn *in)
+{
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "name");
+  json_builder_add_string_value (b, name);
+  json_builder_set_member_name (b, "cat");
+  json_builder_add_string_value (b, cat);
+  json_builder_set_member_name (b, "ph");
+  json_builder_add_string_value (b, "X");
+  json_builder_set_member_name (b, "pid");
+  json_builder_add_int_value (b, pid);
+  json_builder_set_member_name (b, "tid");
+  json_builder_add_int_value (b, tid);
+  json_builder_set_member_name (b, "ts");
+  json_builder_add_double_value (b, ts_s * 1e6);
+  json_builder_set_member_name (b, "dur");
+  json_builder_add_double_value (b, MAX (dur_s, 0.0) * 1e6);
+  if (in)
+    {
+      json_builder_set_member_name (b, "args");
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "layer");
+      json_builder_add_int_value (b, in->layer);
+      json_builder_set_member_name (b, "microbatch");
+      json_builder_add_int_value (b, in->micro_batch);
+      json_builder_set_member_name (b, "chunk");
+      json_builder_add_int_value (b, in->chunk);
+      json_builder_set_member_name (b, "bytes");
+      json_builder_add_double_value (b, in->bytes);
+      json_builder_set_member_name (b, "flops");
+      json_builder_add_double_value (b, in->flops);
+      json_builder_set_member_name (b, "measured_us");
+      json_builder_add_double_value (b, dur_s * 1e6);
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+}
+
+static void
+add_meta (JsonBuilder *b, const char *what, int pid, int tid, const char *key,
+          const char *svalue, gint64 ivalue)
+{
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "name");
+  json_builder_add_string_value (b, what);
+  json_builder_set_member_name (b, "ph");
+  json_builder_add_string_value (b, "M");
+  json_builder_set_member_name (b, "pid");
+  json_builder_add_int_value (b, pid);
+  json_builder_set_member_name (b, "tid");
+  json_builder_add_int_value (b, tid);
+  json_builder_set_member_name (b, "args");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, key);
+  if (svalue)
+    json_builder_add_string_value (b, svalue);
+  else
+    json_builder_add_int_value (b, ivalue);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+}
+
+/* The trace events of one rank's last measured step, times relative to its start. */
+static void
+rank_trace (JsonBuilder *b, const MpProgram *prog, const MpModel *model,
+            const MpInsnTime *times, double t_start, const MpMemStats *mem)
+{
+  int pid = 100000 + (int) prog->rank;
+  static const char *const threads[] = { "compute", "TP comm", "DP comm", "PP send/recv" };
+  g_autofree char *pname = g_strdup_printf ("measured rank %u (pp%u,tp%u,dp%u)", prog->rank,
+                                            prog->stage, prog->tp_rank, prog->dp_rank);
+  add_meta (b, "process_name", pid, 0, "name", pname, 0);
+  add_meta (b, "process_sort_index", pid, 0, "sort_index", NULL, 2 * (gint64) prog->rank + 1);
+  for (int t = 0; t < 4; t++)
+    add_meta (b, "thread_name", pid, t, "name", threads[t], 0);
+  for (guint i = 0; i < prog->n_insns; i++)
+    {
+      const MpInsn *in = &prog->insns[i];
+      const MpInsnTime *tm = &times[i];
+      double ts = tm->t0 - t_start, dur = tm->t1 - tm->t0;
+      const char *lname = in->layer < model->n_layers ? model->layers[in->layer].name : "?";
+      g_autofree char *name = NULL;
+      switch (in->kind)
+        {
+        case MP_INSN_FORWARD:
+        case MP_INSN_BACKWARD:
+          {
+            double wait = tm->wait_pp_s + tm->wait_dp_s;
+            if (wait > 0)
+              add_trace_event (b, "bubble", "bubble", pid, 0, ts, wait, NULL);
+            name = g_strdup_printf ("%s %s mb%u", in->kind == MP_INSN_FORWARD ? "F" : "B",
+                                    lname, in->micro_batch);
+            add_trace_event (b, name, "compute", pid, 0, ts + wait, dur - wait, in);
+            /* the layer's TP collectives, summed, drawn at its end */
+            if (tm->tp_s > 0)
+              add_trace_event (b, "tp collectives", "comm", pid, 1, tm->t1 - t_start - tm->tp_s,
+                               tm->tp_s, in);
+            break;
+          }
+        case MP_INSN_SEND:
+        case MP_INSN_RECV:
+          name = g_strdup_printf ("%s %s mb%u peer %d", mp_insn_kind_name (in->kind), lname,
+                                  in->micro_batch, in->peer);
+          add_trace_event (b, name, "comm", pid, 3, ts, dur, in);
+          break;
+        case MP_INSN_OPTIMIZER:
+          add_trace_event (b, "optimizer", "optimizer", pid, 0, ts, dur, in);
+          break;
+        default:
+          name = g_strdup_printf ("%s %s", mp_insn_kind_name (in->kind), lname);
+          add_trace_event (b, name, "comm", pid, 2, ts, dur, in);
+          break;
+        }
+    }
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "name");
+  json_builder_add_string_value (b, "memory");
+  json_builder_set_member_name (b, "ph");
+  json_builder_add_string_value (b, "C");
+  json_builder_set_member_name (b, "pid");
+  json_builder_add_int_value (b, pid);
+  json_builder_set_member_name (b, "ts");
+  json_builder_add_double_value (b, 0);
+  json_builder_set_member_name (b, "args");
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "peak_bytes");
+  json_builder_add_double_value (b, mem->peak_total);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+}
+
+static void
+add_phases (JsonBuilder *b, const double *t)
+{
+  json_builder_begin_object (b);
+  for (int p = 0; p < MP_PHASE_N; p++)
+    {
+      json_builder_set_member_name (b, phase_names[p]);
+      json_builder_add_double_value (b, t[p]);
+    }
+  json_builder_end_object (b);
+}
+
+static void
+add_memory (JsonBuilder *b, const MpMemStats *mem)
+{
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "peak");
+  json_builder_add_double_value (b, mem->peak_total);
+  for (int k = 0; k < MP_MEM_N; k++)
+    {
+      json_builder_set_member_name (b, mp_mem_kind_name (k));
+      json_builder_add_double_value (b, mem->at_peak[k]);
+    }
+  json_builder_end_object (b);
+}
+
+char *
+mp_measure_rank_json (const MpProgram *prog, const MpModel *model, const MpStepPhases *steps,
+                      guint n_steps, const MpInsnTime *last_times, double last_start,
+                      const MpMemStats *mem)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "rank");
+  json_builder_add_int_value (b, prog->rank);
+  json_builder_set_member_name (b, "stage");
+  json_builder_add_int_value (b, prog->stage);
+  json_builder_set_member_name (b, "tp_rank");
+  json_builder_add_int_value (b, prog->tp_rank);
+  json_builder_set_member_name (b, "dp_rank");
+  json_builder_add_int_value (b, prog->dp_rank);
+  json_builder_set_member_name (b, "steps");
+  json_builder_begin_array (b);
+  for (guint s = 0; s < n_steps; s++)
+    {
+      json_builder_begin_object (b);
+      json_builder_set_member_name (b, "step_s");
+      json_builder_add_double_value (b, steps[s].step_s);
+      json_builder_set_member_name (b, "time_s");
+      add_phases (b, steps[s].t);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  json_builder_set_member_name (b, "memory_bytes");
+  add_memory (b, mem);
+  json_builder_set_member_name (b, "trace");
+  json_builder_begin_array (b);
+  if (n_steps > 0)
+    rank_trace (b, prog, model, last_times, last_start, mem);
+  json_builder_end_array (b);
+  json_builder_end_object (b);
+  g_autoptr(JsonNode) root = json_builder_get_root (b);
+  return json_to_string (root, FALSE);
+}
+
+/* ---- the job (rank 0) -------------------------------------------------------------- */
+
+/* A rank's parsed figures. */
+typedef struct {
+  JsonObject *o;
+  guint n;
+  double *step_s;
+  double (*t)[MP_PHASE_N];
+  double median_t[MP_PHASE_N];
+  double median_step;
+} RankFig;
+
+static void
+rank_fig (JsonObject *o, RankFig *f)
+{
+  f->o = o;
+  JsonArray *steps = json_object_get_array_member (o, "steps");
+  f->n = json_array_get_length (steps);
+  f->step_s = g_new0 (double, MAX (f->n, 1u));
+  f->t = g_malloc0 (MAX (f->n, 1u) * sizeof *f->t);
+  for (guint s = 0; s < f->n; s++)
+    {
+      JsonObject *so = json_array_get_object_element (steps, s);
+      f->step_s[s] = json_object_get_double_member (so, "step_s");
+      JsonObject *to = json_object_get_object_member (so, "time_s");
+      for (int p = 0; p < MP_PHASE_N; p++)
+        f->t[s][p] = json_object_get_double_member (to, phase_names[p]);
+    }
+  f->median_step = median (f->step_s, f->n);
+  g_autofree double *col = g_new (double, MAX (f->n, 1u));
+  for (int p = 0; p < MP_PHASE_N; p++)
+    {
+      for (guint s = 0; s < f->n; s++)
+        col[s] = f->t[s][p];
+      f->median_t[p] = median (col, f->n);
+    }
+}
+
+JsonNode *
+mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json, const double *losses,
+                     const double *grad_norms, guint n_steps, guint warmup,
+                     const char *backend, JsonNode **trace_out, GError **error)
+{
+  guint R = rank_texts->len;
+  g_autoptr(GPtrArray) parsers = g_ptr_array_new_with_free_func (g_object_unref);
+  g_autofree RankFig *f = g_new0 (RankFig, R);
+  for (guint r = 0; r < R; r++)
+    {
+      JsonParser *p = json_parser_new ();
+      g_ptr_array_add (parsers, p);
+      gsize len;
+      const char *text = g_bytes_get_data (g_ptr_array_index (rank_texts, r), &len);
+      if (!json_parser_load_from_data (p, text, (gssize) len, error))
+        return NULL;
+      rank_fig (json_node_get_object (json_parser_get_root (p)), &f[r]);
+    }
+  /* step time: the slowest rank of each step; its spread over the measured steps */
+  g_autofree double *step = g_new0 (double, MAX (n_steps, 1u));
+  for (guint s = 0; s < n_steps; s++)
+    for (guint r = 0; r < R; r++)
+      step[s] = MAX (step[s], s < f[r].n ? f[r].step_s[s] : 0);
+  double step_med = median (step, n_steps), smin = G_MAXDOUBLE, smax = 0;
+  for (guint s = 0; s < n_steps; s++)
+    {
+      smin = MIN (smin, step[s]);
+      smax = MAX (smax, step[s]);
+    }
+  /* the breakdown of the bottleneck rank (most compute), its bubble taking up the rest */
+  guint bot = 0, mem_rank = 0;
+  for (guint r = 1; r < R; r++)
+    {
+      if (f[r].median_t[MP_PHASE_COMPUTE] > f[bot].median_t[MP_PHASE_COMPUTE])
+        bot = r;
+      JsonObject *m = json_object_get_object_member (f[r].o, "memory_bytes");
+      JsonObject *mb = json_object_get_object_member (f[mem_rank].o, "memory_bytes");
+      if (json_object_get_double_member (m, "peak") > json_object_get_double_member (mb, "peak"))
+        mem_rank = r;
+    }
+  double t[MP_PHASE_N], busy = 0;
+  memcpy (t, f[bot].median_t, sizeof t);
+  for (int p = 0; p < MP_PHASE_N; p++)
+    if (p != MP_PHASE_BUBBLE)
+      busy += t[p];
+  t[MP_PHASE_BUBBLE] = MAX (0.0, step_med - busy);
+
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "schema_version");
+  json_builder_add_int_value (b, 1);
+  json_builder_set_member_name (b, "source");
+  json_builder_add_string_value (b, "measured");
+  json_builder_set_member_name (b, "backend");
+  json_builder_add_string_value (b, backend);
+  json_builder_set_member_name (b, "step_s");
+  json_builder_add_double_value (b, step_med);
+  json_builder_set_member_name (b, "step_s_min");
+  json_builder_add_double_value (b, n_steps ? smin : 0);
+  json_builder_set_member_name (b, "step_s_max");
+  json_builder_add_double_value (b, smax);
+  json_builder_set_member_name (b, "steps");
+  json_builder_add_int_value (b, n_steps);
+  json_builder_set_member_name (b, "warmup_steps");
+  json_builder_add_int_value (b, warmup);
+  json_builder_set_member_name (b, "time_s");
+  add_phases (b, t);
+  json_builder_set_member_name (b, "time_s_rank");
+  json_builder_add_int_value (b, bot);
+  json_builder_set_member_name (b, "memory_bytes");
+  json_builder_add_value (b, json_node_copy (json_object_get_member (f[mem_rank].o,
+                                                                     "memory_bytes")));
+  json_builder_set_member_name (b, "memory_bytes_rank");
+  json_builder_add_int_value (b, mem_rank);
+  json_builder_set_member_name (b, "step_times_s");
+  json_builder_begin_array (b);
+  for (guint s = 0; s < n_steps; s++)
+    json_builder_add_double_value (b, step[s]);
+  json_builder_end_array (b);
+  json_builder_set_member_name (b, "loss");
+  json_builder_begin_array (b);
+  for (guint s = 0; s < n_steps + warmup; s++)
+    json_builder_add_double_value (b, losses[s]);
+  json_builder_end_array (b);
+  json_builder_set_member_name (b, "grad_norm");
+  json_builder_begin_array (b);
+  for (guint s = 0; s < n_steps + warmup; s++)
+    json_builder_add_double_value (b, grad_norms[s]);
+  json_builder_end_array (b);
+  json_builder_set_member_name (b, "ranks");
+  json_builder_begin_array (b);
+  for (guint r = 0; r < R; r++)
+    {
+      json_builder_begin_object (b);
+      const char *keys[] = { "rank", "stage", "tp_rank", "dp_rank" };
+      for (int k = 0; k < 4; k++)
+        {
+          json_builder_set_member_name (b, keys[k]);
+          json_builder_add_int_value (b, json_object_get_int_member (f[r].o, keys[k]));
+        }
+      json_builder_set_member_name (b, "step_s");
+      json_builder_add_double_value (b, f[r].median_step);
+      json_builder_set_member_name (b, "time_s");
+      add_phases (b, f[r].median_t);
+      json_builder_set_member_name (b, "memory_bytes");
+      json_builder_add_value (b, json_node_copy (json_object_get_member (f[r].o,
+                                                                         "memory_bytes")));
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+  if (plan_json)
+    {
+      json_builder_set_member_name (b, "plan");
+      json_builder_add_value (b, json_node_copy (plan_json));
+    }
+  json_builder_end_object (b);
+
+  if (trace_out)
+    {
+      g_autoptr(JsonBuilder) tb = json_builder_new ();
+      json_builder_begin_object (tb);
+      json_builder_set_member_name (tb, "traceEvents");
+      json_builder_begin_array (tb);
+      for (guint r = 0; r < R; r++)
+        {
+          JsonArray *ev = json_object_get_array_member (f[r].o, "trace");
+          for (guint i = 0; i < json_array_get_length (ev); i++)
+            json_builder_add_value (tb, json_node_copy (json_array_get_element (ev, i)));
+        }
+      json_builder_end_array (tb);
+      json_builder_set_member_name (tb, "displayTimeUnit");
+      json_builder_add_string_value (tb, "ms");
+      json_builder_end_object (tb);
+      *trace_out = json_builder_get_root (tb);
+    }
+  for (guint r = 0; r < R; r++)
+    {
+      g_free (f[r].step_s);
+      g_free (f[r].t);
+    }
+  return json_builder_get_root (b);
+}

@@ -1,0 +1,35 @@
+/* measure.h - timings to figures (measure.c), private to exec/. */
+#pragma once
+#include <json-glib/json-glib.h>
+#include "exec/runner.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+  MP_PHASE_COMPUTE, MP_PHASE_TP, MP_PHASE_PP, MP_PHASE_DP, MP_PHASE_BUBBLE,
+  MP_PHASE_OPTIMIZER, MP_PHASE_N
+} MpPhase;
+
+/* One rank's step: its wall time and its parts (they add up to step_s). */
+typedef struct {
+  double step_s;
+  double t[MP_PHASE_N];
+} MpStepPhases;
+
+/* Splits one step of PROG (TIMES per instruction, the step from T_START to T_END). */
+void mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_start,
+                           double t_end, MpStepPhases *out);
+/* One rank's figures and trace events as compact JSON text (caller owns). */
+char *mp_measure_rank_json (const MpProgram *prog, const MpModel *model,
+                            const MpStepPhases *steps, guint n_steps,
+                            const MpInsnTime *last_times, double last_start,
+                            const MpMemStats *mem);
+/* measured.json from every rank's text (RANK_TEXTS: GBytes in rank order), and the Chrome
+ * trace into *TRACE_OUT when not NULL. LOSSES and GRAD_NORMS: WARMUP + N_STEPS entries.
+ * Caller owns. NULL with an error for malformed rank text. */
+JsonNode *mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json,
+                               const double *losses, const double *grad_norms, guint n_steps,
+                               guint warmup, const char *backend, JsonNode **trace_out,
+                               GError **error);
+
+G_END_DECLS

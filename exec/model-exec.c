@@ -1,0 +1,546 @@
+/* model-exec.c - one rank's share of the model: which layers it holds (pipeline rank),
+ * its tensor-parallel shard of each weight (tp rank, Megatron's splits), its ZeRO shard of
+ * gradients, optimizer state and, for ZeRO-3, weights (dp rank); the weights' seeded
+ * initialisation, the step's loss, the gradient norm and the optimizer.
+ *
+ * Every rank generates exactly its shard of each full tensor with the counter-based RNG
+ * (kernels/cpu/random.c), one stream per tensor, so every layout starts from the same
+ * model. The layer forward and backward are in model-layers.c. */
+#define G_LOG_DOMAIN "mpplan-exec"
+#include "config.h"
+#include "exec/exec-private.h"
+#include "common/error.h"
+
+#include <math.h>
+#include <string.h>
+
+#define INIT_STD 0.02f
+
+/* ---- tensors ----------------------------------------------------------------------- */
+
+static void
+tensor_free (MpExec *ex, ExTensor *t)
+{
+  MpBackend *be = ex->be;
+  be->ops->release (be, t->param);
+  be->ops->release (be, t->pshard);
+  be->ops->release (be, t->grad);
+  be->ops->release (be, t->gshard);
+  be->ops->release (be, t->rs_tmp);
+  be->ops->release (be, t->m);
+  be->ops->release (be, t->v);
+  g_free (t);
+}
+
+/* A tensor of N local elements for LAYER, with its gradient and optimizer state laid out
+ * for the ZeRO stage; its values from HOST (n floats, this rank's local tensor). */
+static ExTensor *
+tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *host,
+            gboolean replicated, GError **error)
+{
+  MpBackend *be = ex->be;
+  ExTensor *t = g_new0 (ExTensor, 1);
+  g_strlcpy (t->name, name, sizeof t->name);
+  t->layer = layer;
+  t->n = n;
+  t->replicated = replicated;
+  t->shard_n = ex->zero >= 1 ? (n + ex->dp - 1) / ex->dp : n;
+  t->padded = ex->zero >= 1 ? t->shard_n * ex->dp : n;
+  gsize upd = t->shard_n * sizeof (float);       /* what this rank's optimizer updates */
+  gboolean adam = ex->model->optimizer == MP_OPTIM_ADAM;
+  g_ptr_array_add (ex->tensors, t);
+  if (ex->zero >= 3)
+    {
+      t->pshard = be->ops->alloc (be, upd, MP_MEM_WEIGHTS, error);
+      if (t->pshard == NULL)
+        return NULL;
+      gsize off = ex->dp_rank * t->shard_n;
+      if (off < n)
+        be->ops->upload (be, t->pshard, host + off, MIN (t->shard_n, n - off) * sizeof (float));
+    }
+  else
+    {
+      t->param = be->ops->alloc (be, t->padded * sizeof (float), MP_MEM_WEIGHTS, error);
+      if (t->param == NULL)
+        return NULL;
+      be->ops->upload (be, t->param, host, n * sizeof (float));
+    }
+  t->grad = be->ops->alloc (be, t->padded * sizeof (float), MP_MEM_GRADIENTS, error);
+  if (t->grad == NULL)
+    return NULL;
+  if (ex->zero >= 1)
+    {
+      t->gshard = be->ops->alloc (be, upd, MP_MEM_GRADIENTS, error);
+      if (t->gshard == NULL)
+        return NULL;
+    }
+  if (ex->zero >= 3)
+    {
+      t->rs_tmp = be->ops->alloc (be, upd, MP_MEM_GRADIENTS, error);
+      if (t->rs_tmp == NULL)
+        return NULL;
+    }
+  t->m = be->ops->alloc (be, upd, MP_MEM_OPTIMIZER, error);
+  if (t->m == NULL)
+    return NULL;
+  if (adam)
+    {
+      t->v = be->ops->alloc (be, upd, MP_MEM_OPTIMIZER, error);
+      if (t->v == NULL)
+        return NULL;
+    }
+  return t;
+}
+
+/* Host scratch for one tensor's initial values; the *_rows helpers fill a block of rows
+ * of the full row-major tensor (FULL_COLS wide) into rows [DST, DST + ROWS) of it. */
+static void
+normal_rows (float *host, gsize local_cols, gsize dst, guint64 seed, guint64 stream,
+             gsize full_cols, gsize r0, gsize rows, gsize c0, float std)
+{
+  mpk_cpu_fill_normal_block (host + dst * local_cols, seed, stream, full_cols, r0, rows, c0,
+                             local_cols, 0.0f, std);
+}
+
+static void
+fill_const (float *host, gsize n, float value)
+{
+  for (gsize i = 0; i < n; i++)
+    host[i] = value;
+}
+
+static guint64
+stream_of (guint layer, guint index)
+{
+  return (guint64) layer * 16 + index + 1;
+}
+
+/* Adds a replicated constant vector (norm gains 1, biases 0). */
+static ExTensor *
+add_const (MpExec *ex, guint layer, const char *name, gsize n, float value,
+           gboolean replicated, GError **error)
+{
+  g_autofree float *host = g_new (float, n);
+  fill_const (host, n, value);
+  return tensor_new (ex, layer, name, n, host, replicated, error);
+}
+
+static gboolean
+add_norm_tensors (MpExec *ex, ExLayer *L, guint layer, const char *name, GError **error)
+{
+  g_autofree char *w = g_strdup_printf ("%s.w", name);
+  ExTensor *t = add_const (ex, layer, w, ex->C, 1.0f, TRUE, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  if (ex->model->norm != MP_NORM_LAYERNORM)
+    return TRUE;
+  g_autofree char *b = g_strdup_printf ("%s.b", name);
+  t = add_const (ex, layer, b, ex->C, 0.0f, TRUE, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  return TRUE;
+}
+
+/* A bias of N local elements (zeros), when the model has biases. */
+static gboolean
+add_bias (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n,
+          gboolean replicated, GError **error)
+{
+  if (!ex->model->bias)
+    return TRUE;
+  ExTensor *t = add_const (ex, layer, name, n, 0.0f, replicated, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  return TRUE;
+}
+
+/* The word embedding shard: rows [v0, v0 + Vl) of (V, C). */
+static ExTensor *
+add_wte (MpExec *ex, guint layer, const char *name, guint64 stream, GError **error)
+{
+  gsize n = (gsize) ex->Vl * ex->C;
+  g_autofree float *host = g_new (float, n);
+  normal_rows (host, ex->C, 0, ex->seed, stream, ex->C, ex->v0, ex->Vl, 0, INIT_STD);
+  return tensor_new (ex, layer, name, n, host, FALSE, error);
+}
+
+static gboolean
+setup_embedding (MpExec *ex, ExLayer *L, guint layer, GError **error)
+{
+  ExTensor *t = add_wte (ex, layer, "wte", stream_of (0, 0), error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  if (ex->model->position != MP_POS_LEARNED)
+    return TRUE;
+  gsize n = (gsize) ex->T * ex->C;
+  g_autofree float *host = g_new (float, n);
+  normal_rows (host, ex->C, 0, ex->seed, stream_of (layer, 1), ex->C, 0, ex->T, 0, 0.01f);
+  t = tensor_new (ex, layer, "wpe", n, host, TRUE, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  return TRUE;
+}
+
+/* qkv (QKVl, C): this rank's q heads, then its k heads, then its v heads, each a block of
+ * rows of the full [q (NH*HD) | k (NKV*HD) | v (NKV*HD)] weight. */
+static gboolean
+setup_qkv (MpExec *ex, ExLayer *L, guint layer, GError **error)
+{
+  gsize q = (gsize) ex->NHl * ex->HD, kv = (gsize) ex->NKVl * ex->HD, rows = q + 2 * kv;
+  gsize fq = (gsize) ex->NH * ex->HD, fkv = (gsize) ex->NKV * ex->HD;
+  g_autofree float *host = g_new (float, rows * ex->C);
+  guint64 s = stream_of (layer, 2);
+  normal_rows (host, ex->C, 0, ex->seed, s, ex->C, ex->tp_rank * q, q, 0, INIT_STD);
+  normal_rows (host, ex->C, q, ex->seed, s, ex->C, fq + ex->tp_rank * kv, kv, 0, INIT_STD);
+  normal_rows (host, ex->C, q + kv, ex->seed, s, ex->C, fq + fkv + ex->tp_rank * kv, kv, 0,
+               INIT_STD);
+  ExTensor *t = tensor_new (ex, layer, "wqkv", rows * ex->C, host, FALSE, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  return add_bias (ex, L, layer, "bqkv", rows, FALSE, error);
+}
+
+/* A row-parallel weight (C, K_local): columns [tp_rank * k, ...) of (C, K_full). */
+static gboolean
+setup_row_parallel (MpExec *ex, ExLayer *L, guint layer, const char *name, guint index,
+                    gsize k, gsize k_full, float std, GError **error)
+{
+  g_autofree float *host = g_new (float, (gsize) ex->C * k);
+  mpk_cpu_fill_normal_block (host, ex->seed, stream_of (layer, index), k_full, 0, ex->C,
+                             ex->tp_rank * k, k, 0.0f, std);
+  ExTensor *t = tensor_new (ex, layer, name, (gsize) ex->C * k, host, FALSE, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  g_autofree char *b = g_strdup_printf ("b%s", name + 1);
+  return add_bias (ex, L, layer, b, ex->C, TRUE, error);
+}
+
+/* fc1 (F1l, C): the local gate rows and, for SwiGLU, the local up rows after them. */
+static gboolean
+setup_fc1 (MpExec *ex, ExLayer *L, guint layer, GError **error)
+{
+  gsize fl = ex->Fl, rows = ex->swiglu ? 2 * fl : fl;
+  g_autofree float *host = g_new (float, rows * ex->C);
+  guint64 s = stream_of (layer, 4);
+  normal_rows (host, ex->C, 0, ex->seed, s, ex->C, ex->tp_rank * fl, fl, 0, INIT_STD);
+  if (ex->swiglu)
+    normal_rows (host, ex->C, fl, ex->seed, s, ex->C, (gsize) ex->F + ex->tp_rank * fl, fl, 0,
+                 INIT_STD);
+  ExTensor *t = tensor_new (ex, layer, "w1", rows * ex->C, host, FALSE, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  return add_bias (ex, L, layer, "b1", rows, FALSE, error);
+}
+
+static gboolean
+setup_block (MpExec *ex, ExLayer *L, guint layer, GError **error)
+{
+  /* GPT-2's scaled init of the projections into the residual stream. */
+  float proj_std = INIT_STD / sqrtf (2.0f * (float) MAX (ex->model->n_blocks, 1u));
+  return add_norm_tensors (ex, L, layer, "ln1", error) && setup_qkv (ex, L, layer, error)
+         && setup_row_parallel (ex, L, layer, "wo", 3, (gsize) ex->NHl * ex->HD,
+                                (gsize) ex->NH * ex->HD, proj_std, error)
+         && add_norm_tensors (ex, L, layer, "ln2", error) && setup_fc1 (ex, L, layer, error)
+         && setup_row_parallel (ex, L, layer, "w2", 5, ex->Fl, ex->F, proj_std, error);
+}
+
+/* Final norm and the output weight: the word embedding itself when it is on this rank
+ * (tied, one stage), a copy of it (tied, pp > 1: REDUCE_TIED keeps the two equal), or its
+ * own (untied). */
+static gboolean
+setup_head (MpExec *ex, ExLayer *L, guint layer, GError **error)
+{
+  if (!add_norm_tensors (ex, L, layer, "lnf", error))
+    return FALSE;
+  if (ex->model->tied_embeddings && ex->layers[0].here)
+    {
+      g_ptr_array_add (L->uses, g_ptr_array_index (ex->layers[0].owns, 0));
+      return TRUE;
+    }
+  gboolean tied = ex->model->tied_embeddings;
+  ExTensor *t = add_wte (ex, layer, tied ? "wte.copy" : "wout",
+                         tied ? stream_of (0, 0) : stream_of (layer, 7), error);
+  if (t == NULL)
+    return FALSE;
+  t->tied_copy = tied;
+  g_ptr_array_add (L->owns, t);
+  return TRUE;
+}
+
+/* ---- the rank ---------------------------------------------------------------------- */
+
+/* Refuses what this executor does not run, naming it. */
+static gboolean
+check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **error)
+{
+  const char *what = NULL;
+  if (model->arch != MP_ARCH_TRANSFORMER)
+    what = "the mlp architecture";
+  else if (model->experts > 0)
+    what = "mixture-of-experts blocks (and expert parallelism)";
+  else if (cfg->cp > 1)
+    what = "context parallelism (cp > 1)";
+  else if (cfg->ep > 1)
+    what = "expert parallelism (ep > 1)";
+  if (what == NULL)
+    return TRUE;
+  g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+               "mpplan exec does not run %s yet: plan without it (e.g. --fix cp=1)", what);
+  return FALSE;
+}
+
+static void
+set_shapes (MpExec *ex)
+{
+  const MpModel *m = ex->model;
+  ex->mbs = (int) ex->cfg.micro_batch_size;
+  ex->T = (int) m->seq_len;
+  ex->N = ex->mbs * ex->T;
+  ex->Ns = ex->sp ? ex->N / (int) ex->tp : ex->N;
+  ex->C = (int) m->hidden;
+  ex->NH = (int) m->heads;
+  ex->NKV = (int) m->kv_heads;
+  ex->HD = (int) m->head_dim;
+  ex->NHl = ex->NH / (int) ex->tp;
+  ex->NKVl = ex->NKV / (int) ex->tp;
+  ex->F = (int) m->ffn_hidden;
+  ex->Fl = ex->F / (int) ex->tp;
+  ex->swiglu = m->activation == MP_ACT_SWIGLU;
+  ex->V = (int) m->vocab;
+  /* Vocabulary shards as even as they come; the kernels take any [v0, v0 + Vl). */
+  ex->v0 = (int) ((gint64) ex->V * ex->tp_rank / ex->tp);
+  ex->Vl = (int) ((gint64) ex->V * (ex->tp_rank + 1) / ex->tp) - ex->v0;
+}
+
+/* The groups: tp (same dp, pp), dp (same tp, pp), the first and last stage's peers (same
+ * tp, dp) and the world. Colours are unique per group; keys order ranks by coordinate. */
+static gboolean
+make_groups (MpExec *ex, GError **error)
+{
+  MpBackend *be = ex->be;
+  int tp = (int) ex->tp, dp = (int) ex->dp;
+  int tpr = (int) ex->tp_rank, dpr = (int) ex->dp_rank, ppr = (int) ex->pp_rank;
+  gboolean end = ex->pp_rank == 0 || ex->pp_rank == ex->pp - 1;
+  ex->tp_group = be->ops->group_split (be, dpr * (int) ex->pp + ppr, tpr, error);
+  if (ex->tp_group == NULL)
+    return FALSE;
+  ex->dp_group = be->ops->group_split (be, tpr * (int) ex->pp + ppr, dpr, error);
+  if (ex->dp_group == NULL)
+    return FALSE;
+  ex->ends_group = be->ops->group_split (be, end ? dpr * tp + tpr : tp * dp + be->rank,
+                                         ppr, error);
+  if (ex->ends_group == NULL)
+    return FALSE;
+  ex->world_group = be->ops->group_split (be, 0, be->rank, error);
+  return ex->world_group != NULL;
+}
+
+MpExec *
+mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
+             guint global_batch, guint tp_rank, guint dp_rank, guint pp_rank,
+             const guint *stage_of_layer, guint64 seed, GError **error)
+{
+  if (!check_supported (model, cfg, error))
+    return NULL;
+  MpExec *ex = g_new0 (MpExec, 1);
+  ex->be = be;
+  ex->k = be->ops->kernels;
+  ex->model = model;
+  ex->cfg = *cfg;
+  ex->cfg.chunk_layers = NULL;
+  ex->cfg.placement = NULL;
+  ex->global_batch = global_batch;
+  ex->seed = seed;
+  ex->tp = cfg->tp;
+  ex->dp = cfg->dp;
+  ex->pp = cfg->pp;
+  ex->tp_rank = tp_rank;
+  ex->dp_rank = dp_rank;
+  ex->pp_rank = pp_rank;
+  ex->zero = cfg->dp > 1 ? cfg->zero : 0;
+  ex->sp = cfg->sequence_parallel && cfg->tp > 1;
+  ex->M = cfg->num_micro_batches;
+  ex->lr = model->optimizer == MP_OPTIM_ADAM ? 3e-3f : 0.05f;
+  set_shapes (ex);
+  ex->tensors = g_ptr_array_new ();
+  ex->n_layers = model->n_layers;
+  ex->layers = g_new0 (ExLayer, ex->n_layers);
+  ex->input = g_new0 (float *, (gsize) ex->n_layers * ex->M);
+  ex->dinput = g_new0 (float *, (gsize) ex->n_layers * ex->M);
+  if (!make_groups (ex, error))
+    goto fail;
+  for (guint l = 0; l < ex->n_layers; l++)
+    {
+      ExLayer *L = &ex->layers[l];
+      L->ir = &model->layers[l];
+      L->here = stage_of_layer[l] == pp_rank;
+      L->owns = g_ptr_array_new ();
+      L->uses = g_ptr_array_new ();
+      L->acts = g_new0 (gpointer, ex->M);
+    }
+  for (guint l = 0; l < ex->n_layers; l++)
+    {
+      ExLayer *L = &ex->layers[l];
+      if (!L->here)
+        continue;
+      gboolean ok = L->ir->kind == MP_LAYER_EMBEDDING ? setup_embedding (ex, L, l, error)
+                    : L->ir->kind == MP_LAYER_HEAD    ? setup_head (ex, L, l, error)
+                                                      : setup_block (ex, L, l, error);
+      if (!ok)
+        goto fail;
+      /* uses: the layer's own tensors first, then a shared word embedding (head) */
+      for (guint i = 0; i < L->owns->len; i++)
+        g_ptr_array_insert (L->uses, (gint) i, g_ptr_array_index (L->owns, i));
+    }
+  return ex;
+fail:
+  mp_exec_free (ex);
+  return NULL;
+}
+
+void mp_exec_release_acts (MpExec *ex, guint layer, guint mb);
+
+void
+mp_exec_free (MpExec *ex)
+{
+  if (ex == NULL)
+    return;
+  MpBackend *be = ex->be;
+  for (guint l = 0; l < ex->n_layers && ex->layers; l++)
+    {
+      for (guint mb = 0; mb < ex->M; mb++)
+        {
+          mp_exec_release_acts (ex, l, mb);
+          be->ops->release (be, ex->input[l * ex->M + mb]);
+          be->ops->release (be, ex->dinput[l * ex->M + mb]);
+        }
+      if (ex->layers[l].owns)
+        g_ptr_array_unref (ex->layers[l].owns);
+      if (ex->layers[l].uses)
+        g_ptr_array_unref (ex->layers[l].uses);
+      g_free (ex->layers[l].acts);
+    }
+  for (guint i = 0; ex->tensors && i < ex->tensors->len; i++)
+    tensor_free (ex, g_ptr_array_index (ex->tensors, i));
+  if (ex->tensors)
+    g_ptr_array_unref (ex->tensors);
+  be->ops->group_free (be, ex->tp_group);
+  be->ops->group_free (be, ex->dp_group);
+  be->ops->group_free (be, ex->ends_group);
+  be->ops->group_free (be, ex->world_group);
+  g_free (ex->layers);
+  g_free (ex->input);
+  g_free (ex->dinput);
+  g_free (ex);
+}
+
+gsize
+mp_exec_boundary_n (const MpExec *ex)
+{
+  return (gsize) ex->Ns * ex->C;
+}
+
+void
+mp_exec_step_begin (MpExec *ex, guint step)
+{
+  ex->step = step;
+  ex->loss_sum = 0;
+  for (guint i = 0; i < ex->tensors->len; i++)
+    {
+      ExTensor *t = g_ptr_array_index (ex->tensors, i);
+      ex->be->ops->zero (ex->be, t->grad, t->padded * sizeof (float));
+      if (t->gshard)
+        ex->be->ops->zero (ex->be, t->gshard, t->shard_n * sizeof (float));
+      t->pending = 0;
+    }
+}
+
+/* ---- step end: loss, gradient norm, optimizer -------------------------------------- */
+
+gboolean
+mp_exec_step_loss (MpExec *ex, double *loss, GError **error)
+{
+  /* A float sum is enough for the mean of a few thousand losses near 1..10 (the sum is
+   * in double on each rank; the world all-reduce adds a few numbers). */
+  float v = (float) ex->loss_sum;
+  if (!ex->be->ops->all_reduce (ex->be, ex->world_group, &v, 1, MP_REDUCE_SUM, error))
+    return FALSE;
+  *loss = (double) v / ((double) ex->global_batch * ex->T);
+  return TRUE;
+}
+
+/* The reduced gradient this rank is responsible for, and its length. */
+static const float *
+reduced_grad (const MpExec *ex, const ExTensor *t, gsize *n)
+{
+  if (ex->zero >= 1)
+    {
+      *n = t->shard_n;
+      return t->gshard;
+    }
+  *n = t->n;
+  return t->grad;
+}
+
+/* Sum of squares counting every distinct parameter once: replicated tensors on tp rank 0,
+ * unsharded gradients on dp rank 0, the tied copy not at all. */
+static double
+local_sumsq (const MpExec *ex)
+{
+  double s = 0;
+  for (guint i = 0; i < ex->tensors->len; i++)
+    {
+      const ExTensor *t = g_ptr_array_index (ex->tensors, i);
+      if (t->tied_copy || (t->replicated && ex->tp_rank != 0)
+          || (ex->zero == 0 && ex->dp_rank != 0))
+        continue;
+      gsize n;
+      const float *g = reduced_grad (ex, t, &n);
+      s += ex->k->sumsq (g, n);
+    }
+  return s;
+}
+
+/* The parameters this rank updates: the whole local tensor, or its ZeRO shard. */
+static float *
+updated_params (const MpExec *ex, ExTensor *t)
+{
+  if (ex->zero >= 3)
+    return t->pshard;
+  if (ex->zero >= 1)
+    return t->param + ex->dp_rank * t->shard_n;
+  return t->param;
+}
+
+gboolean
+mp_exec_optimizer (MpExec *ex, double *grad_norm, GError **error)
+{
+  /* Two floats: the sum in double is split into a high and a low part so that the
+   * all-reduce in fp32 keeps about 1e-14 of it. */
+  double s = local_sumsq (ex);
+  float parts[2] = { (float) s, (float) (s - (double) (float) s) };
+  if (!ex->be->ops->all_reduce (ex->be, ex->world_group, parts, 2, MP_REDUCE_SUM, error))
+    return FALSE;
+  *grad_norm = sqrt ((double) parts[0] + (double) parts[1]);
+  for (guint i = 0; i < ex->tensors->len; i++)
+    {
+      ExTensor *t = g_ptr_array_index (ex->tensors, i);
+      gsize n;
+      const float *g = reduced_grad (ex, t, &n);
+      float *p = updated_params (ex, t);
+      if (ex->model->optimizer == MP_OPTIM_ADAM)
+        ex->k->adamw_update (p, g, t->m, t->v, n, ex->lr, 0.9f, 0.95f, 1e-8f, 0.0f,
+                             (int) ex->step + 1);
+      else
+        ex->k->sgd_update (p, g, t->m, n, ex->lr, 0.9f);
+    }
+  return TRUE;
+}

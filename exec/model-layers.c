@@ -1,0 +1,713 @@
+/* model-layers.c - forward and backward of one model layer for one micro-batch on one rank:
+ * the embedding (vocab-parallel), a transformer block (Megatron's column-parallel qkv and
+ * fc1, row-parallel attn_out and fc2, with all-reduce, or all-gather / reduce-scatter
+ * under sequence parallelism), and the head (final norm, vocab-parallel output GEMM and
+ * cross-entropy). The tensor-parallel collectives are inside, timed into ex->tp_s.
+ *
+ * Shapes: N = micro_batch_size * seq_len rows per micro-batch; the residual stream of a
+ * rank is (Ns, C): all N rows, or under sequence parallelism its N / tp contiguous rows.
+ * Activations for backward live in the layer's acts[mb] from forward to backward; full
+ * recompute keeps none (backward re-runs the forward first), selective keeps no attention
+ * probabilities (the attention backward recomputes them from q, k and the row lse). */
+#define G_LOG_DOMAIN "mpplan-exec"
+#include "config.h"
+#include "exec/exec-private.h"
+#include "common/error.h"
+
+#include <string.h>
+
+#define NORM_EPS 1e-5f
+#define ROPE_THETA 10000.0f
+#define MAX_BUFS 20
+
+/* A layer's saved activations: named slots into one list, so release is uniform. */
+typedef struct {
+  float *buf[MAX_BUFS];
+} Acts;
+
+enum { /* block */
+  A_LN1, A_M1, A_R1, A_H1, A_QKV, A_ATT, A_LSE, A_PROBS, A_X2, A_LN2, A_M2, A_R2, A_H2,
+  A_FC1, A_ACT,
+};
+enum { /* head */
+  H_LN, H_M, H_R, H_H, H_LOGITS, H_LSE,
+};
+
+/* Transient buffers of one call, released together. */
+typedef struct {
+  MpExec *ex;
+  float *p[16];
+  int n;
+} Tmp;
+
+static float *
+tmp_floats (Tmp *t, gsize n, GError **error)
+{
+  g_assert (t->n < 16);
+  float *p = t->ex->be->ops->alloc (t->ex->be, n * sizeof (float), MP_MEM_OTHER, error);
+  if (p)
+    t->p[t->n++] = p;
+  return p;
+}
+
+static void
+tmp_release (Tmp *t)
+{
+  for (int i = 0; i < t->n; i++)
+    t->ex->be->ops->release (t->ex->be, t->p[i]);
+  t->n = 0;
+}
+
+static float *
+act_alloc (MpExec *ex, Acts *a, int slot, gsize n, GError **error)
+{
+  a->buf[slot] = ex->be->ops->alloc (ex->be, n * sizeof (float), MP_MEM_ACTIVATIONS, error);
+  return a->buf[slot];
+}
+
+static void
+acts_free (MpExec *ex, Acts *a)
+{
+  if (a == NULL)
+    return;
+  for (int i = 0; i < MAX_BUFS; i++)
+    ex->be->ops->release (ex->be, a->buf[i]);
+  g_free (a);
+}
+
+void mp_exec_release_acts (MpExec *ex, guint layer, guint mb);
+
+void
+mp_exec_release_acts (MpExec *ex, guint layer, guint mb)
+{
+  acts_free (ex, ex->layers[layer].acts[mb]);
+  ex->layers[layer].acts[mb] = NULL;
+}
+
+/* ---- tensor-parallel collectives, timed -------------------------------------------- */
+
+static gboolean
+tp_all_reduce (MpExec *ex, float *buf, gsize n, MpReduceOp op, GError **error)
+{
+  double t0 = ex->be->ops->now_s (ex->be);
+  gboolean ok = ex->be->ops->all_reduce (ex->be, ex->tp_group, buf, n, op, error);
+  ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
+  return ok;
+}
+
+/* FULL (N, C) partial sums over tp -> OUT (Ns, C): all-reduce in place (OUT = FULL), or
+ * reduce-scatter under sequence parallelism. Returns the rows' buffer. */
+static float *
+tp_reduce_rows (MpExec *ex, float *full, float *out, GError **error)
+{
+  if (!ex->sp)
+    return tp_all_reduce (ex, full, (gsize) ex->N * ex->C, MP_REDUCE_SUM, error) ? full : NULL;
+  double t0 = ex->be->ops->now_s (ex->be);
+  gboolean ok = ex->be->ops->reduce_scatter (ex->be, ex->tp_group, full, out,
+                                             (gsize) ex->Ns * ex->C, error);
+  ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
+  return ok ? out : NULL;
+}
+
+/* SHARD (Ns, C) -> FULL (N, C) under sequence parallelism (all-gather); else SHARD. */
+static float *
+tp_gather_rows (MpExec *ex, const float *shard, float *full, GError **error)
+{
+  if (!ex->sp)
+    return (float *) shard;
+  gsize n = (gsize) ex->Ns * ex->C;
+  ex->be->ops->copy (ex->be, full + ex->tp_rank * n, shard, n * sizeof (float));
+  double t0 = ex->be->ops->now_s (ex->be);
+  gboolean ok = ex->be->ops->all_gather (ex->be, ex->tp_group, full, n, error);
+  ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
+  return ok ? full : NULL;
+}
+
+/* ---- helpers ----------------------------------------------------------------------- */
+
+static float *
+P (const ExLayer *L, guint i)
+{
+  return ((ExTensor *) g_ptr_array_index (L->uses, i))->param;
+}
+
+static float *
+G (const ExLayer *L, guint i)
+{
+  return ((ExTensor *) g_ptr_array_index (L->uses, i))->grad;
+}
+
+/* Adds BIAS (C) to each of ROWS rows of X. */
+static void
+add_rows (MpExec *ex, float *x, const float *bias, int rows, int C)
+{
+  if (bias == NULL)
+    return;
+  for (int r = 0; r < rows; r++)
+    ex->k->add (x + (gsize) r * C, bias, (gsize) C);
+}
+
+static void
+norm_forward (MpExec *ex, float *out, float *mean, float *rstd, const float *inp,
+              const float *w, const float *b, int rows)
+{
+  if (ex->model->norm == MP_NORM_LAYERNORM)
+    ex->k->layernorm_forward (out, mean, rstd, inp, w, b, rows, ex->C, NORM_EPS);
+  else
+    ex->k->rmsnorm_forward (out, rstd, inp, w, rows, ex->C, NORM_EPS);
+}
+
+/* Norm backward; under sequence parallelism each rank saw only its rows, so the weight
+ * gradients are partial sums over tp and are all-reduced before they are added. */
+static gboolean
+norm_backward (MpExec *ex, float *dinp, float *dw, float *db, const float *dout,
+               const float *inp, const float *w, const float *mean, const float *rstd,
+               GError **error)
+{
+  int C = ex->C;
+  gboolean ln = ex->model->norm == MP_NORM_LAYERNORM;
+  Tmp t = { ex };
+  float *gw = dw, *gb = db;
+  if (ex->sp)
+    {
+      gw = tmp_floats (&t, 2 * (gsize) C, error);
+      if (gw == NULL)
+        return FALSE;
+      gb = gw + C;
+    }
+  if (ln)
+    ex->k->layernorm_backward (dinp, gw, gb, dout, inp, w, mean, rstd, ex->Ns, C);
+  else
+    ex->k->rmsnorm_backward (dinp, gw, dout, inp, w, rstd, ex->Ns, C);
+  gboolean ok = TRUE;
+  if (ex->sp)
+    {
+      ok = tp_all_reduce (ex, gw, 2 * (gsize) C, MP_REDUCE_SUM, error);
+      if (ok)
+        {
+          ex->k->add (dw, gw, (gsize) C);
+          if (ln)
+            ex->k->add (db, gb, (gsize) C);
+        }
+    }
+  tmp_release (&t);
+  return ok;
+}
+
+/* The micro-batch's tokens (N + 1 per sequence: inputs and next-token targets) of data
+ * rank dp_rank in this step: sequence g of the global batch has x0 drawn from the seeded
+ * generator, then x(t+1) = (5 x(t) + 1 + (g mod 3)) mod V, a deterministic pattern a
+ * model can learn (the loss goes down), identical whatever the plan. */
+static void
+make_tokens (const MpExec *ex, guint mb, int *inputs, int *targets)
+{
+  guint64 first = (guint64) ex->step * ex->global_batch
+                  + ((guint64) ex->dp_rank * ex->M + mb) * ex->mbs;
+  for (int b = 0; b < ex->mbs; b++)
+    {
+      guint64 g = first + (guint64) b;
+      guint64 x = mpk_rng_u64 (ex->seed, UINT64_C (0xda7a), g) % (guint64) ex->V;
+      for (int t = 0; t < ex->T; t++)
+        {
+          guint64 next = (5 * x + 1 + g % 3) % (guint64) ex->V;
+          if (inputs)
+            inputs[b * ex->T + t] = (int) x;
+          if (targets)
+            targets[b * ex->T + t] = (int) next;
+          x = next;
+        }
+    }
+}
+
+static float **
+slot (MpExec *ex, float **table, guint layer, guint mb)
+{
+  return &table[layer * ex->M + mb];
+}
+
+/* The layer's output buffer (Ns, C): the next layer's input. */
+static float *
+new_output (MpExec *ex, guint layer, guint mb, GError **error)
+{
+  float **out = slot (ex, ex->input, layer + 1, mb);
+  g_assert (*out == NULL);
+  *out = ex->be->ops->alloc (ex->be, mp_exec_boundary_n (ex) * sizeof (float),
+                             MP_MEM_ACTIVATIONS, error);
+  return *out;
+}
+
+/* The gradient of the layer's input (Ns, C), zeroed, for backward to accumulate into. */
+static float *
+new_dinput (MpExec *ex, guint layer, guint mb, GError **error)
+{
+  float **d = slot (ex, ex->dinput, layer, mb);
+  g_assert (*d == NULL);
+  *d = ex->be->ops->alloc (ex->be, mp_exec_boundary_n (ex) * sizeof (float),
+                           MP_MEM_ACTIVATIONS, error);
+  return *d;
+}
+
+static void
+drop (MpExec *ex, float **p)
+{
+  ex->be->ops->release (ex->be, *p);
+  *p = NULL;
+}
+
+/* ---- embedding --------------------------------------------------------------------- */
+
+static gboolean
+embedding_forward (MpExec *ex, guint l, guint mb, GError **error)
+{
+  const ExLayer *L = &ex->layers[l];
+  Tmp t = { ex };
+  g_autofree int *tokens = g_new (int, ex->N);
+  make_tokens (ex, mb, tokens, NULL);
+  float *out = new_output (ex, l, mb, error);
+  float *full = out ? tmp_floats (&t, (gsize) ex->N * ex->C, error) : NULL;
+  if (full == NULL)
+    goto fail;
+  /* (N, C): this rank's vocabulary rows, zeros for the others' tokens; summed over tp. */
+  ex->k->embedding_forward (full, tokens, P (L, 0), NULL, ex->N, ex->T, ex->C, ex->v0, ex->Vl);
+  float *rows = tp_reduce_rows (ex, full, out, error);
+  if (rows == NULL)
+    goto fail;
+  if (rows != out)
+    ex->be->ops->copy (ex->be, out, rows, mp_exec_boundary_n (ex) * sizeof (float));
+  if (L->uses->len > 1)            /* learned positions, replicated: row r at r mod T */
+    {
+      int row0 = ex->sp ? (int) ex->tp_rank * ex->Ns : 0;
+      for (int r = 0; r < ex->Ns; r++)
+        ex->k->add (out + (gsize) r * ex->C, P (L, 1) + (gsize) ((row0 + r) % ex->T) * ex->C,
+                    (gsize) ex->C);
+    }
+  tmp_release (&t);
+  return TRUE;
+fail:
+  tmp_release (&t);
+  return FALSE;
+}
+
+static gboolean
+embedding_backward (MpExec *ex, guint l, guint mb, GError **error)
+{
+  const ExLayer *L = &ex->layers[l];
+  Tmp t = { ex };
+  g_autofree int *tokens = g_new (int, ex->N);
+  make_tokens (ex, mb, tokens, NULL);
+  float **dy = slot (ex, ex->dinput, l + 1, mb);
+  float *full = ex->sp ? tmp_floats (&t, (gsize) ex->N * ex->C, error) : NULL;
+  if (ex->sp && full == NULL)
+    goto fail;
+  const float *d = tp_gather_rows (ex, *dy, full, error);
+  if (d == NULL)
+    goto fail;
+  ex->k->embedding_backward (G (L, 0), NULL, d, tokens, ex->N, ex->T, ex->C, ex->v0, ex->Vl);
+  if (L->uses->len > 1)            /* from all N rows, so identical on every tp rank */
+    for (int r = 0; r < ex->N; r++)
+      ex->k->add (G (L, 1) + (gsize) (r % ex->T) * ex->C, d + (gsize) r * ex->C, (gsize) ex->C);
+  drop (ex, dy);
+  tmp_release (&t);
+  return TRUE;
+fail:
+  tmp_release (&t);
+  return FALSE;
+}
+
+/* ---- transformer block ------------------------------------------------------------- */
+
+/* Indexes into a block's `uses`, which depend on whether norms and linears have biases. */
+typedef struct {
+  int ln1w, ln1b, wqkv, bqkv, wo, bo, ln2w, ln2b, w1, b1, w2, b2;
+} BlockIdx;
+
+static BlockIdx
+block_idx (const MpExec *ex)
+{
+  gboolean nb = ex->model->norm == MP_NORM_LAYERNORM, lb = ex->model->bias;
+  BlockIdx i;
+  int k = 0;
+  i.ln1w = k++;
+  i.ln1b = nb ? k++ : -1;
+  i.wqkv = k++;
+  i.bqkv = lb ? k++ : -1;
+  i.wo = k++;
+  i.bo = lb ? k++ : -1;
+  i.ln2w = k++;
+  i.ln2b = nb ? k++ : -1;
+  i.w1 = k++;
+  i.b1 = lb ? k++ : -1;
+  i.w2 = k++;
+  i.b2 = lb ? k++ : -1;
+  return i;
+}
+
+static float *
+Pi (const ExLayer *L, int i)
+{
+  return i < 0 ? NULL : P (L, (guint) i);
+}
+
+static float *
+Gi (const ExLayer *L, int i)
+{
+  return i < 0 ? NULL : G (L, (guint) i);
+}
+
+static MpkAttnShape
+attn_shape (const MpExec *ex)
+{
+  int qkv = (ex->NHl + 2 * ex->NKVl) * ex->HD;
+  return (MpkAttnShape) { ex->mbs, ex->T, ex->NHl, ex->NKVl, ex->HD, qkv, qkv,
+                          ex->NHl * ex->HD };
+}
+
+/* Allocates the block's activation slots. */
+static gboolean
+block_acts (MpExec *ex, Acts *a, GError **error)
+{
+  gsize N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
+  MpkAttnShape s = attn_shape (ex);
+  gboolean probs = ex->cfg.recompute == MP_RECOMPUTE_NONE && !ex->cfg.flash_attention;
+  return act_alloc (ex, a, A_LN1, Ns * C, error) && act_alloc (ex, a, A_M1, Ns, error)
+         && act_alloc (ex, a, A_R1, Ns, error)
+         && (!ex->sp || act_alloc (ex, a, A_H1, N * C, error))
+         && act_alloc (ex, a, A_QKV, N * s.ldq, error)
+         && act_alloc (ex, a, A_ATT, N * s.ldo, error)
+         && act_alloc (ex, a, A_LSE, (gsize) ex->mbs * ex->NHl * ex->T, error)
+         && (!probs || act_alloc (ex, a, A_PROBS, (gsize) ex->mbs * ex->NHl * ex->T * ex->T,
+                                  error))
+         && act_alloc (ex, a, A_X2, Ns * C, error) && act_alloc (ex, a, A_LN2, Ns * C, error)
+         && act_alloc (ex, a, A_M2, Ns, error) && act_alloc (ex, a, A_R2, Ns, error)
+         && (!ex->sp || act_alloc (ex, a, A_H2, N * C, error))
+         && act_alloc (ex, a, A_FC1, N * f1, error)
+         && act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error);
+}
+
+/* Runs the block on X (Ns, C) into Y (Ns, C), filling A. */
+static gboolean
+block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GError **error)
+{
+  const MpKernelOps *k = ex->k;
+  BlockIdx I = block_idx (ex);
+  MpkAttnShape s = attn_shape (ex);
+  int N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
+  Tmp t = { ex };
+  float *proj = tmp_floats (&t, (gsize) N * C, error);
+  if (proj == NULL)
+    goto fail;
+  /* attention: norm1, (gather), qkv, rotary, core, out-projection, reduce, residual */
+  norm_forward (ex, a->buf[A_LN1], a->buf[A_M1], a->buf[A_R1], x, Pi (L, I.ln1w),
+                Pi (L, I.ln1b), Ns);
+  const float *h1 = tp_gather_rows (ex, a->buf[A_LN1], a->buf[A_H1], error);
+  if (h1 == NULL)
+    goto fail;
+  k->matmul_forward (a->buf[A_QKV], h1, Pi (L, I.wqkv), Pi (L, I.bqkv), N, C, s.ldq);
+  if (ex->model->position == MP_POS_ROTARY)
+    k->rotary_forward (a->buf[A_QKV], ex->mbs, ex->T, ex->NHl + ex->NKVl, ex->HD, s.ldq, 0,
+                       ROPE_THETA);
+  float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
+  k->attention_forward (a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q, kk, v, s);
+  k->matmul_forward (proj, a->buf[A_ATT], Pi (L, I.wo), NULL, N, s.ldo, C);
+  float *pr = tp_reduce_rows (ex, proj, y, error);   /* y is free until the end */
+  if (pr == NULL)
+    goto fail;
+  add_rows (ex, pr, Pi (L, I.bo), Ns, C);
+  k->residual_forward (a->buf[A_X2], x, pr, (gsize) Ns * C);
+  /* MLP: norm2, (gather), fc1, activation, fc2, reduce, residual */
+  norm_forward (ex, a->buf[A_LN2], a->buf[A_M2], a->buf[A_R2], a->buf[A_X2], Pi (L, I.ln2w),
+                Pi (L, I.ln2b), Ns);
+  const float *h2 = tp_gather_rows (ex, a->buf[A_LN2], a->buf[A_H2], error);
+  if (h2 == NULL)
+    goto fail;
+  k->matmul_forward (a->buf[A_FC1], h2, Pi (L, I.w1), Pi (L, I.b1), N, C, f1);
+  if (ex->swiglu)
+    k->swiglu_forward (a->buf[A_ACT], a->buf[A_FC1], N, ex->Fl);
+  else if (ex->model->activation == MP_ACT_RELU)
+    k->relu_forward (a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+  else
+    k->gelu_forward (a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+  k->matmul_forward (proj, a->buf[A_ACT], Pi (L, I.w2), NULL, N, ex->Fl, C);
+  float *mr = tp_reduce_rows (ex, proj, y, error);
+  if (mr == NULL)
+    goto fail;
+  add_rows (ex, mr, Pi (L, I.b2), Ns, C);
+  k->residual_forward (y, a->buf[A_X2], mr, (gsize) Ns * C);
+  tmp_release (&t);
+  return TRUE;
+fail:
+  tmp_release (&t);
+  return FALSE;
+}
+
+static gboolean
+block_forward (MpExec *ex, guint l, guint mb, GError **error)
+{
+  const ExLayer *L = &ex->layers[l];
+  float *y = new_output (ex, l, mb, error);
+  Acts *a = g_new0 (Acts, 1);
+  if (y == NULL || !block_acts (ex, a, error) || !block_run (ex, L, ex->input[l * ex->M + mb],
+                                                            y, a, error))
+    {
+      acts_free (ex, a);
+      return FALSE;
+    }
+  if (ex->cfg.recompute == MP_RECOMPUTE_FULL)
+    acts_free (ex, a);             /* only the input (ex->input) is kept */
+  else
+    ex->layers[l].acts[mb] = a;
+  return TRUE;
+}
+
+/* Rebuilds the block's activations from its kept input (full recompute): the forward
+ * again, collectives included, its output thrown away. */
+static Acts *
+block_recompute (MpExec *ex, guint l, guint mb, GError **error)
+{
+  Tmp t = { ex };
+  Acts *a = g_new0 (Acts, 1);
+  float *y = tmp_floats (&t, mp_exec_boundary_n (ex), error);
+  gboolean ok = y && block_acts (ex, a, error)
+                && block_run (ex, &ex->layers[l], ex->input[l * ex->M + mb], y, a, error);
+  tmp_release (&t);
+  if (!ok)
+    {
+      acts_free (ex, a);
+      return NULL;
+    }
+  return a;
+}
+
+static gboolean
+block_backward_mlp (MpExec *ex, const ExLayer *L, Acts *a, const float *dy, float *dx2,
+                    Tmp *t, GError **error)
+{
+  const MpKernelOps *k = ex->k;
+  BlockIdx I = block_idx (ex);
+  int N = ex->N, C = ex->C, Fl = ex->Fl, f1 = ex->swiglu ? 2 * Fl : Fl;
+  float *full = ex->sp ? tmp_floats (t, (gsize) N * C, error) : NULL;
+  float *dact = tmp_floats (t, (gsize) N * Fl, error);
+  float *dfc1 = tmp_floats (t, (gsize) N * f1, error);
+  float *dh2 = tmp_floats (t, (gsize) N * C, error);
+  float *dh2s = tmp_floats (t, (gsize) ex->Ns * C, error);
+  if ((ex->sp && full == NULL) || !dact || !dfc1 || !dh2 || !dh2s)
+    return FALSE;
+  const float *d = tp_gather_rows (ex, dy, full, error);
+  if (d == NULL)
+    return FALSE;
+  const float *h2 = ex->sp ? a->buf[A_H2] : a->buf[A_LN2];
+  k->matmul_backward (dact, Gi (L, I.w2), Gi (L, I.b2), d, a->buf[A_ACT], Pi (L, I.w2), N, Fl,
+                      C);
+  if (ex->swiglu)
+    k->swiglu_backward (dfc1, a->buf[A_FC1], dact, N, Fl);
+  else if (ex->model->activation == MP_ACT_RELU)
+    k->relu_backward (dfc1, a->buf[A_FC1], dact, (gsize) N * Fl);
+  else
+    k->gelu_backward (dfc1, a->buf[A_FC1], dact, (gsize) N * Fl);
+  k->matmul_backward (dh2, Gi (L, I.w1), Gi (L, I.b1), dfc1, h2, Pi (L, I.w1), N, C, f1);
+  float *dn = tp_reduce_rows (ex, dh2, dh2s, error);
+  return dn != NULL
+         && norm_backward (ex, dx2, Gi (L, I.ln2w), Gi (L, I.ln2b), dn, a->buf[A_X2],
+                           Pi (L, I.ln2w), a->buf[A_M2], a->buf[A_R2], error);
+}
+
+static gboolean
+block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, const float *dx2,
+                     float *dx, Tmp *t, GError **error)
+{
+  const MpKernelOps *k = ex->k;
+  BlockIdx I = block_idx (ex);
+  MpkAttnShape s = attn_shape (ex);
+  int N = ex->N, C = ex->C;
+  float *full = ex->sp ? tmp_floats (t, (gsize) N * C, error) : NULL;
+  float *datt = tmp_floats (t, (gsize) N * s.ldo, error);
+  float *dqkv = tmp_floats (t, (gsize) N * s.ldq, error);
+  float *dh1 = tmp_floats (t, (gsize) N * C, error);
+  float *dh1s = tmp_floats (t, (gsize) ex->Ns * C, error);
+  if ((ex->sp && full == NULL) || !datt || !dqkv || !dh1 || !dh1s)
+    return FALSE;
+  const float *d = tp_gather_rows (ex, dx2, full, error);
+  if (d == NULL)
+    return FALSE;
+  k->matmul_backward (datt, Gi (L, I.wo), Gi (L, I.bo), d, a->buf[A_ATT], Pi (L, I.wo), N,
+                      s.ldo, C);
+  float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
+  float *dq = dqkv, *dk = dq + ex->NHl * ex->HD, *dv = dk + ex->NKVl * ex->HD;
+  k->attention_backward (dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q,
+                         kk, v, s);
+  if (ex->model->position == MP_POS_ROTARY)
+    k->rotary_backward (dqkv, ex->mbs, ex->T, ex->NHl + ex->NKVl, ex->HD, s.ldq, 0,
+                        ROPE_THETA);
+  const float *h1 = ex->sp ? a->buf[A_H1] : a->buf[A_LN1];
+  k->matmul_backward (dh1, Gi (L, I.wqkv), Gi (L, I.bqkv), dqkv, h1, Pi (L, I.wqkv), N, C,
+                      s.ldq);
+  float *dn = tp_reduce_rows (ex, dh1, dh1s, error);
+  if (dn == NULL
+      || !norm_backward (ex, dx, Gi (L, I.ln1w), Gi (L, I.ln1b), dn, x, Pi (L, I.ln1w),
+                         a->buf[A_M1], a->buf[A_R1], error))
+    return FALSE;
+  k->add (dx, dx2, (gsize) ex->Ns * C);     /* the residual path */
+  return TRUE;
+}
+
+static gboolean
+block_backward (MpExec *ex, guint l, guint mb, GError **error)
+{
+  const ExLayer *L = &ex->layers[l];
+  Acts *a = L->acts[mb];
+  if (a == NULL && (a = block_recompute (ex, l, mb, error)) == NULL)
+    return FALSE;
+  ex->layers[l].acts[mb] = a;
+  float **dy = slot (ex, ex->dinput, l + 1, mb);
+  float *dx = new_dinput (ex, l, mb, error);
+  Tmp keep = { ex }, t = { ex };
+  /* dx2: gradient at the residual stream between attention and MLP (Ns, C) */
+  float *dx2 = dx ? tmp_floats (&keep, mp_exec_boundary_n (ex), error) : NULL;
+  gboolean ok = dx2 != NULL;
+  if (ok)
+    {
+      ex->be->ops->copy (ex->be, dx2, *dy, mp_exec_boundary_n (ex) * sizeof (float));
+      ok = block_backward_mlp (ex, L, a, *dy, dx2, &t, error);
+    }
+  tmp_release (&t);
+  ok = ok && block_backward_attn (ex, L, a, ex->input[l * ex->M + mb], dx2, dx, &t, error);
+  tmp_release (&t);
+  tmp_release (&keep);
+  if (!ok)
+    return FALSE;
+  drop (ex, dy);
+  mp_exec_release_acts (ex, l, mb);
+  return TRUE;
+}
+
+/* ---- head -------------------------------------------------------------------------- */
+
+/* Final norm, (gather), logits (N, Vl) against this rank's vocabulary shard, and the
+ * vocab-parallel cross-entropy (max and sums all-reduced over tp). Adds the micro-batch's
+ * summed token losses to ex->loss_sum on tp rank 0. */
+static gboolean
+head_forward (MpExec *ex, guint l, guint mb, GError **error)
+{
+  const ExLayer *L = &ex->layers[l];
+  gboolean ln = ex->model->norm == MP_NORM_LAYERNORM;
+  float *W = P (L, ln ? 2 : 1);
+  int N = ex->N;
+  Tmp t = { ex };
+  Acts *a = g_new0 (Acts, 1);
+  g_autofree int *targets = g_new (int, N);
+  make_tokens (ex, mb, NULL, targets);
+  float *st = tmp_floats (&t, 6 * (gsize) N, error);  /* lmax, lsum, tlogit, gmax, losses */
+  gboolean ok = st && act_alloc (ex, a, H_LN, (gsize) ex->Ns * ex->C, error)
+                && act_alloc (ex, a, H_M, ex->Ns, error) && act_alloc (ex, a, H_R, ex->Ns, error)
+                && (!ex->sp || act_alloc (ex, a, H_H, (gsize) N * ex->C, error))
+                && act_alloc (ex, a, H_LOGITS, (gsize) N * ex->Vl, error)
+                && act_alloc (ex, a, H_LSE, N, error);
+  if (!ok)
+    goto fail;
+  norm_forward (ex, a->buf[H_LN], a->buf[H_M], a->buf[H_R], ex->input[l * ex->M + mb],
+                P (L, 0), ln ? P (L, 1) : NULL, ex->Ns);
+  const float *h = tp_gather_rows (ex, a->buf[H_LN], a->buf[H_H], error);
+  if (h == NULL)
+    goto fail;
+  ex->k->matmul_forward (a->buf[H_LOGITS], h, W, NULL, N, ex->C, ex->Vl);
+  float *lmax = st, *lsum = st + N, *tlogit = st + 2 * N, *gmax = st + 3 * N;
+  float *losses = st + 4 * N;
+  ex->k->crossentropy_shard_stats (lmax, lsum, tlogit, a->buf[H_LOGITS], targets, N, ex->Vl,
+                                   ex->v0);
+  ex->be->ops->copy (ex->be, gmax, lmax, (gsize) N * sizeof (float));
+  if (!tp_all_reduce (ex, gmax, N, MP_REDUCE_MAX, error))
+    goto fail;
+  ex->k->crossentropy_shard_rescale (lsum, lmax, gmax, N);
+  if (!tp_all_reduce (ex, lsum, 2 * (gsize) N, MP_REDUCE_SUM, error))  /* lsum, tlogit */
+    goto fail;
+  ex->k->crossentropy_shard_finish (losses, a->buf[H_LSE], gmax, lsum, tlogit, N);
+  if (ex->tp_rank == 0)
+    {
+      g_autofree float *host = g_new (float, N);
+      ex->be->ops->download (ex->be, host, losses, (gsize) N * sizeof (float));
+      for (int i = 0; i < N; i++)
+        ex->loss_sum += host[i];
+    }
+  ex->layers[l].acts[mb] = a;
+  tmp_release (&t);
+  return TRUE;
+fail:
+  acts_free (ex, a);
+  tmp_release (&t);
+  return FALSE;
+}
+
+static gboolean
+head_backward (MpExec *ex, guint l, guint mb, GError **error)
+{
+  const ExLayer *L = &ex->layers[l];
+  Acts *a = L->acts[mb];
+  gboolean ln = ex->model->norm == MP_NORM_LAYERNORM;
+  int N = ex->N, C = ex->C;
+  Tmp t = { ex };
+  g_autofree int *targets = g_new (int, N);
+  make_tokens (ex, mb, NULL, targets);
+  float *dx = new_dinput (ex, l, mb, error);
+  float *dlogits = dx ? tmp_floats (&t, (gsize) N * ex->Vl, error) : NULL;
+  float *dh = dlogits ? tmp_floats (&t, (gsize) N * C, error) : NULL;
+  float *dhs = dh ? tmp_floats (&t, (gsize) ex->Ns * C, error) : NULL;
+  if (dhs == NULL)
+    goto fail;
+  /* the loss is the mean over every token of the global batch */
+  float scale = 1.0f / (float) ((double) ex->global_batch * ex->T);
+  ex->k->crossentropy_shard_backward (dlogits, a->buf[H_LOGITS], a->buf[H_LSE], targets, scale,
+                                      N, ex->Vl, ex->v0);
+  const float *h = ex->sp ? a->buf[H_H] : a->buf[H_LN];
+  guint wi = ln ? 2 : 1;
+  ex->k->matmul_backward (dh, G (L, wi), NULL, dlogits, h, P (L, wi), N, C, ex->Vl);
+  float *dn = tp_reduce_rows (ex, dh, dhs, error);
+  if (dn == NULL
+      || !norm_backward (ex, dx, G (L, 0), ln ? G (L, 1) : NULL, dn, ex->input[l * ex->M + mb],
+                         P (L, 0), a->buf[H_M], a->buf[H_R], error))
+    goto fail;
+  mp_exec_release_acts (ex, l, mb);
+  tmp_release (&t);
+  return TRUE;
+fail:
+  tmp_release (&t);
+  return FALSE;
+}
+
+/* ---- dispatch ---------------------------------------------------------------------- */
+
+gboolean
+mp_exec_forward (MpExec *ex, guint layer, guint mb, GError **error)
+{
+  g_return_val_if_fail (layer < ex->n_layers && mb < ex->M && ex->layers[layer].here, FALSE);
+  switch (ex->layers[layer].ir->kind)
+    {
+    case MP_LAYER_EMBEDDING:
+      return embedding_forward (ex, layer, mb, error);
+    case MP_LAYER_HEAD:
+      return head_forward (ex, layer, mb, error);
+    default:
+      return block_forward (ex, layer, mb, error);
+    }
+}
+
+gboolean
+mp_exec_backward (MpExec *ex, guint layer, guint mb, GError **error)
+{
+  g_return_val_if_fail (layer < ex->n_layers && mb < ex->M && ex->layers[layer].here, FALSE);
+  gboolean ok;
+  switch (ex->layers[layer].ir->kind)
+    {
+    case MP_LAYER_EMBEDDING:
+      ok = embedding_backward (ex, layer, mb, error);
+      break;
+    case MP_LAYER_HEAD:
+      ok = head_backward (ex, layer, mb, error);
+      break;
+    default:
+      ok = block_backward (ex, layer, mb, error);
+      break;
+    }
+  if (ok && layer > 0)             /* the layer's input is no longer needed */
+    drop (ex, slot (ex, ex->input, layer, mb));
+  return ok;
+}

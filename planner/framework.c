@@ -1,0 +1,372 @@
+/* framework.c - what each training framework can express, and how each reduces gradients.
+ *
+ * One table of rules serves `plan --emit` (refuse what a framework cannot run, re-plan
+ * within what it can) and `compare` (the best plan of each framework side by side). The
+ * rules are about the plan's shape only; the cost model prices every plan the same way,
+ * except for the gradient bucket (each framework's default, cited below) and Horovod's
+ * cycle time (mp_strategy_adjust). Not here: file formats (export.c), tables (compare.c). */
+#define G_LOG_DOMAIN "mpplan-planner"
+#include "config.h"
+#include "planner/planner.h"
+
+#include <string.h>
+
+static const struct {
+  const char *id, *title;
+} frameworks[MP_FRAMEWORK_N] = {
+  [MP_FRAMEWORK_MEGATRON] = { "megatron", "Megatron-LM" },
+  [MP_FRAMEWORK_DEEPSPEED] = { "deepspeed", "DeepSpeed" },
+  [MP_FRAMEWORK_TORCHRUN] = { "torchrun", "PyTorch (torchrun)" },
+  [MP_FRAMEWORK_TORCHTITAN] = { "torchtitan", "torchtitan" },
+  [MP_FRAMEWORK_HOROVOD] = { "horovod", "Horovod" },
+  [MP_FRAMEWORK_TENSORFLOW] = { "tensorflow", "TensorFlow" },
+  [MP_FRAMEWORK_MXNET] = { "mxnet", "MXNet" },
+};
+
+const char *
+mp_framework_id (MpFramework fw)
+{
+  return (guint) fw < MP_FRAMEWORK_N ? frameworks[fw].id : "?";
+}
+
+const char *
+mp_framework_title (MpFramework fw)
+{
+  return (guint) fw < MP_FRAMEWORK_N ? frameworks[fw].title : "?";
+}
+
+gboolean
+mp_framework_from_id (const char *id, MpFramework *out)
+{
+  for (guint i = 0; i < MP_FRAMEWORK_N; i++)
+    if (g_ascii_strcasecmp (id, frameworks[i].id) == 0)
+      {
+        *out = (MpFramework) i;
+        return TRUE;
+      }
+  return FALSE;
+}
+
+/* ---- the rules, one function per framework ------------------------------------------- */
+
+/* Data parallel only (Horovod, TensorFlow): every rank holds the whole model. */
+static const char *
+data_parallel_only (const MpParallelConfig *c, const char *tp, const char *pp,
+                    const char *zero)
+{
+  if (c->tp > 1)
+    return tp;
+  if (c->pp > 1)
+    return pp;
+  if (c->cp > 1 || c->ep > 1)
+    return "has no context or expert parallelism";
+  if (c->zero > 0)
+    return zero;
+  return NULL;
+}
+
+static const char *
+rejects_megatron (const MpParallelConfig *c)
+{
+  /* --use-distributed-optimizer shards the optimizer state (ZeRO-1); Megatron's
+   * gradients and weights stay whole per dp rank in the 3D setup compared here. */
+  if (c->zero > 1)
+    return "Megatron-LM's distributed optimizer shards only the optimizer state (ZeRO-1)";
+  /* megatron/core/pipeline_parallel/schedules.py: 1F1B, interleaved 1F1B; no GPipe. */
+  if (c->pp > 1 && c->schedule == MP_SCHEDULE_GPIPE)
+    return "Megatron-LM has no GPipe schedule (1F1B and interleaved 1F1B only)";
+  return NULL;
+}
+
+static const char *
+rejects_deepspeed (const MpParallelConfig *c)
+{
+  if (c->tp > 1)
+    return "the DeepSpeed engine has no Megatron-style tensor parallelism (use Megatron-LM)";
+  if (c->cp > 1)
+    return "DeepSpeed has no ring context parallelism (Ulysses splits heads, not modelled)";
+  /* deepspeed/runtime/pipe/engine.py asserts ZeRO stage < 2 with pipeline parallelism. */
+  if (c->pp > 1 && c->zero > 1)
+    return "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3";
+  /* deepspeed/runtime/pipe/schedule.py TrainSchedule is 1F1B without interleaving. */
+  if (c->pp > 1 && (c->schedule == MP_SCHEDULE_GPIPE || c->schedule == MP_SCHEDULE_INTERLEAVED))
+    return "DeepSpeed pipelines run one 1F1B schedule (no GPipe, no interleaving)";
+  return NULL;
+}
+
+static const char *
+rejects_torchrun (const MpParallelConfig *c)
+{
+  /* Core PyTorch has DDP (+ ZeroRedundancyOptimizer: ZeRO-1), FSDP2 (ZeRO-2 with
+   * reshard_after_forward=False, ZeRO-3), DeviceMesh TP, context_parallel and
+   * torch.distributed.pipelining (GPipe, 1F1B, Interleaved1F1B), but no expert
+   * parallelism (that is torchtitan's). FSDP over pipeline stages is torchtitan's too. */
+  if (c->ep > 1)
+    return "plain PyTorch has no expert parallelism (torchtitan has)";
+  return NULL;
+}
+
+static const char *
+rejects_torchtitan (const MpParallelConfig *c)
+{
+  /* Data parallelism is dp_replicate (DDP) x dp_shard (FSDP2): no ZeRO-1. */
+  if (c->zero == 1)
+    return "torchtitan shards with FSDP2 (ZeRO-2/3) or replicates; it has no ZeRO-1";
+  return NULL;
+}
+
+static const char *
+rejects_mxnet (const MpParallelConfig *c)
+{
+  if (c->tp > 1)
+    return "MXNet has no tensor parallelism";
+  if (c->cp > 1 || c->ep > 1 || c->zero > 0)
+    return "MXNet's kvstore replicates the model (no sharding, context or expert "
+           "parallelism)";
+  /* group2ctxs places layers on devices; nothing pipelines micro-batches through them. */
+  if (c->pp > 1 && c->num_micro_batches > 1)
+    return "MXNet layer placement runs one batch at a time (no pipelined micro-batches)";
+  return NULL;
+}
+
+const char *
+mp_framework_rejects (MpFramework fw, const MpParallelConfig *cfg)
+{
+  switch (fw)
+    {
+    case MP_FRAMEWORK_MEGATRON:
+      return rejects_megatron (cfg);
+    case MP_FRAMEWORK_DEEPSPEED:
+      return rejects_deepspeed (cfg);
+    case MP_FRAMEWORK_TORCHRUN:
+      return rejects_torchrun (cfg);
+    case MP_FRAMEWORK_TORCHTITAN:
+      return rejects_torchtitan (cfg);
+    case MP_FRAMEWORK_HOROVOD:
+      return data_parallel_only (cfg, "Horovod has no tensor parallelism",
+                                 "Horovod has no pipeline parallelism",
+                                 "Horovod replicates optimizer state (no ZeRO)");
+    case MP_FRAMEWORK_TENSORFLOW:
+      return data_parallel_only (cfg, "MirroredStrategy has no tensor parallelism",
+                                 "MirroredStrategy has no pipeline parallelism",
+                                 "MirroredStrategy replicates optimizer state (no ZeRO)");
+    case MP_FRAMEWORK_MXNET:
+      return rejects_mxnet (cfg);
+    case MP_FRAMEWORK_N:
+    default:
+      break;
+    }
+  return "unknown framework";
+}
+
+/* ---- strategies ------------------------------------------------------------------------ */
+
+static const struct {
+  const char *id, *title;
+  MpFramework fw;
+} strategies[MP_STRATEGY_N] = {
+  [MP_STRATEGY_DDP] = { "ddp", "PyTorch DDP", MP_FRAMEWORK_TORCHRUN },
+  [MP_STRATEGY_FSDP] = { "fsdp", "PyTorch FSDP (ZeRO-3)", MP_FRAMEWORK_TORCHRUN },
+  [MP_STRATEGY_TF_MIRRORED] = { "tf-mirrored", "TensorFlow MirroredStrategy",
+                                MP_FRAMEWORK_TENSORFLOW },
+  [MP_STRATEGY_HOROVOD] = { "horovod", "Horovod", MP_FRAMEWORK_HOROVOD },
+  [MP_STRATEGY_MXNET] = { "mxnet-placement", "MXNet layer placement", MP_FRAMEWORK_MXNET },
+  [MP_STRATEGY_MEGATRON] = { "megatron-3d", "Megatron-LM 3D", MP_FRAMEWORK_MEGATRON },
+  [MP_STRATEGY_DEEPSPEED] = { "deepspeed", "DeepSpeed ZeRO + pipeline",
+                              MP_FRAMEWORK_DEEPSPEED },
+};
+
+const char *
+mp_strategy_title (MpStrategy st)
+{
+  return (guint) st < MP_STRATEGY_N ? strategies[st].title : "mpplan (any plan)";
+}
+
+const char *
+mp_strategy_id (MpStrategy st)
+{
+  return (guint) st < MP_STRATEGY_N ? strategies[st].id : "any";
+}
+
+MpFramework
+mp_strategy_framework (MpStrategy st)
+{
+  g_return_val_if_fail ((guint) st < MP_STRATEGY_N, MP_FRAMEWORK_TORCHRUN);
+  return strategies[st].fw;
+}
+
+/* FW's main strategy (DDP for torchrun), MP_STRATEGY_N for torchtitan, which has none
+ * of its own in the comparison. */
+static MpStrategy
+framework_strategy (MpFramework fw)
+{
+  for (guint i = 0; i < MP_STRATEGY_N; i++)
+    if (strategies[i].fw == fw && i != MP_STRATEGY_FSDP)
+      return (MpStrategy) i;
+  /* torchtitan: FSDP2 is its data parallelism; its rules alone bound the search. */
+  return MP_STRATEGY_N;
+}
+
+/* The DDP and FSDP wrappers of plain PyTorch: whole model per rank, no model split. */
+static const char *
+rejects_wrapper (const MpParallelConfig *c, gboolean sharded)
+{
+  if (c->tp > 1 || c->pp > 1 || c->cp > 1)
+    return sharded ? "FSDP alone splits no layer (no tensor, pipeline or context "
+                     "parallelism)"
+                   : "DDP replicates the whole model (no tensor, pipeline or context "
+                     "parallelism)";
+  if (!sharded && c->zero > 0)
+    return "DDP replicates optimizer state (ZeRO-1 needs ZeroRedundancyOptimizer)";
+  /* One rank has nothing to shard with; FSDP then runs unsharded. */
+  if (sharded && c->zero != 3 && c->dp > 1)
+    return "FSDP with full sharding is ZeRO-3";
+  return NULL;
+}
+
+const char *
+mp_strategy_rejects (MpStrategy st, const MpParallelConfig *cfg)
+{
+  g_return_val_if_fail ((guint) st < MP_STRATEGY_N, "unknown strategy");
+  const char *why = mp_framework_rejects (strategies[st].fw, cfg);
+  if (why != NULL)
+    return why;
+  if (st == MP_STRATEGY_DDP || st == MP_STRATEGY_FSDP)
+    return rejects_wrapper (cfg, st == MP_STRATEGY_FSDP);
+  return NULL;
+}
+
+/* Every gradient of MODEL at its gradient size: a bucket is never bigger. */
+static double
+gradient_bytes (const MpModel *model)
+{
+  double g;
+  mp_model_state_bytes_per_param (model, NULL, &g, NULL);
+  return model->params_total * g;
+}
+
+/* The largest single parameter tensor's gradient (one op's weights). */
+static double
+largest_tensor_bytes (const MpModel *model)
+{
+  double g, most = 0;
+  mp_model_state_bytes_per_param (model, NULL, &g, NULL);
+  for (guint i = 0; i < model->n_layers; i++)
+    for (guint j = 0; j < model->layers[i].n_ops; j++)
+      most = MAX (most, model->layers[i].ops[j].params * g);
+  return most;
+}
+
+double
+mp_strategy_bucket_bytes (MpStrategy st, const MpModel *model)
+{
+  double all = gradient_bytes (model), g, bucket = 0;
+  mp_model_state_bytes_per_param (model, NULL, &g, NULL);
+  switch (st)
+    {
+    case MP_STRATEGY_TF_MIRRORED:
+      /* MirroredStrategy (and MultiWorkerMirroredStrategy) reduce the gradients in
+       * apply_gradients, after backward, packed into one all-reduce (NcclAllReduce
+       * num_packs=1, tf.distribute docs): nothing overlaps backward. One bucket of every
+       * gradient says exactly that to the cost model. */
+      return all;
+    case MP_STRATEGY_HOROVOD:
+      /* HOROVOD_FUSION_THRESHOLD / --fusion-threshold-mb: 64 MB by default (Horovod docs,
+       * docs/tensor-fusion.rst). */
+      bucket = 64.0 * 1024 * 1024;
+      break;
+    case MP_STRATEGY_MXNET:
+      /* The kvstore pushes each parameter's gradient on its own as backward produces it
+       * (Module.update, priority = -index): no fusion, one tensor per "bucket". */
+      bucket = largest_tensor_bytes (model);
+      break;
+    case MP_STRATEGY_MEGATRON:
+      /* DistributedDataParallelConfig.bucket_size: max(40M, 1M x dp) parameters when
+       * unset (megatron/core/distributed/distributed_data_parallel_config.py); the
+       * 40M floor holds up to dp 40. */
+      bucket = 4e7 * g;
+      break;
+    case MP_STRATEGY_DEEPSPEED:
+      /* zero_optimization.reduce_bucket_size: 5e8 elements by default (DeepSpeed config
+       * docs). */
+      bucket = 5e8 * g;
+      break;
+    case MP_STRATEGY_DDP:
+    case MP_STRATEGY_FSDP:
+    case MP_STRATEGY_N:
+    default:
+      /* DDP bucket_cap_mb = 25 (the cost model's default). FSDP2 reduce-scatters once per
+       * fully_shard unit (a block), which the default bucket approximates. */
+      return 0;
+    }
+  return MIN (bucket, all);
+}
+
+void
+mp_strategy_adjust (MpStrategy st, MpPlan *plan)
+{
+  /* Horovod's background thread starts fused all-reduces once per cycle,
+   * HOROVOD_CYCLE_TIME / --cycle-time-ms = 1 ms by default (docs/tensor-fusion.rst): the
+   * last gradients wait half a cycle on average after backward ends. */
+  if (st != MP_STRATEGY_HOROVOD || plan->cfg.dp * plan->cfg.cp <= 1)
+    return;
+  double extra = 0.5e-3, scale = plan->step_s / (plan->step_s + extra);
+  plan->time.dp_comm_s += extra;
+  plan->step_s += extra;
+  plan->tokens_per_s *= scale;
+  plan->tflops_per_gpu *= scale;
+  plan->hw_tflops_per_gpu *= scale;
+  plan->mfu *= scale;
+  plan->hfu *= scale;
+}
+
+/* ---- searching within a strategy ---------------------------------------------------- */
+
+/* A search's constraint: a strategy (data < MP_STRATEGY_N) or a framework
+ * (MP_STRATEGY_N + framework). */
+static gboolean
+accept_rules (const MpParallelConfig *cfg, gpointer data)
+{
+  guint which = GPOINTER_TO_UINT (data);
+  if (which < MP_STRATEGY_N)
+    return mp_strategy_rejects ((MpStrategy) which, cfg) == NULL;
+  return mp_framework_rejects ((MpFramework) (which - MP_STRATEGY_N), cfg) == NULL;
+}
+
+/* The search under rule set WHICH, with strategy ST's bucket and adjustment (ST may be
+ * MP_STRATEGY_N: the cost model's defaults). */
+static MpSearchResult *
+search_rules (const MpCostContext *ctx, guint which, MpStrategy st,
+              const MpSearchOptions *opts, GError **error)
+{
+  MpSearchOptions o = *opts;
+  o.accept = accept_rules;
+  o.accept_data = GUINT_TO_POINTER (which);
+  o.bucket_bytes = mp_strategy_bucket_bytes (st, mp_cost_context_model (ctx));
+  o.shard = o.n_shards = 0;
+  MpSearchResult *res = mp_planner_search (ctx, &o, error);
+  if (res == NULL)
+    return NULL;
+  for (guint i = 0; i < res->plans->len; i++)
+    mp_strategy_adjust (st, g_ptr_array_index (res->plans, i));
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    if (res->stats.family_best[f] != NULL)
+      mp_strategy_adjust (st, res->stats.family_best[f]);
+  return res;
+}
+
+MpSearchResult *
+mp_strategy_search (const MpCostContext *ctx, MpStrategy st, const MpSearchOptions *opts,
+                    GError **error)
+{
+  g_return_val_if_fail ((guint) st < MP_STRATEGY_N, NULL);
+  return search_rules (ctx, st, st, opts, error);
+}
+
+MpSearchResult *
+mp_framework_search (const MpCostContext *ctx, MpFramework fw, const MpSearchOptions *opts,
+                     GError **error)
+{
+  g_return_val_if_fail ((guint) fw < MP_FRAMEWORK_N, NULL);
+  return search_rules (ctx, MP_STRATEGY_N + fw, framework_strategy (fw), opts, error);
+}

@@ -1,0 +1,466 @@
+/* trace.c - the predicted timeline of a step as Chrome Trace Event JSON (report.h).
+ *
+ * Every time is rounded once to an integer nanosecond and written as microseconds, so a
+ * parent slice ("F mb3 chunk0") and its children (one per layer) share exact bounds after
+ * Perfetto converts back (llround(ts * 1000)): children nest, never overlap. The compute
+ * thread also shows why it idled (bubble, or waiting on pp / dp) as slices, so idle time
+ * is visible and the thread's slices tile [0, step]. TP collectives run inside F/B; their
+ * total per layer is drawn on the TP thread at the end of the layer (the cost model knows
+ * how long they take, not where inside the layer they fall). */
+#define G_LOG_DOMAIN "mpplan-report"
+#include "config.h"
+#include "report/report.h"
+#include "common/output.h"
+
+#include <math.h>
+
+#define NONE G_MAXUINT
+
+typedef struct {
+  JsonBuilder *b;
+  MpProgram *const *programs;
+  guint n;
+  const MpSimResult *sim;
+} Trace;
+
+static gint64
+ns_of (double s)
+{
+  return llround (s * 1e9);
+}
+
+static void
+add_int (JsonBuilder *b, const char *key, gint64 v)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_add_int_value (b, v);
+}
+
+static void
+add_double (JsonBuilder *b, const char *key, double v)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_add_double_value (b, v);
+}
+
+static void
+add_string (JsonBuilder *b, const char *key, const char *v)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_add_string_value (b, v);
+}
+
+static MpStream
+stream_of (const MpInsn *insn)
+{
+  return insn->kind == MP_INSN_WAIT ? MP_STREAM_COMPUTE : insn->stream;
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+static void
+metadata (JsonBuilder *b, const char *name, guint pid, gint tid, const char *key,
+          const char *text, gint64 value)
+{
+  json_builder_begin_object (b);
+  add_string (b, "name", name);
+  add_string (b, "ph", "M");
+  add_int (b, "pid", pid);
+  if (tid >= 0)
+    add_int (b, "tid", tid);
+  json_builder_set_member_name (b, "args");
+  json_builder_begin_object (b);
+  if (text)
+    add_string (b, key, text);
+  else
+    add_int (b, key, value);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+}
+
+/* Opens an X event over [START, END] ns and its "args" object; close with x_end. */
+static void
+x_begin (JsonBuilder *b, const char *name, const char *cat, guint pid, guint tid, gint64 start,
+         gint64 end)
+{
+  json_builder_begin_object (b);
+  add_string (b, "name", name);
+  add_string (b, "cat", cat);
+  add_string (b, "ph", "X");
+  add_double (b, "ts", start / 1000.0);
+  add_double (b, "dur", (end - start) / 1000.0);
+  add_int (b, "pid", pid);
+  add_int (b, "tid", tid);
+  json_builder_set_member_name (b, "args");
+  json_builder_begin_object (b);
+}
+
+static void
+x_end (JsonBuilder *b)
+{
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+}
+
+/* A slice without arguments of its own, skipped when empty. */
+static void
+x_plain (JsonBuilder *b, const char *name, const char *cat, guint pid, guint tid, double start,
+         double end)
+{
+  gint64 s = ns_of (start), e = ns_of (end);
+  if (e <= s)
+    return;
+  x_begin (b, name, cat, pid, tid, s, e);
+  x_end (b);
+}
+
+static void
+flow (JsonBuilder *b, const char *ph, guint64 id, guint pid, gint64 ts)
+{
+  json_builder_begin_object (b);
+  add_string (b, "name", "p2p");
+  add_string (b, "cat", "pp");
+  add_string (b, "ph", ph);
+  add_int (b, "id", (gint64) id);
+  add_double (b, "ts", ts / 1000.0);
+  add_int (b, "pid", pid);
+  add_int (b, "tid", MP_TRACE_TID_PP);
+  if (ph[0] == 'f')
+    add_string (b, "bp", "e");
+  json_builder_end_object (b);
+}
+
+static void
+process_metadata (JsonBuilder *b, const MpProgram *p, gboolean cp)
+{
+  g_autofree char *name = cp ? g_strdup_printf ("predicted rank %u (pp%u,tp%u,dp%u,cp%u)",
+                                                p->rank, p->stage, p->tp_rank, p->dp_rank,
+                                                p->cp_rank)
+                             : g_strdup_printf ("predicted rank %u (pp%u,tp%u,dp%u)", p->rank,
+                                                p->stage, p->tp_rank, p->dp_rank);
+  static const char *const threads[] = { "compute", "TP comm", "DP comm", "PP send/recv" };
+  metadata (b, "process_name", p->rank, -1, "name", name, 0);
+  metadata (b, "process_sort_index", p->rank, -1, "sort_index", NULL, 2 * (gint64) p->rank);
+  for (gint t = 0; t < (gint) G_N_ELEMENTS (threads); t++)
+    {
+      metadata (b, "thread_name", p->rank, t, "name", threads[t], 0);
+      metadata (b, "thread_sort_index", p->rank, t, "sort_index", NULL, t);
+    }
+}
+
+/* ---- the compute thread ------------------------------------------------------------- */
+
+/* The idle time before compute instruction I: a bubble, then the wait on a transfer. */
+static void
+idle_slices (JsonBuilder *b, guint pid, const MpSimSlice *sl)
+{
+  if (!(sl->start_s > sl->idle_from_s))
+    return;
+  x_plain (b, "bubble", "bubble", pid, MP_TRACE_TID_COMPUTE, sl->idle_from_s, sl->comm_from_s);
+  const char *what = sl->wait == MP_SIM_WAIT_DP ? "wait dp" : "wait pp";
+  x_plain (b, what, "comm", pid, MP_TRACE_TID_COMPUTE, sl->comm_from_s, sl->start_s);
+}
+
+static void
+unit_args (JsonBuilder *b, const MpProgram *p, const MpInsn *insn)
+{
+  add_int (b, "microbatch", insn->micro_batch);
+  add_int (b, "chunk", insn->chunk);
+  add_int (b, "stage", p->stage);
+  add_string (b, "phase", insn->kind == MP_INSN_FORWARD ? "F" : "B");
+}
+
+static void
+layer_slice (JsonBuilder *b, const MpProgram *p, const MpInsn *insn, const MpSimSlice *sl)
+{
+  const char *ph = insn->kind == MP_INSN_FORWARD ? "F" : "B";
+  g_autofree char *name = g_strdup_printf ("%s layer %u", ph, insn->layer);
+  x_begin (b, name, "compute", p->rank, MP_TRACE_TID_COMPUTE, ns_of (sl->start_s),
+           ns_of (sl->end_s));
+  add_int (b, "layer", insn->layer);
+  unit_args (b, p, insn);
+  add_double (b, "flops", insn->flops);
+  add_double (b, "bytes", insn->bytes);
+  if (insn->recompute)
+    {
+      json_builder_set_member_name (b, "recompute");
+      json_builder_add_boolean_value (b, TRUE);
+    }
+  add_double (b, "tp_comm_us", sl->comm_s * 1e6);
+  x_end (b);
+  if (ns_of (sl->end_s - sl->comm_s) < ns_of (sl->end_s) && sl->comm_s > 0)
+    {
+      g_autofree char *tp = g_strdup_printf ("TP collectives (%s layer %u)", ph, insn->layer);
+      x_begin (b, tp, "comm", p->rank, MP_TRACE_TID_TP, ns_of (sl->end_s - sl->comm_s),
+               ns_of (sl->end_s));
+      add_int (b, "layer", insn->layer);
+      unit_args (b, p, insn);
+      add_string (b, "group", "tp");
+      add_string (b, "placement", "their total, drawn at the end of the layer");
+      x_end (b);
+    }
+}
+
+static gboolean
+same_unit (const MpInsn *a, const MpInsn *b)
+{
+  return a->kind == b->kind && a->chunk == b->chunk && a->micro_batch == b->micro_batch;
+}
+
+/* One run of layers of the same pass (F or B of one chunk and micro-batch): a parent
+ * slice and a child per layer. IDX[N] are compute-stream instructions; returns how many
+ * it drew. */
+static guint
+pass_slices (JsonBuilder *b, const MpProgram *p, const MpSimRank *rk, const guint *idx, guint n)
+{
+  const MpInsn *first = &p->insns[idx[0]];
+  guint k = 1;
+  while (k < n && same_unit (&p->insns[idx[k]], first))
+    k++;
+  idle_slices (b, p->rank, &rk->slices[idx[0]]);
+  const char *ph = first->kind == MP_INSN_FORWARD ? "F" : "B";
+  g_autofree char *name = g_strdup_printf ("%s mb%u chunk%u", ph, first->micro_batch,
+                                           first->chunk);
+  x_begin (b, name, "compute", p->rank, MP_TRACE_TID_COMPUTE, ns_of (rk->slices[idx[0]].start_s),
+           ns_of (rk->slices[idx[k - 1]].end_s));
+  unit_args (b, p, first);
+  add_int (b, "first_layer", first->layer);
+  add_int (b, "layers", k);
+  x_end (b);
+  for (guint j = 0; j < k; j++)
+    {
+      if (j > 0)
+        idle_slices (b, p->rank, &rk->slices[idx[j]]);
+      layer_slice (b, p, &p->insns[idx[j]], &rk->slices[idx[j]]);
+    }
+  return k;
+}
+
+static void
+compute_thread (JsonBuilder *b, const MpProgram *p, const MpSimRank *rk, double step_s)
+{
+  g_autofree guint *idx = g_new (guint, MAX (p->n_insns, 1u));
+  guint n = 0;
+  double stream_end[MP_STREAM_N] = { 0 };
+  for (guint i = 0; i < p->n_insns; i++)
+    {
+      MpStream s = stream_of (&p->insns[i]);
+      stream_end[s] = MAX (stream_end[s], rk->slices[i].end_s);
+      if (s == MP_STREAM_COMPUTE)
+        idx[n++] = i;
+    }
+  for (guint k = 0; k < n;)
+    {
+      const MpInsn *insn = &p->insns[idx[k]];
+      const MpSimSlice *sl = &rk->slices[idx[k]];
+      if (insn->kind == MP_INSN_FORWARD || insn->kind == MP_INSN_BACKWARD)
+        {
+          k += pass_slices (b, p, rk, idx + k, n - k);
+          continue;
+        }
+      idle_slices (b, p->rank, sl);
+      if (insn->kind == MP_INSN_OPTIMIZER)
+        x_plain (b, "optimizer", "optimizer", p->rank, MP_TRACE_TID_COMPUTE, sl->start_s,
+                 sl->end_s);
+      else if (insn->kind != MP_INSN_WAIT)
+        x_plain (b, mp_insn_kind_name (insn->kind), "comm", p->rank, MP_TRACE_TID_COMPUTE,
+                 sl->start_s, sl->end_s);
+      k++;
+    }
+  /* After its last compute: its own dp, then pp, work, then the slowest rank (sim.c). */
+  double from = stream_end[MP_STREAM_COMPUTE];
+  double dp = CLAMP (stream_end[MP_STREAM_DP] - from, 0, step_s - from);
+  double pp = CLAMP (stream_end[MP_STREAM_PP] - from - dp, 0, step_s - from - dp);
+  x_plain (b, "wait dp", "comm", p->rank, MP_TRACE_TID_COMPUTE, from, from + dp);
+  x_plain (b, "wait pp", "comm", p->rank, MP_TRACE_TID_COMPUTE, from + dp, from + dp + pp);
+  x_plain (b, "bubble", "bubble", p->rank, MP_TRACE_TID_COMPUTE, from + dp + pp, step_s);
+}
+
+/* ---- the communication threads ------------------------------------------------------ */
+
+static void
+dp_slice (JsonBuilder *b, const MpProgram *p, const MpInsn *insn, const MpSimSlice *sl)
+{
+  const char *coll = mp_coll_kind_name (insn->coll);
+  g_autofree char *name = NULL;
+  if (insn->kind == MP_INSN_REDUCE_GRADS)
+    name = g_strdup_printf ("%s bucket %u", coll, insn->bucket);
+  else if (insn->kind == MP_INSN_GATHER_PARAMS)
+    name = g_strdup_printf ("%s params, layers %u-%u", coll, insn->layer,
+                            insn->layer + MAX (insn->n_layers, 1u) - 1);
+  else if (insn->kind == MP_INSN_REDUCE_TIED)
+    name = g_strdup_printf ("%s tied embedding", coll);
+  else
+    name = g_strdup (mp_insn_kind_name (insn->kind));
+  x_begin (b, name, "comm", p->rank, MP_TRACE_TID_DP, ns_of (sl->start_s), ns_of (sl->end_s));
+  add_string (b, "group", insn->kind == MP_INSN_REDUCE_TIED ? "pp ends" : "dp");
+  add_string (b, "collective", coll);
+  add_int (b, "layer", insn->layer);
+  add_int (b, "layers", insn->n_layers);
+  if (insn->kind == MP_INSN_REDUCE_GRADS)
+    add_int (b, "bucket", insn->bucket);
+  add_int (b, "stage", p->stage);
+  add_double (b, "bytes", insn->bytes);
+  x_end (b);
+}
+
+/* Index of the program whose world rank is RANK, or NONE. */
+static guint
+program_of (const Trace *t, gint rank)
+{
+  for (guint r = 0; r < t->n; r++)
+    if ((gint) t->programs[r]->rank == rank)
+      return r;
+  return NONE;
+}
+
+/* A send or receive, and its end of the flow arrow. PHASE: "F" for activations, "B" for
+ * their gradients (the pass that produces or consumes them). */
+static void
+pp_slice (Trace *t, guint r, guint i, const char *phase)
+{
+  const MpProgram *p = t->programs[r];
+  const MpInsn *insn = &p->insns[i];
+  const MpSimSlice *sl = &t->sim->ranks[r].slices[i];
+  gboolean send = insn->kind == MP_INSN_SEND;
+  g_autofree char *name = g_strdup_printf ("%s %s mb%u chunk%u %s rank %d", send ? "send" : "recv",
+                                           phase, insn->micro_batch, insn->chunk,
+                                           send ? "\u2192" : "\u2190", insn->peer);
+  gint64 s = ns_of (sl->start_s), e = ns_of (sl->end_s);
+  x_begin (t->b, name, "comm", p->rank, MP_TRACE_TID_PP, s, e);
+  add_int (t->b, "microbatch", insn->micro_batch);
+  add_int (t->b, "chunk", insn->chunk);
+  add_int (t->b, "stage", p->stage);
+  add_string (t->b, "phase", phase);
+  add_int (t->b, "peer", insn->peer);
+  add_int (t->b, "tag", insn->tag);
+  add_double (t->b, "bytes", insn->bytes);
+  add_string (t->b, "group", "pp");
+  x_end (t->b);
+  /* Flow ids: the sender's rank and instruction, known to both ends. An arrow must start
+   * before it ends: the receive's end point is no earlier than the send's. */
+  guint q = program_of (t, insn->peer);
+  if (q == NONE || sl->peer_insn == NONE)
+    return;
+  const MpSimSlice *other = &t->sim->ranks[q].slices[sl->peer_insn];
+  gint64 mid_send = send ? (s + e) / 2 : (ns_of (other->start_s) + ns_of (other->end_s)) / 2;
+  guint64 id = send ? ((guint64) r << 32 | i) : ((guint64) q << 32 | sl->peer_insn);
+  if (send)
+    flow (t->b, "s", id + 1, p->rank, mid_send);
+  else
+    flow (t->b, "f", id + 1, p->rank, CLAMP (MAX ((s + e) / 2, mid_send), s, e));
+}
+
+static void
+comm_threads (Trace *t, guint r)
+{
+  const MpProgram *p = t->programs[r];
+  const MpSimRank *rk = &t->sim->ranks[r];
+  /* The pass next to each p2p: the compute before a send, the compute after a receive. */
+  g_autofree guint8 *after = g_new (guint8, MAX (p->n_insns, 1u));
+  guint8 next = MP_INSN_FORWARD;
+  for (guint i = p->n_insns; i-- > 0;)
+    {
+      after[i] = next;
+      if (p->insns[i].kind == MP_INSN_FORWARD || p->insns[i].kind == MP_INSN_BACKWARD)
+        next = (guint8) p->insns[i].kind;
+    }
+  MpInsnKind before = MP_INSN_FORWARD;
+  for (guint i = 0; i < p->n_insns; i++)
+    {
+      const MpInsn *insn = &p->insns[i];
+      switch (insn->kind)
+        {
+        case MP_INSN_FORWARD:
+        case MP_INSN_BACKWARD:
+          before = insn->kind;
+          break;
+        case MP_INSN_SEND:
+          pp_slice (t, r, i, before == MP_INSN_FORWARD ? "F" : "B");
+          break;
+        case MP_INSN_RECV:
+          pp_slice (t, r, i, after[i] == MP_INSN_FORWARD ? "F" : "B");
+          break;
+        case MP_INSN_REDUCE_GRADS:
+        case MP_INSN_GATHER_PARAMS:
+        case MP_INSN_REDUCE_TIED:
+          if (stream_of (insn) != MP_STREAM_COMPUTE)
+            dp_slice (t->b, p, insn, &rk->slices[i]);
+          break;
+        default:
+          break;
+        }
+    }
+}
+
+/* ---- the file --------------------------------------------------------------------------- */
+
+static void
+other_data (JsonBuilder *b, const Trace *t, const MpTraceInfo *info)
+{
+  json_builder_set_member_name (b, "otherData");
+  json_builder_begin_object (b);
+  add_string (b, "source", "predicted");
+  add_string (b, "mpplan_version", PACKAGE_VERSION);
+  if (info && info->model)
+    add_string (b, "model", info->model);
+  if (info && info->cluster)
+    add_string (b, "cluster", info->cluster);
+  if (info && info->plan_path)
+    add_string (b, "plan_path", info->plan_path);
+  if (info && info->plan)
+    {
+      json_builder_set_member_name (b, "plan");
+      json_builder_add_value (b, json_node_copy (info->plan));
+    }
+  add_double (b, "step_s", t->sim->step_s);
+  if (info && info->closed_form_step_s > 0)
+    add_double (b, "closed_form_step_s", info->closed_form_step_s);
+  add_int (b, "critical_rank", t->programs[t->sim->critical]->rank);
+  const MpSimTime *tm = &t->sim->time;
+  json_builder_set_member_name (b, "time_s");
+  json_builder_begin_object (b);
+  add_double (b, "compute", tm->compute_s);
+  add_double (b, "tp_comm", tm->tp_comm_s);
+  add_double (b, "pp_comm", tm->pp_comm_s);
+  add_double (b, "dp_comm", tm->dp_comm_s);
+  add_double (b, "bubble", tm->bubble_s);
+  add_double (b, "optimizer", tm->optimizer_s);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+}
+
+JsonNode *
+mp_trace_predicted (MpProgram *const *programs, guint n, const MpSimResult *sim,
+                    const MpTraceInfo *info)
+{
+  g_return_val_if_fail (programs != NULL && sim != NULL && sim->n_ranks == n, NULL);
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  Trace t = { b, programs, n, sim };
+  gboolean cp = FALSE;
+  for (guint r = 0; r < n; r++)
+    cp |= programs[r]->cp_rank > 0;
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "traceEvents");
+  json_builder_begin_array (b);
+  for (guint r = 0; r < n; r++)
+    process_metadata (b, programs[r], cp);
+  for (guint r = 0; r < n; r++)
+    {
+      compute_thread (b, programs[r], &sim->ranks[r], sim->step_s);
+      comm_threads (&t, r);
+    }
+  json_builder_end_array (b);
+  add_string (b, "displayTimeUnit", "ms");
+  other_data (b, &t, info);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+gboolean
+mp_trace_write_predicted (const char *path, MpProgram *const *programs, guint n,
+                          const MpSimResult *sim, const MpTraceInfo *info, GError **error)
+{
+  g_autoptr(JsonNode) root = mp_trace_predicted (programs, n, sim, info);
+  return mp_json_write (path, root, error);
+}

@@ -1,0 +1,44 @@
+#!/bin/sh
+# calibrate.sh - `mpplan calibrate --quick` under mpirun on 2 ranks: the nccl-tests tables
+# with every result right, a profile that validates, and a plan that uses it. A few
+# seconds on 2 cores. Skipped (TAP "# SKIP") without mpirun.
+. "$top_srcdir/tests/tap.sh"
+MPPLAN=${MPPLAN:-./mpplan}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# Containers run as root; Open MPI refuses that unless told. Open MPI's own allocations
+# are never freed, so leak detection (ASan builds) would fail every run.
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM ASAN_OPTIONS
+# No cached host profile may change the uncalibrated baseline.
+MPPLAN_PROFILE=
+export MPPLAN_PROFILE
+
+if ! command -v mpirun >/dev/null 2>&1; then
+  echo "ok 1 # SKIP mpirun not found"; echo "1..1"; exit 0
+fi
+
+out=$tmp/calibrate.out
+ok "mpirun -np 2 mpplan calibrate --quick succeeds" \
+  sh -c "mpirun -np 2 --oversubscribe \"$MPPLAN\" calibrate --backend host --quick -o \"$tmp/p.yaml\" >\"$out\" 2>\"$tmp/err\" || { cat \"$tmp/err\" >&2; false; }"
+header='#       size         count      type   redop    root     time   algbw   busbw  #wrong'
+units='#        (B)    (elements)                               (us)  (GB/s)  (GB/s)'
+ok "six nccl-tests headers" sh -c "[ \$(grep -cxF -- '$header' \"$out\") -eq 6 ]"
+ok "six unit lines" sh -c "[ \$(grep -cxF -- '$units' \"$out\") -eq 6 ]"
+ok "six bus bandwidth footers" sh -c "[ \$(grep -c '^# Avg bus bandwidth : [0-9.e+-]*\$' \"$out\") -eq 6 ]"
+# Data rows: 9 columns, #wrong last; every one 0 (and there are some).
+rows () { grep -E '^ +[0-9]+ +[0-9]+ +float ' "$out"; }
+ok "rows from 8 B to 4 MiB" sh -c "grep -Eq '^ +8 +2 +float ' \"$out\" && grep -Eq '^ +4194304 ' \"$out\""
+ok "#wrong is 0 on every row" sh -c "[ -n \"\$(grep -E '^ +[0-9]+ +[0-9]+ +float ' \"$out\")\" ] && grep -E '^ +[0-9]+ +[0-9]+ +float ' \"$out\" | awk '\$9 != 0 { bad = 1 } END { exit bad }'"
+ok "out of bounds values 0 OK" sh -c "[ \$(grep -c '^# Out of bounds values : 0 OK\$' \"$out\") -eq 6 ]"
+ok "the profile validates" sh -c "\"$MPPLAN\" validate \"$tmp/p.yaml\" | grep -q ': ok: profile for cpu-core'"
+ok "the profile has every collective" sh -c "[ \$(grep -c '^  - kind: ' \"$tmp/p.yaml\") -eq 6 ]"
+ok "plan with --profile works" sh -c "\"$MPPLAN\" plan -m tiny-gpt -c host -q --profile \"$tmp/p.yaml\" >\"$tmp/cal.txt\""
+ok "plan without it works" sh -c "\"$MPPLAN\" plan -m tiny-gpt -c host -q >\"$tmp/plain.txt\""
+ok "the calibrated prediction differs" sh -c "! cmp -s \"$tmp/cal.txt\" \"$tmp/plain.txt\""
+ok "a host profile for this machine makes host calibrated" \
+  sh -c "cp \"$tmp/p.yaml\" \"$tmp/host.yaml\" && MPPLAN_PROFILE=\"$tmp/host.yaml\" \"$MPPLAN\" describe host | grep -q 'calibrated: see profile'"
+ok "one process measures GEMMs and memory, skips collectives" \
+  sh -c "\"$MPPLAN\" calibrate --quick -o \"$tmp/one.yaml\" | grep -q 'collectives skipped' && ! grep -q 'collectives:' \"$tmp/one.yaml\""
+ok "an unknown backend is a usage error" sh -c "\"$MPPLAN\" calibrate --backend cuda >/dev/null 2>&1; [ \$? -eq 2 ]"
+tap_done

@@ -1,0 +1,223 @@
+/* test-profile.c - calibration profiles: the YAML file round-trips exactly, its problems
+ * are located, the cost model uses its measured GEMM rates and collective tables in place
+ * of the built-in curves, and the right profile is found for a cluster. */
+#include "config.h"
+#include "tests/test-util.h"
+#include "costmodel/costmodel.h"
+#include "common/error.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+
+/* Two ranks of cpu-core on one node, like the `host` cluster on a 2-core machine. */
+static const char cluster_yaml[] =
+  "name: host\nnodes: 1\ndevices_per_node: 2\n"
+  "device: {name: cpu-core, calibrated: false, memory: 2 GiB, memory_bandwidth: 5 GB/s,\n"
+  "         peak: {fp32: 50 GFLOPS, bf16: 50 GFLOPS}}\n"
+  "device_overhead: 128 MiB\nlinks:\n  - {tier: node, name: shared-memory, bandwidth: 2.5 GB/s, latency: 1 us}\n";
+
+static MpCluster *
+two_cores (void)
+{
+  GError *error = NULL;
+  MpCluster *c = mp_cluster_load_data ("two-cores", cluster_yaml, strlen (cluster_yaml),
+                                       &error);
+  if (c == NULL)
+    fail_msg ("%s", error->message);
+  return c;
+}
+
+/* A profile with awkward numbers (thirds, 0.1 + 0.2) that only an exact writer keeps. */
+static MpCostProfile *
+sample_profile (const char *hostname)
+{
+  MpCostProfile *p = mp_cost_profile_new ("cpu-core");
+  MpProfileMachine m = { (char *) hostname, "Some \"CPU\": model (R)", 2, "2025-01-01T00:00:00Z",
+                         "0.1.0" };
+  mp_cost_profile_set_machine (p, &m);
+  const double mm[] = { 16, 256 }, n[] = { 64, 512 }, k[] = { 32, 128, 1024 };
+  double rate[12];
+  for (int i = 0; i < 12; i++)
+    rate[i] = 1e9 * (i + 1) / 3.0;
+  assert_true (mp_cost_profile_set_gemm (p, MP_DTYPE_FP32, mm, 2, n, 2, k, 3, rate, NULL));
+  mp_cost_profile_set_mem_bw (p, (0.1 + 0.2) * 1e10);
+  const double sizes[] = { 8, 1024, 1048576 }, busbw[] = { 1e6, 1e8 / 3, 2.5e9 };
+  for (int c = 0; c < MP_COLL_N; c++)
+    assert_true (mp_cost_profile_set_coll (p, (MpCollKind) c, MP_TIER_NODE, 2, sizes, busbw, 3,
+                                           NULL));
+  return p;
+}
+
+static void
+test_profile_round_trip (void **state)
+{
+  g_autoptr(MpCostProfile) p = sample_profile ("box");
+  g_autofree char *yaml = mp_cost_profile_to_yaml (p, "mpplan calibrate --quick");
+  GError *error = NULL;
+  g_autoptr(MpCostProfile) q = mp_cost_profile_load_data ("p.yaml", yaml, strlen (yaml), &error);
+  if (q == NULL)
+    fail_msg ("%s\n%s", error->message, yaml);
+  g_autofree char *again = mp_cost_profile_to_yaml (q, "mpplan calibrate --quick");
+  assert_string_equal (yaml, again);
+  assert_true (mp_cost_profile_mem_bw (q) == (0.1 + 0.2) * 1e10);
+  assert_string_equal (mp_cost_profile_machine (q)->cpu, "Some \"CPU\": model (R)");
+  assert_int_equal (mp_cost_profile_machine (q)->cores, 2);
+  assert_true (mp_cost_profile_gemm_flops (q, MP_DTYPE_FP32, 100, 200, 300)
+               == mp_cost_profile_gemm_flops (p, MP_DTYPE_FP32, 100, 200, 300));
+  assert_true (mp_cost_profile_coll_busbw (q, MP_COLL_SEND_RECV, MP_TIER_NODE, 5000)
+               == mp_cost_profile_coll_busbw (p, MP_COLL_SEND_RECV, MP_TIER_NODE, 5000));
+}
+
+/* Every problem is reported, each at its line and column. */
+static void
+test_profile_problems_located (void **state)
+{
+  static const char bad[] =
+    "kind: profile\nversion: 1\ndevise: cpu-core\n"
+    "collectives:\n  - {kind: all_reduce, tier: nod, ranks: 2, sizes: [8], busbw: [1e6]}\n";
+  GError *error = NULL;
+  g_autoptr(MpCostProfile) p = mp_cost_profile_load_data ("bad.yaml", bad, strlen (bad), &error);
+  assert_null (p);
+  assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
+  assert_non_null (strstr (error->message, "bad.yaml:3:1: unknown key 'devise'"));
+  assert_non_null (strstr (error->message, "bad.yaml:5:"));
+  assert_non_null (strstr (error->message, "did you mean 'node'"));
+  g_error_free (error);
+}
+
+/* With a profile, a GEMM takes the profile's interpolated rate, not the curve's. */
+static void
+test_profile_gemm_replaces_curve (void **state)
+{
+  g_autoptr(MpCluster) cluster = two_cores ();
+  g_autoptr(MpModel) model = mp_model_load ("tiny-gpt", NULL);
+  assert_non_null (model);
+  g_autoptr(MpCostProfile) p = sample_profile ("box");
+  g_autoptr(MpCostContext) plain = mp_cost_context_new (model, cluster, NULL);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, p);
+  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  assert_ptr_equal (dev->profile, p);
+  MpKernelCost cost, curve;
+  mp_cost_gemm (dev, MP_DTYPE_FP32, 128, 256, 512, 1, &cost);
+  mp_cost_gemm (mp_cost_device (plain, 0), MP_DTYPE_FP32, 128, 256, 512, 1, &curve);
+  double rate = mp_cost_profile_gemm_flops (p, MP_DTYPE_FP32, 128, 256, 512);
+  mp_assert_close (cost.time_s, 2.0 * 128 * 256 * 512 / rate, 1e-12);
+  assert_true (fabs (cost.time_s - curve.time_s) > 0.1 * curve.time_s);
+  /* A CPU computes bf16 in fp32: the fp32 table serves it. */
+  MpKernelCost bf16;
+  mp_cost_gemm (dev, MP_DTYPE_BF16, 128, 256, 512, 1, &bf16);
+  mp_assert_close (bf16.time_s, cost.time_s, 1e-12);
+}
+
+/* A collective inside the node takes its time from the measured busbw table. */
+static void
+test_profile_collective_from_table (void **state)
+{
+  g_autoptr(MpCluster) cluster = two_cores ();
+  g_autoptr(MpModel) model = mp_model_load ("tiny-gpt", NULL);
+  g_autoptr(MpCostProfile) p = sample_profile ("box");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, p);
+  const guint ranks[] = { 0, 1 };
+  MpGroupSpan span;
+  mp_cluster_span (cluster, NULL, ranks, 2, &span);
+  MpCollCost out;
+  mp_cost_collective (ctx, mp_cost_device (ctx, 0), MP_COLL_ALL_REDUCE, 65536, &span,
+                      MP_ALGO_AUTO, &out);
+  assert_true (out.from_profile);
+  double busbw = mp_cost_profile_coll_busbw (p, MP_COLL_ALL_REDUCE, MP_TIER_NODE, 65536);
+  mp_assert_close (out.time_s, 65536 * 2.0 * (2 - 1) / 2 / busbw, 1e-12);
+}
+
+/* Applying a profile to a placeholder device puts the measured numbers in. */
+static void
+test_profile_apply_replaces_placeholders (void **state)
+{
+  g_autoptr(MpCluster) cluster = two_cores ();
+  g_autoptr(MpCostProfile) p = sample_profile ("box");
+  assert_false (cluster->groups[0].device.calibrated);
+  assert_int_equal (mp_cost_profile_apply (p, cluster, "p.yaml"), 1);
+  const MpDevice *d = &cluster->groups[0].device;
+  assert_true (d->calibrated);
+  assert_true (d->mem_bw_Bps == mp_cost_profile_mem_bw (p));
+  mp_assert_close (d->peak_flops[MP_DTYPE_FP32], 4e9, 1e-12);
+  mp_assert_close (d->peak_flops[MP_DTYPE_BF16], 4e9, 1e-12);
+  assert_true (d->peak_flops[MP_DTYPE_FP16] == 0);
+  assert_string_equal (cluster->profile, "p.yaml");
+}
+
+static char *
+write_profile (const char *dir, const char *name, const char *hostname)
+{
+  g_autoptr(MpCostProfile) p = sample_profile (hostname);
+  g_autofree char *yaml = mp_cost_profile_to_yaml (p, NULL);
+  char *path = g_build_filename (dir, name, NULL);
+  assert_true (g_file_set_contents (path, yaml, -1, NULL));
+  return path;
+}
+
+/* `host` finds this machine's profile (MPPLAN_PROFILE), never another machine's. */
+static void
+test_profile_host_lookup (void **state)
+{
+  g_autofree char *dir = g_dir_make_tmp ("mpplan-profile-XXXXXX", NULL);
+  g_autofree char *mine = write_profile (dir, "mine.yaml", g_get_host_name ());
+  g_autofree char *other = write_profile (dir, "other.yaml", "not-this-machine");
+  g_autoptr(MpCluster) cluster = two_cores ();
+  GError *error = NULL;
+  g_autofree char *used = NULL;
+
+  g_setenv ("MPPLAN_PROFILE", mine, TRUE);
+  g_autoptr(MpCostProfile) p = mp_cost_profile_for_cluster (cluster, NULL, &used, &error);
+  assert_non_null (p);
+  assert_string_equal (used, mine);
+
+  g_setenv ("MPPLAN_PROFILE", other, TRUE);
+  g_autoptr(MpCostProfile) q = mp_cost_profile_for_cluster (cluster, NULL, NULL, &error);
+  assert_null (q);
+  assert_null (error);
+
+  g_setenv ("MPPLAN_PROFILE", "", TRUE);
+  assert_null (mp_cost_profile_host_path ());
+  /* An explicit profile applies whatever machine measured it. */
+  g_autoptr(MpCostProfile) r = mp_cost_profile_for_cluster (cluster, other, NULL, &error);
+  assert_non_null (r);
+  g_unlink (mine);
+  g_unlink (other);
+  g_rmdir (dir);
+}
+
+/* A cluster file's `profile:` is relative to the cluster file. */
+static void
+test_profile_cluster_key_relative (void **state)
+{
+  g_autofree char *dir = g_dir_make_tmp ("mpplan-profile-XXXXXX", NULL);
+  g_autofree char *prof = write_profile (dir, "p.yaml", "elsewhere");
+  g_autofree char *text = g_strconcat (cluster_yaml, "profile: p.yaml\n", NULL);
+  g_autofree char *cpath = g_build_filename (dir, "c.yaml", NULL);
+  assert_true (g_file_set_contents (cpath, text, -1, NULL));
+  GError *error = NULL;
+  g_autoptr(MpCluster) cluster = mp_cluster_load_file (cpath, &error);
+  assert_non_null (cluster);
+  g_autofree char *used = NULL;
+  g_autoptr(MpCostProfile) p = mp_cost_profile_for_cluster (cluster, NULL, &used, &error);
+  assert_non_null (p);
+  assert_string_equal (used, prof);
+  g_unlink (prof);
+  g_unlink (cpath);
+  g_rmdir (dir);
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (test_profile_round_trip),
+    cmocka_unit_test (test_profile_problems_located),
+    cmocka_unit_test (test_profile_gemm_replaces_curve),
+    cmocka_unit_test (test_profile_collective_from_table),
+    cmocka_unit_test (test_profile_apply_replaces_placeholders),
+    cmocka_unit_test (test_profile_host_lookup),
+    cmocka_unit_test (test_profile_cluster_key_relative),
+  };
+  return cmocka_run_group_tests_name ("profile", tests, NULL, NULL);
+}
