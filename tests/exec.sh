@@ -13,7 +13,7 @@ trap 'rm -rf "$tmp"' EXIT
 # need --oversubscribe. Under ASan Open MPI's own leaks are not ours.
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 export ASAN_OPTIONS
 MPIRUN=${MPIRUN:-mpirun}
 run_np () { np=$1; shift; timeout 120 "$MPIRUN" -np "$np" --oversubscribe "$@"; }
