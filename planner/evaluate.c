@@ -5,7 +5,8 @@
  * stage i, P = one activation send/recv, m micro-batches, v chunks per stage):
  *   gpipe, 1f1b:  (m - 1) max_i (c_i + 2P) + sum_i c_i + 2 (p - 1) P
  *                 (uniform stages, P = 0: (m + p - 1) c, as in Narayanan et al. 2021)
- *   interleaved:  m max_i (c_i + 2vP) + (p - 1)/v max_i c_i + 2 (p - 1) P
+ *   interleaved:  m max_i (c_i + 2vP) + (p - 1)/v max_i c_i r + 2 (p - 1) P
+ *                 (r = the largest chunk's layers over the average chunk's)
  *   none:         m (sum_i c_i + 2 (p - 1) P)   (layer placement, one stage busy at once)
  * Gradient reduction overlaps the last micro-batch's backward, bucket by bucket, as DDP
  * and Megatron's overlap_grad_reduce do; what does not fit under it is exposed. */
@@ -196,6 +197,25 @@ pl_split_costs (const MpModel *model, const double *cost, guint chunks, guint *c
 
 /* ---- the closed form ------------------------------------------------------------------ */
 
+/* The largest chunk's blocks over the average chunk's (1 when they split evenly). The
+ * embedding and head ride on the end chunks and are left out: blocks set the time. */
+static double
+largest_chunk_ratio (const MpParallelConfig *cfg, gboolean transformer)
+{
+  guint chunks = cfg->pp * MAX (cfg->vpp, 1u), largest = 0, total = 0;
+  if (cfg->chunk_layers == NULL)
+    return 1;
+  for (guint c = 0; c < chunks; c++)
+    {
+      guint blocks = cfg->chunk_layers[c];
+      if (transformer)
+        blocks -= (c == 0) + (c == chunks - 1);
+      largest = MAX (largest, blocks);
+      total += blocks;
+    }
+  return total ? (double) largest * chunks / total : 1;
+}
+
 typedef struct {
   double pipe_s;                   /* fill, steady state and drain */
   guint bottleneck;                /* the stage whose work sets the steady state */
@@ -203,7 +223,8 @@ typedef struct {
 } Pipeline;
 
 static void
-pipeline_time (const MpParallelConfig *cfg, const MpStageTime *st, Pipeline *out)
+pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageTime *st,
+               Pipeline *out)
 {
   guint p = cfg->pp, v = MAX (cfg->vpp, 1u);
   double m = cfg->num_micro_batches;
@@ -230,8 +251,11 @@ pipeline_time (const MpParallelConfig *cfg, const MpStageTime *st, Pipeline *out
       break;
     case MP_SCHEDULE_INTERLEAVED:
       {
+        /* Fill and drain run through single chunks: with uneven chunks (blocks that do
+         * not divide over p * v) the largest chunk sets them, not the average. */
         double steady = p > 1 ? 2.0 * v * p2p : 0;
-        out->pipe_s = m * (max_c + steady) + (p - 1) * max_c / v + edge;
+        double chunk = max_c / v * largest_chunk_ratio (cfg, transformer);
+        out->pipe_s = m * (max_c + steady) + (p - 1) * chunk + edge;
         out->pp_comm_s = m * steady + edge;
       }
       break;
@@ -352,7 +376,7 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
   MpStageTime *st = st_big ? st_big : st_small;
   mp_cost_stage_times (ctx, cfg, st);
   Pipeline pipe;
-  pipeline_time (cfg, st, &pipe);
+  pipeline_time (cfg, mp_cost_context_model (ctx)->arch == MP_ARCH_TRANSFORMER, st, &pipe);
   const MpStageTime *b = &st[pipe.bottleneck];
   double m = cfg->num_micro_batches;
   MpPlanTime *t = &plan->time;

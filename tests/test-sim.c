@@ -993,7 +993,8 @@ test_sim_closed_form_uneven_interleaved (void **state)
    * blocks + embedding + head over 112 chunks, so 16 chunks hold 2 layers and 96 hold 1.
    * Every interior stage does the closed form's work (the same kernels and collectives),
    * but the fill and drain run through the 2-layer chunks (test_sim_interleaved_uneven_
-   * chunks): the simulation is more than 2% slower. This is what `plan --refine` is for. */
+   * chunks). The closed form charges the fill and drain at the largest chunk's blocks
+   * (evaluate.c); with the average chunk instead it was 3.5% fast here. */
   g_autoptr(Env) e = env_new ("llama3-405b", "dgx-h100:2048");
   MpParallelConfig cfg;
   mp_parallel_config_init (&cfg);
@@ -1011,10 +1012,11 @@ test_sim_closed_form_uneven_interleaved (void **state)
   assert_non_null (plan);
   g_autoptr(MpSimResult) res = simulate_plan (e, plan, NULL, NULL, NULL);
   double gap = res->step_s / plan->step_s - 1;
-  assert_true (gap > 0.02 && gap < 0.1);
+  if (fabs (gap) > 0.02)
+    fail_msg ("simulated %.6g s, closed form %.6g s (%+.2f%%)", res->step_s, plan->step_s,
+              100 * gap);
   mp_assert_close (res->ranks[1].time.compute_s + res->ranks[1].time.tp_comm_s,
                    plan->time.compute_s + plan->time.tp_comm_s, 1e-9);
-  assert_true (res->time.bubble_s > plan->time.bubble_s);
 }
 
 static void
