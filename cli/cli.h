@@ -37,6 +37,8 @@ int mp_cmd_program (int argc, char **argv, gboolean do_help);
 int mp_cmd_exec (int argc, char **argv, gboolean do_help);
 int mp_cmd_import (int argc, char **argv, gboolean do_help);
 int mp_cmd_compare (int argc, char **argv, gboolean do_help);
+int mp_cmd_report (int argc, char **argv, gboolean do_help);
+int mp_cmd_verify (int argc, char **argv, gboolean do_help);
 
 /* `plan --emit` (cmd-emit.c). Is ID a framework --emit knows? FALSE with MP_ERROR_USAGE
  * listing them. */

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "common/error.h"
 #include "exec/exec.h"
+#include "exec/backend.h"
 #include "planner/planner.h"
 
 #include <stdio.h>
@@ -48,6 +49,7 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
   g_autofree char *plan_path = NULL, *output = NULL, *trace = NULL;
   gint64 steps = 5, warmup = 1, seed = 1234;
   gboolean check = FALSE;
+  g_autofree char *backend = NULL;
   g_auto (GStrv) rest = NULL;
   const GOptionEntry entries[] = {
     { "plan", 'p', 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan file (mpplan plan -o)", "FILE" },
@@ -61,6 +63,9 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
       "Write a Chrome trace of the last measured step", "FILE" },
     { "check", 0, 0, G_OPTION_ARG_NONE, &check,
       "Also run on one rank and compare every step's loss and gradient norm (1e-5)", NULL },
+    { "backend", 0, 0, G_OPTION_ARG_STRING, &backend,
+      "host (default: OpenBLAS and MPI), cuda (one GPU per rank: CUDA kernels, cuBLAS with "
+      "bf16 inputs and fp32 accumulation, NCCL) or cuda-fp32 (the same in fp32)", "NAME" },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
@@ -86,6 +91,13 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
     return mp_cli_usage (ctx, "no plan file given (-p plan.yaml)");
   if (steps < 1 || steps > 100000 || warmup < 0 || warmup > 100000)
     return mp_cli_usage (ctx, "--steps must be 1 or more and --warmup 0 or more");
-  MpExecOptions opts = { (guint) steps, (guint) warmup, (guint64) seed, check, output, trace };
+  if (backend != NULL && !mp_backend_name_valid (backend))
+    {
+      g_autofree char *msg = g_strdup_printf ("unknown backend '%s' (host, cuda, cuda-fp32)",
+                                              backend);
+      return mp_cli_usage (ctx, msg);
+    }
+  MpExecOptions opts = { (guint) steps, (guint) warmup, (guint64) seed, check, output, trace,
+                         backend };
   return run (&argc, &argv, plan_path, &opts);
 }

@@ -26,6 +26,8 @@ static const Command commands[] = {
   { "calibrate", mp_cmd_calibrate, "Measure this machine (GEMM, memory, collectives) into a profile" },
   { "program", mp_cmd_program, "Show what one rank of a plan does in a step, instruction by instruction" },
   { "exec", mp_cmd_exec, "Run a plan for real under mpirun and measure it (host backend)" },
+  { "report", mp_cmd_report, "Compare a prediction with a measurement, phase by phase (text, JSON, HTML)" },
+  { "verify", mp_cmd_verify, "Plan, run the best plans under mpirun, and score the predictions" },
   { "compare", mp_cmd_compare, "The best plan of each framework (DDP, FSDP, Horovod, ...)" },
   { "import", mp_cmd_import, "Turn a Hugging Face config.json into a model YAML" },
   { NULL, NULL, NULL }

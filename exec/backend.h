@@ -155,6 +155,20 @@ struct _MpBackend {
  * Caller owns (be->ops->free). */
 MpBackend *mp_backend_host_new (int rank, int size);
 
+/* The backend registry (backend.c): NAME "host", "cuda" (bf16 GEMM inputs, fp32 master
+ * weights and accumulation) or "cuda-fp32" (fp32 throughout). NULL with MP_ERROR_INPUT for
+ * an unknown name, MP_ERROR_RUNTIME for "cuda*" without a device or in a build without
+ * CUDA (the message starts "no CUDA device"). Caller owns. */
+MpBackend *mp_backend_new (const char *name, int rank, int size, GError **error);
+gboolean mp_backend_name_valid (const char *name);
+/* GPUs this process sees (0 without a driver, a device, or a CUDA build). */
+int mp_backend_cuda_device_count (void);
+#ifdef HAVE_CUDA
+/* backend-cuda.c: one GPU per rank (local rank % devices), NCCL groups. Caller owns. */
+MpBackend *mp_backend_cuda_new (int rank, int size, gboolean bf16, GError **error);
+int mp_backend_cuda_devices (void);
+#endif
+
 /* "weights", "gradients", ... (the memory_bytes keys). */
 const char *mp_mem_kind_name (MpMemKind kind);
 

@@ -60,9 +60,18 @@ struct _MpExec {
   float **input;            /* [layer * M + mb]: the layer's input (Ns, C), owned */
   float **dinput;           /* [layer * M + mb]: gradient of that input (Ns, C), owned */
   double loss_sum;          /* summed token losses of this step (last stage, tp rank 0) */
+  double loss_count;        /* the step loss is loss_sum (over the world) / loss_count */
+  float *teacher;           /* mlp: this rank's rows of the seeded target map (last stage) */
   double tp_s;              /* time inside TP collectives since last reset */
   float lr;
 };
+
+/* A layer's saved activations: named slots into one list, so release is uniform (the
+ * layer kinds number their slots; model-layers.c, model-dense.c). */
+#define MAX_BUFS 20
+typedef struct {
+  float *buf[MAX_BUFS];
+} Acts;
 
 /* Builds rank state for MODEL under CFG (tp/dp/pp coordinates given), generating its
  * shards of the weights from SEED. NULL with MP_ERROR_INPUT for a model or config the
@@ -79,7 +88,31 @@ gboolean mp_exec_backward (MpExec *ex, guint layer, guint mb, GError **error);
 gboolean mp_exec_optimizer (MpExec *ex, double *grad_norm, GError **error);
 /* Step loss: mean over the global batch (collective over the world). */
 gboolean mp_exec_step_loss (MpExec *ex, double *loss, GError **error);
-/* Elements of the activation crossing from LAYER to LAYER + 1 (Ns * C). */
-gsize mp_exec_boundary_n (const MpExec *ex);
+/* Elements of the activation crossing from LAYER to LAYER + 1 (Ns * C for a transformer). */
+gsize mp_exec_boundary_n (const MpExec *ex, guint layer);
+
+/* ---- shared by the layer kinds (model-layers.c) ---- */
+float *mp_exec_act_alloc (MpExec *ex, Acts *a, int slot, gsize n, GError **error);
+void mp_exec_acts_free (MpExec *ex, Acts *a);      /* NULL-safe */
+void mp_exec_release_acts (MpExec *ex, guint layer, guint mb);
+/* Tensor-parallel collectives, timed into ex->tp_s. All-reduce of BUF (n) over tp. */
+gboolean mp_exec_tp_all_reduce (MpExec *ex, float *buf, gsize n, MpReduceOp op,
+                                GError **error);
+/* FULL (N, WIDTH) partial sums over tp -> OUT (Ns, WIDTH): all-reduce in place (returns
+ * FULL), or reduce-scatter under sequence parallelism (returns OUT). NULL on failure. */
+float *mp_exec_tp_reduce_width (MpExec *ex, float *full, float *out, int width,
+                                GError **error);
+/* SHARD (Ns, WIDTH) -> FULL (N, WIDTH) under sequence parallelism (all-gather); else
+ * returns SHARD. NULL on failure. */
+float *mp_exec_tp_gather_width (MpExec *ex, const float *shard, float *full, int width,
+                                GError **error);
+
+/* ---- the mlp architecture (model-dense.c) ---- */
+/* Its tensors and the seeded target map; FALSE with MP_ERROR_INPUT for widths tp does
+ * not divide. */
+gboolean mp_exec_dense_setup (MpExec *ex, guint layer, GError **error);
+gboolean mp_exec_dense_forward (MpExec *ex, guint layer, guint mb, GError **error);
+gboolean mp_exec_dense_backward (MpExec *ex, guint layer, guint mb, GError **error);
+gsize mp_exec_dense_boundary_n (const MpExec *ex, guint layer);
 
 G_END_DECLS

@@ -54,6 +54,7 @@ typedef struct {
   gboolean check;          /* compare loss and gradient norm with one rank, every step */
   const char *output_path; /* measured.json, or NULL */
   const char *trace_path;  /* Chrome trace, or NULL */
+  const char *backend;     /* "host" (NULL), "cuda", "cuda-fp32": see mp_backend_new */
 } MpExecOptions;
 
 /* Runs RESOLVED's plan on WORLD (every rank calls it): the host backend, seeded synthetic

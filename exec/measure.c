@@ -20,6 +20,7 @@
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/measure.h"
+#include "report/report.h"   /* defines: mp_trace_process, mp_trace_slice_*, mp_trace_measured */
 
 #include <math.h>
 #include <string.h>
@@ -86,29 +87,14 @@ median (const double *v, guint n)
 
 /* ---- one rank ---------------------------------------------------------------------- */
 
+/* A slice of the measured trace, with the instruction's figures when IN is given. */
 static void
-add_trace_event (JsonBuilder *b, const char *name, const char *cat, int pid, int tid,
-                 double ts_s, double dur_s, const MpInsn *in)
+trace_slice (JsonBuilder *b, const char *name, const char *cat, guint pid, guint tid,
+             double ts_s, double dur_s, const MpInsn *in)
 {
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "name");
-  json_builder_add_string_value (b, name);
-  json_builder_set_member_name (b, "cat");
-  json_builder_add_string_value (b, cat);
-  json_builder_set_member_name (b, "ph");
-  json_builder_add_string_value (b, "X");
-  json_builder_set_member_name (b, "pid");
-  json_builder_add_int_value (b, pid);
-  json_builder_set_member_name (b, "tid");
-  json_builder_add_int_value (b, tid);
-  json_builder_set_member_name (b, "ts");
-  json_builder_add_double_value (b, ts_s * 1e6);
-  json_builder_set_member_name (b, "dur");
-  json_builder_add_double_value (b, MAX (dur_s, 0.0) * 1e6);
+  mp_trace_slice_begin (b, name, cat, pid, tid, ts_s, ts_s + MAX (dur_s, 0.0));
   if (in)
     {
-      json_builder_set_member_name (b, "args");
-      json_builder_begin_object (b);
       json_builder_set_member_name (b, "layer");
       json_builder_add_int_value (b, in->layer);
       json_builder_set_member_name (b, "microbatch");
@@ -121,48 +107,21 @@ add_trace_event (JsonBuilder *b, const char *name, const char *cat, int pid, int
       json_builder_add_double_value (b, in->flops);
       json_builder_set_member_name (b, "measured_us");
       json_builder_add_double_value (b, dur_s * 1e6);
-      json_builder_end_object (b);
     }
-  json_builder_end_object (b);
+  mp_trace_slice_end (b);
 }
 
-static void
-add_meta (JsonBuilder *b, const char *what, int pid, int tid, const char *key,
-          const char *svalue, gint64 ivalue)
-{
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "name");
-  json_builder_add_string_value (b, what);
-  json_builder_set_member_name (b, "ph");
-  json_builder_add_string_value (b, "M");
-  json_builder_set_member_name (b, "pid");
-  json_builder_add_int_value (b, pid);
-  json_builder_set_member_name (b, "tid");
-  json_builder_add_int_value (b, tid);
-  json_builder_set_member_name (b, "args");
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, key);
-  if (svalue)
-    json_builder_add_string_value (b, svalue);
-  else
-    json_builder_add_int_value (b, ivalue);
-  json_builder_end_object (b);
-  json_builder_end_object (b);
-}
-
-/* The trace events of one rank's last measured step, times relative to its start. */
+/* The trace events of one rank's last measured step, times relative to its start (the
+ * shared origin of report/trace.c's layout: measured rank r is pid 100000 + r, sorted
+ * just after predicted rank r). */
 static void
 rank_trace (JsonBuilder *b, const MpProgram *prog, const MpModel *model,
             const MpInsnTime *times, double t_start, const MpMemStats *mem)
 {
-  int pid = 100000 + (int) prog->rank;
-  static const char *const threads[] = { "compute", "TP comm", "DP comm", "PP send/recv" };
+  guint pid = MP_TRACE_MEASURED_PID + prog->rank;
   g_autofree char *pname = g_strdup_printf ("measured rank %u (pp%u,tp%u,dp%u)", prog->rank,
                                             prog->stage, prog->tp_rank, prog->dp_rank);
-  add_meta (b, "process_name", pid, 0, "name", pname, 0);
-  add_meta (b, "process_sort_index", pid, 0, "sort_index", NULL, 2 * (gint64) prog->rank + 1);
-  for (int t = 0; t < 4; t++)
-    add_meta (b, "thread_name", pid, t, "name", threads[t], 0);
+  mp_trace_process (b, pid, pname, 2 * (gint64) prog->rank + 1);
   for (guint i = 0; i < prog->n_insns; i++)
     {
       const MpInsn *in = &prog->insns[i];
@@ -177,46 +136,33 @@ rank_trace (JsonBuilder *b, const MpProgram *prog, const MpModel *model,
           {
             double wait = tm->wait_pp_s + tm->wait_dp_s;
             if (wait > 0)
-              add_trace_event (b, "bubble", "bubble", pid, 0, ts, wait, NULL);
+              trace_slice (b, "bubble", "bubble", pid, MP_TRACE_TID_COMPUTE, ts, wait, NULL);
             name = g_strdup_printf ("%s %s mb%u", in->kind == MP_INSN_FORWARD ? "F" : "B",
                                     lname, in->micro_batch);
-            add_trace_event (b, name, "compute", pid, 0, ts + wait, dur - wait, in);
+            trace_slice (b, name, "compute", pid, MP_TRACE_TID_COMPUTE, ts + wait, dur - wait,
+                         in);
             /* the layer's TP collectives, summed, drawn at its end */
             if (tm->tp_s > 0)
-              add_trace_event (b, "tp collectives", "comm", pid, 1, tm->t1 - t_start - tm->tp_s,
-                               tm->tp_s, in);
+              trace_slice (b, "tp collectives", "comm", pid, MP_TRACE_TID_TP,
+                           tm->t1 - t_start - tm->tp_s, tm->tp_s, in);
             break;
           }
         case MP_INSN_SEND:
         case MP_INSN_RECV:
           name = g_strdup_printf ("%s %s mb%u peer %d", mp_insn_kind_name (in->kind), lname,
                                   in->micro_batch, in->peer);
-          add_trace_event (b, name, "comm", pid, 3, ts, dur, in);
+          trace_slice (b, name, "comm", pid, MP_TRACE_TID_PP, ts, dur, in);
           break;
         case MP_INSN_OPTIMIZER:
-          add_trace_event (b, "optimizer", "optimizer", pid, 0, ts, dur, in);
+          trace_slice (b, "optimizer", "optimizer", pid, MP_TRACE_TID_COMPUTE, ts, dur, in);
           break;
         default:
           name = g_strdup_printf ("%s %s", mp_insn_kind_name (in->kind), lname);
-          add_trace_event (b, name, "comm", pid, 2, ts, dur, in);
+          trace_slice (b, name, "comm", pid, MP_TRACE_TID_DP, ts, dur, in);
           break;
         }
     }
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "name");
-  json_builder_add_string_value (b, "memory");
-  json_builder_set_member_name (b, "ph");
-  json_builder_add_string_value (b, "C");
-  json_builder_set_member_name (b, "pid");
-  json_builder_add_int_value (b, pid);
-  json_builder_set_member_name (b, "ts");
-  json_builder_add_double_value (b, 0);
-  json_builder_set_member_name (b, "args");
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "peak_bytes");
-  json_builder_add_double_value (b, mem->peak_total);
-  json_builder_end_object (b);
-  json_builder_end_object (b);
+  mp_trace_counter (b, "memory", pid, 0, "peak_bytes", mem->peak_total);
 }
 
 static void
@@ -322,6 +268,22 @@ rank_fig (JsonObject *o, RankFig *f)
     }
 }
 
+/* The smallest and largest of each part over F's steps (0 when it has none). */
+static void
+phase_spread (const RankFig *f, double *lo, double *hi)
+{
+  for (int p = 0; p < MP_PHASE_N; p++)
+    {
+      lo[p] = f->n ? G_MAXDOUBLE : 0;
+      hi[p] = 0;
+      for (guint s = 0; s < f->n; s++)
+        {
+          lo[p] = MIN (lo[p], f->t[s][p]);
+          hi[p] = MAX (hi[p], f->t[s][p]);
+        }
+    }
+}
+
 JsonNode *
 mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json, const double *losses,
                      const double *grad_norms, guint n_steps, guint warmup,
@@ -389,6 +351,13 @@ mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json, const double *l
   json_builder_add_int_value (b, warmup);
   json_builder_set_member_name (b, "time_s");
   add_phases (b, t);
+  /* each part's spread over the measured steps, on the same rank */
+  double t_min[MP_PHASE_N], t_max[MP_PHASE_N];
+  phase_spread (&f[bot], t_min, t_max);
+  json_builder_set_member_name (b, "time_s_min");
+  add_phases (b, t_min);
+  json_builder_set_member_name (b, "time_s_max");
+  add_phases (b, t_max);
   json_builder_set_member_name (b, "time_s_rank");
   json_builder_add_int_value (b, bot);
   json_builder_set_member_name (b, "memory_bytes");
@@ -441,21 +410,10 @@ mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json, const double *l
 
   if (trace_out)
     {
-      g_autoptr(JsonBuilder) tb = json_builder_new ();
-      json_builder_begin_object (tb);
-      json_builder_set_member_name (tb, "traceEvents");
-      json_builder_begin_array (tb);
+      g_autofree JsonArray **events = g_new0 (JsonArray *, MAX (R, 1u));
       for (guint r = 0; r < R; r++)
-        {
-          JsonArray *ev = json_object_get_array_member (f[r].o, "trace");
-          for (guint i = 0; i < json_array_get_length (ev); i++)
-            json_builder_add_value (tb, json_node_copy (json_array_get_element (ev, i)));
-        }
-      json_builder_end_array (tb);
-      json_builder_set_member_name (tb, "displayTimeUnit");
-      json_builder_add_string_value (tb, "ms");
-      json_builder_end_object (tb);
-      *trace_out = json_builder_get_root (tb);
+        events[r] = json_object_get_array_member (f[r].o, "trace");
+      *trace_out = mp_trace_measured (events, R, plan_json, step_med);
     }
   for (guint r = 0; r < R; r++)
     {

@@ -275,6 +275,88 @@ setup_head (MpExec *ex, ExLayer *L, guint layer, GError **error)
   return TRUE;
 }
 
+/* ---- the mlp architecture ---------------------------------------------------------- */
+
+/* Dense layer L's widths: in, out; even layers are column-parallel (out split over tp),
+ * odd ones row-parallel (in split), as the model IR assigns them (model.c build_mlp). */
+static void
+dense_widths (const MpModel *m, guint l, gsize *in, gsize *out)
+{
+  *in = l == 0 ? m->input : m->mlp_layers[l - 1].out;
+  *out = m->mlp_layers[l].out;
+}
+
+/* The weight (out, in) as this rank holds it: its block of rows (column-parallel) or of
+ * columns (row-parallel) of the full seeded tensor, LeCun's 1/sqrt(in) scale so that a
+ * deep stack neither explodes nor vanishes; biases zero, the row-parallel one replicated
+ * (added after the reduction). */
+static gboolean
+setup_dense (MpExec *ex, ExLayer *L, guint l, GError **error)
+{
+  gsize in, out;
+  dense_widths (ex->model, l, &in, &out);
+  gboolean column = l % 2 == 0;
+  gsize rows = column ? out / ex->tp : out, cols = column ? in : in / ex->tp;
+  gsize r0 = column ? ex->tp_rank * rows : 0, c0 = column ? 0 : ex->tp_rank * cols;
+  g_autofree float *host = g_new (float, rows * cols);
+  mpk_cpu_fill_normal_block (host, ex->seed, stream_of (l, 0), in, r0, rows, c0, cols, 0.0f,
+                             1.0f / sqrtf ((float) in));
+  ExTensor *t = tensor_new (ex, l, "w", rows * cols, host, FALSE, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  return add_bias (ex, L, l, "b", rows, !column, error);
+}
+
+/* The target map of the regression task (model-dense.c): a seeded (out, input) matrix,
+ * this rank's rows of it when the last layer's output is split over tp. */
+static gboolean
+setup_teacher (MpExec *ex, guint l, GError **error)
+{
+  gsize in = ex->model->input, out = ex->model->mlp_layers[l].out;
+  gsize rows = l % 2 == 0 ? out / ex->tp : out, r0 = l % 2 == 0 ? ex->tp_rank * rows : 0;
+  g_autofree float *host = g_new (float, rows * in);
+  mpk_cpu_fill_normal_block (host, ex->seed, UINT64_C (0x7eac4e7), in, r0, rows, 0, in, 0.0f,
+                             1.0f / sqrtf ((float) in));
+  ex->teacher = ex->be->ops->alloc (ex->be, rows * in * sizeof (float), MP_MEM_OTHER, error);
+  if (ex->teacher == NULL)
+    return FALSE;
+  ex->be->ops->upload (ex->be, ex->teacher, host, rows * in * sizeof (float));
+  return TRUE;
+}
+
+gboolean
+mp_exec_dense_setup (MpExec *ex, guint l, GError **error)
+{
+  if (!setup_dense (ex, &ex->layers[l], l, error))
+    return FALSE;
+  return l + 1 < ex->n_layers || setup_teacher (ex, l, error);
+}
+
+/* The widths tp splits (the column-parallel outputs) and, under sequence parallelism, the
+ * rows of a micro-batch must divide evenly. */
+static gboolean
+check_dense (const MpModel *m, const MpParallelConfig *cfg, GError **error)
+{
+  for (guint l = 0; l < m->n_mlp_layers; l += 2)
+    if (m->mlp_layers[l].out % cfg->tp != 0)
+      {
+        g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                     "mpplan exec: tp=%u does not divide the %" G_GUINT64_FORMAT
+                     " outputs of dense layer %u (column-parallel): plan another tp",
+                     cfg->tp, m->mlp_layers[l].out, l);
+        return FALSE;
+      }
+  if (cfg->sequence_parallel && cfg->tp > 1 && cfg->micro_batch_size % cfg->tp != 0)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                   "mpplan exec: sequence parallelism splits a micro-batch's %u samples "
+                   "over tp=%u, which does not divide them", cfg->micro_batch_size, cfg->tp);
+      return FALSE;
+    }
+  return TRUE;
+}
+
 /* ---- the rank ---------------------------------------------------------------------- */
 
 /* Refuses what this executor does not run, naming it. */
@@ -282,9 +364,9 @@ static gboolean
 check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **error)
 {
   const char *what = NULL;
-  if (model->arch != MP_ARCH_TRANSFORMER)
-    what = "the mlp architecture";
-  else if (model->experts > 0)
+  if (model->arch == MP_ARCH_MLP && !check_dense (model, cfg, error))
+    return FALSE;
+  if (model->experts > 0)
     what = "mixture-of-experts blocks (and expert parallelism)";
   else if (cfg->cp > 1)
     what = "context parallelism (cp > 1)";
@@ -302,7 +384,8 @@ set_shapes (MpExec *ex)
 {
   const MpModel *m = ex->model;
   ex->mbs = (int) ex->cfg.micro_batch_size;
-  ex->T = (int) m->seq_len;
+  /* An mlp's "token" is a sample: one row per sample. */
+  ex->T = m->arch == MP_ARCH_MLP ? 1 : (int) m->seq_len;
   ex->N = ex->mbs * ex->T;
   ex->Ns = ex->sp ? ex->N / (int) ex->tp : ex->N;
   ex->C = (int) m->hidden;
@@ -370,6 +453,11 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
   ex->M = cfg->num_micro_batches;
   ex->lr = model->optimizer == MP_OPTIM_ADAM ? 3e-3f : 0.05f;
   set_shapes (ex);
+  /* The loss is a mean over every token (transformer), or over every output of every
+   * sample (mlp regression). */
+  ex->loss_count = (double) global_batch * ex->T;
+  if (model->arch == MP_ARCH_MLP)
+    ex->loss_count *= (double) model->mlp_layers[model->n_mlp_layers - 1].out;
   ex->tensors = g_ptr_array_new ();
   ex->n_layers = model->n_layers;
   ex->layers = g_new0 (ExLayer, ex->n_layers);
@@ -393,6 +481,7 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
         continue;
       gboolean ok = L->ir->kind == MP_LAYER_EMBEDDING ? setup_embedding (ex, L, l, error)
                     : L->ir->kind == MP_LAYER_HEAD    ? setup_head (ex, L, l, error)
+                    : L->ir->kind == MP_LAYER_DENSE   ? mp_exec_dense_setup (ex, l, error)
                                                       : setup_block (ex, L, l, error);
       if (!ok)
         goto fail;
@@ -405,8 +494,6 @@ fail:
   mp_exec_free (ex);
   return NULL;
 }
-
-void mp_exec_release_acts (MpExec *ex, guint layer, guint mb);
 
 void
 mp_exec_free (MpExec *ex)
@@ -436,6 +523,7 @@ mp_exec_free (MpExec *ex)
   be->ops->group_free (be, ex->dp_group);
   be->ops->group_free (be, ex->ends_group);
   be->ops->group_free (be, ex->world_group);
+  be->ops->release (be, ex->teacher);
   g_free (ex->layers);
   g_free (ex->input);
   g_free (ex->dinput);
@@ -443,8 +531,10 @@ mp_exec_free (MpExec *ex)
 }
 
 gsize
-mp_exec_boundary_n (const MpExec *ex)
+mp_exec_boundary_n (const MpExec *ex, guint layer)
 {
+  if (ex->model->arch == MP_ARCH_MLP)
+    return mp_exec_dense_boundary_n (ex, layer);
   return (gsize) ex->Ns * ex->C;
 }
 
@@ -473,7 +563,7 @@ mp_exec_step_loss (MpExec *ex, double *loss, GError **error)
   float v = (float) ex->loss_sum;
   if (!ex->be->ops->all_reduce (ex->be, ex->world_group, &v, 1, MP_REDUCE_SUM, error))
     return FALSE;
-  *loss = (double) v / ((double) ex->global_batch * ex->T);
+  *loss = (double) v / ex->loss_count;
   return TRUE;
 }
 

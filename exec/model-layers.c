@@ -18,13 +18,6 @@
 
 #define NORM_EPS 1e-5f
 #define ROPE_THETA 10000.0f
-#define MAX_BUFS 20
-
-/* A layer's saved activations: named slots into one list, so release is uniform. */
-typedef struct {
-  float *buf[MAX_BUFS];
-} Acts;
-
 enum { /* block */
   A_LN1, A_M1, A_R1, A_H1, A_QKV, A_ATT, A_LSE, A_PROBS, A_X2, A_LN2, A_M2, A_R2, A_H2,
   A_FC1, A_ACT,
@@ -58,15 +51,15 @@ tmp_release (Tmp *t)
   t->n = 0;
 }
 
-static float *
-act_alloc (MpExec *ex, Acts *a, int slot, gsize n, GError **error)
+float *
+mp_exec_act_alloc (MpExec *ex, Acts *a, int slot, gsize n, GError **error)
 {
   a->buf[slot] = ex->be->ops->alloc (ex->be, n * sizeof (float), MP_MEM_ACTIVATIONS, error);
   return a->buf[slot];
 }
 
-static void
-acts_free (MpExec *ex, Acts *a)
+void
+mp_exec_acts_free (MpExec *ex, Acts *a)
 {
   if (a == NULL)
     return;
@@ -75,19 +68,17 @@ acts_free (MpExec *ex, Acts *a)
   g_free (a);
 }
 
-void mp_exec_release_acts (MpExec *ex, guint layer, guint mb);
-
 void
 mp_exec_release_acts (MpExec *ex, guint layer, guint mb)
 {
-  acts_free (ex, ex->layers[layer].acts[mb]);
+  mp_exec_acts_free (ex, ex->layers[layer].acts[mb]);
   ex->layers[layer].acts[mb] = NULL;
 }
 
 /* ---- tensor-parallel collectives, timed -------------------------------------------- */
 
-static gboolean
-tp_all_reduce (MpExec *ex, float *buf, gsize n, MpReduceOp op, GError **error)
+gboolean
+mp_exec_tp_all_reduce (MpExec *ex, float *buf, gsize n, MpReduceOp op, GError **error)
 {
   double t0 = ex->be->ops->now_s (ex->be);
   gboolean ok = ex->be->ops->all_reduce (ex->be, ex->tp_group, buf, n, op, error);
@@ -95,32 +86,44 @@ tp_all_reduce (MpExec *ex, float *buf, gsize n, MpReduceOp op, GError **error)
   return ok;
 }
 
-/* FULL (N, C) partial sums over tp -> OUT (Ns, C): all-reduce in place (OUT = FULL), or
- * reduce-scatter under sequence parallelism. Returns the rows' buffer. */
-static float *
-tp_reduce_rows (MpExec *ex, float *full, float *out, GError **error)
+float *
+mp_exec_tp_reduce_width (MpExec *ex, float *full, float *out, int width, GError **error)
 {
   if (!ex->sp)
-    return tp_all_reduce (ex, full, (gsize) ex->N * ex->C, MP_REDUCE_SUM, error) ? full : NULL;
+    return mp_exec_tp_all_reduce (ex, full, (gsize) ex->N * width, MP_REDUCE_SUM, error) ? full
+                                                                                         : NULL;
   double t0 = ex->be->ops->now_s (ex->be);
   gboolean ok = ex->be->ops->reduce_scatter (ex->be, ex->tp_group, full, out,
-                                             (gsize) ex->Ns * ex->C, error);
+                                             (gsize) ex->Ns * width, error);
   ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
   return ok ? out : NULL;
 }
 
-/* SHARD (Ns, C) -> FULL (N, C) under sequence parallelism (all-gather); else SHARD. */
-static float *
-tp_gather_rows (MpExec *ex, const float *shard, float *full, GError **error)
+float *
+mp_exec_tp_gather_width (MpExec *ex, const float *shard, float *full, int width,
+                         GError **error)
 {
   if (!ex->sp)
     return (float *) shard;
-  gsize n = (gsize) ex->Ns * ex->C;
+  gsize n = (gsize) ex->Ns * width;
   ex->be->ops->copy (ex->be, full + ex->tp_rank * n, shard, n * sizeof (float));
   double t0 = ex->be->ops->now_s (ex->be);
   gboolean ok = ex->be->ops->all_gather (ex->be, ex->tp_group, full, n, error);
   ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
   return ok ? full : NULL;
+}
+
+/* The transformer's residual stream is C wide. */
+static float *
+tp_reduce_rows (MpExec *ex, float *full, float *out, GError **error)
+{
+  return mp_exec_tp_reduce_width (ex, full, out, ex->C, error);
+}
+
+static float *
+tp_gather_rows (MpExec *ex, const float *shard, float *full, GError **error)
+{
+  return mp_exec_tp_gather_width (ex, shard, full, ex->C, error);
 }
 
 /* ---- helpers ----------------------------------------------------------------------- */
@@ -182,7 +185,7 @@ norm_backward (MpExec *ex, float *dinp, float *dw, float *db, const float *dout,
   gboolean ok = TRUE;
   if (ex->sp)
     {
-      ok = tp_all_reduce (ex, gw, 2 * (gsize) C, MP_REDUCE_SUM, error);
+      ok = mp_exec_tp_all_reduce (ex, gw, 2 * (gsize) C, MP_REDUCE_SUM, error);
       if (ok)
         {
           ex->k->add (dw, gw, (gsize) C);
@@ -231,7 +234,7 @@ new_output (MpExec *ex, guint layer, guint mb, GError **error)
 {
   float **out = slot (ex, ex->input, layer + 1, mb);
   g_assert (*out == NULL);
-  *out = ex->be->ops->alloc (ex->be, mp_exec_boundary_n (ex) * sizeof (float),
+  *out = ex->be->ops->alloc (ex->be, (gsize) ex->Ns * ex->C * sizeof (float),
                              MP_MEM_ACTIVATIONS, error);
   return *out;
 }
@@ -242,7 +245,7 @@ new_dinput (MpExec *ex, guint layer, guint mb, GError **error)
 {
   float **d = slot (ex, ex->dinput, layer, mb);
   g_assert (*d == NULL);
-  *d = ex->be->ops->alloc (ex->be, mp_exec_boundary_n (ex) * sizeof (float),
+  *d = ex->be->ops->alloc (ex->be, (gsize) ex->Ns * ex->C * sizeof (float),
                            MP_MEM_ACTIVATIONS, error);
   return *d;
 }
@@ -273,7 +276,7 @@ embedding_forward (MpExec *ex, guint l, guint mb, GError **error)
   if (rows == NULL)
     goto fail;
   if (rows != out)
-    ex->be->ops->copy (ex->be, out, rows, mp_exec_boundary_n (ex) * sizeof (float));
+    ex->be->ops->copy (ex->be, out, rows, (gsize) ex->Ns * ex->C * sizeof (float));
   if (L->uses->len > 1)            /* learned positions, replicated: row r at r mod T */
     {
       int row0 = ex->sp ? (int) ex->tp_rank * ex->Ns : 0;
@@ -369,19 +372,19 @@ block_acts (MpExec *ex, Acts *a, GError **error)
   gsize N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
   MpkAttnShape s = attn_shape (ex);
   gboolean probs = ex->cfg.recompute == MP_RECOMPUTE_NONE && !ex->cfg.flash_attention;
-  return act_alloc (ex, a, A_LN1, Ns * C, error) && act_alloc (ex, a, A_M1, Ns, error)
-         && act_alloc (ex, a, A_R1, Ns, error)
-         && (!ex->sp || act_alloc (ex, a, A_H1, N * C, error))
-         && act_alloc (ex, a, A_QKV, N * s.ldq, error)
-         && act_alloc (ex, a, A_ATT, N * s.ldo, error)
-         && act_alloc (ex, a, A_LSE, (gsize) ex->mbs * ex->NHl * ex->T, error)
-         && (!probs || act_alloc (ex, a, A_PROBS, (gsize) ex->mbs * ex->NHl * ex->T * ex->T,
+  return mp_exec_act_alloc (ex, a, A_LN1, Ns * C, error) && mp_exec_act_alloc (ex, a, A_M1, Ns, error)
+         && mp_exec_act_alloc (ex, a, A_R1, Ns, error)
+         && (!ex->sp || mp_exec_act_alloc (ex, a, A_H1, N * C, error))
+         && mp_exec_act_alloc (ex, a, A_QKV, N * s.ldq, error)
+         && mp_exec_act_alloc (ex, a, A_ATT, N * s.ldo, error)
+         && mp_exec_act_alloc (ex, a, A_LSE, (gsize) ex->mbs * ex->NHl * ex->T, error)
+         && (!probs || mp_exec_act_alloc (ex, a, A_PROBS, (gsize) ex->mbs * ex->NHl * ex->T * ex->T,
                                   error))
-         && act_alloc (ex, a, A_X2, Ns * C, error) && act_alloc (ex, a, A_LN2, Ns * C, error)
-         && act_alloc (ex, a, A_M2, Ns, error) && act_alloc (ex, a, A_R2, Ns, error)
-         && (!ex->sp || act_alloc (ex, a, A_H2, N * C, error))
-         && act_alloc (ex, a, A_FC1, N * f1, error)
-         && act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error);
+         && mp_exec_act_alloc (ex, a, A_X2, Ns * C, error) && mp_exec_act_alloc (ex, a, A_LN2, Ns * C, error)
+         && mp_exec_act_alloc (ex, a, A_M2, Ns, error) && mp_exec_act_alloc (ex, a, A_R2, Ns, error)
+         && (!ex->sp || mp_exec_act_alloc (ex, a, A_H2, N * C, error))
+         && mp_exec_act_alloc (ex, a, A_FC1, N * f1, error)
+         && mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error);
 }
 
 /* Runs the block on X (Ns, C) into Y (Ns, C), filling A. */
@@ -449,11 +452,11 @@ block_forward (MpExec *ex, guint l, guint mb, GError **error)
   if (y == NULL || !block_acts (ex, a, error) || !block_run (ex, L, ex->input[l * ex->M + mb],
                                                             y, a, error))
     {
-      acts_free (ex, a);
+      mp_exec_acts_free (ex, a);
       return FALSE;
     }
   if (ex->cfg.recompute == MP_RECOMPUTE_FULL)
-    acts_free (ex, a);             /* only the input (ex->input) is kept */
+    mp_exec_acts_free (ex, a);             /* only the input (ex->input) is kept */
   else
     ex->layers[l].acts[mb] = a;
   return TRUE;
@@ -466,13 +469,13 @@ block_recompute (MpExec *ex, guint l, guint mb, GError **error)
 {
   Tmp t = { ex };
   Acts *a = g_new0 (Acts, 1);
-  float *y = tmp_floats (&t, mp_exec_boundary_n (ex), error);
+  float *y = tmp_floats (&t, (gsize) ex->Ns * ex->C, error);
   gboolean ok = y && block_acts (ex, a, error)
                 && block_run (ex, &ex->layers[l], ex->input[l * ex->M + mb], y, a, error);
   tmp_release (&t);
   if (!ok)
     {
-      acts_free (ex, a);
+      mp_exec_acts_free (ex, a);
       return NULL;
     }
   return a;
@@ -562,11 +565,11 @@ block_backward (MpExec *ex, guint l, guint mb, GError **error)
   float *dx = new_dinput (ex, l, mb, error);
   Tmp keep = { ex }, t = { ex };
   /* dx2: gradient at the residual stream between attention and MLP (Ns, C) */
-  float *dx2 = dx ? tmp_floats (&keep, mp_exec_boundary_n (ex), error) : NULL;
+  float *dx2 = dx ? tmp_floats (&keep, (gsize) ex->Ns * ex->C, error) : NULL;
   gboolean ok = dx2 != NULL;
   if (ok)
     {
-      ex->be->ops->copy (ex->be, dx2, *dy, mp_exec_boundary_n (ex) * sizeof (float));
+      ex->be->ops->copy (ex->be, dx2, *dy, (gsize) ex->Ns * ex->C * sizeof (float));
       ok = block_backward_mlp (ex, L, a, *dy, dx2, &t, error);
     }
   tmp_release (&t);
@@ -597,11 +600,11 @@ head_forward (MpExec *ex, guint l, guint mb, GError **error)
   g_autofree int *targets = g_new (int, N);
   make_tokens (ex, mb, NULL, targets);
   float *st = tmp_floats (&t, 6 * (gsize) N, error);  /* lmax, lsum, tlogit, gmax, losses */
-  gboolean ok = st && act_alloc (ex, a, H_LN, (gsize) ex->Ns * ex->C, error)
-                && act_alloc (ex, a, H_M, ex->Ns, error) && act_alloc (ex, a, H_R, ex->Ns, error)
-                && (!ex->sp || act_alloc (ex, a, H_H, (gsize) N * ex->C, error))
-                && act_alloc (ex, a, H_LOGITS, (gsize) N * ex->Vl, error)
-                && act_alloc (ex, a, H_LSE, N, error);
+  gboolean ok = st && mp_exec_act_alloc (ex, a, H_LN, (gsize) ex->Ns * ex->C, error)
+                && mp_exec_act_alloc (ex, a, H_M, ex->Ns, error) && mp_exec_act_alloc (ex, a, H_R, ex->Ns, error)
+                && (!ex->sp || mp_exec_act_alloc (ex, a, H_H, (gsize) N * ex->C, error))
+                && mp_exec_act_alloc (ex, a, H_LOGITS, (gsize) N * ex->Vl, error)
+                && mp_exec_act_alloc (ex, a, H_LSE, N, error);
   if (!ok)
     goto fail;
   norm_forward (ex, a->buf[H_LN], a->buf[H_M], a->buf[H_R], ex->input[l * ex->M + mb],
@@ -615,10 +618,10 @@ head_forward (MpExec *ex, guint l, guint mb, GError **error)
   ex->k->crossentropy_shard_stats (lmax, lsum, tlogit, a->buf[H_LOGITS], targets, N, ex->Vl,
                                    ex->v0);
   ex->be->ops->copy (ex->be, gmax, lmax, (gsize) N * sizeof (float));
-  if (!tp_all_reduce (ex, gmax, N, MP_REDUCE_MAX, error))
+  if (!mp_exec_tp_all_reduce (ex, gmax, N, MP_REDUCE_MAX, error))
     goto fail;
   ex->k->crossentropy_shard_rescale (lsum, lmax, gmax, N);
-  if (!tp_all_reduce (ex, lsum, 2 * (gsize) N, MP_REDUCE_SUM, error))  /* lsum, tlogit */
+  if (!mp_exec_tp_all_reduce (ex, lsum, 2 * (gsize) N, MP_REDUCE_SUM, error))  /* lsum, tlogit */
     goto fail;
   ex->k->crossentropy_shard_finish (losses, a->buf[H_LSE], gmax, lsum, tlogit, N);
   if (ex->tp_rank == 0)
@@ -632,7 +635,7 @@ head_forward (MpExec *ex, guint l, guint mb, GError **error)
   tmp_release (&t);
   return TRUE;
 fail:
-  acts_free (ex, a);
+  mp_exec_acts_free (ex, a);
   tmp_release (&t);
   return FALSE;
 }
@@ -685,6 +688,8 @@ mp_exec_forward (MpExec *ex, guint layer, guint mb, GError **error)
       return embedding_forward (ex, layer, mb, error);
     case MP_LAYER_HEAD:
       return head_forward (ex, layer, mb, error);
+    case MP_LAYER_DENSE:
+      return mp_exec_dense_forward (ex, layer, mb, error);
     default:
       return block_forward (ex, layer, mb, error);
     }
@@ -702,6 +707,9 @@ mp_exec_backward (MpExec *ex, guint layer, guint mb, GError **error)
       break;
     case MP_LAYER_HEAD:
       ok = head_backward (ex, layer, mb, error);
+      break;
+    case MP_LAYER_DENSE:
+      ok = mp_exec_dense_backward (ex, layer, mb, error);
       break;
     default:
       ok = block_backward (ex, layer, mb, error);

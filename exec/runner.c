@@ -284,7 +284,7 @@ run_p2p (MpRunner *r, const MpInsn *in, GError **error)
   gboolean forward = send ? mine : !mine;
   float **table = forward ? ex->input : ex->dinput;
   float **slot = &table[(in->layer + 1) * ex->M + in->micro_batch];
-  gsize bytes = mp_exec_boundary_n (ex) * sizeof (float);
+  gsize bytes = mp_exec_boundary_n (ex, in->layer) * sizeof (float);
   MpRequest *req = NULL;
   if (send)
     {

@@ -1,12 +1,14 @@
-/* report.h - what mpplan shows of a step: for now, the predicted timeline as a Chrome
- * Trace Event file (Perfetto, chrome://tracing).
+/* report.h - what mpplan shows of a step: the predicted and measured timelines as Chrome
+ * Trace Event files (Perfetto, chrome://tracing), and the report that joins a prediction
+ * with a measurement (report.c: phases, errors, memory; text and JSON; html.c: the page).
  *
  * Layout (docs/trace.md): one process per simulated rank, pid = world rank, named
  * "predicted rank R (ppS,tpT,dpD)" and sorted by 2R (so that a measured rank, pid 100000 +
  * R, can sort at 2R + 1 beside it); one thread per stream: tid 0 compute, 1 TP comm, 2 DP
  * comm, 3 PP send/recv. X slices in microseconds of integer nanoseconds, so that nesting
  * survives Perfetto's rounding; flows s -> f from each send to its receive. Not here:
- * simulating (costmodel/sim.c), measuring (exec/), the planner. */
+ * simulating (costmodel/sim.c), measuring and running
+ * processes (exec/, cli/), the planner's search. */
 #pragma once
 #include <glib.h>
 #include <json-glib/json-glib.h>
@@ -39,5 +41,103 @@ enum {
   MP_TRACE_TID_PP = 3,
   MP_TRACE_MEASURED_PID = 100000,
 };
+
+/* ---- building blocks of a trace, shared with the measured one (exec/measure.c) ---- */
+
+/* The metadata of a process: its name, sort index, and the names of the four streams. */
+void mp_trace_process (JsonBuilder *b, guint pid, const char *name, gint64 sort_index);
+/* Opens an X slice over [START_S, END_S] (rounded to whole nanoseconds, so that slices
+ * nest exactly) and its "args" object; add args, then close with mp_trace_slice_end. */
+void mp_trace_slice_begin (JsonBuilder *b, const char *name, const char *cat, guint pid,
+                           guint tid, double start_s, double end_s);
+void mp_trace_slice_end (JsonBuilder *b);
+/* A counter sample (ph C): KEY = VALUE at TS_S. */
+void mp_trace_counter (JsonBuilder *b, const char *name, guint pid, double ts_s,
+                       const char *key, double value);
+
+/* The measured trace of a job: RANK_EVENTS[N] (each rank's events, built with the blocks
+ * above; NULL entries skipped) in one file, otherData naming PLAN (may be NULL) and the
+ * measured STEP_S. Caller owns. */
+JsonNode *mp_trace_measured (JsonArray *const *rank_events, guint n, JsonNode *plan,
+                             double step_s);
+/* One trace holding a predicted and a measured trace side by side (ECOSYSTEM.md 4.3): the
+ * predicted ranks keep pids < 100000, the measured ones pids 100000 + r; both start their
+ * step at t = 0. NULL with MP_ERROR_INPUT when either is not a trace of its kind. Caller
+ * owns. */
+JsonNode *mp_trace_merge (JsonNode *predicted, JsonNode *measured, GError **error);
+
+/* ==== predicted against measured (report.c, html.c) =================================== */
+
+/* The six parts of a step (the planner's time_s keys), then the step itself. */
+typedef enum {
+  MP_REPORT_COMPUTE, MP_REPORT_TP, MP_REPORT_PP, MP_REPORT_DP, MP_REPORT_BUBBLE,
+  MP_REPORT_OPTIMIZER, MP_REPORT_STEP, MP_REPORT_N
+} MpReportPhase;
+/* Memory kinds (memory_bytes keys): peak, then its parts. */
+enum { MP_REPORT_MEM_N = 6 };
+
+const char *mp_report_phase_name (MpReportPhase phase);   /* "compute" ... "step" */
+const char *mp_report_mem_name (guint kind);              /* "peak" ... "other" */
+
+/* One measured rank's memory (bytes, memory_bytes keys in order). */
+typedef struct {
+  guint rank, stage;
+  double bytes[MP_REPORT_MEM_N];
+} MpReportRankMem;
+
+/* A prediction joined with its measurement. */
+typedef struct {
+  char *label;                       /* the plan in words: "dp2 tp1 pp1 zero0 2x1 none" */
+  JsonNode *plan;                    /* the plan's keys (mp_plan_to_json), or NULL */
+  double predicted[MP_REPORT_N];     /* seconds */
+  double measured[MP_REPORT_N];      /* medians over the measured steps */
+  double measured_min[MP_REPORT_N], measured_max[MP_REPORT_N];
+  gboolean has_predicted_mem;        /* the predicted file (or the plan) gave memory */
+  double predicted_mem[MP_REPORT_MEM_N];  /* the fullest stage */
+  MpReportRankMem *ranks;            /* measured memory of each rank */
+  guint n_ranks;
+  JsonNode *predicted_trace, *measured_trace;   /* optional (Gantt charts), owned */
+} MpReportRun;
+
+/* Joins PREDICTED (`simulate --json`, a plan's JSON, or `plan --json`: its best plan) and
+ * MEASURED (measured.json of `mpplan exec`). Borrowed; the run copies what it keeps.
+ * Caller owns; NULL with MP_ERROR_INPUT naming the missing key. */
+MpReportRun *mp_report_run_new (JsonNode *predicted, JsonNode *measured, GError **error);
+void mp_report_run_free (MpReportRun *run);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpReportRun, mp_report_run_free)
+
+/* predicted / measured - 1; NAN when MEASURED is 0 and PREDICTED is not. */
+double mp_report_error (double predicted, double measured);
+
+/* The error of RUN's phase P; NAN when the phase is under 1% of the step both predicted
+ * and measured, where a percentage of almost nothing says nothing. */
+double mp_report_phase_error (const MpReportRun *run, MpReportPhase p);
+
+/* Over several runs (MpReportRun*): the median of |step error|, the best plan by each,
+ * and whether the ranking matched: the best predicted is the best measured, or its
+ * measured median lies within the best measured's spread (at most its maximum). */
+typedef struct {
+  double median_abs_error;
+  guint best_predicted, best_measured;
+  gboolean ranking_matches;
+} MpReportSummary;
+void mp_report_summarize (GPtrArray *runs, MpReportSummary *out);
+
+/* One run as text: the phase table (predicted, measured median and min-max, error) and
+ * memory per rank. Caller owns. */
+char *mp_report_text (const MpReportRun *run);
+/* Several runs as one table (plan, predicted, measured, spread, error, rank by each)
+ * and the summary lines. Caller owns. */
+char *mp_report_runs_text (GPtrArray *runs);
+/* One JSON object: runs (each: plan, predicted {step_s, time_s, memory_bytes}, measured
+ * {step_s, step_s_min, step_s_max, time_s, time_s_min, time_s_max, memory_bytes, ranks},
+ * error, errors {phase: error, null when negligible}), median_abs_error, ranking_matches, best_predicted,
+ * best_measured (docs/json.md). Caller owns. */
+JsonNode *mp_report_json (GPtrArray *runs);
+/* A self-contained HTML page (inline SVG and CSS, no script, nothing fetched): per run
+ * the phase bars, memory, both timelines as Gantt charts on one time axis (runs with
+ * traces), and with several runs the scatter of predicted against measured step time.
+ * Caller owns. */
+char *mp_report_html (GPtrArray *runs, const char *title);
 
 G_END_DECLS

@@ -10,6 +10,7 @@
 #define G_LOG_DOMAIN "mpplan-report"
 #include "config.h"
 #include "report/report.h"
+#include "common/error.h"
 #include "common/output.h"
 
 #include <math.h>
@@ -138,14 +139,52 @@ process_metadata (JsonBuilder *b, const MpProgram *p, gboolean cp)
                                                 p->cp_rank)
                              : g_strdup_printf ("predicted rank %u (pp%u,tp%u,dp%u)", p->rank,
                                                 p->stage, p->tp_rank, p->dp_rank);
+  mp_trace_process (b, p->rank, name, 2 * (gint64) p->rank);
+}
+
+/* ---- building blocks, shared with the measured trace (exec/measure.c) ------------ */
+
+void
+mp_trace_process (JsonBuilder *b, guint pid, const char *name, gint64 sort_index)
+{
   static const char *const threads[] = { "compute", "TP comm", "DP comm", "PP send/recv" };
-  metadata (b, "process_name", p->rank, -1, "name", name, 0);
-  metadata (b, "process_sort_index", p->rank, -1, "sort_index", NULL, 2 * (gint64) p->rank);
+  metadata (b, "process_name", pid, -1, "name", name, 0);
+  metadata (b, "process_sort_index", pid, -1, "sort_index", NULL, sort_index);
   for (gint t = 0; t < (gint) G_N_ELEMENTS (threads); t++)
     {
-      metadata (b, "thread_name", p->rank, t, "name", threads[t], 0);
-      metadata (b, "thread_sort_index", p->rank, t, "sort_index", NULL, t);
+      metadata (b, "thread_name", pid, t, "name", threads[t], 0);
+      metadata (b, "thread_sort_index", pid, t, "sort_index", NULL, t);
     }
+}
+
+void
+mp_trace_slice_begin (JsonBuilder *b, const char *name, const char *cat, guint pid, guint tid,
+                      double start_s, double end_s)
+{
+  gint64 s = ns_of (start_s);
+  x_begin (b, name, cat, pid, tid, s, MAX (s, ns_of (end_s)));
+}
+
+void
+mp_trace_slice_end (JsonBuilder *b)
+{
+  x_end (b);
+}
+
+void
+mp_trace_counter (JsonBuilder *b, const char *name, guint pid, double ts_s, const char *key,
+                  double value)
+{
+  json_builder_begin_object (b);
+  add_string (b, "name", name);
+  add_string (b, "ph", "C");
+  add_int (b, "pid", pid);
+  add_double (b, "ts", ns_of (ts_s) / 1000.0);
+  json_builder_set_member_name (b, "args");
+  json_builder_begin_object (b);
+  add_double (b, key, value);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
 }
 
 /* ---- the compute thread ------------------------------------------------------------- */
@@ -463,4 +502,126 @@ mp_trace_write_predicted (const char *path, MpProgram *const *programs, guint n,
 {
   g_autoptr(JsonNode) root = mp_trace_predicted (programs, n, sim, info);
   return mp_json_write (path, root, error);
+}
+
+/* ---- measured and merged traces ------------------------------------------------------- */
+
+static void
+add_events (JsonBuilder *b, JsonArray *events)
+{
+  for (guint i = 0; events && i < json_array_get_length (events); i++)
+    json_builder_add_value (b, json_node_copy (json_array_get_element (events, i)));
+}
+
+JsonNode *
+mp_trace_measured (JsonArray *const *rank_events, guint n, JsonNode *plan, double step_s)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "traceEvents");
+  json_builder_begin_array (b);
+  for (guint r = 0; r < n; r++)
+    add_events (b, rank_events[r]);
+  json_builder_end_array (b);
+  add_string (b, "displayTimeUnit", "ms");
+  json_builder_set_member_name (b, "otherData");
+  json_builder_begin_object (b);
+  add_string (b, "source", "measured");
+  add_string (b, "mpplan_version", PACKAGE_VERSION);
+  if (plan)
+    {
+      json_builder_set_member_name (b, "plan");
+      json_builder_add_value (b, json_node_copy (plan));
+    }
+  add_double (b, "step_s", step_s);
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+/* TRACE's events, checked to be all on one side of MP_TRACE_MEASURED_PID: a predicted
+ * trace given as the measured one would put both runs on the same processes. */
+static JsonArray *
+trace_events (JsonNode *trace, gboolean measured, GError **error)
+{
+  const char *what = measured ? "measured" : "predicted";
+  JsonObject *o = trace && JSON_NODE_HOLDS_OBJECT (trace) ? json_node_get_object (trace) : NULL;
+  JsonNode *ev = o ? json_object_get_member (o, "traceEvents") : NULL;
+  if (ev == NULL || !JSON_NODE_HOLDS_ARRAY (ev))
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "not a Chrome trace (no traceEvents)");
+      return NULL;
+    }
+  JsonArray *a = json_node_get_array (ev);
+  for (guint i = 0; i < json_array_get_length (a); i++)
+    {
+      JsonNode *e = json_array_get_element (a, i);
+      JsonObject *eo = JSON_NODE_HOLDS_OBJECT (e) ? json_node_get_object (e) : NULL;
+      if (eo == NULL || !json_object_has_member (eo, "pid"))
+        continue;
+      gint64 pid = json_object_get_int_member (eo, "pid");
+      if ((pid >= MP_TRACE_MEASURED_PID) != measured)
+        {
+          g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                       "not a %s trace: event %u has pid %" G_GINT64_FORMAT " (%s ranks are "
+                       "pid %s100000)", what, i, pid, what, measured ? ">= " : "< ");
+          return NULL;
+        }
+    }
+  return a;
+}
+
+static JsonNode *
+other_data_of (JsonNode *trace)
+{
+  JsonObject *o = json_node_get_object (trace);
+  return json_object_has_member (o, "otherData") ? json_object_get_member (o, "otherData")
+                                                 : NULL;
+}
+
+JsonNode *
+mp_trace_merge (JsonNode *predicted, JsonNode *measured, GError **error)
+{
+  JsonArray *pe = trace_events (predicted, FALSE, error);
+  if (pe == NULL)
+    {
+      g_prefix_error (error, "predicted trace: ");
+      return NULL;
+    }
+  JsonArray *me = trace_events (measured, TRUE, error);
+  if (me == NULL)
+    {
+      g_prefix_error (error, "measured trace: ");
+      return NULL;
+    }
+  /* Both already share the origin: each step starts at t = 0 (the simulator's clock, and
+   * the executor's step start after a barrier, rank by rank). */
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "traceEvents");
+  json_builder_begin_array (b);
+  add_events (b, pe);
+  add_events (b, me);
+  json_builder_end_array (b);
+  add_string (b, "displayTimeUnit", "ms");
+  json_builder_set_member_name (b, "otherData");
+  json_builder_begin_object (b);
+  add_string (b, "source", "predicted and measured");
+  add_string (b, "mpplan_version", PACKAGE_VERSION);
+  JsonNode *pod = other_data_of (predicted), *mod = other_data_of (measured);
+  JsonObject *po = pod && JSON_NODE_HOLDS_OBJECT (pod) ? json_node_get_object (pod) : NULL;
+  const char *keys[] = { "plan", "model", "cluster" };
+  for (guint k = 0; po && k < G_N_ELEMENTS (keys); k++)
+    if (json_object_has_member (po, keys[k]))
+      {
+        json_builder_set_member_name (b, keys[k]);
+        json_builder_add_value (b, json_node_copy (json_object_get_member (po, keys[k])));
+      }
+  json_builder_set_member_name (b, "predicted");
+  json_builder_add_value (b, pod ? json_node_copy (pod) : json_node_new (JSON_NODE_NULL));
+  json_builder_set_member_name (b, "measured");
+  json_builder_add_value (b, mod ? json_node_copy (mod) : json_node_new (JSON_NODE_NULL));
+  json_builder_end_object (b);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
 }

@@ -41,5 +41,6 @@ ok "a host profile for this machine makes host calibrated" \
   sh -c "cp \"$tmp/p.yaml\" \"$tmp/host.yaml\" && MPPLAN_PROFILE=\"$tmp/host.yaml\" \"$MPPLAN\" describe host | grep -q 'calibrated: see profile'"
 ok "one process measures GEMMs and memory, skips collectives" \
   sh -c "\"$MPPLAN\" calibrate --quick -o \"$tmp/one.yaml\" | grep -q 'collectives skipped' && ! grep -q 'collectives:' \"$tmp/one.yaml\""
-ok "an unknown backend is a usage error" sh -c "\"$MPPLAN\" calibrate --backend cuda >/dev/null 2>&1; [ \$? -eq 2 ]"
+ok "an unknown backend is a usage error" sh -c "\"$MPPLAN\" calibrate --backend tpu >/dev/null 2>&1; [ \$? -eq 2 ]"
+ok "calibrate --backend cuda is refused (not implemented), status 1" sh -c "\"$MPPLAN\" calibrate --backend cuda >/dev/null 2>&1; [ \$? -eq 1 ]"
 tap_done

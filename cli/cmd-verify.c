@@ -1,0 +1,417 @@
+/* cmd-verify.c - `mpplan verify -m MODEL -c CLUSTER [--top K] [-np N] [--profile FILE]
+ * [--steps S] [--json] [--html FILE] [--dir DIR]`: the whole loop in one command. Plan;
+ * take the best K plans and the best plan of each family that fits on at most N ranks;
+ * for each, predict its step with the simulator (with the calibration profile), write it
+ * as a plan file, run it under `mpirun -np WORLD mpplan exec`, and join the two
+ * (report/report.c); print one table, the median error and whether the ranking held.
+ *
+ * This file starts the processes (mpirun, with argv, never a shell); the arithmetic of the
+ * comparison is report/'s. Progress goes to stderr, results to stdout. */
+#include "config.h"
+#include "cli/cli.h"
+#include "common/error.h"
+#include "common/output.h"
+#include "common/units.h"
+#include "planner/planner.h"
+#include "report/report.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+  char *model, *cluster, *profile, *html, *dir;
+  gint64 top, np, steps, warmup;
+  gboolean json;
+} VerifyArgs;
+
+/* Everything one verify holds while it runs. */
+typedef struct {
+  const VerifyArgs *a;
+  MpModel *model;
+  MpCluster *cluster;
+  MpCostContext *ctx;
+  char *dir;                   /* where plan files and measurements go */
+  char *exe;                   /* this mpplan, for mpirun to start */
+} Verify;
+
+/* ---- choosing plans ------------------------------------------------------------------ */
+
+static gboolean
+same_config (const MpPlan *x, const MpPlan *y)
+{
+  const MpParallelConfig *a = &x->cfg, *b = &y->cfg;
+  if (a->dp != b->dp || a->tp != b->tp || a->pp != b->pp || a->cp != b->cp || a->vpp != b->vpp
+      || a->ep != b->ep || a->sequence_parallel != b->sequence_parallel || a->zero != b->zero
+      || a->recompute != b->recompute || a->micro_batch_size != b->micro_batch_size
+      || a->num_micro_batches != b->num_micro_batches || a->schedule != b->schedule
+      || a->flash_attention != b->flash_attention)
+    return FALSE;
+  guint chunks = a->pp * a->vpp;
+  return memcmp (x->chunk_layers, y->chunk_layers, chunks * sizeof (guint)) == 0;
+}
+
+static void
+add_plan (GPtrArray *chosen, const MpPlan *plan, guint max_ranks)
+{
+  if (plan == NULL || !plan->fits || plan->world_size > max_ranks)
+    return;
+  for (guint i = 0; i < chosen->len; i++)
+    if (same_config (g_ptr_array_index (chosen, i), plan))
+      return;
+  g_ptr_array_add (chosen, (gpointer) plan);
+}
+
+/* The best TOP plans (simulator's ranking), then the best of each family not yet in:
+ * borrowed from RES. */
+static GPtrArray *
+choose_plans (const MpSearchResult *res, guint top, guint max_ranks)
+{
+  GPtrArray *chosen = g_ptr_array_new ();
+  for (guint i = 0; i < res->plans->len && chosen->len < top; i++)
+    add_plan (chosen, g_ptr_array_index (res->plans, i), max_ranks);
+  for (int f = 0; f < MP_FAMILY_N; f++)
+    add_plan (chosen, res->stats.family_best[f], max_ranks);
+  return chosen;
+}
+
+/* ---- one plan ------------------------------------------------------------------------ */
+
+/* The prediction: the plan's keys, with the simulator's step and parts in place of the
+ * closed form's (the closed form kept as closed_form_step_s). With TRACE, the predicted
+ * timeline too. NULL with the simulator's error. */
+static JsonNode *
+predict (const Verify *v, const MpPlan *plan, JsonNode **trace, GError **error)
+{
+  MpSimOptions opts = { .slices = trace != NULL };
+  MpProgram **programs = NULL;
+  guint n = 0;
+  g_autoptr(MpSimResult) sim = mp_plan_simulate (v->ctx, plan, &opts, &programs, &n, error);
+  if (sim == NULL)
+    return NULL;
+  g_autoptr(JsonNode) plan_json = mp_plan_to_json (plan);
+  if (trace)
+    {
+      MpTraceInfo info = { .model = v->model->name, .cluster = v->cluster->name,
+                           .plan = plan_json, .closed_form_step_s = plan->step_s };
+      *trace = mp_trace_predicted (programs, n, sim, &info);
+    }
+  mp_program_stages_free (programs);
+  JsonNode *out = json_node_copy (plan_json);
+  JsonObject *o = json_node_get_object (out);
+  json_object_set_double_member (o, "closed_form_step_s", plan->step_s);
+  json_object_set_double_member (o, "step_s", sim->step_s);
+  JsonObject *t = json_object_new ();
+  const MpSimTime *st = &sim->time;
+  const double parts[] = { st->compute_s, st->tp_comm_s, st->pp_comm_s, st->dp_comm_s,
+                           st->bubble_s, st->optimizer_s };
+  for (int p = 0; p < MP_REPORT_STEP; p++)
+    json_object_set_double_member (t, mp_report_phase_name (p), parts[p]);
+  json_object_set_object_member (o, "time_s", t);
+  return out;
+}
+
+/* The environment of mpirun: ours, and as root (containers, CI) Open MPI's consent to run
+ * as root, which it otherwise refuses; variables already set are kept. */
+static char **
+mpirun_environ (void)
+{
+  char **env = g_get_environ ();
+  if (getuid () == 0)
+    {
+      env = g_environ_setenv (env, "OMPI_ALLOW_RUN_AS_ROOT", "1", FALSE);
+      env = g_environ_setenv (env, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", FALSE);
+    }
+  return env;
+}
+
+/* Runs PLAN_PATH on NP ranks under mpirun ($MPIRUN, else mpirun from PATH), writing
+ * MEASURED (and TRACE when not NULL). FALSE with MP_ERROR_RUNTIME and the tail of its
+ * output. */
+static gboolean
+measure (const Verify *v, const char *plan_path, guint np, const char *measured,
+         const char *trace, GError **error)
+{
+  const char *mpirun = g_getenv ("MPIRUN") ? g_getenv ("MPIRUN") : "mpirun";
+  g_autofree char *n = g_strdup_printf ("%u", np);
+  g_autofree char *steps = g_strdup_printf ("%" G_GINT64_FORMAT, v->a->steps);
+  g_autofree char *warmup = g_strdup_printf ("%" G_GINT64_FORMAT, v->a->warmup);
+  /* More ranks than cores: Open MPI refuses unless told to oversubscribe. */
+  gboolean over = np > g_get_num_processors ();
+  const char *argv[20];
+  int k = 0;
+  argv[k++] = mpirun;
+  argv[k++] = "-np";
+  argv[k++] = n;
+  if (over)
+    argv[k++] = "--oversubscribe";
+  const char *rest[] = { v->exe, "exec", "-p", plan_path, "--steps", steps, "--warmup", warmup,
+                         "-o", measured };
+  for (guint i = 0; i < G_N_ELEMENTS (rest); i++)
+    argv[k++] = rest[i];
+  if (trace)
+    {
+      argv[k++] = "--trace";
+      argv[k++] = trace;
+    }
+  argv[k] = NULL;
+  g_auto (GStrv) env = mpirun_environ ();
+  g_autofree char *out = NULL, *err = NULL;
+  int wait_status = 0;
+  if (!g_spawn_sync (NULL, (char **) argv, env, G_SPAWN_SEARCH_PATH, NULL, NULL, &out, &err,
+                     &wait_status, error)
+      || !g_spawn_check_wait_status (wait_status, error))
+    {
+      gsize len = err ? strlen (err) : 0;
+      const char *tail = err ? err + (len > 800 ? len - 800 : 0) : "";
+      g_autofree char *msg = g_strdup_printf ("%s -np %u ... exec -p %s failed: %s\n%s", mpirun,
+                                              np, plan_path, (*error)->message, tail);
+      g_clear_error (error);
+      g_set_error_literal (error, MP_ERROR, MP_ERROR_RUNTIME, msg);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static JsonNode *
+load_json (const char *path, GError **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  if (!json_parser_load_from_file (parser, path, error))
+    return NULL;
+  return json_node_copy (json_parser_get_root (parser));
+}
+
+/* Plan I of the verify: predicted, written, run, joined. */
+static MpReportRun *
+verify_plan (const Verify *v, const MpPlan *plan, guint i, guint total, GError **error)
+{
+  gboolean traces = v->a->html != NULL;
+  g_autoptr(JsonNode) ptrace = NULL;
+  g_autoptr(JsonNode) predicted = predict (v, plan, traces ? &ptrace : NULL, error);
+  if (predicted == NULL)
+    return NULL;
+  g_autofree char *plan_path = g_strdup_printf ("%s/plan-%u.yaml", v->dir, i + 1);
+  g_autofree char *meas_path = g_strdup_printf ("%s/measured-%u.json", v->dir, i + 1);
+  g_autofree char *trace_path = g_strdup_printf ("%s/trace-%u.json", v->dir, i + 1);
+  g_autofree char *yaml = mp_plan_to_yaml_for_path (plan, v->model, v->cluster, plan_path,
+                                                    "mpplan verify");
+  if (!mp_output_write (plan_path, yaml, strlen (yaml), error))
+    return NULL;
+  JsonObject *po = json_node_get_object (predicted);
+  g_autofree char *pred = mp_units_format (json_object_get_double_member (po, "step_s"),
+                                           MP_UNIT_SECONDS);
+  g_autoptr(MpReportRun) probe = mp_report_run_new (predicted, predicted, NULL);
+  fprintf (stderr, "verify: [%u/%u] %s: predicted %s; running %u ranks x %" G_GINT64_FORMAT
+           " steps...\n", i + 1, total, probe ? probe->label : "plan", pred, plan->world_size,
+           v->a->warmup + v->a->steps);
+  if (!measure (v, plan_path, plan->world_size, meas_path, traces ? trace_path : NULL, error))
+    return NULL;
+  g_autoptr(JsonNode) measured = load_json (meas_path, error);
+  if (measured == NULL)
+    return NULL;
+  MpReportRun *run = mp_report_run_new (predicted, measured, error);
+  if (run == NULL)
+    return NULL;
+  if (traces)
+    {
+      run->predicted_trace = g_steal_pointer (&ptrace);
+      run->measured_trace = load_json (trace_path, NULL);
+    }
+  g_autofree char *meas = mp_units_format (run->measured[MP_REPORT_STEP], MP_UNIT_SECONDS);
+  fprintf (stderr, "verify: [%u/%u] measured %s (error %+.1f%%)\n", i + 1, total, meas,
+           100 * mp_report_error (run->predicted[MP_REPORT_STEP], run->measured[MP_REPORT_STEP]));
+  return run;
+}
+
+/* ---- the loop ------------------------------------------------------------------------ */
+
+static MpSearchResult *
+plan_search (const Verify *v, GError **error)
+{
+  MpSearchOptions opts = { .top_k = 64 };
+  g_autoptr(MpSearchResult) res = mp_planner_search (v->ctx, &opts, error);
+  if (res == NULL)
+    return NULL;
+  if (res->plans->len == 0)
+    {
+      g_autofree char *why = mp_plan_infeasible_text (res, v->ctx);
+      g_set_error (error, MP_ERROR, MP_ERROR_INFEASIBLE, "%s: %s", v->model->name, why);
+      return NULL;
+    }
+  /* Rank as `mpplan plan` does: the closed form's best re-ranked by the simulator. */
+  if (!mp_planner_refine (v->ctx, res, 8, error))
+    return NULL;
+  return g_steal_pointer (&res);
+}
+
+static int
+print_results (const Verify *v, GPtrArray *runs)
+{
+  GError *error = NULL;
+  if (v->a->html)
+    {
+      g_autofree char *title = g_strdup_printf ("mpplan verify: %s on %s", v->model->name,
+                                                v->cluster->name);
+      g_autofree char *page = mp_report_html (runs, title);
+      if (!mp_output_write (v->a->html, page, strlen (page), &error))
+        return mp_cli_fail (error);
+    }
+  if (v->a->json)
+    {
+      g_autoptr(JsonNode) root = mp_report_json (runs);
+      JsonObject *o = json_node_get_object (root);
+      json_object_set_string_member (o, "model", v->model->name);
+      json_object_set_string_member (o, "cluster", v->cluster->name);
+      json_object_set_int_member (o, "steps", v->a->steps);
+      return mp_json_write ("-", root, &error) ? 0 : mp_cli_fail (error);
+    }
+  g_autofree char *table = mp_report_runs_text (runs);
+  printf ("%s on %s: %u plans predicted (simulator%s) and measured (median of %" G_GINT64_FORMAT
+          " steps, min - max)\n\n%s", v->model->name, v->cluster->name, runs->len,
+          v->cluster->groups[0].device.calibrated ? ", calibrated"
+                                                  : ", built-in curves: not calibrated",
+          v->a->steps, table);
+  return 0;
+}
+
+static int
+verify_all (Verify *v)
+{
+  GError *error = NULL;
+  g_autoptr(MpSearchResult) res = plan_search (v, &error);
+  if (res == NULL)
+    return mp_cli_fail (error);
+  guint max_ranks = v->a->np > 0 ? (guint) v->a->np : v->cluster->world_size;
+  g_autoptr(GPtrArray) chosen = choose_plans (res, (guint) v->a->top, max_ranks);
+  if (chosen->len == 0)
+    {
+      fprintf (stderr, "mpplan: no plan that fits uses %u ranks or fewer\n", max_ranks);
+      return 3;
+    }
+  g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_report_run_free);
+  for (guint i = 0; i < chosen->len; i++)
+    {
+      MpReportRun *run = verify_plan (v, g_ptr_array_index (chosen, i), i, chosen->len, &error);
+      if (run == NULL)
+        return mp_cli_fail (error);
+      g_ptr_array_add (runs, run);
+    }
+  return print_results (v, runs);
+}
+
+/* Removes the files verify wrote into DIR, then DIR (only when verify made it). */
+static void
+remove_dir (const char *dir)
+{
+  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
+  const char *name;
+  while (d && (name = g_dir_read_name (d)) != NULL)
+    if (g_str_has_prefix (name, "plan-") || g_str_has_prefix (name, "measured-")
+        || g_str_has_prefix (name, "trace-"))
+      {
+        g_autofree char *path = g_build_filename (dir, name, NULL);
+        g_remove (path);
+      }
+  g_rmdir (dir);
+}
+
+static int
+verify (const VerifyArgs *a)
+{
+  GError *error = NULL;
+  g_autoptr(MpModel) model = mp_model_load (a->model, &error);
+  if (model == NULL)
+    return mp_cli_fail (error);
+  g_autoptr(MpCluster) cluster = mp_cluster_load (a->cluster, &error);
+  if (cluster == NULL)
+    return mp_cli_fail (error);
+  g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, a->profile, &error);
+  if (profile == NULL && error != NULL)
+    return mp_cli_fail (error);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, profile);
+  g_autofree char *dir = a->dir ? g_strdup (a->dir) : g_dir_make_tmp ("mpplan-verify-XXXXXX", &error);
+  if (dir == NULL || g_mkdir_with_parents (dir, 0755) != 0)
+    {
+      fprintf (stderr, "mpplan: cannot make a folder for the plan files: %s\n",
+               error ? error->message : g_strerror (errno));
+      g_clear_error (&error);
+      return 1;
+    }
+  g_autofree char *exe = g_file_read_link ("/proc/self/exe", NULL);
+  Verify v = { a, model, cluster, ctx, dir, exe ? g_steal_pointer (&exe) : g_strdup ("mpplan") };
+  int status = verify_all (&v);
+  if (a->dir == NULL)
+    remove_dir (dir);
+  g_free (v.exe);
+  return status;
+}
+
+int
+mp_cmd_verify (int argc, char **argv, gboolean do_help)
+{
+  VerifyArgs a = { .top = 3, .steps = 5, .warmup = 1 };
+  g_auto (GStrv) rest = NULL;
+  const GOptionEntry entries[] = {
+    { "model", 'm', 0, G_OPTION_ARG_STRING, &a.model, "Model: YAML file or zoo name", "MODEL" },
+    { "cluster", 'c', 0, G_OPTION_ARG_STRING, &a.cluster,
+      "Cluster: YAML file or zoo name (host: this machine)", "CLUSTER" },
+    { "top", 'k', 0, G_OPTION_ARG_INT64, &a.top,
+      "Run the best K plans, and the best of each other family (default 3)", "K" },
+    { "np", 'n', 0, G_OPTION_ARG_INT64, &a.np,
+      "Only plans on at most N ranks (default: the cluster's world size)", "N" },
+    { "profile", 0, 0, G_OPTION_ARG_FILENAME, &a.profile,
+      "Calibration profile (from `mpplan calibrate`) for the predictions", "FILE" },
+    { "steps", 0, 0, G_OPTION_ARG_INT64, &a.steps, "Measured steps per plan (default 5)", "S" },
+    { "warmup", 0, 0, G_OPTION_ARG_INT64, &a.warmup,
+      "Steps run first and left out (default 1)", "W" },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object (docs/json.md)", NULL },
+    { "html", 0, 0, G_OPTION_ARG_FILENAME, &a.html,
+      "Write the report as a self-contained HTML page (with timelines and a scatter)", "FILE" },
+    { "dir", 0, 0, G_OPTION_ARG_FILENAME, &a.dir,
+      "Keep the plan files, measurements and traces in DIR (default: a temporary folder, "
+      "removed)", "DIR" },
+    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
+    G_OPTION_ENTRY_NULL
+  };
+  g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
+  g_option_context_set_help_enabled (ctx, FALSE);
+  g_option_context_set_summary (
+      ctx, "Check the predictions by running them: plan, take the best K plans and the best "
+           "of each\nfamily that fits, predict each with the simulator, run each under "
+           "`mpirun -np WORLD mpplan exec`,\nand print predicted against measured step time, "
+           "the ranking by each, the median absolute\nerror and whether the predicted best "
+           "was the measured best (or within its spread).\nmpirun comes from $MPIRUN or PATH; "
+           "as root, OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) are set for it.");
+  g_autofree char *desc = g_strdup_printf ("%s\n\n%s", MP_CLI_PROFILE_HELP, MP_CLI_EXIT_CODES);
+  g_option_context_set_description (ctx, desc);
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  /* mpirun's spelling, -np N, would read as -n -p: take it as --np. */
+  for (int i = 1; i < argc; i++)
+    if (strcmp (argv[i], "-np") == 0)
+      argv[i] = (char *) "--np";
+  int status = mp_cli_parse (ctx, &argc, &argv, do_help);
+  if (status >= 0)
+    goto out;
+  if (rest != NULL && rest[0] != NULL)
+    {
+      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
+      status = mp_cli_usage (ctx, msg);
+    }
+  else if (a.model == NULL || a.cluster == NULL)
+    status = mp_cli_usage (ctx, "give a model and a cluster (-m MODEL -c CLUSTER)");
+  else if (a.top < 1 || a.np < 0 || a.steps < 1 || a.warmup < 0 || a.steps > 100000
+           || a.warmup > 100000)
+    status = mp_cli_usage (ctx, "--top and --steps must be 1 or more, -np and --warmup 0 or more");
+  else
+    status = verify (&a);
+out:
+  g_free (a.model);
+  g_free (a.cluster);
+  g_free (a.profile);
+  g_free (a.html);
+  g_free (a.dir);
+  return status;
+}

@@ -1,0 +1,152 @@
+/* kernels-cuda.h - the CUDA twins of kernels/cpu/kernels.h: one extern "C" launcher
+ * mpk_cuda_<op>_<dir> per reference kernel, with the reference's arguments (device
+ * pointers), its contract (forwards write, backwards accumulate, row-major fp32, packed
+ * [q|k|v] heads, [gate|up] SwiGLU, vocabulary shards [v0, v0+Vl)) and a stream last.
+ * Every launcher returns the launch's cudaError_t (cudaSuccess, or the first failure);
+ * none allocates, synchronizes or touches GLib: exec/backend-cuda.c turns the codes into
+ * GError messages naming the launcher. Compiled by nvcc for sm_80 and sm_90.
+ *
+ * Not here: anything that needs state (streams, handles, memory) beyond its arguments.
+ * The GEMMs take the caller's cuBLAS handle and bf16 scratch.
+ *
+ * Index:
+ *   matmul.cu     mpk_cuda_matmul_forward/backward (cuBLAS, fp32 or bf16 inputs, fp32 acc)
+ *   elementwise.cu embedding, rotary, gelu, relu, swiglu, residual, add, scale, casts,
+ *                 adamw, sgd, sumsq
+ *   norm.cu       layernorm, rmsnorm
+ *   attention.cu  causal GQA attention (fused, online softmax; backward from lse)
+ *   loss.cu       cross-entropy and its vocab-parallel pieces */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include "kernels/cpu/kernels.h"   /* MpkAttnShape */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- GEMMs (matmul.cu) ----
+ * The reference's matmul with weight (OC, C). PRECISION 0: fp32 inputs, fp32 compute
+ * (CUBLAS_COMPUTE_32F, no TF32), matching the CPU to ~1e-5. PRECISION 1: inputs cast to
+ * bf16 into SCRATCH first (fp32 master weights stay untouched), fp32 accumulation and
+ * output. SCRATCH must hold mpk_cuda_matmul_scratch_bytes (N, C, OC) bytes (NULL is
+ * fine in fp32). A cuBLAS failure maps to a cudaError_t: NOT_INITIALIZED ->
+ * cudaErrorInitializationError, ALLOC_FAILED -> cudaErrorMemoryAllocation,
+ * INVALID_VALUE -> cudaErrorInvalidValue, NOT_SUPPORTED/ARCH_MISMATCH ->
+ * cudaErrorNotSupported, others -> cudaErrorUnknown. */
+size_t mpk_cuda_matmul_scratch_bytes (int N, int C, int OC);
+cudaError_t mpk_cuda_matmul_forward (cublasHandle_t h, int precision, void *scratch,
+                                     float *out, const float *inp, const float *weight,
+                                     const float *bias, int N, int C, int OC,
+                                     cudaStream_t stream);
+cudaError_t mpk_cuda_matmul_backward (cublasHandle_t h, int precision, void *scratch,
+                                      float *dinp, float *dweight, float *dbias,
+                                      const float *dout, const float *inp,
+                                      const float *weight, int N, int C, int OC,
+                                      cudaStream_t stream);
+
+/* ---- embedding, rotary (elementwise.cu) ---- */
+cudaError_t mpk_cuda_embedding_forward (float *out, const int *tokens, const float *wte,
+                                        const float *wpe, int N, int T, int C, int v0,
+                                        int Vl, cudaStream_t stream);
+/* Scatter-add with atomics: summation order differs from the CPU's (~1e-6 relative). */
+cudaError_t mpk_cuda_embedding_backward (float *dwte, float *dwpe, const float *dout,
+                                         const int *tokens, int N, int T, int C, int v0,
+                                         int Vl, cudaStream_t stream);
+cudaError_t mpk_cuda_rotary_forward (float *x, int B, int T, int NHR, int HD, int ld,
+                                     int pos0, float theta, cudaStream_t stream);
+cudaError_t mpk_cuda_rotary_backward (float *dx, int B, int T, int NHR, int HD, int ld,
+                                      int pos0, float theta, cudaStream_t stream);
+
+/* ---- normalization (norm.cu): one block per row, statistics in double ---- */
+cudaError_t mpk_cuda_layernorm_forward (float *out, float *mean, float *rstd,
+                                        const float *inp, const float *weight,
+                                        const float *bias, int N, int C, float eps,
+                                        cudaStream_t stream);
+cudaError_t mpk_cuda_layernorm_backward (float *dinp, float *dweight, float *dbias,
+                                         const float *dout, const float *inp,
+                                         const float *weight, const float *mean,
+                                         const float *rstd, int N, int C,
+                                         cudaStream_t stream);
+cudaError_t mpk_cuda_rmsnorm_forward (float *out, float *rstd, const float *inp,
+                                      const float *weight, int N, int C, float eps,
+                                      cudaStream_t stream);
+cudaError_t mpk_cuda_rmsnorm_backward (float *dinp, float *dweight, const float *dout,
+                                       const float *inp, const float *weight,
+                                       const float *rstd, int N, int C,
+                                       cudaStream_t stream);
+
+/* ---- attention (attention.cu) ----
+ * One warp per query row, 4 rows (a query tile) per block, grid (T/4, NH, B); keys in
+ * chunks of 32 with an online softmax, so nothing quadratic is stored. probs, when not
+ * NULL, is written by a second kernel from the lse (the reference's "no flash" output).
+ * Backward recomputes the probabilities from lse (probs is not read) and accumulates dk,
+ * dv with atomics. HD <= 256. */
+cudaError_t mpk_cuda_attention_forward (float *out, float *lse, float *probs, const float *q,
+                                        const float *k, const float *v, MpkAttnShape s,
+                                        cudaStream_t stream);
+cudaError_t mpk_cuda_attention_backward (float *dq, float *dk, float *dv, const float *dout,
+                                         const float *out, const float *lse,
+                                         const float *probs, const float *q, const float *k,
+                                         const float *v, MpkAttnShape s,
+                                         cudaStream_t stream);
+
+/* ---- activations, residuals (elementwise.cu) ---- */
+cudaError_t mpk_cuda_gelu_forward (float *out, const float *inp, size_t n, cudaStream_t stream);
+cudaError_t mpk_cuda_gelu_backward (float *dinp, const float *inp, const float *dout, size_t n,
+                                    cudaStream_t stream);
+cudaError_t mpk_cuda_relu_forward (float *out, const float *inp, size_t n, cudaStream_t stream);
+cudaError_t mpk_cuda_relu_backward (float *dinp, const float *inp, const float *dout, size_t n,
+                                    cudaStream_t stream);
+cudaError_t mpk_cuda_swiglu_forward (float *out, const float *inp, int N, int F,
+                                     cudaStream_t stream);
+cudaError_t mpk_cuda_swiglu_backward (float *dinp, const float *inp, const float *dout, int N,
+                                      int F, cudaStream_t stream);
+cudaError_t mpk_cuda_residual_forward (float *out, const float *a, const float *b, size_t n,
+                                       cudaStream_t stream);
+cudaError_t mpk_cuda_residual_backward (float *da, float *db, const float *dout, size_t n,
+                                        cudaStream_t stream);
+cudaError_t mpk_cuda_add (float *y, const float *x, size_t n, cudaStream_t stream);
+cudaError_t mpk_cuda_scale (float *x, size_t n, float s, cudaStream_t stream);
+
+/* ---- mixed precision casts (elementwise.cu): round to nearest even ---- */
+cudaError_t mpk_cuda_cast_f32_to_bf16 (uint16_t *out, const float *inp, size_t n,
+                                       cudaStream_t stream);
+cudaError_t mpk_cuda_cast_bf16_to_f32 (float *out, const uint16_t *inp, size_t n,
+                                       cudaStream_t stream);
+
+/* ---- loss (loss.cu): one block per row, sums in double ---- */
+cudaError_t mpk_cuda_crossentropy_forward (float *losses, float *lse, const float *logits,
+                                           const int *targets, int N, int V,
+                                           cudaStream_t stream);
+cudaError_t mpk_cuda_crossentropy_backward (float *dlogits, const float *logits,
+                                            const float *lse, const int *targets, float scale,
+                                            int N, int V, cudaStream_t stream);
+cudaError_t mpk_cuda_crossentropy_shard_stats (float *lmax, float *lsum, float *tlogit,
+                                               const float *logits, const int *targets, int N,
+                                               int Vl, int v0, cudaStream_t stream);
+cudaError_t mpk_cuda_crossentropy_shard_rescale (float *lsum, const float *lmax,
+                                                 const float *gmax, int N,
+                                                 cudaStream_t stream);
+cudaError_t mpk_cuda_crossentropy_shard_finish (float *losses, float *lse, const float *gmax,
+                                                const float *gsum, const float *tlogit, int N,
+                                                cudaStream_t stream);
+cudaError_t mpk_cuda_crossentropy_shard_backward (float *dlogits, const float *logits,
+                                                  const float *lse, const int *targets,
+                                                  float scale, int N, int Vl, int v0,
+                                                  cudaStream_t stream);
+
+/* ---- optimizers and norm (elementwise.cu) ---- */
+cudaError_t mpk_cuda_adamw_update (float *param, const float *grad, float *m, float *v,
+                                   size_t n, float lr, float beta1, float beta2, float eps,
+                                   float weight_decay, int t, cudaStream_t stream);
+cudaError_t mpk_cuda_sgd_update (float *param, const float *grad, float *mom, size_t n,
+                                 float lr, float momentum, cudaStream_t stream);
+/* *OUT (one device double) = sum of x^2 in double. Writes *out (no accumulation). */
+cudaError_t mpk_cuda_sumsq (double *out, const float *x, size_t n, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
