@@ -1,6 +1,6 @@
-/* cmd-calibrate.c - `mpirun -np N mpplan calibrate --backend host [-o FILE] [--quick]`:
- * measure this machine (exec/calibrate.c) and write the profile the cost model then uses
- * in place of its built-in curves (rank 0 writes it, whole or not at all). */
+/* cmd-calibrate.c - `mpirun -np N mpplan calibrate --backend host|cuda [-o FILE] [--quick]
+ * [--device NAME]`: measure this machine (exec/calibrate.c) and write the profile the cost
+ * model then uses in place of its built-in curves (rank 0 writes it, whole or not at all). */
 #include "config.h"
 #include "cli/cli.h"
 #include "common/error.h"
@@ -12,9 +12,22 @@
 #include <string.h>
 
 typedef struct {
-  char *backend, *output;
+  char *backend, *output, *device;
   gboolean quick;
 } CalibrateArgs;
+
+/* Where the profile goes without -o: the host profile's path for host (the `host` cluster
+ * finds it there); for cuda, cuda-profile.yaml beside it, so a GPU profile never replaces
+ * the host one. NULL when MPPLAN_PROFILE is empty. */
+static char *
+default_path (const char *backend)
+{
+  g_autofree char *host = mp_cost_profile_host_path ();
+  if (host == NULL || strcmp (backend, "host") == 0)
+    return g_steal_pointer (&host);
+  g_autofree char *dir = g_path_get_dirname (host);
+  return g_build_filename (dir, "cuda-profile.yaml", NULL);
+}
 
 /* Joins the world, measures, and writes the profile on rank 0; returns the exit status. */
 static int
@@ -24,13 +37,14 @@ calibrate (const CalibrateArgs *a, int *argc, char ***argv, const char *command)
   g_autoptr(MpWorld) world = mp_world_join (argc, argv, &error);
   if (world == NULL)
     return mp_cli_fail (error);
-  MpCalibrateOptions opts = { .quick = a->quick, .device = "cpu-core", .out = stdout };
-  g_autoptr(MpCostProfile) profile = mp_calibrate_host (world, &opts, &error);
+  MpCalibrateOptions opts = { .backend = a->backend, .quick = a->quick, .device = a->device,
+                              .out = stdout };
+  g_autoptr(MpCostProfile) profile = mp_calibrate (world, &opts, &error);
   if (profile == NULL)
     return mp_cli_fail (error);
   if (mp_world_rank (world) != 0)
     return 0;
-  g_autofree char *path = a->output ? g_strdup (a->output) : mp_cost_profile_host_path ();
+  g_autofree char *path = a->output ? g_strdup (a->output) : default_path (a->backend);
   if (path == NULL)
     {
       fprintf (stderr, "mpplan: MPPLAN_PROFILE is empty and no -o FILE given: profile not "
@@ -61,11 +75,16 @@ mp_cmd_calibrate (int argc, char **argv, gboolean do_help)
   g_autofree char *command = g_strconcat ("mpplan ", args, NULL);
   const GOptionEntry entries[] = {
     { "backend", 0, 0, G_OPTION_ARG_STRING, &a.backend,
-      "What to measure: host (OpenBLAS GEMMs and MPI collectives; the default)", "host" },
+      "What to measure: host (OpenBLAS GEMMs and MPI collectives; the default) or cuda (one "
+      "GPU per rank: cuBLAS GEMMs, device copies, NCCL collectives)", "host|cuda" },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &a.output,
-      "Write the profile to FILE (default: this machine's host profile, see below)", "FILE" },
+      "Write the profile to FILE (default: see below)", "FILE" },
     { "quick", 0, 0, G_OPTION_ARG_NONE, &a.quick,
-      "A smaller GEMM grid and messages up to 4 MB (under a minute; what CI runs)", NULL },
+      "A smaller GEMM grid and messages up to 4 MB (host) or 64 MB (cuda): under a minute",
+      NULL },
+    { "device", 0, 0, G_OPTION_ARG_STRING, &a.device,
+      "The cluster device the profile applies to (default: cpu-core for host, the GPU's "
+      "name for cuda)", "NAME" },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
@@ -73,14 +92,23 @@ mp_cmd_calibrate (int argc, char **argv, gboolean do_help)
   g_option_context_set_help_enabled (ctx, FALSE);
   g_option_context_set_summary (
       ctx, "Measure this machine and write a calibration profile (YAML, docs/profile-file.md): "
-           "fp32 GEMM rates on an M x N x K grid (powers of two and the zoo's small models' "
-           "shapes; OpenBLAS, one thread per rank, all ranks at once), memory bandwidth "
-           "(triad), and under `mpirun -np N` (N >= 2) all-reduce, all-gather, reduce-scatter, "
-           "all-to-all, broadcast and send/recv from 8 B to 64 MB (4 MB with --quick), "
-           "printed as nccl-tests prints them (out-of-place only) with every result checked.\n"
+           "GEMM rates on an M x N x K grid (powers of two and the zoo models' shapes), "
+           "memory bandwidth, and under `mpirun -np N` (N >= 2) all-reduce, all-gather, "
+           "reduce-scatter, all-to-all, broadcast and send/recv, printed as nccl-tests prints "
+           "them (out-of-place; broadcast in place) with every result checked, all ranks at "
+           "once.\n"
+           "--backend host: fp32 GEMMs (OpenBLAS, one thread per rank) 16..2048, a memory "
+           "triad, MPI collectives from 8 B to 64 MB (4 MB with --quick).\n"
+           "--backend cuda: one GPU per rank; bf16 (fp32 accumulation, the cuda backend's "
+           "GEMM) and fp32 GEMMs through cuBLAS 256..8192 plus gpt2-124m's shapes, device-to-"
+           "device copy bandwidth, NCCL collectives from 8 B to 256 MB (64 MB with --quick). "
+           "Without a GPU (or in a build without CUDA) it exits 1: \"no CUDA device\".\n"
            "Run as one process it measures GEMMs and memory and skips the collectives.");
   g_autofree char *description = g_strdup_printf (
-      "The profile applies to the `host` cluster's device (cpu-core).\n%s\n\n%s",
+      "The profile applies to the cluster devices named --device (host: cpu-core, the `host` "
+      "cluster's; cuda: the GPU's name, e.g. --device H200-SXM-141GB to match the h200 "
+      "cluster). Without -o, host writes the host profile (below) and cuda "
+      "cuda-profile.yaml beside it.\n%s\n\n%s",
       MP_CLI_PROFILE_HELP, MP_CLI_EXIT_CODES);
   g_option_context_set_description (ctx, description);
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -90,24 +118,18 @@ mp_cmd_calibrate (int argc, char **argv, gboolean do_help)
       g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
       status = mp_cli_usage (ctx, msg);
     }
-  if (status < 0 && a.backend != NULL && strcmp (a.backend, "cuda") == 0)
+  if (a.backend == NULL)
+    a.backend = g_strdup ("host");
+  if (status < 0 && strcmp (a.backend, "host") != 0 && strcmp (a.backend, "cuda") != 0)
     {
-      /* Refused, not stubbed: the GPU sweep (bf16/fp32 cuBLAS GEMMs, device bandwidth, NCCL
-       * collectives) is not written yet. */
-      fprintf (stderr, "mpplan: calibrate --backend cuda is not implemented yet (the GPU "
-                       "sweep of issue 8 is pending); only --backend host calibrates in "
-                       "this version\n");
-      status = 1;
-    }
-  if (status < 0 && a.backend != NULL && strcmp (a.backend, "host") != 0)
-    {
-      g_autofree char *msg = g_strdup_printf ("unknown backend '%s' (this build calibrates: "
-                                              "host)", a.backend);
+      g_autofree char *msg = g_strdup_printf ("unknown backend '%s' (known: host, cuda)",
+                                              a.backend);
       status = mp_cli_usage (ctx, msg);
     }
   if (status < 0)
     status = calibrate (&a, &argc, &argv, command);
   g_free (a.backend);
   g_free (a.output);
+  g_free (a.device);
   return status;
 }

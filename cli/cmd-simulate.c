@@ -14,7 +14,7 @@
 #include <string.h>
 
 typedef struct {
-  char *plan, *trace;
+  char *plan, *trace, *profile;
   gboolean json;
 } SimArgs;
 
@@ -155,6 +155,14 @@ print_text (const MpPlanResolved *res, const char *path, const MpSimResult *sim)
           sim->n_insns, sim->n_events);
 }
 
+/* The profile for the plan's cluster: --profile, the cluster's own, or this machine's. */
+static MpCostProfile *
+profile_for (MpCluster *cluster, gpointer data, GError **error)
+{
+  const SimArgs *a = data;
+  return mp_cli_cluster_profile (cluster, a->profile, error);
+}
+
 static int
 simulate (const SimArgs *a)
 {
@@ -162,7 +170,8 @@ simulate (const SimArgs *a)
   g_autoptr(MpPlanFile) file = mp_plan_file_load (a->plan, &error);
   if (file == NULL)
     return mp_cli_fail (error);
-  g_autoptr(MpPlanResolved) res = mp_plan_file_resolve (file, &error);
+  g_autoptr(MpPlanResolved) res = mp_plan_file_resolve_full (file, profile_for, (gpointer) a,
+                                                             &error);
   if (res == NULL)
     return mp_cli_fail (error);
   MpSimOptions opts = { .slices = a->trace != NULL };
@@ -208,6 +217,9 @@ mp_cmd_simulate (int argc, char **argv, gboolean do_help)
     { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object (docs/json.md)", NULL },
     { "trace", 't', 0, G_OPTION_ARG_FILENAME, &a.trace,
       "Write the predicted timeline as Chrome Trace Event JSON (Perfetto)", "FILE" },
+    { "profile", 0, 0, G_OPTION_ARG_FILENAME, &a.profile,
+      "Calibration profile (from `mpplan calibrate`) to use in place of the built-in curves",
+      "FILE" },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
@@ -218,7 +230,7 @@ mp_cmd_simulate (int argc, char **argv, gboolean do_help)
            "stage's\nprogram on its compute and communication streams, with the cost model's "
            "durations.\nPrints the step and where it goes, beside the closed form the planner "
            "ranks with.");
-  g_option_context_set_description (ctx, MP_CLI_EXIT_CODES);
+  g_option_context_set_description (ctx, MP_CLI_PROFILE_HELP "\n\n" MP_CLI_EXIT_CODES);
   g_option_context_add_main_entries (ctx, entries, NULL);
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)
@@ -238,5 +250,6 @@ mp_cmd_simulate (int argc, char **argv, gboolean do_help)
 out:
   g_free (a.plan);
   g_free (a.trace);
+  g_free (a.profile);
   return status;
 }

@@ -14,6 +14,7 @@
 #pragma once
 #include <glib.h>
 #include "kernels/cpu/kernels.h"
+#include "common/units.h"      /* MpDtype */
 
 G_BEGIN_DECLS
 
@@ -167,6 +168,21 @@ int mp_backend_cuda_device_count (void);
 /* backend-cuda.c: one GPU per rank (local rank % devices), NCCL groups. Caller owns. */
 MpBackend *mp_backend_cuda_new (int rank, int size, gboolean bf16, GError **error);
 int mp_backend_cuda_devices (void);
+/* For calibration (exec/calibrate.c), on a backend from mp_backend_cuda_new. The GPU's
+ * name as cudaGetDeviceProperties gives it (caller owns). */
+char *mp_backend_cuda_device_name (MpBackend *be, GError **error);
+/* What matmul_forward/backward compute from now on: MP_DTYPE_BF16 (bf16 inputs, fp32
+ * accumulation: backend "cuda") or MP_DTYPE_FP32 (no TF32: "cuda-fp32"). */
+gboolean mp_backend_cuda_set_gemm_dtype (MpBackend *be, MpDtype dtype, GError **error);
+/* Runs collective KIND (an MpCollKind, costmodel/costmodel.h) ITERS times back to back on G's communicator and stream, then
+ * waits for the last (ordered after the compute stream; an NCCL error aborts G's
+ * communicator). Device buffers, COUNT as nccl-tests counts it: all_reduce SEND, RECV
+ * (count); all_gather SEND (count), RECV (count * size); reduce_scatter SEND
+ * (count * size), RECV (count); all_to_all SEND, RECV (count, count / size per peer);
+ * broadcast in place on RECV (count) from group rank 0; send_recv a ring, SEND (count) to
+ * rank + 1 and RECV (count) from rank - 1. */
+gboolean mp_backend_cuda_run_coll (MpBackend *be, MpGroup *g, int kind, const float *send,
+                                   float *recv, gsize count, int iters, GError **error);
 #endif
 
 /* "weights", "gradients", ... (the memory_bytes keys). */

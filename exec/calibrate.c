@@ -1,21 +1,28 @@
-/* calibrate.c - `mpplan calibrate --backend host`: measure this machine with every rank of
- * the MPI world at once, and fill a calibration profile (costmodel/costmodel.h) with it.
+/* calibrate.c - `mpplan calibrate --backend host|cuda`: measure this machine with every
+ * rank of the MPI world at once, and fill a calibration profile (costmodel/costmodel.h).
  *
- *  - GEMM: fp32 through mpk_cpu_matmul_forward (OpenBLAS sgemm, one thread per rank) on a
- *    grid whose axes are powers of two plus the dimensions the zoo's small models use
- *    (tiny-gpt, gpt2-124m, mlp-1024, whole and split over two tensor-parallel ranks).
- *  - memory: a STREAM-style triad, a[i] = b[i] + s c[i]; bytes read + written per second.
- *  - collectives (2 ranks or more): every one the cost model uses, and send/recv, printed
- *    as nccl-tests prints them (ECOSYSTEM.md 5.1), out-of-place only (MPI_Bcast has no
- *    out-of-place form: its buffer is the root's data), every result checked.
+ * What is measured is backend-independent and lives here: the GEMM grid (powers of two plus
+ * the dimensions of the zoo's models), the collective sweep printed as nccl-tests prints it
+ * (ECOSYSTEM.md 5.1) with every result checked on the host, and the profile. Each backend
+ * (a CalDevice below) brings only what differs: its GEMM dtypes and grid range, its memory
+ * test and how it runs one collective.
  *
- * All ranks run every measurement together, as the executor's ranks share the machine;
- * a time is the slowest rank's (nccl-tests `-a 3`), averaged over the timed iterations
- * after a warm-up. Not here: the profile file (costmodel/profile-yaml.c), the command
- * line (cli/cmd-calibrate.c). Units: seconds, bytes, FLOP/s, bytes/s. */
+ *  - host: fp32 GEMMs through the host backend's matmul (OpenBLAS sgemm, one thread per
+ *    rank); memory as a STREAM-style triad a[i] = b[i] + s c[i]; collectives through MPI,
+ *    out-of-place except broadcast (MPI_Bcast has no out-of-place form).
+ *  - cuda: the cuda backend's own GEMM (cuBLAS; bf16 inputs cast on the fly with fp32
+ *    accumulation, which is what `exec --backend cuda` runs, and pedantic fp32), device-to-
+ *    device copies, and NCCL collectives (exec/backend-cuda.c); one GPU per rank.
+ *
+ * GEMMs and memory go through MpBackendOps (alloc, upload, kernels, now_s, which
+ * synchronises the device), so one timing loop serves both backends. A time is the slowest
+ * rank's (nccl-tests `-a 3`), averaged over the timed iterations after a warm-up. Not
+ * here: the profile file (costmodel/profile-yaml.c), the command line
+ * (cli/cmd-calibrate.c). Units: seconds, bytes, FLOP/s, bytes/s. */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/exec.h"
+#include "exec/backend.h"
 #include "common/error.h"
 #include "costmodel/costmodel.h"
 #include "kernels/cpu/kernels.h"
@@ -43,13 +50,46 @@
   }                                                                                          \
   G_STMT_END
 
+typedef struct Cal Cal;
+
+/* What one backend brings to the shared sweeps. */
 typedef struct {
+  const char *name;                      /* --backend */
+  const char *default_device;            /* the profile's device; NULL: ask the backend */
+  /* GEMM: the dtypes measured, the grid's power-of-two range (the step is 4 when quick),
+   * the zoo models whose shapes join it, and FLOP per shape that set the repetitions. */
+  const MpDtype *dtypes;
+  guint n_dtypes;
+  double gemm_lo, gemm_hi, gemm_hi_quick, gemm_flops, gemm_flops_quick;
+  const char *const *zoo;
+  const char *gemm_how;
+  /* Bytes read + written per second, and what was run (for the printed line). */
+  gboolean (*memory) (Cal *c, double *bytes_per_s, char **how, GError **error);
+  /* Collectives: the call each kind makes (the table's title), the largest message, the
+   * bytes moved per row and the iterations that bound a row's repetitions. */
+  const char *calls[MP_COLL_N];
+  gsize coll_max, coll_max_quick, coll_budget, coll_budget_quick;
+  int coll_iters, coll_iters_quick;
+  gboolean host_memory;                  /* the backend's buffers are host memory */
+  gboolean world_group;                  /* coll runs on a backend group of every rank */
+  /* Runs KIND ITERS times back to back on backend buffers (layout: Coll below) and
+   * returns when the results are in RECV. */
+  gboolean (*coll) (Cal *c, MpCollKind kind, float *send, float *recv, gsize count,
+                    int iters, GError **error);
+  /* Before the GEMMs of DTYPE (NULL: the backend has one GEMM). */
+  gboolean (*gemm_dtype) (Cal *c, MpDtype dtype, GError **error);
+} CalDevice;
+
+struct Cal {
   MpWorld *world;
   int rank, size;
   gboolean quick;
   FILE *out;                /* rank 0 only; NULL elsewhere */
   MpCostProfile *profile;
-} Cal;
+  const CalDevice *dev;
+  MpBackend *be;
+  MpGroup *group;           /* every rank, for the backend's collectives (cuda) */
+};
 
 static double
 now_s (void)
@@ -84,6 +124,13 @@ max_over_ranks (Cal *c, double *x, GError **error)
   return TRUE;
 }
 
+/* A backend buffer of N floats (zeroed), or NULL with ERROR set. */
+static float *
+dev_floats (Cal *c, gsize n, GError **error)
+{
+  return c->be->ops->alloc (c->be, MAX (n, (gsize) 1) * sizeof (float), MP_MEM_OTHER, error);
+}
+
 /* ---- GEMM ----------------------------------------------------------------------------- */
 
 /* Inserts V into the sorted set AXIS if it lies in [LO, HI]. */
@@ -99,12 +146,11 @@ axis_add (GArray *axis, double v, double lo, double hi)
     g_array_insert_val (axis, i, v);
 }
 
-/* The dimensions of the zoo's small models: every GEMM's n and k (M is tokens), whole and
- * split over 2 tensor-parallel ranks, and their sequence lengths as token counts. */
+/* The dimensions of MODELS: every GEMM's n and k (M is tokens), whole and split over 2
+ * tensor-parallel ranks, and their sequence lengths as token counts. */
 static void
-zoo_dims (GArray *nk, GArray *m, double lo, double hi)
+zoo_dims (const char *const *models, GArray *nk, GArray *m, double lo, double hi)
 {
-  static const char *const models[] = { "tiny-gpt", "gpt2-124m", "mlp-1024", NULL };
   for (int i = 0; models[i]; i++)
     {
       g_autoptr(GError) error = NULL;
@@ -130,27 +176,32 @@ zoo_dims (GArray *nk, GArray *m, double lo, double hi)
     }
 }
 
-/* Seconds per GEMM of M x N x K (slowest rank), after a warm-up, over REPS runs. */
+/* Seconds per GEMM of M x N x K (slowest rank), after a warm-up, over REPS runs. The
+ * backend's clock synchronises its device, so the time is the device's; a failed launch
+ * surfaces through wait (NULL). */
 static gboolean
 time_gemm (Cal *c, float *out, const float *a, const float *w, int m, int n, int k,
            double *time_s, GError **error)
 {
+  MpBackend *be = c->be;
   double flops = 2.0 * m * n * k;
-  /* Enough repetitions for a few milliseconds at a few tens of GFLOP/s. */
-  int reps = (int) CLAMP ((c->quick ? 2e8 : 1e9) / flops, 1, 200);
-  mpk_cpu_matmul_forward (out, a, w, NULL, m, k, n);
-  if (!barrier (c, error))
+  int reps = (int) CLAMP ((c->quick ? c->dev->gemm_flops_quick : c->dev->gemm_flops) / flops,
+                          1, 200);
+  be->ops->kernels->matmul_forward (out, a, w, NULL, m, k, n);
+  if (!be->ops->wait (be, NULL, error) || !barrier (c, error))
     return FALSE;
-  double t0 = now_s ();
+  double t0 = be->ops->now_s (be);
   for (int r = 0; r < reps; r++)
-    mpk_cpu_matmul_forward (out, a, w, NULL, m, k, n);
-  *time_s = (now_s () - t0) / reps;
+    be->ops->kernels->matmul_forward (out, a, w, NULL, m, k, n);
+  *time_s = (be->ops->now_s (be) - t0) / reps;
+  if (!be->ops->wait (be, NULL, error))
+    return FALSE;
   return max_over_ranks (c, time_s, error);
 }
 
 /* Prints a few rows of the grid (its cube diagonal) and the range of rates. */
 static void
-print_gemm_summary (Cal *c, GArray *axes[3], const double *rate)
+print_gemm_summary (Cal *c, MpDtype dtype, GArray *axes[3], const double *rate)
 {
   if (c->out == NULL)
     return;
@@ -158,7 +209,7 @@ print_gemm_summary (Cal *c, GArray *axes[3], const double *rate)
   gsize cells = (gsize) axes[0]->len * axes[1]->len * axes[2]->len;
   for (gsize i = 0; i < cells; i++)
     lo = MIN (lo, rate[i]), hi = MAX (hi, rate[i]);
-  fprintf (c->out, "#      M       N       K   GFLOP/s   (M = N = K rows of the grid)\n");
+  fprintf (c->out, "#      M       N       K     GFLOP/s   (M = N = K rows of the grid)\n");
   for (guint i = 0; i < axes[0]->len; i++)
     for (guint j = 0; j < axes[1]->len; j++)
       for (guint l = 0; l < axes[2]->len; l++)
@@ -166,37 +217,26 @@ print_gemm_summary (Cal *c, GArray *axes[3], const double *rate)
           double m = g_array_index (axes[0], double, i);
           if (m != g_array_index (axes[1], double, j) || m != g_array_index (axes[2], double, l))
             continue;
-          fprintf (c->out, "  %7.0f %7.0f %7.0f  %8.2f\n", m, m, m,
+          fprintf (c->out, "  %7.0f %7.0f %7.0f  %10.2f\n", m, m, m,
                    rate[((gsize) i * axes[1]->len + j) * axes[2]->len + l] / 1e9);
         }
-  fprintf (c->out, "# GEMM fp32: %zu shapes, %.2f to %.2f GFLOP/s per rank\n\n", cells,
-           lo / 1e9, hi / 1e9);
+  fprintf (c->out, "# GEMM %s: %zu shapes, %.2f to %.2f GFLOP/s per rank\n\n",
+           mp_dtype_name (dtype), cells, lo / 1e9, hi / 1e9);
 }
 
+/* Times every cell of the grid M x NK x NK at DTYPE into the profile. A, W and OUT hold
+ * the largest operands. */
 static gboolean
-measure_gemm (Cal *c, GError **error)
+sweep_gemm (Cal *c, MpDtype dtype, GArray *m, GArray *nk, float *out, const float *a,
+            const float *w, GError **error)
 {
-  double lo = 16, hi = c->quick ? 1024 : 2048;
-  g_autoptr(GArray) m = g_array_new (FALSE, FALSE, sizeof (double));
-  g_autoptr(GArray) nk = g_array_new (FALSE, FALSE, sizeof (double));
-  /* Powers of two (of four when quick), then the zoo's own dimensions. */
-  for (double v = lo; v <= hi; v *= c->quick ? 4 : 2)
-    {
-      axis_add (m, v, lo, hi);
-      axis_add (nk, v, lo, hi);
-    }
-  zoo_dims (nk, m, lo, hi);
-  GArray *axes[3] = { m, nk, nk };
-  gsize cells = (gsize) m->len * nk->len * nk->len;
+  if (c->dev->gemm_dtype && !c->dev->gemm_dtype (c, dtype, error))
+    return FALSE;
   if (c->out)
-    fprintf (c->out, "# GEMM fp32 (OpenBLAS sgemm, 1 thread per rank, %d rank%s at once): "
-             "%u x %u x %u shapes\n", c->size, c->size == 1 ? "" : "s", m->len, nk->len,
-             nk->len);
-  mpk_cpu_init_threads (1);
-  gsize big = (gsize) hi * hi;
-  g_autofree float *a = g_new (float, big), *w = g_new (float, big), *out = g_new (float, big);
-  for (gsize i = 0; i < big; i++)
-    a[i] = w[i] = (float) ((i % 17) - 8) / 8.0f;
+    fprintf (c->out, "# GEMM %s (%s, %d rank%s at once): %u x %u x %u shapes\n",
+             mp_dtype_name (dtype), c->dev->gemm_how, c->size, c->size == 1 ? "" : "s",
+             m->len, nk->len, nk->len);
+  gsize cells = (gsize) m->len * nk->len * nk->len;
   g_autofree double *rate = g_new (double, cells);
   for (gsize cell = 0; cell < cells; cell++)
     {
@@ -208,18 +248,55 @@ measure_gemm (Cal *c, GError **error)
         return FALSE;
       rate[cell] = round4 (2.0 * mm * n * k / t);
     }
-  print_gemm_summary (c, axes, rate);
-  return mp_cost_profile_set_gemm (c->profile, MP_DTYPE_FP32, (double *) m->data, m->len,
+  GArray *axes[3] = { m, nk, nk };
+  print_gemm_summary (c, dtype, axes, rate);
+  return mp_cost_profile_set_gemm (c->profile, dtype, (double *) m->data, m->len,
                                    (double *) nk->data, nk->len, (double *) nk->data, nk->len,
                                    rate, error);
 }
 
+static gboolean
+measure_gemm (Cal *c, GError **error)
+{
+  const CalDevice *d = c->dev;
+  double lo = d->gemm_lo, hi = c->quick ? d->gemm_hi_quick : d->gemm_hi;
+  g_autoptr(GArray) m = g_array_new (FALSE, FALSE, sizeof (double));
+  g_autoptr(GArray) nk = g_array_new (FALSE, FALSE, sizeof (double));
+  /* Powers of two (of four when quick), then the zoo's own dimensions. */
+  for (double v = lo; v <= hi; v *= c->quick ? 4 : 2)
+    {
+      axis_add (m, v, lo, hi);
+      axis_add (nk, v, lo, hi);
+    }
+  zoo_dims (d->zoo, nk, m, lo, hi);
+  /* Operands with a pattern of small values (no overflow or denormals in any dtype). */
+  gsize big = (gsize) hi * hi;
+  g_autofree float *pattern = g_new (float, big);
+  for (gsize i = 0; i < big; i++)
+    pattern[i] = (float) ((i % 17) - 8) / 8.0f;
+  MpBackend *be = c->be;
+  float *a = dev_floats (c, big, error), *w = a ? dev_floats (c, big, error) : NULL;
+  float *out = w ? dev_floats (c, big, error) : NULL;
+  gboolean ok = out != NULL;
+  if (ok)
+    {
+      be->ops->upload (be, a, pattern, big * sizeof (float));
+      be->ops->upload (be, w, pattern, big * sizeof (float));
+    }
+  for (guint i = 0; ok && i < d->n_dtypes; i++)
+    ok = sweep_gemm (c, d->dtypes[i], m, nk, out, a, w, error);
+  be->ops->release (be, out);
+  be->ops->release (be, w);
+  be->ops->release (be, a);
+  return ok;
+}
+
 /* ---- memory --------------------------------------------------------------------------- */
 
+/* host: a STREAM triad over arrays well beyond any last-level cache share of one core. */
 static gboolean
-measure_memory (Cal *c, GError **error)
+triad_bandwidth (Cal *c, double *bytes_per_s, char **how, GError **error)
 {
-  /* Arrays well beyond any last-level cache share of one core. */
   gsize n = (c->quick ? 4u : 16u) << 20;
   int reps = c->quick ? 5 : 10;
   g_autofree double *a = g_new (double, n), *b = g_new (double, n), *x = g_new (double, n);
@@ -240,28 +317,75 @@ measure_memory (Cal *c, GError **error)
         best = MIN (best, t);
     }
   /* STREAM counting: two arrays read, one written. The check keeps the loop alive. */
-  double bw = round4 (3.0 * sizeof (double) * n / best);
   if (a[n / 2] != 7.0)
     {
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "memory test: wrong result %g", a[n / 2]);
       return FALSE;
     }
+  *bytes_per_s = 3.0 * sizeof (double) * n / best;
+  *how = g_strdup_printf ("triad, %zu MiB per array", n * sizeof (double) >> 20);
+  return TRUE;
+}
+
+#ifdef HAVE_CUDA   /* generic over MpBackendOps, but only a device backend uses it */
+/* A device: copies of one buffer to another through the backend (cudaMemcpyAsync device to
+ * device), 10 back to back per timing so launch latency is noise; the best of REPS. */
+static gboolean
+copy_bandwidth (Cal *c, double *bytes_per_s, char **how, GError **error)
+{
+  MpBackend *be = c->be;
+  gsize bytes = (gsize) (c->quick ? 256 : 1024) << 20;
+  int reps = c->quick ? 3 : 5, inner = 10;
+  void *src = be->ops->alloc (be, bytes, MP_MEM_OTHER, error);
+  void *dst = src ? be->ops->alloc (be, bytes, MP_MEM_OTHER, error) : NULL;
+  double best = G_MAXDOUBLE;
+  gboolean ok = dst != NULL;
+  for (int r = 0; ok && r <= reps; r++)
+    {
+      ok = barrier (c, error);
+      double t0 = be->ops->now_s (be);
+      for (int i = 0; ok && i < inner; i++)
+        be->ops->copy (be, dst, src, bytes);
+      double t = (be->ops->now_s (be) - t0) / inner;
+      ok = ok && be->ops->wait (be, NULL, error) && max_over_ranks (c, &t, error);
+      if (r > 0)   /* the first pass is the warm-up */
+        best = MIN (best, t);
+    }
+  be->ops->release (be, dst);
+  be->ops->release (be, src);
+  if (!ok)
+    return FALSE;
+  *bytes_per_s = 2.0 * bytes / best;   /* every byte read once and written once */
+  *how = g_strdup_printf ("device-to-device copy of %zu MiB", bytes >> 20);
+  return TRUE;
+}
+#endif
+
+static gboolean
+measure_memory (Cal *c, GError **error)
+{
+  double bw = 0;
+  g_autofree char *how = NULL;
+  if (!c->dev->memory (c, &bw, &how, error))
+    return FALSE;
+  bw = round4 (bw);
   if (c->out)
-    fprintf (c->out, "# memory (triad, %zu MiB per array, %d rank%s at once): %.2f GB/s per "
-             "rank read + written\n\n", n * sizeof (double) >> 20, c->size,
-             c->size == 1 ? "" : "s", bw / 1e9);
+    fprintf (c->out, "# memory (%s, %d rank%s at once): %.2f GB/s per rank read + written\n\n",
+             how, c->size, c->size == 1 ? "" : "s", bw / 1e9);
   mp_cost_profile_set_mem_bw (c->profile, bw);
   return TRUE;
 }
 
 /* ---- collectives ---------------------------------------------------------------------- */
 
-/* One collective as nccl-tests tests it. Buffers hold floats; COUNT is what the printed
- * `count` column says (per rank for all-gather and reduce-scatter, ECOSYSTEM.md 5.1). */
+/* One collective as nccl-tests tests it, whatever runs it (CalDevice.coll). Buffers hold
+ * floats; COUNT is what the printed `count` column says (per rank for all-gather and
+ * reduce-scatter, ECOSYSTEM.md 5.1). Broadcast is in place on the receive buffer (MPI has
+ * no out-of-place form, and both backends run the same test). */
 typedef struct Coll Coll;
 struct Coll {
   MpCollKind kind;
-  const char *mpi_name, *redop;
+  const char *redop;
   int root;                                  /* -1: none */
   /* Elements of the send and receive buffers for COUNT. */
   void (*buffers) (int n, gsize count, gsize *send, gsize *recv);
@@ -269,7 +393,6 @@ struct Coll {
   gsize (*count_of) (int n, gsize bytes);
   gsize (*bytes_of) (int n, gsize count);     /* nccl-tests size */
   void (*fill) (int rank, int n, gsize count, float *send, float *recv);
-  int (*run) (float *send, float *recv, gsize count, int rank, int n);
   gsize (*check) (int rank, int n, gsize count, const float *recv);  /* wrong elements */
 };
 
@@ -451,36 +574,95 @@ sr_check (int rank, int n, gsize count, const float *recv)
 }
 
 static const Coll colls[] = {
-  { MP_COLL_ALL_REDUCE, "MPI_Allreduce", "sum", -1, ar_buffers, count_whole, bytes_whole,
-    ar_fill, ar_run, ar_check },
-  { MP_COLL_ALL_GATHER, "MPI_Allgather", "none", -1, ag_buffers, count_per_rank, bytes_all,
-    ag_fill, ag_run, ag_check },
-  { MP_COLL_REDUCE_SCATTER, "MPI_Reduce_scatter_block", "sum", -1, rs_buffers, count_per_rank,
-    bytes_all, rs_fill, rs_run, rs_check },
-  { MP_COLL_ALL_TO_ALL, "MPI_Alltoall", "none", -1, ar_buffers, a2a_count, bytes_whole,
-    a2a_fill, a2a_run, a2a_check },
-  { MP_COLL_BROADCAST, "MPI_Bcast", "none", 0, ar_buffers, count_whole, bytes_whole, bc_fill,
-    bc_run, bc_check },
-  { MP_COLL_SEND_RECV, "MPI_Sendrecv", "none", -1, ar_buffers, count_whole, bytes_whole,
-    sr_fill, sr_run, sr_check },
+  { MP_COLL_ALL_REDUCE, "sum", -1, ar_buffers, count_whole, bytes_whole, ar_fill, ar_check },
+  { MP_COLL_ALL_GATHER, "none", -1, ag_buffers, count_per_rank, bytes_all, ag_fill, ag_check },
+  { MP_COLL_REDUCE_SCATTER, "sum", -1, rs_buffers, count_per_rank, bytes_all, rs_fill,
+    rs_check },
+  { MP_COLL_ALL_TO_ALL, "none", -1, ar_buffers, a2a_count, bytes_whole, a2a_fill, a2a_check },
+  { MP_COLL_BROADCAST, "none", 0, ar_buffers, count_whole, bytes_whole, bc_fill, bc_check },
+  { MP_COLL_SEND_RECV, "none", -1, ar_buffers, count_whole, bytes_whole, sr_fill, sr_check },
 };
 
-/* One row: time (slowest rank, mean over ITERS after a warm-up) and #wrong (all ranks). */
+/* host: the MPI call of each kind, on host buffers laid out as the Coll above says. */
+typedef int (*MpiRun) (float *send, float *recv, gsize count, int rank, int n);
+static const MpiRun mpi_runs[MP_COLL_N] = {
+  [MP_COLL_ALL_REDUCE] = ar_run, [MP_COLL_ALL_GATHER] = ag_run,
+  [MP_COLL_REDUCE_SCATTER] = rs_run, [MP_COLL_ALL_TO_ALL] = a2a_run,
+  [MP_COLL_BROADCAST] = bc_run, [MP_COLL_SEND_RECV] = sr_run,
+};
+
 static gboolean
-run_size (Cal *c, const Coll *coll, gsize count, float *send, float *recv, int iters,
-          double *time_s, long *wrong, GError **error)
+mpi_coll (Cal *c, MpCollKind kind, float *send, float *recv, gsize count, int iters,
+          GError **error)
 {
-  coll->fill (c->rank, c->size, count, send, recv);
-  CAL_MPI_TRY (coll->run (send, recv, count, c->rank, c->size));
-  if (!barrier (c, error))
+  for (int i = 0; i < iters; i++)
+    CAL_MPI_TRY (mpi_runs[kind] (send, recv, count, c->rank, c->size));
+  return TRUE;
+}
+
+/* The buffers of one sweep: the backend's (SEND, RECV) and the host's copies that are
+ * filled and checked (the same memory when the backend's is host memory). */
+typedef struct {
+  float *send, *recv, *hsend, *hrecv;
+  gsize send_n, recv_n;
+} CollBufs;
+
+static void
+bufs_free (Cal *c, CollBufs *b)
+{
+  if (!c->dev->host_memory)
+    {
+      g_free (b->hsend);
+      g_free (b->hrecv);
+    }
+  c->be->ops->release (c->be, b->recv);
+  c->be->ops->release (c->be, b->send);
+}
+
+/* Room for COLL's largest message. */
+static gboolean
+bufs_alloc (Cal *c, const Coll *coll, gsize max_bytes, CollBufs *b, GError **error)
+{
+  memset (b, 0, sizeof *b);
+  coll->buffers (c->size, coll->count_of (c->size, max_bytes), &b->send_n, &b->recv_n);
+  b->send = dev_floats (c, b->send_n, error);
+  b->recv = b->send ? dev_floats (c, b->recv_n, error) : NULL;
+  if (b->recv == NULL)
+    {
+      bufs_free (c, b);
+      return FALSE;
+    }
+  b->hsend = c->dev->host_memory ? b->send : g_new (float, MAX (b->send_n, (gsize) 1));
+  b->hrecv = c->dev->host_memory ? b->recv : g_new (float, MAX (b->recv_n, (gsize) 1));
+  return TRUE;
+}
+
+/* One row: time (slowest rank, mean over ITERS after a warm-up) and #wrong (all ranks),
+ * counted on the results copied back to the host. */
+static gboolean
+run_size (Cal *c, const Coll *coll, gsize count, CollBufs *b, int iters, double *time_s,
+          long *wrong, GError **error)
+{
+  MpBackend *be = c->be;
+  gsize send_n, recv_n;
+  coll->buffers (c->size, count, &send_n, &recv_n);
+  coll->fill (c->rank, c->size, count, b->hsend, b->hrecv);
+  if (!c->dev->host_memory)
+    {
+      be->ops->upload (be, b->send, b->hsend, send_n * sizeof (float));
+      be->ops->upload (be, b->recv, b->hrecv, recv_n * sizeof (float));
+    }
+  if (!c->dev->coll (c, coll->kind, b->send, b->recv, count, 1, error) || !barrier (c, error))
     return FALSE;
   double t0 = now_s ();
-  for (int i = 0; i < iters; i++)
-    CAL_MPI_TRY (coll->run (send, recv, count, c->rank, c->size));
+  if (!c->dev->coll (c, coll->kind, b->send, b->recv, count, iters, error))
+    return FALSE;
   *time_s = (now_s () - t0) / iters;
   if (!max_over_ranks (c, time_s, error))
     return FALSE;
-  long mine = (long) coll->check (c->rank, c->size, count, recv);
+  if (!c->dev->host_memory)
+    be->ops->download (be, b->hrecv, b->recv, recv_n * sizeof (float));
+  long mine = (long) coll->check (c->rank, c->size, count, b->hrecv);
   CAL_MPI_TRY (MPI_Allreduce (&mine, wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD));
   return TRUE;
 }
@@ -488,9 +670,10 @@ run_size (Cal *c, const Coll *coll, gsize count, float *send, float *recv, int i
 static void
 print_header (Cal *c, const Coll *coll, int iters)
 {
-  fprintf (c->out, "# %s_perf: %s, %d ranks, out-of-place, float; time = the slowest rank's "
-           "mean over up to %d iterations after 1 warm-up (nccl-tests -a 3)\n#\n",
-           mp_coll_kind_name (coll->kind), coll->mpi_name, c->size, iters);
+  fprintf (c->out, "# %s_perf: %s, %d ranks, %s, float; time = the slowest rank's mean over "
+           "up to %d iterations after 1 warm-up (nccl-tests -a 3)\n#\n",
+           mp_coll_kind_name (coll->kind), c->dev->calls[coll->kind], c->size,
+           coll->kind == MP_COLL_BROADCAST ? "in place" : "out-of-place", iters);
   fprintf (c->out, "#       size         count      type   redop    root     time   algbw   "
                    "busbw  #wrong\n");
   fprintf (c->out, "#        (B)    (elements)                               (us)  (GB/s)  "
@@ -509,35 +692,38 @@ print_row (Cal *c, const Coll *coll, gsize bytes, gsize count, double t, long wr
            mp_coll_busbw (coll->kind, c->size, bytes, t) / 1e9, wrong);
 }
 
-/* Sweeps COLL over 8 B .. MAX_BYTES; adds the busbw table to the profile in TIER (unless
- * TIER is MP_TIER_N: ranks neither all on one node nor one per node). */
+/* Sweeps COLL over 8 B .. the backend's largest message; adds the busbw table to the
+ * profile in TIER (unless TIER is MP_TIER_N: ranks neither all on one node nor one per
+ * node). */
 static gboolean
 sweep (Cal *c, const Coll *coll, MpTier tier, long *total_wrong, GError **error)
 {
-  gsize max_bytes = (gsize) (c->quick ? 4 : 64) << 20;
-  int max_iters = c->quick ? 10 : 20;
-  gsize send_n, recv_n;
-  coll->buffers (c->size, coll->count_of (c->size, max_bytes), &send_n, &recv_n);
-  g_autofree float *send = g_new (float, MAX (send_n, (gsize) 1));
-  g_autofree float *recv = g_new (float, MAX (recv_n, (gsize) 1));
+  const CalDevice *d = c->dev;
+  gsize max_bytes = c->quick ? d->coll_max_quick : d->coll_max;
+  int max_iters = c->quick ? d->coll_iters_quick : d->coll_iters;
+  /* Fewer iterations for large messages: about BUDGET bytes moved per row. */
+  gsize budget = c->quick ? d->coll_budget_quick : d->coll_budget;
+  CollBufs b;
+  if (!bufs_alloc (c, coll, max_bytes, &b, error))
+    return FALSE;
   g_autoptr(GArray) sizes = g_array_new (FALSE, FALSE, sizeof (double));
   g_autoptr(GArray) busbw = g_array_new (FALSE, FALSE, sizeof (double));
   double sum_busbw = 0;
   long wrong_here = 0;
+  gboolean ok = TRUE;
   if (c->out)
     print_header (c, coll, max_iters);
-  for (gsize b = 8; b <= max_bytes; b *= 2)
+  for (gsize s = 8; ok && s <= max_bytes; s *= 2)
     {
-      gsize count = coll->count_of (c->size, b), bytes = coll->bytes_of (c->size, count);
+      gsize count = coll->count_of (c->size, s), bytes = coll->bytes_of (c->size, count);
       if (count == 0 || (sizes->len && bytes <= g_array_index (sizes, double, sizes->len - 1)))
         continue;
-      /* Fewer iterations for large messages: about 8 MB (quick) moved per row. */
-      gsize budget = (gsize) (c->quick ? 8 : 64) << 20;
       int iters = (int) CLAMP (budget / bytes, (gsize) 3, (gsize) max_iters);
       double t = 0;
       long wrong = 0;
-      if (!run_size (c, coll, count, send, recv, iters, &t, &wrong, error))
-        return FALSE;
+      ok = run_size (c, coll, count, &b, iters, &t, &wrong, error);
+      if (!ok)
+        break;
       double bus = mp_coll_busbw (coll->kind, c->size, bytes, t);
       sum_busbw += bus;
       wrong_here += wrong;
@@ -547,6 +733,9 @@ sweep (Cal *c, const Coll *coll, MpTier tier, long *total_wrong, GError **error)
       if (c->out)
         print_row (c, coll, bytes, count, t, wrong);
     }
+  bufs_free (c, &b);
+  if (!ok)
+    return FALSE;
   if (c->out)
     fprintf (c->out, "# Out of bounds values : %ld %s\n# Avg bus bandwidth : %g\n\n", wrong_here,
              wrong_here ? "FAILED" : "OK", sizes->len ? sum_busbw / sizes->len / 1e9 : 0.0);
@@ -623,24 +812,118 @@ describe_machine (MpCostProfile *p)
   mp_cost_profile_set_machine (p, &m);
 }
 
-MpCostProfile *
-mp_calibrate_host (MpWorld *world, const MpCalibrateOptions *opts, GError **error)
+/* ---- the backends ----------------------------------------------------------------------- */
+
+static const MpDtype host_dtypes[] = { MP_DTYPE_FP32 };
+static const char *const host_zoo[] = { "tiny-gpt", "gpt2-124m", "mlp-1024", NULL };
+
+static const CalDevice host_device = {
+  .name = "host",
+  .default_device = "cpu-core",
+  .dtypes = host_dtypes,
+  .n_dtypes = G_N_ELEMENTS (host_dtypes),
+  /* Enough repetitions for a few milliseconds at a few tens of GFLOP/s. */
+  .gemm_lo = 16, .gemm_hi = 2048, .gemm_hi_quick = 1024,
+  .gemm_flops = 1e9, .gemm_flops_quick = 2e8,
+  .zoo = host_zoo,
+  .gemm_how = "OpenBLAS sgemm, 1 thread per rank",
+  .memory = triad_bandwidth,
+  .calls = { [MP_COLL_ALL_REDUCE] = "MPI_Allreduce", [MP_COLL_ALL_GATHER] = "MPI_Allgather",
+             [MP_COLL_REDUCE_SCATTER] = "MPI_Reduce_scatter_block",
+             [MP_COLL_ALL_TO_ALL] = "MPI_Alltoall", [MP_COLL_BROADCAST] = "MPI_Bcast",
+             [MP_COLL_SEND_RECV] = "MPI_Sendrecv" },
+  .coll_max = (gsize) 64 << 20, .coll_max_quick = (gsize) 4 << 20,
+  .coll_budget = (gsize) 64 << 20, .coll_budget_quick = (gsize) 8 << 20,
+  .coll_iters = 20, .coll_iters_quick = 10,
+  .host_memory = TRUE,
+  .coll = mpi_coll,
+};
+
+#ifdef HAVE_CUDA
+static gboolean
+cuda_coll (Cal *c, MpCollKind kind, float *send, float *recv, gsize count, int iters,
+           GError **error)
 {
-  g_return_val_if_fail (world != NULL && opts != NULL, NULL);
-  g_autoptr(MpCostProfile) profile = mp_cost_profile_new (opts->device);
-  Cal c = { world, mp_world_rank (world), mp_world_size (world), opts->quick,
-            mp_world_rank (world) == 0 ? opts->out : NULL, profile };
+  return mp_backend_cuda_run_coll (c->be, c->group, kind, send, recv, count, iters, error);
+}
+
+static gboolean
+cuda_gemm_dtype (Cal *c, MpDtype dtype, GError **error)
+{
+  return mp_backend_cuda_set_gemm_dtype (c->be, dtype, error);
+}
+
+/* bf16 first: the `cuda` backend's GEMM, then the `cuda-fp32` one. */
+static const MpDtype cuda_dtypes[] = { MP_DTYPE_BF16, MP_DTYPE_FP32 };
+static const char *const cuda_zoo[] = { "gpt2-124m", NULL };
+
+static const CalDevice cuda_device = {
+  .name = "cuda",
+  .default_device = NULL,   /* the GPU's name */
+  .dtypes = cuda_dtypes,
+  .n_dtypes = G_N_ELEMENTS (cuda_dtypes),
+  /* 256: below it a GEMM is launch latency. Repetitions for a few milliseconds at a few
+   * hundred TFLOP/s (an 8192^3 GEMM runs once after its warm-up). */
+  .gemm_lo = 256, .gemm_hi = 8192, .gemm_hi_quick = 4096,
+  .gemm_flops = 2e12, .gemm_flops_quick = 5e11,
+  .zoo = cuda_zoo,
+  .gemm_how = "the cuda backend's cuBLAS GEMM: bf16 inputs cast in the call, fp32 "
+              "accumulation; fp32 without TF32; one GPU per rank",
+  .memory = copy_bandwidth,
+  .calls = { [MP_COLL_ALL_REDUCE] = "ncclAllReduce", [MP_COLL_ALL_GATHER] = "ncclAllGather",
+             [MP_COLL_REDUCE_SCATTER] = "ncclReduceScatter",
+             [MP_COLL_ALL_TO_ALL] = "ncclSend/ncclRecv to every peer",
+             [MP_COLL_BROADCAST] = "ncclBroadcast",
+             [MP_COLL_SEND_RECV] = "ncclSend/ncclRecv in a ring" },
+  .coll_max = (gsize) 256 << 20, .coll_max_quick = (gsize) 64 << 20,
+  .coll_budget = (gsize) 4 << 30, .coll_budget_quick = (gsize) 1 << 30,
+  .coll_iters = 20, .coll_iters_quick = 10,
+  .host_memory = FALSE,
+  .world_group = TRUE,
+  .coll = cuda_coll,
+  .gemm_dtype = cuda_gemm_dtype,
+};
+#endif
+
+/* The device the profile applies to: OPTS's, the backend's default, or the GPU's name. */
+static char *
+profile_device (const Cal *c, const MpCalibrateOptions *opts, GError **error)
+{
+  if (opts->device != NULL && opts->device[0] != '\0')
+    return g_strdup (opts->device);
+  if (c->dev->default_device != NULL)
+    return g_strdup (c->dev->default_device);
+#ifdef HAVE_CUDA
+  return mp_backend_cuda_device_name (c->be, error);
+#else
+  g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "backend %s names no device", c->dev->name);
+  return NULL;
+#endif
+}
+
+/* Everything, once the backend is open. */
+static MpCostProfile *
+calibrate (Cal *c, const MpCalibrateOptions *opts, GError **error)
+{
+  g_autofree char *device = profile_device (c, opts, error);
+  if (device == NULL)
+    return NULL;
+  g_autoptr(MpCostProfile) profile = mp_cost_profile_new (device);
+  c->profile = profile;
   describe_machine (profile);
-  if (!measure_gemm (&c, error) || !measure_memory (&c, error))
+  if (c->out)
+    fprintf (c->out, "# calibrate --backend %s: profile for device '%s'\n\n", c->dev->name,
+             device);
+  if (!measure_gemm (c, error) || !measure_memory (c, error))
     return NULL;
   gboolean all_right = TRUE;
-  if (c.size < 2)
+  if (c->size < 2)
     {
-      if (c.out)
-        fprintf (c.out, "# collectives skipped: one process (start it under mpirun -np N "
-                        "to measure them)\n");
+      if (c->out)
+        fprintf (c->out, "# collectives skipped: one process (start it under mpirun -np N "
+                         "to measure them)\n");
     }
-  else if (!measure_collectives (&c, &all_right, error))
+  else if (!measure_collectives (c, &all_right, error))
     return NULL;
   if (!all_right)
     {
@@ -649,4 +932,42 @@ mp_calibrate_host (MpWorld *world, const MpCalibrateOptions *opts, GError **erro
       return NULL;
     }
   return g_steal_pointer (&profile);
+}
+
+MpCostProfile *
+mp_calibrate (MpWorld *world, const MpCalibrateOptions *opts, GError **error)
+{
+  g_return_val_if_fail (world != NULL && opts != NULL, NULL);
+  const char *name = opts->backend ? opts->backend : "host";
+  const CalDevice *dev = NULL;
+  if (strcmp (name, "host") == 0)
+    dev = &host_device;
+#ifdef HAVE_CUDA
+  else if (strcmp (name, "cuda") == 0)
+    dev = &cuda_device;
+#endif
+  int rank = mp_world_rank (world), size = mp_world_size (world);
+  /* The registry first: it says "no CUDA device" without a GPU or a CUDA build. */
+  MpBackend *be = mp_backend_new (name, rank, size, error);
+  if (be == NULL)
+    return NULL;
+  if (dev == NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "calibrate: backend '%s' is not one of "
+                   "host, cuda", name);
+      be->ops->free (be);
+      return NULL;
+    }
+  Cal c = { world, rank, size, opts->quick, rank == 0 ? opts->out : NULL, NULL, dev, be,
+            NULL };
+  MpCostProfile *profile = NULL;
+  /* A group of every rank before any buffer: the cuda backend's collectives need its
+   * communicator, made while the device still has room for NCCL's own buffers. */
+  if (size < 2 || !dev->world_group
+      || (c.group = be->ops->group_split (be, 0, rank, error)) != NULL)
+    profile = calibrate (&c, opts, error);
+  if (c.group)
+    be->ops->group_free (be, c.group);
+  be->ops->free (be);
+  return profile;
 }

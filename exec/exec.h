@@ -31,19 +31,23 @@ GPtrArray *mp_world_gather (MpWorld *world, GBytes *mine, GError **error);
 /* ---- calibration (calibrate.c) ---- */
 
 typedef struct {
-  gboolean quick;          /* smaller GEMM grid, messages up to 4 MB: under a minute */
-  const char *device;      /* the device name the profile applies to ("cpu-core") */
+  const char *backend;     /* "host" (NULL) or "cuda" (one GPU per rank) */
+  gboolean quick;          /* smaller GEMM grid and messages: under a minute */
+  const char *device;      /* the device name the profile applies to; NULL: "cpu-core"
+                            * for host, the GPU's name (cudaGetDeviceProperties) for cuda */
   FILE *out;               /* where rank 0 prints the tables (nccl-tests format) */
 } MpCalibrateOptions;
 
-/* Measures this machine with every rank of WORLD at once: fp32 GEMM rates on a grid
- * (OpenBLAS, one thread per rank), memory bandwidth, and with 2 ranks or more every
- * collective and send/recv, checking their results. Returns the profile on every rank
- * (caller owns; rank 0 writes it), or NULL with MP_ERROR_RUNTIME when MPI fails or a
- * collective returns a wrong result. Collective: every rank must call it. */
+/* Measures this machine with every rank of WORLD at once through OPTS's backend: GEMM
+ * rates on a grid (host: fp32, OpenBLAS, one thread per rank; cuda: bf16 and fp32 through
+ * cuBLAS), memory bandwidth, and with 2 ranks or more every collective and send/recv (MPI
+ * or NCCL), checking their results. Returns the profile on every rank (caller owns; rank 0
+ * writes it), or NULL with MP_ERROR_RUNTIME when MPI, CUDA or NCCL fails, a collective
+ * returns a wrong result, or the backend cannot open (the message starts "no CUDA device"
+ * without a GPU or a CUDA build). Collective: every rank must call it. */
 struct _MpCostProfile;
-struct _MpCostProfile *mp_calibrate_host (MpWorld *world, const MpCalibrateOptions *opts,
-                                          GError **error);
+struct _MpCostProfile *mp_calibrate (MpWorld *world, const MpCalibrateOptions *opts,
+                                     GError **error);
 
 /* ---- running a plan (driver.c; backends in backend.h) ----------------------------- */
 

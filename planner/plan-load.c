@@ -425,6 +425,7 @@ mp_plan_resolved_free (MpPlanResolved *resolved)
     return;
   mp_plan_free (resolved->plan);
   mp_cost_context_free (resolved->ctx);
+  mp_cost_profile_free (resolved->profile);
   mp_cluster_free (resolved->cluster);
   mp_model_free (resolved->model);
   g_free (resolved->placement);
@@ -504,10 +505,27 @@ load_inputs (const MpPlanFile *file, MpPlanResolved *res, GError **error)
 MpPlanResolved *
 mp_plan_file_resolve (const MpPlanFile *file, GError **error)
 {
+  return mp_plan_file_resolve_full (file, NULL, NULL, error);
+}
+
+MpPlanResolved *
+mp_plan_file_resolve_full (const MpPlanFile *file, MpProfileFor profile_for, gpointer data,
+                           GError **error)
+{
   g_return_val_if_fail (file != NULL && file->model != NULL && file->cluster != NULL, NULL);
   g_autoptr(MpPlanResolved) res = g_new0 (MpPlanResolved, 1);
   if (!load_inputs (file, res, error) || !check_placement (file, res->cluster, error))
     return NULL;
+  if (profile_for != NULL)
+    {
+      GError *local = NULL;
+      res->profile = profile_for (res->cluster, data, &local);
+      if (local != NULL)
+        {
+          g_propagate_error (error, local);
+          return NULL;
+        }
+    }
   MpParallelConfig cfg = file->cfg;
   cfg.chunk_layers = file->chunk_layers;
   if (file->placement)
@@ -516,7 +534,7 @@ mp_plan_file_resolve (const MpPlanFile *file, GError **error)
       res->placement = g_memdup2 (file->placement, world * sizeof (guint));
     }
   cfg.placement = res->placement;
-  res->ctx = mp_cost_context_new (res->model, res->cluster, NULL);
+  res->ctx = mp_cost_context_new (res->model, res->cluster, res->profile);
   res->plan = g_new0 (MpPlan, 1);
   GError *cause = NULL;
   if (!mp_plan_evaluate (res->ctx, &cfg, file->global_batch, res->plan, &cause))

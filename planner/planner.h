@@ -267,7 +267,8 @@ gboolean mp_plan_yaml_is_plan (const struct _MpYamlNode *root);
 typedef struct {
   MpModel *model;
   MpCluster *cluster;
-  MpCostContext *ctx;          /* over model and cluster, no calibration profile */
+  MpCostContext *ctx;          /* over model and cluster (and profile, if any) */
+  MpCostProfile *profile;      /* the calibration profile applied, or NULL */
   MpPlan *plan;                /* plan->cfg.placement points at placement */
   guint *placement;            /* the file's, copied; NULL: identity */
 } MpPlanResolved;
@@ -277,6 +278,12 @@ typedef struct {
  * MP_ERROR_INPUT located in the plan file (at `model:`, `cluster:`, `placement:` or
  * `parallel:`). */
 MpPlanResolved *mp_plan_file_resolve (const MpPlanFile *file, GError **error);
+/* The same with a calibration profile: once the cluster is loaded, PROFILE_FOR (may be
+ * NULL) returns the profile to apply to it (caller of it owns; NULL and no error: none),
+ * which the cost model then uses; the result owns it. */
+typedef MpCostProfile *(*MpProfileFor) (MpCluster *cluster, gpointer data, GError **error);
+MpPlanResolved *mp_plan_file_resolve_full (const MpPlanFile *file, MpProfileFor profile_for,
+                                           gpointer data, GError **error);
 void mp_plan_resolved_free (MpPlanResolved *resolved);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlanResolved, mp_plan_resolved_free)
 

@@ -1,8 +1,9 @@
 #!/bin/sh
 # gpu-check.sh OUTDIR [--bundle DIR] [--cluster NAME] [--jobs N]
 # On a machine with one NVIDIA GPU, in under 8 minutes: build mpplan with CUDA, run every
-# kernel check (tests/test-kernels-cuda), calibrate (--backend cuda --quick), plan gpt2-124m
-# for that one GPU (cluster h200 unless --cluster), execute it with --backend cuda, a
+# kernel check (tests/test-kernels-cuda), calibrate (--backend cuda --quick, the profile
+# named for the cluster's device), plan gpt2-124m for that one GPU with that fresh profile
+# (cluster h200 unless --cluster), execute it with --backend cuda, a
 # --check of cuda-fp32 against the host backend on the tiny test model, then the report;
 # the last thing printed is a short table. Logs and JSON files go to OUTDIR.
 # --bundle DIR: libraries prepared on a Debian machine by scripts/gpu-bundle.sh DIR, for a
@@ -50,11 +51,15 @@ CMOCKA_MESSAGE_OUTPUT=TAP timeout 120 "$out/build/tests/test-kernels-cuda" >"$ou
 kpass=$(grep -c '^ok ' "$out/kernels.tap"); kfail=$(grep -c '^not ok' "$out/kernels.tap")
 
 step "calibrate --backend cuda --quick"
+# The profile must carry the cluster file's device name (the GPU's own name, e.g. "NVIDIA
+# H200", is the default and would match no cluster device), so plan applies it.
+dev=$("$mp" describe "$cluster" 2>/dev/null | sed -n 's/^  device  *//p' | head -1)
 prof=
-if timeout 150 "$mp" calibrate --backend cuda --quick -o "$out/profile.yaml" >"$out/calibrate.log" 2>&1; then
-  prof="--profile $out/profile.yaml"; calib=fresh
+if timeout 150 "$mp" calibrate --backend cuda --quick ${dev:+--device "$dev"} \
+     -o "$out/profile.yaml" >"$out/calibrate.log" 2>&1; then
+  prof="--profile $out/profile.yaml"; calib="fresh (device ${dev:-the GPU's name})"
 else
-  calib="failed/refused (built-in curves): $(tail -1 "$out/calibrate.log")"
+  calib="failed (built-in curves): $(tail -1 "$out/calibrate.log")"
 fi
 
 step "plan gpt2-124m on $cluster (1 GPU)"
@@ -62,7 +67,12 @@ step "plan gpt2-124m on $cluster (1 GPU)"
 timeout 60 "$mp" plan -q -m gpt2-124m -c "$cluster:1" $prof -o "$out/plan.yaml" >"$out/plan.txt" 2>&1 ||
   timeout 60 "$mp" plan -q -m gpt2-124m -c "$cluster" $prof -o "$out/plan.yaml" >"$out/plan.txt" 2>&1 ||
   { echo "gpu-check: plan failed, see $out/plan.txt" >&2; cat "$out/plan.txt" >&2; exit 1; }
-timeout 60 "$mp" simulate -p "$out/plan.yaml" --format json >"$out/predicted.json" 2>"$out/simulate.err" || true
+# For the record only: simulate takes no --profile, so its times are the built-in curves'.
+timeout 60 "$mp" simulate -p "$out/plan.yaml" --json >"$out/simulated.json" 2>"$out/simulate.err" || true
+# plan warns "not used" when the profile names a device the cluster lacks.
+if [ -n "$prof" ] && grep -q 'not used' "$out/plan.txt"; then
+  calib="$calib, but not used by plan: $(grep 'not used' "$out/plan.txt" | head -1)"
+fi
 
 step "check: cuda-fp32 and cuda (bf16) against the host backend, tiny model"
 "$mp" plan -q -m "$src/tests/data/model-exec.yaml" -c "$src/tests/data/cluster-host1.yaml" -o "$out/tiny.yaml" >/dev/null 2>&1
@@ -81,7 +91,8 @@ if "$mp" report --help >/dev/null 2>&1; then
 fi
 # Predicted vs measured from the JSON files themselves (no report command needed).
 num () { sed -n "s/.*\"$2\"[^0-9.eE+-]*\([0-9.eE+-]*\).*/\1/p" "$1" 2>/dev/null | head -1; }
-pred=$(num "$out/predicted.json" step_s); [ -n "$pred" ] || pred=$(num "$out/plan.yaml" step_s)
+# The prediction is the plan's: made with the fresh profile (when calibration worked).
+pred=$(num "$out/plan.yaml" step_s); [ -n "$pred" ] || pred=$(num "$out/simulated.json" step_s)
 meas=$(num "$out/measured.json" step_s)
 mfu=$(num "$out/measured.json" mfu)
 err=$(awk -v p="${pred:-0}" -v m="${meas:-0}" 'BEGIN { if (m > 0 && p > 0) printf "%+.1f%%", 100 * (p - m) / m; else print "n/a" }')

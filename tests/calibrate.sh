@@ -37,10 +37,21 @@ ok "the profile has every collective" sh -c "[ \$(grep -c '^  - kind: ' \"$tmp/p
 ok "plan with --profile works" sh -c "\"$MPPLAN\" plan -m tiny-gpt -c host -q --profile \"$tmp/p.yaml\" >\"$tmp/cal.txt\""
 ok "plan without it works" sh -c "\"$MPPLAN\" plan -m tiny-gpt -c host -q >\"$tmp/plain.txt\""
 ok "the calibrated prediction differs" sh -c "! cmp -s \"$tmp/cal.txt\" \"$tmp/plain.txt\""
+ok "simulate with --profile uses it" sh -c "\"$MPPLAN\" plan -m tiny-gpt -c host -q -o \"$tmp/plan.yaml\" >/dev/null && \"$MPPLAN\" simulate -p \"$tmp/plan.yaml\" --json >\"$tmp/s0.json\" && \"$MPPLAN\" simulate -p \"$tmp/plan.yaml\" --json --profile \"$tmp/p.yaml\" >\"$tmp/s1.json\" && ! cmp -s \"$tmp/s0.json\" \"$tmp/s1.json\""
 ok "a host profile for this machine makes host calibrated" \
   sh -c "cp \"$tmp/p.yaml\" \"$tmp/host.yaml\" && MPPLAN_PROFILE=\"$tmp/host.yaml\" \"$MPPLAN\" describe host | grep -q 'calibrated: see profile'"
 ok "one process measures GEMMs and memory, skips collectives" \
   sh -c "\"$MPPLAN\" calibrate --quick -o \"$tmp/one.yaml\" | grep -q 'collectives skipped' && ! grep -q 'collectives:' \"$tmp/one.yaml\""
 ok "an unknown backend is a usage error" sh -c "\"$MPPLAN\" calibrate --backend tpu >/dev/null 2>&1; [ \$? -eq 2 ]"
-ok "calibrate --backend cuda is refused (not implemented), status 1" sh -c "\"$MPPLAN\" calibrate --backend cuda >/dev/null 2>&1; [ \$? -eq 1 ]"
+# --backend cuda: without a GPU, or in a build without CUDA, exit 1 saying "no CUDA device"
+# and write nothing; where it succeeds (a GPU and a CUDA build) its profile must validate.
+"$MPPLAN" calibrate --backend cuda --quick -o "$tmp/cuda.yaml" >"$tmp/cuda.out" 2>"$tmp/cuda.err"
+crc=$?
+if [ $crc -eq 0 ]; then
+  ok "calibrate --backend cuda on this GPU: the profile validates" \
+    sh -c "\"$MPPLAN\" validate \"$tmp/cuda.yaml\" | grep -q ': ok: profile for '"
+else
+  ok "calibrate --backend cuda without a GPU: status 1, \"no CUDA device\", no profile" \
+    sh -c "[ $crc -eq 1 ] && grep -q '^no CUDA device' \"$tmp/cuda.err\" && [ ! -e \"$tmp/cuda.yaml\" ]"
+fi
 tap_done
