@@ -52,30 +52,16 @@ add_parts (JsonBuilder *b, const char *key, const double v[6])
 }
 
 static void
-add_double (JsonBuilder *b, const char *key, double v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_double_value (b, v);
-}
-
-static void
-add_int (JsonBuilder *b, const char *key, gint64 v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_int_value (b, v);
-}
-
-static void
 rank_json (JsonBuilder *b, const MpSimRank *rk)
 {
   json_builder_begin_object (b);
-  add_int (b, "rank", rk->rank);
-  add_int (b, "stage", rk->stage);
-  add_double (b, "end_s", rk->end_s);
+  mp_json_add_int (b, "rank", rk->rank);
+  mp_json_add_int (b, "stage", rk->stage);
+  mp_json_add_double (b, "end_s", rk->end_s);
   json_builder_set_member_name (b, "busy_s");
   json_builder_begin_object (b);
   for (int s = 0; s < MP_STREAM_N; s++)
-    add_double (b, mp_stream_name ((MpStream) s), rk->busy_s[s]);
+    mp_json_add_double (b, mp_stream_name ((MpStream) s), rk->busy_s[s]);
   json_builder_end_object (b);
   double parts[6];
   sim_parts (&rk->time, parts);
@@ -91,24 +77,24 @@ result_json (const MpPlanResolved *res, const char *path, const MpSimResult *sim
   double parts[6];
   g_autoptr(JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
-  add_int (b, "schema_version", 1);
+  mp_json_add_int (b, "schema_version", 1);
   json_builder_set_member_name (b, "plan");
   json_builder_add_string_value (b, path);
   json_builder_set_member_name (b, "model");
   json_builder_add_string_value (b, res->model->name);
   json_builder_set_member_name (b, "cluster");
   json_builder_add_string_value (b, res->cluster->name);
-  add_double (b, "step_s", sim->step_s);
+  mp_json_add_double (b, "step_s", sim->step_s);
   sim_parts (&sim->time, parts);
   add_parts (b, "time_s", parts);
-  add_double (b, "closed_form_step_s", plan->step_s);
+  mp_json_add_double (b, "closed_form_step_s", plan->step_s);
   plan_parts (&plan->time, parts);
   add_parts (b, "closed_form_time_s", parts);
-  add_double (b, "difference", plan->step_s > 0 ? sim->step_s / plan->step_s - 1 : 0);
-  add_int (b, "critical_rank", sim->ranks[sim->critical].rank);
-  add_int (b, "critical_stage", sim->ranks[sim->critical].stage);
-  add_int (b, "instructions", (gint64) sim->n_insns);
-  add_int (b, "events", (gint64) sim->n_events);
+  mp_json_add_double (b, "difference", plan->step_s > 0 ? sim->step_s / plan->step_s - 1 : 0);
+  mp_json_add_int (b, "critical_rank", sim->ranks[sim->critical].rank);
+  mp_json_add_int (b, "critical_stage", sim->ranks[sim->critical].stage);
+  mp_json_add_int (b, "instructions", (gint64) sim->n_insns);
+  mp_json_add_int (b, "events", (gint64) sim->n_events);
   json_builder_set_member_name (b, "ranks");
   json_builder_begin_array (b);
   for (guint r = 0; r < sim->n_ranks; r++)

@@ -2,6 +2,7 @@
 #include "common/output.h"
 #include "common/error.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,4 +45,38 @@ mp_json_write (const char *path, JsonNode *root, GError **error)
 {
   g_autofree char *text = mp_json_to_string (root);
   return mp_output_write (path, text, strlen (text), error);
+}
+
+void
+mp_json_add_int (JsonBuilder *b, const char *key, gint64 v)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_add_int_value (b, v);
+}
+
+void
+mp_json_add_double (JsonBuilder *b, const char *key, double v)
+{
+  json_builder_set_member_name (b, key);
+  if (isfinite (v))
+    json_builder_add_double_value (b, v);
+  else
+    json_builder_add_null_value (b);
+}
+
+void
+mp_json_add_string (JsonBuilder *b, const char *key, const char *v)
+{
+  json_builder_set_member_name (b, key);
+  if (v != NULL)
+    json_builder_add_string_value (b, v);
+  else
+    json_builder_add_null_value (b);
+}
+
+void
+mp_json_add_bool (JsonBuilder *b, const char *key, gboolean v)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_add_boolean_value (b, v);
 }

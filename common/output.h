@@ -11,6 +11,13 @@ G_BEGIN_DECLS
 /* Writes LEN bytes of DATA to PATH atomically ("-": stdout). FALSE with MP_ERROR_IO. */
 gboolean mp_output_write (const char *path, const char *data, gsize len, GError **error);
 
+/* Members of the object being built: "KEY": value. A non-finite double is written as
+ * null (JSON has no NaN); a NULL string as null. */
+void mp_json_add_int (JsonBuilder *b, const char *key, gint64 v);
+void mp_json_add_double (JsonBuilder *b, const char *key, double v);
+void mp_json_add_string (JsonBuilder *b, const char *key, const char *v);
+void mp_json_add_bool (JsonBuilder *b, const char *key, gboolean v);
+
 /* Serialises ROOT (pretty, 2-space indent, trailing newline); caller owns. */
 char *mp_json_to_string (JsonNode *root);
 /* Writes ROOT as JSON to PATH atomically ("-": stdout). */

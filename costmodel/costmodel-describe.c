@@ -7,6 +7,7 @@
  * Text columns use fixed units (ms, GFLOP, MB) so rows line up; JSON carries SI units. */
 #define G_LOG_DOMAIN "mpplan-costmodel"
 #include "config.h"
+#include "common/output.h"
 #include "costmodel/costmodel-private.h"
 
 #include <string.h>
@@ -186,27 +187,6 @@ add_phase (JsonBuilder *b, const char *key, const MpPhaseCost *p)
 }
 
 static void
-set_double (JsonBuilder *b, const char *key, double v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_double_value (b, v);
-}
-
-static void
-set_int (JsonBuilder *b, const char *key, gint64 v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_int_value (b, v);
-}
-
-static void
-set_string (JsonBuilder *b, const char *key, const char *v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_string_value (b, v);
-}
-
-static void
 add_ops (JsonBuilder *b, const MpCostContext *ctx, const MpParallelConfig *cfg,
          const MpStageSpans *spans, guint layer)
 {
@@ -218,9 +198,9 @@ add_ops (JsonBuilder *b, const MpCostContext *ctx, const MpParallelConfig *cfg,
       MpOpCost oc;
       mp_cost_op (ctx, cfg, spans, layer, i, &oc);
       json_builder_begin_object (b);
-      set_string (b, "name", l->ops[i].name);
-      set_string (b, "kind", mp_op_kind_name (l->ops[i].kind));
-      set_string (b, "split", mp_split_name (l->ops[i].split));
+      mp_json_add_string (b, "name", l->ops[i].name);
+      mp_json_add_string (b, "kind", mp_op_kind_name (l->ops[i].kind));
+      mp_json_add_string (b, "split", mp_split_name (l->ops[i].split));
       if (oc.m > 0)
         {
           json_builder_set_member_name (b, "shape");
@@ -231,13 +211,13 @@ add_ops (JsonBuilder *b, const MpCostContext *ctx, const MpParallelConfig *cfg,
           json_builder_add_double_value (b, oc.batch);
           json_builder_end_array (b);
         }
-      set_double (b, "fwd_s", oc.fwd.time_s);
-      set_double (b, "bwd_s", oc.bwd.time_s);
-      set_double (b, "fwd_flops", oc.fwd.flops);
-      set_double (b, "bwd_flops", oc.bwd.flops);
-      set_double (b, "fwd_bytes", oc.fwd.bytes);
-      set_double (b, "efficiency", oc.fwd.efficiency);
-      set_string (b, "bound", oc.fwd.memory_bound ? "memory" : "compute");
+      mp_json_add_double (b, "fwd_s", oc.fwd.time_s);
+      mp_json_add_double (b, "bwd_s", oc.bwd.time_s);
+      mp_json_add_double (b, "fwd_flops", oc.fwd.flops);
+      mp_json_add_double (b, "bwd_flops", oc.bwd.flops);
+      mp_json_add_double (b, "fwd_bytes", oc.fwd.bytes);
+      mp_json_add_double (b, "efficiency", oc.fwd.efficiency);
+      mp_json_add_string (b, "bound", oc.fwd.memory_bound ? "memory" : "compute");
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
@@ -254,25 +234,25 @@ mp_cost_describe_layers_json (const MpCostContext *ctx, const MpParallelConfig *
   const MpCostDevice *dev = spans.device;
   g_autoptr(JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
-  set_int (b, "schema_version", 1);
-  set_string (b, "model", ctx->model->name);
-  set_string (b, "cluster", ctx->cluster->name);
-  set_string (b, "device", dev->device->name);
-  set_string (b, "device_class", dev->curve->name);
-  set_string (b, "dtype", mp_dtype_name (dev->dtype));
+  mp_json_add_int (b, "schema_version", 1);
+  mp_json_add_string (b, "model", ctx->model->name);
+  mp_json_add_string (b, "cluster", ctx->cluster->name);
+  mp_json_add_string (b, "device", dev->device->name);
+  mp_json_add_string (b, "device_class", dev->curve->name);
+  mp_json_add_string (b, "dtype", mp_dtype_name (dev->dtype));
   json_builder_set_member_name (b, "calibrated");
   json_builder_add_boolean_value (b, dev->profile != NULL);
   json_builder_set_member_name (b, "config");
   json_builder_begin_object (b);
-  set_int (b, "tp", cfg.tp);
-  set_int (b, "cp", cfg.cp);
-  set_int (b, "ep", cfg.ep);
-  set_int (b, "micro_batch_size", cfg.micro_batch_size);
+  mp_json_add_int (b, "tp", cfg.tp);
+  mp_json_add_int (b, "cp", cfg.cp);
+  mp_json_add_int (b, "ep", cfg.ep);
+  mp_json_add_int (b, "micro_batch_size", cfg.micro_batch_size);
   json_builder_set_member_name (b, "sequence_parallel");
   json_builder_add_boolean_value (b, cfg.sequence_parallel);
   json_builder_set_member_name (b, "flash_attention");
   json_builder_add_boolean_value (b, cfg.flash_attention);
-  set_string (b, "recompute", mp_recompute_name (cfg.recompute));
+  mp_json_add_string (b, "recompute", mp_recompute_name (cfg.recompute));
   json_builder_end_object (b);
   json_builder_set_member_name (b, "layers");
   json_builder_begin_array (b);
@@ -282,13 +262,13 @@ mp_cost_describe_layers_json (const MpCostContext *ctx, const MpParallelConfig *
       const Run *r = &g_array_index (runs, Run, i);
       g_autofree char *name = run_name (ctx->model, r);
       json_builder_begin_object (b);
-      set_string (b, "name", name);
-      set_int (b, "first", r->first);
-      set_int (b, "count", r->count);
+      mp_json_add_string (b, "name", name);
+      mp_json_add_int (b, "first", r->first);
+      mp_json_add_int (b, "count", r->count);
       add_phase (b, "forward", &r->fwd);
       add_phase (b, "backward", &r->bwd);
-      set_double (b, "params", r->params);
-      set_double (b, "activation_bytes", r->activations);
+      mp_json_add_double (b, "params", r->params);
+      mp_json_add_double (b, "activation_bytes", r->activations);
       add_ops (b, ctx, &cfg, &spans, r->first);
       json_builder_end_object (b);
     }

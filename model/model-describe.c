@@ -5,6 +5,7 @@
  * Nothing here computes model figures: it only reads the IR that model.c built. */
 #define G_LOG_DOMAIN "mpplan-model"
 #include "config.h"
+#include "common/output.h"
 #include "model/model-private.h"
 
 #include <math.h>
@@ -315,69 +316,41 @@ mp_model_describe_text (const MpModel *m)
 /* ---- JSON -------------------------------------------------------------------------- */
 
 static void
-json_num (JsonBuilder *b, const char *key, double v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_double_value (b, v);
-}
-
-static void
-json_int (JsonBuilder *b, const char *key, guint64 v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_int_value (b, (gint64) v);
-}
-
-static void
-json_str (JsonBuilder *b, const char *key, const char *v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_string_value (b, v);
-}
-
-static void
-json_bool (JsonBuilder *b, const char *key, gboolean v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_boolean_value (b, v);
-}
-
-static void
 json_shape (JsonBuilder *b, const MpModel *m)
 {
   json_builder_set_member_name (b, "shape");
   json_builder_begin_object (b);
-  json_bool (b, "bias", m->bias);
+  mp_json_add_bool (b, "bias", m->bias);
   if (m->arch == MP_ARCH_MLP)
     {
-      json_int (b, "input", m->input);
+      mp_json_add_int (b, "input", m->input);
       json_builder_set_member_name (b, "layers");
       json_builder_begin_array (b);
       for (guint i = 0; i < m->n_mlp_layers; i++)
         {
           json_builder_begin_object (b);
-          json_int (b, "out", m->mlp_layers[i].out);
-          json_str (b, "activation", mp_activation_name (m->mlp_layers[i].activation));
+          mp_json_add_int (b, "out", m->mlp_layers[i].out);
+          mp_json_add_string (b, "activation", mp_activation_name (m->mlp_layers[i].activation));
           json_builder_end_object (b);
         }
       json_builder_end_array (b);
     }
   else
     {
-      json_int (b, "layers", m->n_blocks);
-      json_int (b, "hidden", m->hidden);
-      json_int (b, "heads", m->heads);
-      json_int (b, "kv_heads", m->kv_heads);
-      json_int (b, "head_dim", m->head_dim);
-      json_int (b, "ffn_hidden", m->ffn_hidden);
-      json_int (b, "vocab", m->vocab);
-      json_int (b, "seq_len", m->seq_len);
-      json_str (b, "activation", mp_activation_name (m->activation));
-      json_str (b, "norm", mp_model_norm_name (m->norm));
-      json_str (b, "position", mp_model_position_name (m->position));
-      json_bool (b, "tied_embeddings", m->tied_embeddings);
-      json_int (b, "experts", m->experts);
-      json_int (b, "experts_per_token", m->experts_per_token);
+      mp_json_add_int (b, "layers", m->n_blocks);
+      mp_json_add_int (b, "hidden", m->hidden);
+      mp_json_add_int (b, "heads", m->heads);
+      mp_json_add_int (b, "kv_heads", m->kv_heads);
+      mp_json_add_int (b, "head_dim", m->head_dim);
+      mp_json_add_int (b, "ffn_hidden", m->ffn_hidden);
+      mp_json_add_int (b, "vocab", m->vocab);
+      mp_json_add_int (b, "seq_len", m->seq_len);
+      mp_json_add_string (b, "activation", mp_activation_name (m->activation));
+      mp_json_add_string (b, "norm", mp_model_norm_name (m->norm));
+      mp_json_add_string (b, "position", mp_model_position_name (m->position));
+      mp_json_add_bool (b, "tied_embeddings", m->tied_embeddings);
+      mp_json_add_int (b, "experts", m->experts);
+      mp_json_add_int (b, "experts_per_token", m->experts_per_token);
     }
   json_builder_end_object (b);
 }
@@ -387,35 +360,35 @@ static void
 json_figures (JsonBuilder *b, double params, double active, double fwd, double bwd,
               double bytes, double act, double rep, double score)
 {
-  json_num (b, "params", params);
-  json_num (b, "active_params", active);
-  json_num (b, "fwd_flops", fwd);
-  json_num (b, "bwd_flops", bwd);
-  json_num (b, "fwd_bytes", bytes);
-  json_num (b, "act_bytes", act);
-  json_num (b, "act_rep_bytes", rep);
-  json_num (b, "act_score_bytes", score);
-  json_num (b, "act_total_bytes", act + rep + score);
+  mp_json_add_double (b, "params", params);
+  mp_json_add_double (b, "active_params", active);
+  mp_json_add_double (b, "fwd_flops", fwd);
+  mp_json_add_double (b, "bwd_flops", bwd);
+  mp_json_add_double (b, "fwd_bytes", bytes);
+  mp_json_add_double (b, "act_bytes", act);
+  mp_json_add_double (b, "act_rep_bytes", rep);
+  mp_json_add_double (b, "act_score_bytes", score);
+  mp_json_add_double (b, "act_total_bytes", act + rep + score);
 }
 
 static void
 json_op (JsonBuilder *b, const MpOp *op)
 {
   json_builder_begin_object (b);
-  json_str (b, "name", op->name);
-  json_str (b, "kind", mp_op_kind_name (op->kind));
-  json_str (b, "split", mp_split_name (op->split));
-  json_num (b, "count", op->count);
+  mp_json_add_string (b, "name", op->name);
+  mp_json_add_string (b, "kind", mp_op_kind_name (op->kind));
+  mp_json_add_string (b, "split", mp_split_name (op->split));
+  mp_json_add_double (b, "count", op->count);
   if (op->kind == MP_OP_GEMM || op->kind == MP_OP_ROUTER)
     {
-      json_num (b, "gemm_n", op->gemm_n);
-      json_num (b, "gemm_k", op->gemm_k);
+      mp_json_add_double (b, "gemm_n", op->gemm_n);
+      mp_json_add_double (b, "gemm_k", op->gemm_k);
     }
   if (op->heads > 0)
     {
-      json_num (b, "heads", op->heads);
-      json_num (b, "kv_heads", op->kv_heads);
-      json_num (b, "head_dim", op->head_dim);
+      mp_json_add_double (b, "heads", op->heads);
+      mp_json_add_double (b, "kv_heads", op->kv_heads);
+      mp_json_add_double (b, "head_dim", op->head_dim);
     }
   json_figures (b, op->params, op->active_params, op->fwd_flops, op->bwd_flops, op->fwd_bytes,
                 op->act_bytes, op->act_rep_bytes, op->act_score_bytes);
@@ -431,9 +404,9 @@ json_layers (JsonBuilder *b, const MpModel *m)
     {
       const MpLayer *l = &m->layers[i];
       json_builder_begin_object (b);
-      json_str (b, "name", l->name);
-      json_str (b, "kind", mp_layer_kind_name (l->kind));
-      json_bool (b, "moe", l->moe);
+      mp_json_add_string (b, "name", l->name);
+      mp_json_add_string (b, "kind", mp_layer_kind_name (l->kind));
+      mp_json_add_bool (b, "moe", l->moe);
       json_figures (b, l->params, l->active_params, l->fwd_flops, l->bwd_flops, l->fwd_bytes,
                     l->act_bytes, l->act_rep_bytes, l->act_score_bytes);
       json_builder_set_member_name (b, "ops");
@@ -451,41 +424,41 @@ json_totals (JsonBuilder *b, const MpModel *m)
 {
   json_builder_set_member_name (b, "parameters");
   json_builder_begin_object (b);
-  json_num (b, "total", m->params_total);
-  json_num (b, "embedding", m->params_embedding);
-  json_num (b, "active", m->params_active);
+  mp_json_add_double (b, "total", m->params_total);
+  mp_json_add_double (b, "embedding", m->params_embedding);
+  mp_json_add_double (b, "active", m->params_active);
   json_builder_end_object (b);
 
   json_builder_set_member_name (b, "flops_per_token");
   json_builder_begin_object (b);
-  json_num (b, "forward", m->fwd_flops_per_token);
-  json_num (b, "training", m->train_flops_per_token);
+  mp_json_add_double (b, "forward", m->fwd_flops_per_token);
+  mp_json_add_double (b, "training", m->train_flops_per_token);
   json_builder_end_object (b);
 
   const MpLayer *l = reference_layer (m);
   double s = (double) m->seq_len;
-  json_num (b, "activation_bytes_per_layer_per_sequence", s * layer_act_per_token (l));
+  mp_json_add_double (b, "activation_bytes_per_layer_per_sequence", s * layer_act_per_token (l));
   json_builder_set_member_name (b, "activation_breakdown_per_layer_per_sequence");
   json_builder_begin_object (b);
-  json_str (b, "layer", l ? l->name : "");
-  json_num (b, "split", l ? s * l->act_bytes : 0);
-  json_num (b, "replicated", l ? s * l->act_rep_bytes : 0);
-  json_num (b, "attention_scores", l ? s * l->act_score_bytes : 0);
+  mp_json_add_string (b, "layer", l ? l->name : "");
+  mp_json_add_double (b, "split", l ? s * l->act_bytes : 0);
+  mp_json_add_double (b, "replicated", l ? s * l->act_rep_bytes : 0);
+  mp_json_add_double (b, "attention_scores", l ? s * l->act_score_bytes : 0);
   json_builder_end_object (b);
 
   double w, g, o;
   mp_model_state_bytes_per_param (m, &w, &g, &o);
   json_builder_set_member_name (b, "state_bytes");
   json_builder_begin_object (b);
-  json_num (b, "weights", w * m->params_total);
-  json_num (b, "gradients", g * m->params_total);
-  json_num (b, "optimizer", o * m->params_total);
-  json_num (b, "total", (w + g + o) * m->params_total);
+  mp_json_add_double (b, "weights", w * m->params_total);
+  mp_json_add_double (b, "gradients", g * m->params_total);
+  mp_json_add_double (b, "optimizer", o * m->params_total);
+  mp_json_add_double (b, "total", (w + g + o) * m->params_total);
   json_builder_set_member_name (b, "per_param");
   json_builder_begin_object (b);
-  json_num (b, "weights", w);
-  json_num (b, "gradients", g);
-  json_num (b, "optimizer", o);
+  mp_json_add_double (b, "weights", w);
+  mp_json_add_double (b, "gradients", g);
+  mp_json_add_double (b, "optimizer", o);
   json_builder_end_object (b);
   json_builder_end_object (b);
 }
@@ -496,17 +469,17 @@ mp_model_describe_json (const MpModel *m)
   g_return_val_if_fail (m != NULL, NULL);
   g_autoptr(JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
-  json_int (b, "schema_version", 1);
-  json_str (b, "name", m->name ? m->name : "");
-  json_str (b, "source", m->source ? m->source : "");
-  json_str (b, "architecture", mp_model_arch_name (m->arch));
+  mp_json_add_int (b, "schema_version", 1);
+  mp_json_add_string (b, "name", m->name ? m->name : "");
+  mp_json_add_string (b, "source", m->source ? m->source : "");
+  mp_json_add_string (b, "architecture", mp_model_arch_name (m->arch));
   json_shape (b, m);
 
   json_builder_set_member_name (b, "training");
   json_builder_begin_object (b);
-  json_int (b, "global_batch", m->global_batch);
-  json_str (b, "precision", mp_dtype_name (m->precision));
-  json_str (b, "optimizer", mp_model_optimizer_name (m->optimizer));
+  mp_json_add_int (b, "global_batch", m->global_batch);
+  mp_json_add_string (b, "precision", mp_dtype_name (m->precision));
+  mp_json_add_string (b, "optimizer", mp_model_optimizer_name (m->optimizer));
   json_builder_end_object (b);
 
   json_totals (b, m);

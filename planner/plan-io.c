@@ -10,6 +10,7 @@
  * mp_output_write, atomically). */
 #define G_LOG_DOMAIN "mpplan-planner"
 #include "config.h"
+#include "common/output.h"
 #include "planner/planner.h"
 #include "common/error.h"
 #include "common/units.h"
@@ -73,83 +74,55 @@ n_chunks (const MpParallelConfig *cfg)
 /* ---- JSON ----------------------------------------------------------------------------- */
 
 static void
-add_int (JsonBuilder *b, const char *key, gint64 v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_int_value (b, v);
-}
-
-static void
-add_double (JsonBuilder *b, const char *key, double v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_double_value (b, v);
-}
-
-static void
-add_string (JsonBuilder *b, const char *key, const char *v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_string_value (b, v);
-}
-
-static void
-add_bool (JsonBuilder *b, const char *key, gboolean v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_boolean_value (b, v);
-}
-
-static void
 json_config (JsonBuilder *b, const MpPlan *plan)
 {
   const MpParallelConfig *c = &plan->cfg;
-  add_int (b, "dp", c->dp);
-  add_int (b, "tp", c->tp);
-  add_int (b, "pp", c->pp);
-  add_int (b, "vpp", c->vpp);
-  add_int (b, "cp", c->cp);
-  add_int (b, "ep", c->ep);
-  add_bool (b, "sequence_parallel", c->sequence_parallel);
-  add_int (b, "zero", c->zero);
-  add_string (b, "recompute", mp_recompute_name (c->recompute));
-  add_int (b, "micro_batch_size", c->micro_batch_size);
-  add_int (b, "num_micro_batches", c->num_micro_batches);
-  add_string (b, "schedule", mp_plan_schedule_name (c->schedule));
+  mp_json_add_int (b, "dp", c->dp);
+  mp_json_add_int (b, "tp", c->tp);
+  mp_json_add_int (b, "pp", c->pp);
+  mp_json_add_int (b, "vpp", c->vpp);
+  mp_json_add_int (b, "cp", c->cp);
+  mp_json_add_int (b, "ep", c->ep);
+  mp_json_add_bool (b, "sequence_parallel", c->sequence_parallel);
+  mp_json_add_int (b, "zero", c->zero);
+  mp_json_add_string (b, "recompute", mp_recompute_name (c->recompute));
+  mp_json_add_int (b, "micro_batch_size", c->micro_batch_size);
+  mp_json_add_int (b, "num_micro_batches", c->num_micro_batches);
+  mp_json_add_string (b, "schedule", mp_plan_schedule_name (c->schedule));
 }
 
 static void
 json_predictions (JsonBuilder *b, const MpPlan *plan)
 {
-  add_double (b, "step_s", plan->step_s);
+  mp_json_add_double (b, "step_s", plan->step_s);
   if (plan->simulated_step_s > 0)
-    add_double (b, "simulated_step_s", plan->simulated_step_s);
-  add_double (b, "tokens_per_s", plan->tokens_per_s);
-  add_double (b, "tflops_per_gpu", plan->tflops_per_gpu);
-  add_double (b, "hw_tflops_per_gpu", plan->hw_tflops_per_gpu);
-  add_double (b, "mfu", plan->mfu);
-  add_double (b, "hfu", plan->hfu);
+    mp_json_add_double (b, "simulated_step_s", plan->simulated_step_s);
+  mp_json_add_double (b, "tokens_per_s", plan->tokens_per_s);
+  mp_json_add_double (b, "tflops_per_gpu", plan->tflops_per_gpu);
+  mp_json_add_double (b, "hw_tflops_per_gpu", plan->hw_tflops_per_gpu);
+  mp_json_add_double (b, "mfu", plan->mfu);
+  mp_json_add_double (b, "hfu", plan->hfu);
 
   const MpPlanMemory *m = &plan->memory;
   json_builder_set_member_name (b, "memory_bytes");
   json_builder_begin_object (b);
-  add_double (b, "peak", m->peak_bytes);
-  add_double (b, "weights", m->weights_bytes);
-  add_double (b, "gradients", m->gradients_bytes);
-  add_double (b, "optimizer", m->optimizer_bytes);
-  add_double (b, "activations", m->activations_bytes);
-  add_double (b, "other", m->other_bytes);
+  mp_json_add_double (b, "peak", m->peak_bytes);
+  mp_json_add_double (b, "weights", m->weights_bytes);
+  mp_json_add_double (b, "gradients", m->gradients_bytes);
+  mp_json_add_double (b, "optimizer", m->optimizer_bytes);
+  mp_json_add_double (b, "activations", m->activations_bytes);
+  mp_json_add_double (b, "other", m->other_bytes);
   json_builder_end_object (b);
 
   const MpPlanTime *t = &plan->time;
   json_builder_set_member_name (b, "time_s");
   json_builder_begin_object (b);
-  add_double (b, "compute", t->compute_s);
-  add_double (b, "tp_comm", t->tp_comm_s);
-  add_double (b, "pp_comm", t->pp_comm_s);
-  add_double (b, "dp_comm", t->dp_comm_s);
-  add_double (b, "bubble", t->bubble_s);
-  add_double (b, "optimizer", t->optimizer_s);
+  mp_json_add_double (b, "compute", t->compute_s);
+  mp_json_add_double (b, "tp_comm", t->tp_comm_s);
+  mp_json_add_double (b, "pp_comm", t->pp_comm_s);
+  mp_json_add_double (b, "dp_comm", t->dp_comm_s);
+  mp_json_add_double (b, "bubble", t->bubble_s);
+  mp_json_add_double (b, "optimizer", t->optimizer_s);
   json_builder_end_object (b);
 }
 
@@ -161,9 +134,9 @@ mp_plan_to_json (const MpPlan *plan)
   json_builder_begin_object (b);
   json_config (b, plan);
   json_predictions (b, plan);
-  add_string (b, "family", mp_plan_family_id (plan->family));
-  add_string (b, "dominant", mp_plan_dominant (plan));
-  add_bool (b, "fits", plan->fits);
+  mp_json_add_string (b, "family", mp_plan_family_id (plan->family));
+  mp_json_add_string (b, "dominant", mp_plan_dominant (plan));
+  mp_json_add_bool (b, "fits", plan->fits);
   json_builder_set_member_name (b, "chunk_layers");
   json_builder_begin_array (b);
   for (guint c = 0; plan->chunk_layers && c < n_chunks (&plan->cfg); c++)
@@ -176,9 +149,9 @@ mp_plan_to_json (const MpPlan *plan)
   for (int i = 0; i < MP_DIM_N; i++)
     json_builder_add_string_value (b, mp_plan_dim_name (order[i]));
   json_builder_end_array (b);
-  add_int (b, "binding_stage", plan->memory.binding_stage);
-  add_int (b, "world_size", plan->world_size);
-  add_int (b, "global_batch", plan->global_batch);
+  mp_json_add_int (b, "binding_stage", plan->memory.binding_stage);
+  mp_json_add_int (b, "world_size", plan->world_size);
+  mp_json_add_int (b, "global_batch", plan->global_batch);
   json_builder_end_object (b);
   return json_builder_get_root (b);
 }

@@ -5,6 +5,7 @@
  * and layers of a gradient bucket or a gather. Units: human in the text, SI in JSON. */
 #define G_LOG_DOMAIN "mpplan-planner"
 #include "config.h"
+#include "common/output.h"
 #include "planner/planner.h"
 
 #include <string.h>
@@ -119,57 +120,36 @@ mp_program_text (const MpProgram *program, const MpModel *model)
 
 /* ---- JSON ------------------------------------------------------------------------------ */
 
-static void
-member_int (JsonBuilder *b, const char *name, gint64 value)
-{
-  json_builder_set_member_name (b, name);
-  json_builder_add_int_value (b, value);
-}
-
-static void
-member_string (JsonBuilder *b, const char *name, const char *value)
-{
-  json_builder_set_member_name (b, name);
-  json_builder_add_string_value (b, value);
-}
-
-static void
-member_double (JsonBuilder *b, const char *name, double value)
-{
-  json_builder_set_member_name (b, name);
-  json_builder_add_double_value (b, value);
-}
-
 /* One instruction: the keys that mean something for its kind (docs/json.md). */
 static void
 add_insn (JsonBuilder *b, const MpInsn *i, guint index, const MpModel *model)
 {
   json_builder_begin_object (b);
-  member_int (b, "index", index);
-  member_string (b, "kind", mp_insn_kind_name (i->kind));
-  member_string (b, "stream", mp_stream_name (i->stream));
+  mp_json_add_int (b, "index", index);
+  mp_json_add_string (b, "kind", mp_insn_kind_name (i->kind));
+  mp_json_add_string (b, "stream", mp_stream_name (i->stream));
   if (is_compute (i) || is_p2p (i))
     {
-      member_int (b, "chunk", i->chunk);
-      member_int (b, "micro_batch", i->micro_batch);
+      mp_json_add_int (b, "chunk", i->chunk);
+      mp_json_add_int (b, "micro_batch", i->micro_batch);
     }
   if (is_compute (i) || is_p2p (i) || is_collective (i))
     {
-      member_int (b, "layer", i->layer);
-      member_string (b, "layer_name", layer_name (model, i->layer));
+      mp_json_add_int (b, "layer", i->layer);
+      mp_json_add_string (b, "layer_name", layer_name (model, i->layer));
     }
   if (is_collective (i))
     {
-      member_int (b, "n_layers", i->n_layers);
-      member_string (b, "coll", mp_coll_kind_name (i->coll));
-      member_string (b, "group", mp_comm_group_name (i->group));
+      mp_json_add_int (b, "n_layers", i->n_layers);
+      mp_json_add_string (b, "coll", mp_coll_kind_name (i->coll));
+      mp_json_add_string (b, "group", mp_comm_group_name (i->group));
     }
   if (i->kind == MP_INSN_REDUCE_GRADS)
-    member_int (b, "bucket", i->bucket);
+    mp_json_add_int (b, "bucket", i->bucket);
   if (is_p2p (i))
     {
-      member_int (b, "peer", i->peer);
-      member_int (b, "tag", i->tag);
+      mp_json_add_int (b, "peer", i->peer);
+      mp_json_add_int (b, "tag", i->tag);
     }
   if (i->kind == MP_INSN_BACKWARD)
     {
@@ -177,9 +157,9 @@ add_insn (JsonBuilder *b, const MpInsn *i, guint index, const MpModel *model)
       json_builder_add_boolean_value (b, i->recompute);
     }
   if (is_compute (i) || is_p2p (i) || is_collective (i))
-    member_double (b, "bytes", i->bytes);
+    mp_json_add_double (b, "bytes", i->bytes);
   if (is_compute (i))
-    member_double (b, "flops", i->flops);
+    mp_json_add_double (b, "flops", i->flops);
   json_builder_end_object (b);
 }
 
@@ -190,16 +170,16 @@ mp_program_to_json (const MpProgram *program, const MpModel *model)
   const MpProgram *p = program;
   g_autoptr(JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
-  member_int (b, "schema_version", 1);
-  member_int (b, "rank", p->rank);
-  member_int (b, "stage", p->stage);
-  member_int (b, "tp_rank", p->tp_rank);
-  member_int (b, "cp_rank", p->cp_rank);
-  member_int (b, "dp_rank", p->dp_rank);
-  member_string (b, "schedule", mp_plan_schedule_name (p->schedule));
-  member_int (b, "pp", p->pp);
-  member_int (b, "vpp", p->vpp);
-  member_int (b, "num_micro_batches", p->n_micro_batches);
+  mp_json_add_int (b, "schema_version", 1);
+  mp_json_add_int (b, "rank", p->rank);
+  mp_json_add_int (b, "stage", p->stage);
+  mp_json_add_int (b, "tp_rank", p->tp_rank);
+  mp_json_add_int (b, "cp_rank", p->cp_rank);
+  mp_json_add_int (b, "dp_rank", p->dp_rank);
+  mp_json_add_string (b, "schedule", mp_plan_schedule_name (p->schedule));
+  mp_json_add_int (b, "pp", p->pp);
+  mp_json_add_int (b, "vpp", p->vpp);
+  mp_json_add_int (b, "num_micro_batches", p->n_micro_batches);
   json_builder_set_member_name (b, "instructions");
   json_builder_begin_array (b);
   for (guint k = 0; k < p->n_insns; k++)

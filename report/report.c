@@ -8,6 +8,7 @@
  * Errors are predicted / measured - 1: +10% means the model predicted 10% too slow. */
 #define G_LOG_DOMAIN "mpplan-report"
 #include "config.h"
+#include "common/output.h"
 #include "report/report.h"
 #include "common/error.h"
 #include "common/units.h"
@@ -413,22 +414,12 @@ mp_report_runs_text (GPtrArray *runs)
 /* ---- JSON ------------------------------------------------------------------------- */
 
 static void
-add_double (JsonBuilder *b, const char *key, double v)
-{
-  json_builder_set_member_name (b, key);
-  if (isnan (v))
-    json_builder_add_null_value (b);
-  else
-    json_builder_add_double_value (b, v);
-}
-
-static void
 add_phases (JsonBuilder *b, const char *key, const double *v)
 {
   json_builder_set_member_name (b, key);
   json_builder_begin_object (b);
   for (int p = 0; p < MP_REPORT_STEP; p++)
-    add_double (b, phase_names[p], v[p]);
+    mp_json_add_double (b, phase_names[p], v[p]);
   json_builder_end_object (b);
 }
 
@@ -438,7 +429,7 @@ add_memory (JsonBuilder *b, const double *v)
   json_builder_set_member_name (b, "memory_bytes");
   json_builder_begin_object (b);
   for (int k = 0; k < MP_REPORT_MEM_N; k++)
-    add_double (b, mem_names[k], v[k]);
+    mp_json_add_double (b, mem_names[k], v[k]);
   json_builder_end_object (b);
 }
 
@@ -447,9 +438,9 @@ measured_json (JsonBuilder *b, const MpReportRun *r)
 {
   json_builder_set_member_name (b, "measured");
   json_builder_begin_object (b);
-  add_double (b, "step_s", r->measured[MP_REPORT_STEP]);
-  add_double (b, "step_s_min", r->measured_min[MP_REPORT_STEP]);
-  add_double (b, "step_s_max", r->measured_max[MP_REPORT_STEP]);
+  mp_json_add_double (b, "step_s", r->measured[MP_REPORT_STEP]);
+  mp_json_add_double (b, "step_s_min", r->measured_min[MP_REPORT_STEP]);
+  mp_json_add_double (b, "step_s_max", r->measured_max[MP_REPORT_STEP]);
   add_phases (b, "time_s", r->measured);
   add_phases (b, "time_s_min", r->measured_min);
   add_phases (b, "time_s_max", r->measured_max);
@@ -479,18 +470,18 @@ run_json (JsonBuilder *b, const MpReportRun *r)
   json_builder_add_value (b, r->plan ? json_node_copy (r->plan) : json_node_new (JSON_NODE_NULL));
   json_builder_set_member_name (b, "predicted");
   json_builder_begin_object (b);
-  add_double (b, "step_s", r->predicted[MP_REPORT_STEP]);
+  mp_json_add_double (b, "step_s", r->predicted[MP_REPORT_STEP]);
   add_phases (b, "time_s", r->predicted);
   if (r->has_predicted_mem)
     add_memory (b, r->predicted_mem);
   json_builder_end_object (b);
   measured_json (b, r);
-  add_double (b, "error", mp_report_error (r->predicted[MP_REPORT_STEP],
+  mp_json_add_double (b, "error", mp_report_error (r->predicted[MP_REPORT_STEP],
                                            r->measured[MP_REPORT_STEP]));
   json_builder_set_member_name (b, "errors");
   json_builder_begin_object (b);
   for (int p = 0; p < MP_REPORT_N; p++)
-    add_double (b, phase_names[p], mp_report_phase_error (r, p));
+    mp_json_add_double (b, phase_names[p], mp_report_phase_error (r, p));
   json_builder_end_object (b);
   json_builder_end_object (b);
 }
@@ -509,7 +500,7 @@ mp_report_json (GPtrArray *runs)
   for (guint i = 0; i < runs->len; i++)
     run_json (b, g_ptr_array_index (runs, i));
   json_builder_end_array (b);
-  add_double (b, "median_abs_error", sum.median_abs_error);
+  mp_json_add_double (b, "median_abs_error", sum.median_abs_error);
   json_builder_set_member_name (b, "ranking_matches");
   json_builder_add_boolean_value (b, sum.ranking_matches);
   json_builder_set_member_name (b, "best_predicted");

@@ -30,27 +30,6 @@ ns_of (double s)
   return llround (s * 1e9);
 }
 
-static void
-add_int (JsonBuilder *b, const char *key, gint64 v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_int_value (b, v);
-}
-
-static void
-add_double (JsonBuilder *b, const char *key, double v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_double_value (b, v);
-}
-
-static void
-add_string (JsonBuilder *b, const char *key, const char *v)
-{
-  json_builder_set_member_name (b, key);
-  json_builder_add_string_value (b, v);
-}
-
 static MpStream
 stream_of (const MpInsn *insn)
 {
@@ -64,17 +43,17 @@ metadata (JsonBuilder *b, const char *name, guint pid, gint tid, const char *key
           const char *text, gint64 value)
 {
   json_builder_begin_object (b);
-  add_string (b, "name", name);
-  add_string (b, "ph", "M");
-  add_int (b, "pid", pid);
+  mp_json_add_string (b, "name", name);
+  mp_json_add_string (b, "ph", "M");
+  mp_json_add_int (b, "pid", pid);
   if (tid >= 0)
-    add_int (b, "tid", tid);
+    mp_json_add_int (b, "tid", tid);
   json_builder_set_member_name (b, "args");
   json_builder_begin_object (b);
   if (text)
-    add_string (b, key, text);
+    mp_json_add_string (b, key, text);
   else
-    add_int (b, key, value);
+    mp_json_add_int (b, key, value);
   json_builder_end_object (b);
   json_builder_end_object (b);
 }
@@ -85,13 +64,13 @@ x_begin (JsonBuilder *b, const char *name, const char *cat, guint pid, guint tid
          gint64 end)
 {
   json_builder_begin_object (b);
-  add_string (b, "name", name);
-  add_string (b, "cat", cat);
-  add_string (b, "ph", "X");
-  add_double (b, "ts", start / 1000.0);
-  add_double (b, "dur", (end - start) / 1000.0);
-  add_int (b, "pid", pid);
-  add_int (b, "tid", tid);
+  mp_json_add_string (b, "name", name);
+  mp_json_add_string (b, "cat", cat);
+  mp_json_add_string (b, "ph", "X");
+  mp_json_add_double (b, "ts", start / 1000.0);
+  mp_json_add_double (b, "dur", (end - start) / 1000.0);
+  mp_json_add_int (b, "pid", pid);
+  mp_json_add_int (b, "tid", tid);
   json_builder_set_member_name (b, "args");
   json_builder_begin_object (b);
 }
@@ -119,15 +98,15 @@ static void
 flow (JsonBuilder *b, const char *ph, guint64 id, guint pid, gint64 ts)
 {
   json_builder_begin_object (b);
-  add_string (b, "name", "p2p");
-  add_string (b, "cat", "pp");
-  add_string (b, "ph", ph);
-  add_int (b, "id", (gint64) id);
-  add_double (b, "ts", ts / 1000.0);
-  add_int (b, "pid", pid);
-  add_int (b, "tid", MP_TRACE_TID_PP);
+  mp_json_add_string (b, "name", "p2p");
+  mp_json_add_string (b, "cat", "pp");
+  mp_json_add_string (b, "ph", ph);
+  mp_json_add_int (b, "id", (gint64) id);
+  mp_json_add_double (b, "ts", ts / 1000.0);
+  mp_json_add_int (b, "pid", pid);
+  mp_json_add_int (b, "tid", MP_TRACE_TID_PP);
   if (ph[0] == 'f')
-    add_string (b, "bp", "e");
+    mp_json_add_string (b, "bp", "e");
   json_builder_end_object (b);
 }
 
@@ -176,13 +155,13 @@ mp_trace_counter (JsonBuilder *b, const char *name, guint pid, double ts_s, cons
                   double value)
 {
   json_builder_begin_object (b);
-  add_string (b, "name", name);
-  add_string (b, "ph", "C");
-  add_int (b, "pid", pid);
-  add_double (b, "ts", ns_of (ts_s) / 1000.0);
+  mp_json_add_string (b, "name", name);
+  mp_json_add_string (b, "ph", "C");
+  mp_json_add_int (b, "pid", pid);
+  mp_json_add_double (b, "ts", ns_of (ts_s) / 1000.0);
   json_builder_set_member_name (b, "args");
   json_builder_begin_object (b);
-  add_double (b, key, value);
+  mp_json_add_double (b, key, value);
   json_builder_end_object (b);
   json_builder_end_object (b);
 }
@@ -203,10 +182,10 @@ idle_slices (JsonBuilder *b, guint pid, const MpSimSlice *sl)
 static void
 unit_args (JsonBuilder *b, const MpProgram *p, const MpInsn *insn)
 {
-  add_int (b, "microbatch", insn->micro_batch);
-  add_int (b, "chunk", insn->chunk);
-  add_int (b, "stage", p->stage);
-  add_string (b, "phase", insn->kind == MP_INSN_FORWARD ? "F" : "B");
+  mp_json_add_int (b, "microbatch", insn->micro_batch);
+  mp_json_add_int (b, "chunk", insn->chunk);
+  mp_json_add_int (b, "stage", p->stage);
+  mp_json_add_string (b, "phase", insn->kind == MP_INSN_FORWARD ? "F" : "B");
 }
 
 static void
@@ -216,26 +195,26 @@ layer_slice (JsonBuilder *b, const MpProgram *p, const MpInsn *insn, const MpSim
   g_autofree char *name = g_strdup_printf ("%s layer %u", ph, insn->layer);
   x_begin (b, name, "compute", p->rank, MP_TRACE_TID_COMPUTE, ns_of (sl->start_s),
            ns_of (sl->end_s));
-  add_int (b, "layer", insn->layer);
+  mp_json_add_int (b, "layer", insn->layer);
   unit_args (b, p, insn);
-  add_double (b, "flops", insn->flops);
-  add_double (b, "bytes", insn->bytes);
+  mp_json_add_double (b, "flops", insn->flops);
+  mp_json_add_double (b, "bytes", insn->bytes);
   if (insn->recompute)
     {
       json_builder_set_member_name (b, "recompute");
       json_builder_add_boolean_value (b, TRUE);
     }
-  add_double (b, "tp_comm_us", sl->comm_s * 1e6);
+  mp_json_add_double (b, "tp_comm_us", sl->comm_s * 1e6);
   x_end (b);
   if (ns_of (sl->end_s - sl->comm_s) < ns_of (sl->end_s) && sl->comm_s > 0)
     {
       g_autofree char *tp = g_strdup_printf ("TP collectives (%s layer %u)", ph, insn->layer);
       x_begin (b, tp, "comm", p->rank, MP_TRACE_TID_TP, ns_of (sl->end_s - sl->comm_s),
                ns_of (sl->end_s));
-      add_int (b, "layer", insn->layer);
+      mp_json_add_int (b, "layer", insn->layer);
       unit_args (b, p, insn);
-      add_string (b, "group", "tp");
-      add_string (b, "placement", "their total, drawn at the end of the layer");
+      mp_json_add_string (b, "group", "tp");
+      mp_json_add_string (b, "placement", "their total, drawn at the end of the layer");
       x_end (b);
     }
 }
@@ -263,8 +242,8 @@ pass_slices (JsonBuilder *b, const MpProgram *p, const MpSimRank *rk, const guin
   x_begin (b, name, "compute", p->rank, MP_TRACE_TID_COMPUTE, ns_of (rk->slices[idx[0]].start_s),
            ns_of (rk->slices[idx[k - 1]].end_s));
   unit_args (b, p, first);
-  add_int (b, "first_layer", first->layer);
-  add_int (b, "layers", k);
+  mp_json_add_int (b, "first_layer", first->layer);
+  mp_json_add_int (b, "layers", k);
   x_end (b);
   for (guint j = 0; j < k; j++)
     {
@@ -332,14 +311,14 @@ dp_slice (JsonBuilder *b, const MpProgram *p, const MpInsn *insn, const MpSimSli
   else
     name = g_strdup (mp_insn_kind_name (insn->kind));
   x_begin (b, name, "comm", p->rank, MP_TRACE_TID_DP, ns_of (sl->start_s), ns_of (sl->end_s));
-  add_string (b, "group", insn->kind == MP_INSN_REDUCE_TIED ? "pp ends" : "dp");
-  add_string (b, "collective", coll);
-  add_int (b, "layer", insn->layer);
-  add_int (b, "layers", insn->n_layers);
+  mp_json_add_string (b, "group", insn->kind == MP_INSN_REDUCE_TIED ? "pp ends" : "dp");
+  mp_json_add_string (b, "collective", coll);
+  mp_json_add_int (b, "layer", insn->layer);
+  mp_json_add_int (b, "layers", insn->n_layers);
   if (insn->kind == MP_INSN_REDUCE_GRADS)
-    add_int (b, "bucket", insn->bucket);
-  add_int (b, "stage", p->stage);
-  add_double (b, "bytes", insn->bytes);
+    mp_json_add_int (b, "bucket", insn->bucket);
+  mp_json_add_int (b, "stage", p->stage);
+  mp_json_add_double (b, "bytes", insn->bytes);
   x_end (b);
 }
 
@@ -367,14 +346,14 @@ pp_slice (Trace *t, guint r, guint i, const char *phase)
                                            send ? "\u2192" : "\u2190", insn->peer);
   gint64 s = ns_of (sl->start_s), e = ns_of (sl->end_s);
   x_begin (t->b, name, "comm", p->rank, MP_TRACE_TID_PP, s, e);
-  add_int (t->b, "microbatch", insn->micro_batch);
-  add_int (t->b, "chunk", insn->chunk);
-  add_int (t->b, "stage", p->stage);
-  add_string (t->b, "phase", phase);
-  add_int (t->b, "peer", insn->peer);
-  add_int (t->b, "tag", insn->tag);
-  add_double (t->b, "bytes", insn->bytes);
-  add_string (t->b, "group", "pp");
+  mp_json_add_int (t->b, "microbatch", insn->micro_batch);
+  mp_json_add_int (t->b, "chunk", insn->chunk);
+  mp_json_add_int (t->b, "stage", p->stage);
+  mp_json_add_string (t->b, "phase", phase);
+  mp_json_add_int (t->b, "peer", insn->peer);
+  mp_json_add_int (t->b, "tag", insn->tag);
+  mp_json_add_double (t->b, "bytes", insn->bytes);
+  mp_json_add_string (t->b, "group", "pp");
   x_end (t->b);
   /* Flow ids: the sender's rank and instruction, known to both ends. An arrow must start
    * before it ends: the receive's end point is no earlier than the send's. */
@@ -439,32 +418,32 @@ other_data (JsonBuilder *b, const Trace *t, const MpTraceInfo *info)
 {
   json_builder_set_member_name (b, "otherData");
   json_builder_begin_object (b);
-  add_string (b, "source", "predicted");
-  add_string (b, "mpplan_version", PACKAGE_VERSION);
+  mp_json_add_string (b, "source", "predicted");
+  mp_json_add_string (b, "mpplan_version", PACKAGE_VERSION);
   if (info && info->model)
-    add_string (b, "model", info->model);
+    mp_json_add_string (b, "model", info->model);
   if (info && info->cluster)
-    add_string (b, "cluster", info->cluster);
+    mp_json_add_string (b, "cluster", info->cluster);
   if (info && info->plan_path)
-    add_string (b, "plan_path", info->plan_path);
+    mp_json_add_string (b, "plan_path", info->plan_path);
   if (info && info->plan)
     {
       json_builder_set_member_name (b, "plan");
       json_builder_add_value (b, json_node_copy (info->plan));
     }
-  add_double (b, "step_s", t->sim->step_s);
+  mp_json_add_double (b, "step_s", t->sim->step_s);
   if (info && info->closed_form_step_s > 0)
-    add_double (b, "closed_form_step_s", info->closed_form_step_s);
-  add_int (b, "critical_rank", t->programs[t->sim->critical]->rank);
+    mp_json_add_double (b, "closed_form_step_s", info->closed_form_step_s);
+  mp_json_add_int (b, "critical_rank", t->programs[t->sim->critical]->rank);
   const MpSimTime *tm = &t->sim->time;
   json_builder_set_member_name (b, "time_s");
   json_builder_begin_object (b);
-  add_double (b, "compute", tm->compute_s);
-  add_double (b, "tp_comm", tm->tp_comm_s);
-  add_double (b, "pp_comm", tm->pp_comm_s);
-  add_double (b, "dp_comm", tm->dp_comm_s);
-  add_double (b, "bubble", tm->bubble_s);
-  add_double (b, "optimizer", tm->optimizer_s);
+  mp_json_add_double (b, "compute", tm->compute_s);
+  mp_json_add_double (b, "tp_comm", tm->tp_comm_s);
+  mp_json_add_double (b, "pp_comm", tm->pp_comm_s);
+  mp_json_add_double (b, "dp_comm", tm->dp_comm_s);
+  mp_json_add_double (b, "bubble", tm->bubble_s);
+  mp_json_add_double (b, "optimizer", tm->optimizer_s);
   json_builder_end_object (b);
   json_builder_end_object (b);
 }
@@ -490,7 +469,7 @@ mp_trace_predicted (MpProgram *const *programs, guint n, const MpSimResult *sim,
       comm_threads (&t, r);
     }
   json_builder_end_array (b);
-  add_string (b, "displayTimeUnit", "ms");
+  mp_json_add_string (b, "displayTimeUnit", "ms");
   other_data (b, &t, info);
   json_builder_end_object (b);
   return json_builder_get_root (b);
@@ -523,17 +502,17 @@ mp_trace_measured (JsonArray *const *rank_events, guint n, JsonNode *plan, doubl
   for (guint r = 0; r < n; r++)
     add_events (b, rank_events[r]);
   json_builder_end_array (b);
-  add_string (b, "displayTimeUnit", "ms");
+  mp_json_add_string (b, "displayTimeUnit", "ms");
   json_builder_set_member_name (b, "otherData");
   json_builder_begin_object (b);
-  add_string (b, "source", "measured");
-  add_string (b, "mpplan_version", PACKAGE_VERSION);
+  mp_json_add_string (b, "source", "measured");
+  mp_json_add_string (b, "mpplan_version", PACKAGE_VERSION);
   if (plan)
     {
       json_builder_set_member_name (b, "plan");
       json_builder_add_value (b, json_node_copy (plan));
     }
-  add_double (b, "step_s", step_s);
+  mp_json_add_double (b, "step_s", step_s);
   json_builder_end_object (b);
   json_builder_end_object (b);
   return json_builder_get_root (b);
@@ -603,11 +582,11 @@ mp_trace_merge (JsonNode *predicted, JsonNode *measured, GError **error)
   add_events (b, pe);
   add_events (b, me);
   json_builder_end_array (b);
-  add_string (b, "displayTimeUnit", "ms");
+  mp_json_add_string (b, "displayTimeUnit", "ms");
   json_builder_set_member_name (b, "otherData");
   json_builder_begin_object (b);
-  add_string (b, "source", "predicted and measured");
-  add_string (b, "mpplan_version", PACKAGE_VERSION);
+  mp_json_add_string (b, "source", "predicted and measured");
+  mp_json_add_string (b, "mpplan_version", PACKAGE_VERSION);
   JsonNode *pod = other_data_of (predicted), *mod = other_data_of (measured);
   JsonObject *po = pod && JSON_NODE_HOLDS_OBJECT (pod) ? json_node_get_object (pod) : NULL;
   const char *keys[] = { "plan", "model", "cluster" };

@@ -10,6 +10,7 @@
  * from planner/, durations from the cost model) compare the simulation with the closed
  * form on the zoo's best plans. */
 #include "tests/test-util.h"
+#include "tests/test-env.h"
 #include "costmodel/costmodel.h"
 #include "costmodel/eventq.h"
 #include "common/error.h"
@@ -810,36 +811,6 @@ test_sim_trace_perfetto_fields (void **state)
 }
 
 /* ---- end to end: programs from planner/, durations from the cost model ---------------- */
-
-typedef struct {
-  MpModel *model;
-  MpCluster *cluster;
-  MpCostContext *ctx;
-} Env;
-
-static void
-env_free (Env *e)
-{
-  mp_cost_context_free (e->ctx);
-  mp_cluster_free (e->cluster);
-  mp_model_free (e->model);
-  g_free (e);
-}
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (Env, env_free)
-
-static Env *
-env_new (const char *model, const char *cluster)
-{
-  g_autoptr(GError) error = NULL;
-  Env *e = g_new0 (Env, 1);
-  e->model = mp_model_load (model, &error);
-  if (e->model)
-    e->cluster = mp_cluster_load (cluster, &error);
-  if (e->cluster == NULL)
-    fail_msg ("%s on %s: %s", model, cluster, error->message);
-  e->ctx = mp_cost_context_new (e->model, e->cluster, NULL);
-  return e;
-}
 
 /* CFG evaluated for dp x micro-batch x micro-batches sequences; NULL when invalid. */
 static MpPlan *
