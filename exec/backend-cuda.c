@@ -81,11 +81,6 @@ typedef struct {
   gsize off, bytes;
 } Block;
 
-typedef struct {
-  gsize bytes;
-  MpMemKind kind;
-} Alloc;
-
 struct _MpGroup {
   ncclComm_t comm;          /* NULL for a group of one */
   cudaStream_t stream;      /* this group's communication stream */
@@ -105,8 +100,7 @@ typedef struct {
   char *arena;              /* one cudaMalloc, carved by a first-fit free list */
   gsize arena_bytes;
   GArray *free_blocks;      /* Block, sorted by offset, coalesced */
-  GHashTable *allocs;       /* pointer -> Alloc */
-  MpMemStats mem;
+  MpMemLedger mem;          /* what each carved block holds; the peak */
   void *scratch;            /* bf16 GEMM operands, grown on demand (MP_MEM_OTHER) */
   gsize scratch_bytes;
   void *stage;              /* host tokens / floats staged to the device */
@@ -169,7 +163,7 @@ cuda_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
   if (c->arena == NULL && !arena_open (c, error))
     return NULL;
   gsize asked = (MAX (bytes, 1u) + ALIGN - 1) & ~(gsize) (ALIGN - 1);
-  double after = c->mem.current_total + (double) asked;
+  double after = c->mem.stats.current_total + (double) asked;
   guint i = 0;
   if (be->mem_limit_bytes <= 0 || after <= be->mem_limit_bytes)
     for (; i < c->free_blocks->len; i++)
@@ -178,7 +172,7 @@ cuda_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
   if (i >= c->free_blocks->len)
     {
       g_autofree char *a = mp_units_format ((double) asked, MP_UNIT_BYTES);
-      g_autofree char *u = mp_units_format (c->mem.current_total, MP_UNIT_BYTES);
+      g_autofree char *u = mp_units_format (c->mem.stats.current_total, MP_UNIT_BYTES);
       g_autofree char *l = mp_units_format ((double) c->arena_bytes, MP_UNIT_BYTES);
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
                    "out of device memory on rank %d (GPU %d): asked %s (%zu bytes) for %s "
@@ -199,17 +193,7 @@ cuda_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
                    cudaGetErrorString (e));
       return NULL;
     }
-  Alloc *a = g_new (Alloc, 1);
-  a->bytes = asked;
-  a->kind = kind;
-  g_hash_table_insert (c->allocs, p, a);
-  c->mem.current[kind] += (double) asked;
-  c->mem.current_total = after;
-  if (after > c->mem.peak_total)
-    {
-      c->mem.peak_total = after;
-      memcpy (c->mem.at_peak, c->mem.current, sizeof c->mem.current);
-    }
+  mp_mem_ledger_add (&c->mem, p, asked, kind);
   return p;
 }
 
@@ -222,12 +206,9 @@ cuda_release (MpBackend *be, void *ptr)
   CudaBackend *c = (CudaBackend *) be;
   if (ptr == NULL)
     return;
-  Alloc *a = g_hash_table_lookup (c->allocs, ptr);
-  g_return_if_fail (a != NULL);
-  c->mem.current[a->kind] -= (double) a->bytes;
-  c->mem.current_total -= (double) a->bytes;
-  Block nb = { (gsize) ((char *) ptr - c->arena), a->bytes };
-  g_hash_table_remove (c->allocs, ptr);
+  gsize bytes = mp_mem_ledger_remove (&c->mem, ptr);
+  g_return_if_fail (bytes > 0);
+  Block nb = { (gsize) ((char *) ptr - c->arena), bytes };
   guint i = 0;
   while (i < c->free_blocks->len && g_array_index (c->free_blocks, Block, i).off < nb.off)
     i++;
@@ -294,7 +275,7 @@ cuda_transfer (MpBackend *be, void *dst, const void *src, gsize bytes)
 static void
 cuda_get_mem (MpBackend *be, MpMemStats *out)
 {
-  *out = ((CudaBackend *) be)->mem;
+  *out = ((CudaBackend *) be)->mem.stats;
 }
 
 /* A device buffer of at least BYTES in *BUF (grown from the arena, MP_MEM_OTHER). */
@@ -1003,7 +984,7 @@ cuda_free (MpBackend *be)
   if (c->arena)
     cudaFree (c->arena);
   g_array_unref (c->free_blocks);
-  g_hash_table_unref (c->allocs);
+  mp_mem_ledger_clear (&c->mem);
   g_clear_error (&c->sticky);
   if (current == c)
     current = NULL;
@@ -1098,7 +1079,7 @@ mp_backend_cuda_new (int rank, int size, gboolean bf16, GError **error)
   c->base.size = size;
   c->precision = bf16 ? 1 : 0;
   c->free_blocks = g_array_new (FALSE, FALSE, sizeof (Block));
-  c->allocs = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  mp_mem_ledger_init (&c->mem);
   c->groups = g_ptr_array_new ();
   current = c;
   if (!cuda_open (c, rank, size, error))

@@ -16,14 +16,8 @@
 
 typedef struct {
   MpBackend base;
-  GHashTable *sizes;        /* pointer -> Alloc */
-  MpMemStats mem;
+  MpMemLedger mem;
 } HostBackend;
-
-typedef struct {
-  gsize bytes;
-  MpMemKind kind;
-} Alloc;
 
 struct _MpGroup {
   MPI_Comm comm;            /* MPI_COMM_NULL for a group of one */
@@ -52,14 +46,6 @@ struct _MpRequest {
   }                                                                                         \
   G_STMT_END
 
-const char *
-mp_mem_kind_name (MpMemKind kind)
-{
-  static const char *const names[MP_MEM_N] = { "weights", "gradients", "optimizer",
-                                               "activations", "other" };
-  return kind < MP_MEM_N ? names[kind] : "?";
-}
-
 /* ---- memory ------------------------------------------------------------------------ */
 
 static void *
@@ -67,7 +53,7 @@ host_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
 {
   HostBackend *h = (HostBackend *) be;
   gsize asked = MAX (bytes, 1u);
-  double after = h->mem.current_total + (double) asked;
+  double after = h->mem.stats.current_total + (double) asked;
   void *p = NULL;
   if ((be->mem_limit_bytes <= 0 || after <= be->mem_limit_bytes)
       && posix_memalign (&p, 64, asked) != 0)
@@ -75,7 +61,7 @@ host_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
   if (p == NULL)
     {
       g_autofree char *a = mp_units_format ((double) asked, MP_UNIT_BYTES);
-      g_autofree char *u = mp_units_format (h->mem.current_total, MP_UNIT_BYTES);
+      g_autofree char *u = mp_units_format (h->mem.stats.current_total, MP_UNIT_BYTES);
       g_autofree char *l = mp_units_format (be->mem_limit_bytes, MP_UNIT_BYTES);
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
                    "out of memory on rank %d: asked %s (%zu bytes) for %s with %s in use%s%s",
@@ -85,17 +71,7 @@ host_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
       return NULL;
     }
   memset (p, 0, asked);
-  Alloc *a = g_new (Alloc, 1);
-  a->bytes = asked;
-  a->kind = kind;
-  g_hash_table_insert (h->sizes, p, a);
-  h->mem.current[kind] += (double) asked;
-  h->mem.current_total = after;
-  if (after > h->mem.peak_total)
-    {
-      h->mem.peak_total = after;
-      memcpy (h->mem.at_peak, h->mem.current, sizeof h->mem.current);
-    }
+  mp_mem_ledger_add (&h->mem, p, asked, kind);
   return p;
 }
 
@@ -105,11 +81,7 @@ host_release (MpBackend *be, void *ptr)
   HostBackend *h = (HostBackend *) be;
   if (ptr == NULL)
     return;
-  Alloc *a = g_hash_table_lookup (h->sizes, ptr);
-  g_return_if_fail (a != NULL);
-  h->mem.current[a->kind] -= (double) a->bytes;
-  h->mem.current_total -= (double) a->bytes;
-  g_hash_table_remove (h->sizes, ptr);
+  g_return_if_fail (mp_mem_ledger_remove (&h->mem, ptr) > 0);
   free (ptr);
 }
 
@@ -129,7 +101,7 @@ host_zero (MpBackend *be, void *dst, gsize bytes)
 static void
 host_get_mem (MpBackend *be, MpMemStats *out)
 {
-  *out = ((HostBackend *) be)->mem;
+  *out = ((HostBackend *) be)->mem.stats;
 }
 
 /* ---- groups ------------------------------------------------------------------------ */
@@ -351,10 +323,10 @@ host_free (MpBackend *be)
     return;
   GHashTableIter it;
   gpointer key;
-  g_hash_table_iter_init (&it, h->sizes);
+  g_hash_table_iter_init (&it, h->mem.live);
   while (g_hash_table_iter_next (&it, &key, NULL))
     free (key);
-  g_hash_table_unref (h->sizes);
+  mp_mem_ledger_clear (&h->mem);
   g_free (h);
 }
 
@@ -410,7 +382,7 @@ mp_backend_host_new (int rank, int size)
   h->base.ops = &host_ops;
   h->base.rank = rank;
   h->base.size = size;
-  h->sizes = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  mp_mem_ledger_init (&h->mem);
   mpk_cpu_init_threads (1);
   return &h->base;
 }

@@ -46,3 +46,61 @@ mp_backend_cuda_device_count (void)
   return 0;
 #endif
 }
+
+/* ---- allocation accounting ------------------------------------------------------- */
+
+typedef struct {
+  gsize bytes;
+  MpMemKind kind;
+} Held;
+
+const char *
+mp_mem_kind_name (MpMemKind kind)
+{
+  static const char *const names[MP_MEM_N] = { "weights", "gradients", "optimizer",
+                                               "activations", "other" };
+  return kind < MP_MEM_N ? names[kind] : "?";
+}
+
+void
+mp_mem_ledger_init (MpMemLedger *ledger)
+{
+  memset (ledger, 0, sizeof *ledger);
+  ledger->live = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+}
+
+void
+mp_mem_ledger_clear (MpMemLedger *ledger)
+{
+  g_clear_pointer (&ledger->live, g_hash_table_unref);
+}
+
+void
+mp_mem_ledger_add (MpMemLedger *ledger, void *ptr, gsize bytes, MpMemKind kind)
+{
+  Held *h = g_new (Held, 1);
+  h->bytes = bytes;
+  h->kind = kind;
+  g_hash_table_insert (ledger->live, ptr, h);
+  MpMemStats *m = &ledger->stats;
+  m->current[kind] += (double) bytes;
+  m->current_total += (double) bytes;
+  if (m->current_total > m->peak_total)
+    {
+      m->peak_total = m->current_total;
+      memcpy (m->at_peak, m->current, sizeof m->current);
+    }
+}
+
+gsize
+mp_mem_ledger_remove (MpMemLedger *ledger, void *ptr)
+{
+  Held *h = g_hash_table_lookup (ledger->live, ptr);
+  if (h == NULL)
+    return 0;
+  gsize bytes = h->bytes;
+  ledger->stats.current[h->kind] -= (double) bytes;
+  ledger->stats.current_total -= (double) bytes;
+  g_hash_table_remove (ledger->live, ptr);
+  return bytes;
+}

@@ -40,6 +40,20 @@ typedef struct {
   double at_peak[MP_MEM_N];
 } MpMemStats;
 
+/* The accounting every backend keeps of its allocations: what each live pointer holds,
+ * and the peak (backend.c). */
+typedef struct {
+  GHashTable *live;          /* pointer -> its size and kind */
+  MpMemStats stats;
+} MpMemLedger;
+
+void mp_mem_ledger_init (MpMemLedger *ledger);
+void mp_mem_ledger_clear (MpMemLedger *ledger);
+/* Records PTR holding BYTES of KIND (and a new peak if it is one). */
+void mp_mem_ledger_add (MpMemLedger *ledger, void *ptr, gsize bytes, MpMemKind kind);
+/* Forgets PTR; returns its bytes, 0 for a pointer the ledger does not know. */
+gsize mp_mem_ledger_remove (MpMemLedger *ledger, void *ptr);
+
 typedef enum { MP_REDUCE_SUM, MP_REDUCE_MAX } MpReduceOp;
 
 /* The kernels, with kernels/cpu/kernels.h's signatures and contracts (forwards write,
