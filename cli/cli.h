@@ -26,6 +26,21 @@ struct _MpCluster;
 struct _MpCostProfile;
 struct _MpCostProfile *mp_cli_cluster_profile (struct _MpCluster *cluster,
                                                const char *explicit_path, GError **error);
+/* What most commands start from: a model and a cluster (paths or zoo names), the
+ * calibration profile for the cluster (as mp_cli_cluster_profile) and the cost context
+ * over them. mp_cli_inputs_load prints any error and returns its exit status (0: loaded);
+ * mp_cli_inputs_clear frees what was loaded. */
+typedef struct {
+  struct _MpModel *model;
+  struct _MpCluster *cluster;
+  struct _MpCostProfile *profile;   /* NULL: none applies */
+  struct _MpCostContext *ctx;
+} MpCliInputs;
+int mp_cli_inputs_load (MpCliInputs *in, const char *model, const char *cluster,
+                        const char *profile_path);
+void mp_cli_inputs_clear (MpCliInputs *in);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (MpCliInputs, mp_cli_inputs_clear)
+
 /* The text of --help about where profiles come from. */
 #define MP_CLI_PROFILE_HELP \
   "Calibration: a profile measured by `mpplan calibrate` replaces the built-in curves. It " \

@@ -18,13 +18,13 @@ static int
 compare (const CompareArgs *a)
 {
   GError *error = NULL;
-  g_autoptr(MpModel) model = mp_model_load (a->model, &error);
-  if (model == NULL)
-    return mp_cli_fail (error);
-  g_autoptr(MpCluster) cluster = mp_cluster_load (a->cluster, &error);
-  if (cluster == NULL)
-    return mp_cli_fail (error);
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, NULL);
+  g_auto (MpCliInputs) in = { 0 };
+  int status = mp_cli_inputs_load (&in, a->model, a->cluster, NULL);
+  if (status != 0)
+    return status;
+  MpModel *model = in.model;
+  MpCluster *cluster = in.cluster;
+  MpCostContext *ctx = in.ctx;
   guint batch = a->batch > 0 ? (guint) a->batch : (guint) model->global_batch;
   g_autoptr(GPtrArray) rows = mp_compare_strategies (ctx, batch, &error);
   if (rows == NULL)

@@ -129,19 +129,16 @@ static int
 plan (const PlanArgs *a, MpWorld *world, char **argv)
 {
   GError *error = NULL;
-  g_autoptr(MpModel) model = mp_model_load (a->model, &error);
-  if (model == NULL)
-    return mp_cli_fail (error);
-  g_autoptr(MpCluster) cluster = mp_cluster_load (a->cluster, &error);
-  if (cluster == NULL)
-    return mp_cli_fail (error);
+  g_auto (MpCliInputs) in = { 0 };
+  int status = mp_cli_inputs_load (&in, a->model, a->cluster, a->profile);
+  if (status != 0)
+    return status;
+  MpModel *model = in.model;
+  MpCluster *cluster = in.cluster;
+  MpCostContext *ctx = in.ctx;
   g_autoptr(MpPlanPins) pins = NULL;
   if (a->fix && (pins = mp_plan_pins_parse (a->fix, &error)) == NULL)
     return mp_cli_fail (error);
-  g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, a->profile, &error);
-  if (profile == NULL && error != NULL)
-    return mp_cli_fail (error);
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, profile);
 
   Progress progress = { g_get_monotonic_time (), FALSE };
   MpSearchOptions opts = {

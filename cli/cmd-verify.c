@@ -322,16 +322,13 @@ static int
 verify (const VerifyArgs *a)
 {
   GError *error = NULL;
-  g_autoptr(MpModel) model = mp_model_load (a->model, &error);
-  if (model == NULL)
-    return mp_cli_fail (error);
-  g_autoptr(MpCluster) cluster = mp_cluster_load (a->cluster, &error);
-  if (cluster == NULL)
-    return mp_cli_fail (error);
-  g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, a->profile, &error);
-  if (profile == NULL && error != NULL)
-    return mp_cli_fail (error);
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, profile);
+  g_auto (MpCliInputs) in = { 0 };
+  int status = mp_cli_inputs_load (&in, a->model, a->cluster, a->profile);
+  if (status != 0)
+    return status;
+  MpModel *model = in.model;
+  MpCluster *cluster = in.cluster;
+  MpCostContext *ctx = in.ctx;
   g_autofree char *dir = a->dir ? g_strdup (a->dir) : g_dir_make_tmp ("mpplan-verify-XXXXXX", &error);
   if (dir == NULL || g_mkdir_with_parents (dir, 0755) != 0)
     {
@@ -342,7 +339,7 @@ verify (const VerifyArgs *a)
     }
   g_autofree char *exe = g_file_read_link ("/proc/self/exe", NULL);
   Verify v = { a, model, cluster, ctx, dir, exe ? g_steal_pointer (&exe) : g_strdup ("mpplan") };
-  int status = verify_all (&v);
+  status = verify_all (&v);
   if (a->dir == NULL)
     remove_dir (dir);
   g_free (v.exe);

@@ -1,11 +1,14 @@
-/* profile.c - which calibration profile a command uses for its cluster, and applying it:
- * shared by plan and describe (and simulate, verify). The lookup rules are the cost
- * model's (mp_cost_profile_for_cluster); this file only joins them to the cluster. */
+/* profile.c - a command's inputs: model, cluster, which calibration profile applies to
+ * the cluster (applied to it), and the cost context over them. Shared by plan, compare,
+ * verify, describe and simulate. The lookup rules are the cost model's
+ * (mp_cost_profile_for_cluster); this file only joins them to the cluster. */
 #include "config.h"
 #include "cli/cli.h"
 #include "costmodel/costmodel.h"
+#include "common/error.h"
 
 #include <stdio.h>
+#include <string.h>
 
 MpCostProfile *
 mp_cli_cluster_profile (MpCluster *cluster, const char *explicit_path, GError **error)
@@ -20,4 +23,32 @@ mp_cli_cluster_profile (MpCluster *cluster, const char *explicit_path, GError **
     fprintf (stderr, "mpplan: warning: %s measured '%s', which cluster %s does not have: "
              "not used\n", path, mp_cost_profile_device (profile), cluster->name);
   return g_steal_pointer (&profile);
+}
+
+int
+mp_cli_inputs_load (MpCliInputs *in, const char *model, const char *cluster,
+                    const char *profile_path)
+{
+  GError *error = NULL;
+  memset (in, 0, sizeof *in);
+  in->model = mp_model_load (model, &error);
+  if (in->model == NULL)
+    return mp_cli_fail (error);
+  in->cluster = mp_cluster_load (cluster, &error);
+  if (in->cluster == NULL)
+    return mp_cli_fail (error);
+  in->profile = mp_cli_cluster_profile (in->cluster, profile_path, &error);
+  if (in->profile == NULL && error != NULL)
+    return mp_cli_fail (error);
+  in->ctx = mp_cost_context_new (in->model, in->cluster, in->profile);
+  return 0;
+}
+
+void
+mp_cli_inputs_clear (MpCliInputs *in)
+{
+  g_clear_pointer (&in->ctx, mp_cost_context_free);
+  g_clear_pointer (&in->profile, mp_cost_profile_free);
+  g_clear_pointer (&in->cluster, mp_cluster_free);
+  g_clear_pointer (&in->model, mp_model_free);
 }
