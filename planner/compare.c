@@ -164,16 +164,7 @@ mp_compare_json (const GPtrArray *rows, const MpModel *model, const MpCluster *c
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
-  json_builder_set_member_name (b, "schema_version");
-  json_builder_add_int_value (b, 1);
-  json_builder_set_member_name (b, "model");
-  json_builder_add_string_value (b, model->name);
-  json_builder_set_member_name (b, "cluster");
-  json_builder_add_string_value (b, cluster->name);
-  json_builder_set_member_name (b, "world_size");
-  json_builder_add_int_value (b, cluster->world_size);
-  json_builder_set_member_name (b, "global_batch");
-  json_builder_add_int_value (b, global_batch);
+  mp_plan_json_header (b, model, cluster, global_batch);
   json_builder_set_member_name (b, "strategies");
   json_builder_begin_array (b);
   for (guint i = 0; i < rows->len; i++)

@@ -126,6 +126,17 @@ json_predictions (JsonBuilder *b, const MpPlan *plan)
   json_builder_end_object (b);
 }
 
+void
+mp_plan_json_header (JsonBuilder *b, const MpModel *model, const MpCluster *cluster,
+                     guint global_batch)
+{
+  mp_json_add_int (b, "schema_version", 1);
+  mp_json_add_string (b, "model", model->name);
+  mp_json_add_string (b, "cluster", cluster->name);
+  mp_json_add_int (b, "world_size", cluster->world_size);
+  mp_json_add_int (b, "global_batch", global_batch);
+}
+
 JsonNode *
 mp_plan_to_json (const MpPlan *plan)
 {

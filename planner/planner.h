@@ -214,6 +214,10 @@ const char *mp_plan_family_id (MpPlanFamily family);
  * predictions (step_s ... hfu, memory_bytes {...}, time_s {...}), family, dominant, fits,
  * binding_stage, world_size, global_batch. Caller owns (json_node_unref). */
 JsonNode *mp_plan_to_json (const MpPlan *plan);
+/* The members every planner JSON object opens with: schema_version, model, cluster,
+ * world_size, global_batch (B is inside an open object). */
+void mp_plan_json_header (JsonBuilder *b, const MpModel *model, const MpCluster *cluster,
+                          guint global_batch);
 
 /* PLAN as a complete plan file for MODEL on CLUSTER (the ones it was evaluated with).
  * PLAN_PATH is where the text will be written: a model or cluster given by a relative path
