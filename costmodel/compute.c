@@ -160,6 +160,40 @@ mp_cost_memory_kernel (const MpCostDevice *dev, double bytes, double flops,
   out->kernels = 1;
 }
 
+MpEwClass
+mp_cost_op_ew_class (const MpOp *op)
+{
+  g_return_val_if_fail (op != NULL, MP_EW_NONE);
+  switch (op->kind)
+    {
+    case MP_OP_NORM:
+      return MP_EW_NORM;
+    case MP_OP_LOSS:
+      return MP_EW_LOSS;
+    case MP_OP_ELEMENTWISE:
+      /* The IR names an MLP activation after its function (model.c) and an MoE expert's
+       * by its split; residuals, dropout and rotary are plain streams. */
+      for (int a = 0; a < MP_ACT_NONE; a++)
+        if (op->name && strcmp (op->name, mp_activation_name ((MpActivation) a)) == 0)
+          return MP_EW_ACTIVATION;
+      return op->split == MP_SPLIT_EXPERT ? MP_EW_ACTIVATION : MP_EW_NONE;
+    default:
+      return MP_EW_NONE;
+    }
+}
+
+void
+mp_cost_elementwise_kernel (const MpCostDevice *dev, MpEwClass klass, gboolean backward,
+                            double bytes, MpKernelCost *out)
+{
+  g_return_if_fail (dev != NULL && out != NULL);
+  mp_cost_memory_kernel (dev, bytes, 0, out);
+  double measured = mp_cost_profile_elementwise_bps (dev->profile, klass, backward);
+  /* The kernel cannot beat the roofline, and it runs no faster than measured. */
+  if (measured > 0 && bytes > 0)
+    out->time_s = MAX (out->time_s, bytes / measured);
+}
+
 static void
 kernel_add (MpKernelCost *acc, const MpKernelCost *k)
 {
@@ -193,6 +227,15 @@ head_factor (const MpDeviceCurve *c, double d)
   return (d / (d + 64)) / (128.0 / (128 + 64));
 }
 
+double
+mp_cost_attention_flops (double batch, double heads, double head_dim, double s_q,
+                         double s_kv, gboolean causal, gboolean backward)
+{
+  double counted = 4 * batch * heads * s_q * s_kv * head_dim;
+  /* Backward redoes Q K^T and adds dV, dP, dQ, dK: 5 products to forward's 2. */
+  return counted * (causal ? causal_fraction (s_q) : 1) * (backward ? 2.5 : 1);
+}
+
 void
 mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch, double heads,
                          double kv_heads, double head_dim, double s_q, double s_kv,
@@ -204,9 +247,8 @@ mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch, d
     return;
   const MpDeviceCurve *c = dev->curve;
   double elt = mp_dtype_bytes (dtype);
-  double counted = 4 * batch * heads * s_q * s_kv * head_dim;
-  /* Backward redoes Q K^T and adds dV, dP, dQ, dK: 5 products to forward's 2. */
-  double executed = counted * (causal ? causal_fraction (s_q) : 1) * (backward ? 2.5 : 1);
+  double executed = mp_cost_attention_flops (batch, heads, head_dim, s_q, s_kv, causal,
+                                             backward);
   double eff = (backward ? c->attn_bwd_eff : c->attn_fwd_eff) * s_kv / (s_kv + c->attn_seq_half)
                * head_factor (c, head_dim);
   eff = MIN (eff, 1.0);
@@ -219,6 +261,14 @@ mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch, d
   double math = executed / (pk * eff), stream = bytes / mem_rate (dev);
   out->kernels = backward ? 2 : 1;       /* FA2 backward: a preprocessing kernel + main */
   out->time_s = MAX (math, stream) + out->kernels * c->launch_s;
+  double measured = mp_cost_profile_attention_flops (dev->profile, backward);
+  if (measured > 0)
+    {
+      /* The device's own kernel, timed: overheads and memory traffic included. */
+      math = executed / measured;
+      eff = measured / pk;
+      out->time_s = math;
+    }
   out->flops = executed;
   out->bytes = bytes;
   out->efficiency = eff;
@@ -279,7 +329,9 @@ cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpC
   out->k = d;
   out->batch = b * heads;
   out->model_fwd_flops = 4 * b * heads * s_q * s_kv * d;
-  if (cfg->flash_attention)
+  /* A measured attention kernel is what the device runs for the core, with or without
+   * flash attention (the host executor's one kernel stores or recomputes the scores). */
+  if (cfg->flash_attention || mp_cost_profile_attention_flops (dev->profile, FALSE) > 0)
     {
       mp_cost_flash_attention (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, ctx->causal,
                                FALSE, &out->fwd);
@@ -365,10 +417,11 @@ mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
         if (op->kind == MP_OP_EMBEDDING && op->split == MP_SPLIT_VOCAB)
           div = 1;
         double bytes = op->fwd_bytes * cm_tokens (ctx, cfg) / div;
-        mp_cost_memory_kernel (dev, bytes, 0, &out->fwd);
+        MpEwClass klass = mp_cost_op_ew_class (op);
+        mp_cost_elementwise_kernel (dev, klass, FALSE, bytes, &out->fwd);
         /* Backward reads the output gradient and the saved input and writes the input
          * gradient: about twice the traffic; a norm adds a kernel for its weights. */
-        mp_cost_memory_kernel (dev, 2 * bytes, 0, &out->bwd);
+        mp_cost_elementwise_kernel (dev, klass, TRUE, 2 * bytes, &out->bwd);
         if (op->kind == MP_OP_NORM)
           {
             out->bwd.time_s += dev->curve->launch_s;

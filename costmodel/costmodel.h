@@ -204,6 +204,30 @@ double mp_cost_profile_coll_busbw (const MpCostProfile *profile, MpCollKind kind
 /* The profile's copy bandwidth, 0 if unset; and its device name (NULL: any). */
 double mp_cost_profile_mem_bw (const MpCostProfile *profile);
 const char *mp_cost_profile_device (const MpCostProfile *profile);
+/* Kernel classes whose achieved rate a profile may hold: a device's own element-wise
+ * kernels can run far below its memory roofline (the host executor's reference kernels
+ * spend their time in expf/tanhf, not in moving bytes). */
+typedef enum {
+  MP_EW_NORM,         /* layernorm / rmsnorm */
+  MP_EW_ACTIVATION,   /* the MLP activation (gelu, relu, swiglu) */
+  MP_EW_LOSS,         /* softmax + cross-entropy over a vocabulary row */
+  MP_EW_N,
+  MP_EW_NONE = MP_EW_N  /* a plain stream (residual, dropout, embedding, optimizer) */
+} MpEwClass;
+/* Sets the achieved rate of the attention core, forward and backward, in FLOP/s as
+ * mp_cost_attention_flops counts them; 0 unsets. */
+void mp_cost_profile_set_attention (MpCostProfile *profile, double fwd_flops_per_s,
+                                    double bwd_flops_per_s);
+/* The measured attention rate forward or BACKWARD, 0 if unset (NULL-safe). */
+double mp_cost_profile_attention_flops (const MpCostProfile *profile, gboolean backward);
+/* Sets the achieved rate of element-wise class KLASS, forward and backward, in bytes/s of
+ * the traffic the cost model charges (the IR's fwd_bytes forward, twice that backward);
+ * 0 unsets. */
+void mp_cost_profile_set_elementwise (MpCostProfile *profile, MpEwClass klass,
+                                      double fwd_bytes_per_s, double bwd_bytes_per_s);
+/* The measured rate of KLASS forward or BACKWARD, 0 if unset (NULL-safe). */
+double mp_cost_profile_elementwise_bps (const MpCostProfile *profile, MpEwClass klass,
+                                        gboolean backward);
 /* Sets (copies) and returns (borrowed) the machine description. */
 void mp_cost_profile_set_machine (MpCostProfile *profile, const MpProfileMachine *machine);
 const MpProfileMachine *mp_cost_profile_machine (const MpCostProfile *profile);
@@ -302,8 +326,22 @@ void mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, d
 /* A memory-bound kernel moving BYTES (read + written) with FLOPS of arithmetic. */
 void mp_cost_memory_kernel (const MpCostDevice *dev, double bytes, double flops,
                             MpKernelCost *out);
+/* The element-wise class of OP (MP_EW_NONE for anything not a norm, the MLP activation
+ * or the loss): which measured rate of a profile its kernel runs at. */
+MpEwClass mp_cost_op_ew_class (const MpOp *op);
+/* A memory-bound kernel of class KLASS moving BYTES: mp_cost_memory_kernel, or the
+ * measured rate of KLASS (forward or BACKWARD) in DEV's profile when that is slower
+ * (a measured rate already includes the kernel's overheads). */
+void mp_cost_elementwise_kernel (const MpCostDevice *dev, MpEwClass klass, gboolean backward,
+                                 double bytes, MpKernelCost *out);
+/* FLOPs a fused attention kernel executes, forward or BACKWARD (which redoes Q K^T: 2.5x
+ * forward), causal ones skipping the blocks above the diagonal: what the time of
+ * mp_cost_flash_attention is charged for, and what a measured attention rate counts. */
+double mp_cost_attention_flops (double batch, double heads, double head_dim, double s_q,
+                                double s_kv, gboolean causal, gboolean backward);
 /* Fused (flash) attention forward or backward: BATCH sequences, HEADS query heads of
- * HEAD_DIM over S_Q queries and S_KV keys, causal or not. */
+ * HEAD_DIM over S_Q queries and S_KV keys, causal or not. With a measured attention rate
+ * in DEV's profile: its FLOPs at that rate. */
 void mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch,
                               double heads, double kv_heads, double head_dim, double s_q,
                               double s_kv, gboolean causal, gboolean backward,

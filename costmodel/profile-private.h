@@ -27,6 +27,8 @@ struct _MpCostProfile {
   MpProfileMachine machine;
   CmGemmTable gemm[MP_DTYPE_N];
   double mem_bw_Bps;
+  double attn_flops[2];             /* forward, backward; 0: not measured */
+  double ew_Bps[MP_EW_N][2];        /* per class, forward, backward; 0: not measured */
   CmCollTable coll[MP_COLL_N][MP_TIER_N];
 };
 

@@ -19,8 +19,13 @@
 #define PROFILE_VERSION 1
 
 static const char *const top_keys[] = {
-  "kind", "version", "machine", "device", "memory_bandwidth", "gemm", "collectives", NULL
+  "kind", "version", "machine", "device", "memory_bandwidth", "gemm", "attention",
+  "elementwise", "collectives", NULL
 };
+static const char *const attention_keys[] = { "fwd_flops_per_s", "bwd_flops_per_s", NULL };
+static const char *const ew_rate_keys[] = { "fwd_bytes_per_s", "bwd_bytes_per_s", NULL };
+/* Indexed by MpEwClass. */
+static const char *const ew_names[] = { "norm", "activation", "loss", NULL };
 static const char *const machine_keys[] = { "hostname", "cpu", "cores", "date", "mpplan", NULL };
 static const char *const gemm_keys[] = { "m", "n", "k", "flops_per_s", NULL };
 static const char *const coll_keys[] = { "kind", "tier", "ranks", "sizes", "busbw", NULL };
@@ -212,6 +217,39 @@ read_coll (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *item,
     mp_yaml_problem (r, item, "%s", error->message);
 }
 
+/* attention: {fwd_flops_per_s, bwd_flops_per_s}, both required. */
+static void
+read_attention (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *map)
+{
+  if (!mp_yaml_expect_map (r, map, "'attention' {fwd_flops_per_s, bwd_flops_per_s}"))
+    return;
+  mp_yaml_check_keys (r, map, attention_keys);
+  double fwd = 0, bwd = 0;
+  if (mp_yaml_get_quantity (r, map, "fwd_flops_per_s", MP_UNIT_FLOPS, TRUE, FALSE, &fwd)
+      && mp_yaml_get_quantity (r, map, "bwd_flops_per_s", MP_UNIT_FLOPS, TRUE, FALSE, &bwd))
+    mp_cost_profile_set_attention (p, fwd, bwd);
+}
+
+/* elementwise: {norm|activation|loss: {fwd_bytes_per_s, bwd_bytes_per_s}}, any subset. */
+static void
+read_elementwise (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *map)
+{
+  if (!mp_yaml_expect_map (r, map, "'elementwise' {norm, activation, loss}"))
+    return;
+  mp_yaml_check_keys (r, map, ew_names);
+  for (int k = 0; k < MP_EW_N; k++)
+    {
+      const MpYamlNode *v = mp_yaml_lookup (map, ew_names[k]);
+      if (v == NULL || !mp_yaml_expect_map (r, v, "{fwd_bytes_per_s, bwd_bytes_per_s}"))
+        continue;
+      mp_yaml_check_keys (r, v, ew_rate_keys);
+      double fwd = 0, bwd = 0;
+      if (mp_yaml_get_quantity (r, v, "fwd_bytes_per_s", MP_UNIT_BPS, TRUE, FALSE, &fwd)
+          && mp_yaml_get_quantity (r, v, "bwd_bytes_per_s", MP_UNIT_BPS, TRUE, FALSE, &bwd))
+        mp_cost_profile_set_elementwise (p, (MpEwClass) k, fwd, bwd);
+    }
+}
+
 static void
 read_machine (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *map)
 {
@@ -280,6 +318,10 @@ profile_from_doc (const MpYamlDoc *doc, GError **error)
         mp_cost_profile_set_mem_bw (p, bw);
       if ((v = mp_yaml_lookup (root, "gemm")) != NULL)
         read_gemm (&r, p, v);
+      if ((v = mp_yaml_lookup (root, "attention")) != NULL)
+        read_attention (&r, p, v);
+      if ((v = mp_yaml_lookup (root, "elementwise")) != NULL)
+        read_elementwise (&r, p, v);
       const MpYamlNode *seen[MP_COLL_N][MP_TIER_N] = { { NULL } };
       if ((v = mp_yaml_lookup (root, "collectives")) != NULL)
         {
@@ -432,6 +474,35 @@ append_collectives (GString *out, const MpCostProfile *p)
       }
 }
 
+static void
+append_kernels (GString *out, const MpCostProfile *p)
+{
+  if (p->attn_flops[0] > 0)
+    {
+      g_string_append (out, "attention:  # FLOP/s of causal attention as the cost model "
+                            "counts them, per rank, every rank busy\n  fwd_flops_per_s: ");
+      append_number (out, p->attn_flops[0]);
+      g_string_append (out, "\n  bwd_flops_per_s: ");
+      append_number (out, p->attn_flops[1]);
+      g_string_append_c (out, '\n');
+    }
+  gboolean any = FALSE;
+  for (int k = 0; k < MP_EW_N; k++)
+    {
+      if (!(p->ew_Bps[k][0] > 0))
+        continue;
+      if (!any)
+        g_string_append (out, "elementwise:  # bytes/s of the traffic the cost model charges, "
+                              "per rank, every rank busy\n");
+      any = TRUE;
+      g_string_append_printf (out, "  %s:\n    fwd_bytes_per_s: ", ew_names[k]);
+      append_number (out, p->ew_Bps[k][0]);
+      g_string_append (out, "\n    bwd_bytes_per_s: ");
+      append_number (out, p->ew_Bps[k][1]);
+      g_string_append_c (out, '\n');
+    }
+}
+
 char *
 mp_cost_profile_to_yaml (const MpCostProfile *profile, const char *command)
 {
@@ -456,6 +527,7 @@ mp_cost_profile_to_yaml (const MpCostProfile *profile, const char *command)
       g_string_append (out, "  # bytes/s read + written, per rank, every rank busy\n");
     }
   append_gemm (out, profile);
+  append_kernels (out, profile);
   append_collectives (out, profile);
   return g_string_free (out, FALSE);
 }
@@ -480,6 +552,17 @@ mp_cost_profile_summary (const MpCostProfile *profile)
       g_autofree char *bw = mp_units_format (profile->mem_bw_Bps, MP_UNIT_BPS);
       g_string_append_printf (s, ", memory %s", bw);
     }
+  if (profile->attn_flops[0] > 0)
+    {
+      g_autofree char *f = mp_units_format (profile->attn_flops[0], MP_UNIT_FLOPS);
+      g_autofree char *b = mp_units_format (profile->attn_flops[1], MP_UNIT_FLOPS);
+      g_string_append_printf (s, ", attention %s forward / %s backward", f, b);
+    }
+  guint classes = 0;
+  for (int k = 0; k < MP_EW_N; k++)
+    classes += profile->ew_Bps[k][0] > 0;
+  if (classes > 0)
+    g_string_append_printf (s, ", %u element-wise rate%s", classes, classes == 1 ? "" : "s");
   guint tables = 0;
   for (int c = 0; c < MP_COLL_N; c++)
     for (int t = 0; t < MP_TIER_N; t++)

@@ -169,6 +169,46 @@ mp_cost_profile_mem_bw (const MpCostProfile *profile)
   return profile ? profile->mem_bw_Bps : 0;
 }
 
+/* A rate that is not positive and finite means "not measured". */
+static double
+rate_or_zero (double v)
+{
+  return v > 0 && isfinite (v) ? v : 0;
+}
+
+void
+mp_cost_profile_set_attention (MpCostProfile *profile, double fwd_flops_per_s,
+                               double bwd_flops_per_s)
+{
+  g_return_if_fail (profile != NULL);
+  profile->attn_flops[0] = rate_or_zero (fwd_flops_per_s);
+  profile->attn_flops[1] = rate_or_zero (bwd_flops_per_s);
+}
+
+double
+mp_cost_profile_attention_flops (const MpCostProfile *profile, gboolean backward)
+{
+  return profile ? profile->attn_flops[backward ? 1 : 0] : 0;
+}
+
+void
+mp_cost_profile_set_elementwise (MpCostProfile *profile, MpEwClass klass,
+                                 double fwd_bytes_per_s, double bwd_bytes_per_s)
+{
+  g_return_if_fail (profile != NULL && (guint) klass < MP_EW_N);
+  profile->ew_Bps[klass][0] = rate_or_zero (fwd_bytes_per_s);
+  profile->ew_Bps[klass][1] = rate_or_zero (bwd_bytes_per_s);
+}
+
+double
+mp_cost_profile_elementwise_bps (const MpCostProfile *profile, MpEwClass klass,
+                                 gboolean backward)
+{
+  if (profile == NULL || (guint) klass >= MP_EW_N)
+    return 0;
+  return profile->ew_Bps[klass][backward ? 1 : 0];
+}
+
 gboolean
 mp_cost_profile_set_coll (MpCostProfile *profile, MpCollKind kind, MpTier tier,
                           guint n_ranks, const double *sizes, const double *busbw_Bps,

@@ -78,6 +78,8 @@ typedef struct {
                     int iters, GError **error);
   /* Before the GEMMs of DTYPE (NULL: the backend has one GEMM). */
   gboolean (*gemm_dtype) (Cal *c, MpDtype dtype, GError **error);
+  /* The executor's non-GEMM kernels (NULL: not measured for this backend). */
+  gboolean (*kernels) (Cal *c, GError **error);
 } CalDevice;
 
 struct Cal {
@@ -373,6 +375,219 @@ measure_memory (Cal *c, GError **error)
     fprintf (c->out, "# memory (%s, %d rank%s at once): %.2f GB/s per rank read + written\n\n",
              how, c->size, c->size == 1 ? "" : "s", bw / 1e9);
   mp_cost_profile_set_mem_bw (c->profile, bw);
+  return TRUE;
+}
+
+/* ---- the executor's other kernels (host) ------------------------------------------------ */
+
+/* One of the reference kernels (kernels/cpu) at one shape: causal attention (klass
+ * MP_EW_NONE) or an element-wise class, with its buffers. What they are charged by the
+ * cost model (FLOPs or bytes) is in fwd_units / bwd_units. */
+typedef struct {
+  MpEwClass klass;
+  gboolean rmsnorm;            /* MP_EW_NORM: rmsnorm rather than layernorm */
+  MpkAttnShape s;              /* attention */
+  int n, c;                    /* element-wise: rows, row width */
+  double fwd_units, bwd_units;
+  float *in, *out, *din, *dout, *k, *v, *dk, *dv, *w, *b, *dw, *db, *stat1, *stat2;
+  int *targets;
+} KBench;
+
+/* Reproducible values in [-1, 1): any will do, the kernels' speed does not depend on them. */
+static float *
+filled (gsize n)
+{
+  float *x = g_new (float, MAX (n, (gsize) 1));
+  for (gsize i = 0; i < n; i++)
+    x[i] = (float) ((i * 7919) % 2001) / 1000.0f - 1.0f;
+  return x;
+}
+
+static void
+kbench_clear (KBench *k)
+{
+  float **bufs[] = { &k->in, &k->out, &k->din, &k->dout, &k->k, &k->v, &k->dk, &k->dv,
+                     &k->w, &k->b, &k->dw, &k->db, &k->stat1, &k->stat2 };
+  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
+    g_clear_pointer (bufs[i], g_free);
+  g_clear_pointer (&k->targets, g_free);
+}
+
+static void
+kbench_run (KBench *k, gboolean backward)
+{
+  int n = k->n, c = k->c;
+  switch (k->klass)
+    {
+    case MP_EW_NORM:
+      if (k->rmsnorm && !backward)
+        mpk_cpu_rmsnorm_forward (k->out, k->stat2, k->in, k->w, n, c, 1e-5f);
+      else if (k->rmsnorm)
+        mpk_cpu_rmsnorm_backward (k->din, k->dw, k->dout, k->in, k->w, k->stat2, n, c);
+      else if (!backward)
+        mpk_cpu_layernorm_forward (k->out, k->stat1, k->stat2, k->in, k->w, k->b, n, c, 1e-5f);
+      else
+        mpk_cpu_layernorm_backward (k->din, k->dw, k->db, k->dout, k->in, k->w, k->stat1,
+                                    k->stat2, n, c);
+      break;
+    case MP_EW_ACTIVATION:
+      if (!backward)
+        mpk_cpu_gelu_forward (k->out, k->in, (size_t) n * c);
+      else
+        mpk_cpu_gelu_backward (k->din, k->in, k->dout, (size_t) n * c);
+      break;
+    case MP_EW_LOSS:
+      if (!backward)
+        mpk_cpu_crossentropy_forward (k->out, k->stat1, k->in, k->targets, n, c);
+      else
+        mpk_cpu_crossentropy_backward (k->din, k->in, k->stat1, k->targets, 1.0f / n, n, c);
+      break;
+    default:
+      if (!backward)
+        mpk_cpu_attention_forward (k->out, k->stat1, NULL, k->in, k->k, k->v, k->s);
+      else
+        mpk_cpu_attention_backward (k->din, k->dk, k->dv, k->dout, k->out, k->stat1, NULL,
+                                    k->in, k->k, k->v, k->s);
+      break;
+    }
+}
+
+/* Causal attention of MODEL over one sequence on one group of query heads sharing a kv
+ * head: heads are independent, so the rate per FLOP is that of every head count, and a
+ * gpt2-124m sequence stays well under a second. */
+static void
+kbench_attention (KBench *k, const MpModel *m)
+{
+  int group = (int) MAX (m->heads / MAX (m->kv_heads, 1u), 1u), hd = (int) m->head_dim;
+  int t = (int) m->seq_len;
+  k->klass = MP_EW_NONE;
+  k->s = (MpkAttnShape) { 1, t, group, 1, hd, group * hd, hd, group * hd };
+  gsize q = (gsize) t * group * hd, kv = (gsize) t * hd;
+  k->in = filled (q), k->k = filled (kv), k->v = filled (kv), k->dout = filled (q);
+  k->out = g_new0 (float, q), k->din = g_new0 (float, q);
+  k->dk = g_new0 (float, kv), k->dv = g_new0 (float, kv);
+  k->stat1 = g_new0 (float, (gsize) group * t);
+  /* The cost model's count for this shape (causal, as it costs a transformer). */
+  k->fwd_units = mp_cost_attention_flops (1, group, hd, t, t, TRUE, FALSE);
+  k->bwd_units = mp_cost_attention_flops (1, group, hd, t, t, TRUE, TRUE);
+}
+
+/* The element-wise op of MODEL in KLASS at N rows: bytes charged are the IR's fwd_bytes
+ * per token forward and twice that backward (compute.c); FALSE if MODEL has none or its
+ * kernel is not one measured here (only gelu among the activations). */
+static gboolean
+kbench_elementwise (KBench *k, const MpModel *m, MpEwClass klass)
+{
+  const MpOp *op = NULL;
+  for (guint l = 0; l < m->n_layers && op == NULL; l++)
+    for (guint o = 0; o < m->layers[l].n_ops && op == NULL; o++)
+      if (mp_cost_op_ew_class (&m->layers[l].ops[o]) == klass)
+        op = &m->layers[l].ops[o];
+  if (op == NULL || (klass == MP_EW_ACTIVATION && m->activation != MP_ACT_GELU))
+    return FALSE;
+  int c = (int) (klass == MP_EW_NORM ? m->hidden : klass == MP_EW_LOSS ? m->vocab
+                                                                      : m->ffn_hidden);
+  /* One sequence, or fewer rows where a row is long (a vocabulary): 16 MiB per tensor. */
+  int n = (int) CLAMP ((4u << 20) / (guint) c, 1u, MAX (m->seq_len, 1u));
+  gsize cells = (gsize) n * c;
+  k->klass = klass;
+  k->rmsnorm = m->norm == MP_NORM_RMSNORM;
+  k->n = n, k->c = c;
+  k->in = filled (cells), k->dout = filled (cells);
+  k->out = g_new0 (float, cells), k->din = g_new0 (float, cells);
+  k->w = filled (c), k->b = filled (c), k->dw = g_new0 (float, c), k->db = g_new0 (float, c);
+  k->stat1 = g_new0 (float, n), k->stat2 = g_new0 (float, n);
+  k->targets = g_new (int, n);
+  for (int i = 0; i < n; i++)
+    k->targets[i] = (int) ((i * 131u) % (guint) c);
+  k->fwd_units = op->fwd_bytes * n;
+  k->bwd_units = 2 * op->fwd_bytes * n;
+  return TRUE;
+}
+
+/* Seconds per run of K forward or BACKWARD, slowest rank, every rank running it at once
+ * (as the executor does, one rank per core): a warm-up run sizes the repetitions. */
+static gboolean
+time_kbench (Cal *c, KBench *k, gboolean backward, double *time_s, GError **error)
+{
+  double t0 = now_s ();
+  kbench_run (k, backward);
+  double once = now_s () - t0;
+  if (!max_over_ranks (c, &once, error))
+    return FALSE;
+  int reps = (int) CLAMP ((c->quick ? 0.05 : 0.3) / MAX (once, 1e-9), 1, 200);
+  if (!barrier (c, error))
+    return FALSE;
+  t0 = now_s ();
+  for (int r = 0; r < reps; r++)
+    kbench_run (k, backward);
+  *time_s = (now_s () - t0) / reps;
+  return max_over_ranks (c, time_s, error);
+}
+
+/* Adds K's units and times, forward and backward, to ACC[2][2] (units, seconds). */
+static gboolean
+accumulate_kbench (Cal *c, KBench *k, double acc[2][2], GError **error)
+{
+  double tf = 0, tb = 0;
+  gboolean ok = time_kbench (c, k, FALSE, &tf, error) && time_kbench (c, k, TRUE, &tb, error);
+  if (ok)
+    {
+      acc[0][0] += k->fwd_units, acc[0][1] += tf;
+      acc[1][0] += k->bwd_units, acc[1][1] += tb;
+    }
+  kbench_clear (k);
+  return ok;
+}
+
+/* The executor's attention and element-wise kernels at the host zoo's shapes, as rates
+ * of what the cost model charges them: these reference kernels run far below the
+ * roofline that GEMM and triad rates imply. One rate per class: total units over total
+ * time over the zoo's shapes. */
+static gboolean
+measure_host_kernels (Cal *c, GError **error)
+{
+  static const char *const names[] = { "norm", "activation", "loss" };
+  double attn[2][2] = { { 0 } }, ew[MP_EW_N][2][2] = { { { 0 } } };
+  for (int i = 0; c->dev->zoo[i]; i++)
+    {
+      g_autoptr(GError) local = NULL;
+      g_autoptr(MpModel) m = mp_model_load (c->dev->zoo[i], &local);
+      if (m == NULL || m->arch != MP_ARCH_TRANSFORMER)
+        continue;
+      KBench k = { 0 };
+      kbench_attention (&k, m);
+      if (!accumulate_kbench (c, &k, attn, error))
+        return FALSE;
+      for (int e = 0; e < MP_EW_N; e++)
+        {
+          KBench ke = { 0 };
+          if (kbench_elementwise (&ke, m, (MpEwClass) e)
+              && !accumulate_kbench (c, &ke, ew[e], error))
+            return FALSE;
+        }
+    }
+  if (attn[0][1] > 0)
+    {
+      double f = round4 (attn[0][0] / attn[0][1]), b = round4 (attn[1][0] / attn[1][1]);
+      mp_cost_profile_set_attention (c->profile, f, b);
+      if (c->out)
+        fprintf (c->out, "# attention (reference kernel, %d rank%s at once): %.3g GFLOP/s "
+                 "forward, %.3g backward per rank\n", c->size, c->size == 1 ? "" : "s",
+                 f / 1e9, b / 1e9);
+    }
+  for (int e = 0; e < MP_EW_N; e++)
+    {
+      if (!(ew[e][0][1] > 0))
+        continue;
+      double f = round4 (ew[e][0][0] / ew[e][0][1]), b = round4 (ew[e][1][0] / ew[e][1][1]);
+      mp_cost_profile_set_elementwise (c->profile, (MpEwClass) e, f, b);
+      if (c->out)
+        fprintf (c->out, "# %s (reference kernel): %.3g GB/s forward, %.3g backward per "
+                 "rank, of the bytes the cost model charges\n", names[e], f / 1e9, b / 1e9);
+    }
+  if (c->out)
+    fputc ('\n', c->out);
   return TRUE;
 }
 
@@ -837,6 +1052,7 @@ static const CalDevice host_device = {
   .coll_iters = 20, .coll_iters_quick = 10,
   .host_memory = TRUE,
   .coll = mpi_coll,
+  .kernels = measure_host_kernels,
 };
 
 #ifdef HAVE_CUDA
@@ -914,7 +1130,8 @@ calibrate (Cal *c, const MpCalibrateOptions *opts, GError **error)
   if (c->out)
     fprintf (c->out, "# calibrate --backend %s: profile for device '%s'\n\n", c->dev->name,
              device);
-  if (!measure_gemm (c, error) || !measure_memory (c, error))
+  if (!measure_gemm (c, error) || !measure_memory (c, error)
+      || (c->dev->kernels && !c->dev->kernels (c, error)))
     return NULL;
   gboolean all_right = TRUE;
   if (c->size < 2)

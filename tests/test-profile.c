@@ -45,6 +45,9 @@ sample_profile (const char *hostname)
   for (int c = 0; c < MP_COLL_N; c++)
     assert_true (mp_cost_profile_set_coll (p, (MpCollKind) c, MP_TIER_NODE, 2, sizes, busbw, 3,
                                            NULL));
+  mp_cost_profile_set_attention (p, 1e9 / 3, 2.5e9 / 3);
+  mp_cost_profile_set_elementwise (p, MP_EW_NORM, 1e9 / 7, 3e9 / 7);
+  mp_cost_profile_set_elementwise (p, MP_EW_LOSS, (0.1 + 0.2) * 1e9, 1e9);
   return p;
 }
 
@@ -66,6 +69,51 @@ test_profile_round_trip (void **state)
                == mp_cost_profile_gemm_flops (p, MP_DTYPE_FP32, 100, 200, 300));
   assert_true (mp_cost_profile_coll_busbw (q, MP_COLL_SEND_RECV, MP_TIER_NODE, 5000)
                == mp_cost_profile_coll_busbw (p, MP_COLL_SEND_RECV, MP_TIER_NODE, 5000));
+  assert_true (mp_cost_profile_attention_flops (q, TRUE) == 2.5e9 / 3);
+  assert_true (mp_cost_profile_elementwise_bps (q, MP_EW_NORM, FALSE) == 1e9 / 7);
+  assert_true (mp_cost_profile_elementwise_bps (q, MP_EW_LOSS, FALSE) == (0.1 + 0.2) * 1e9);
+  assert_true (mp_cost_profile_elementwise_bps (q, MP_EW_ACTIVATION, FALSE) == 0);
+}
+
+/* Measured attention and element-wise rates replace the curve and the roofline: the time
+ * is exactly the charged FLOPs or bytes over the rate; unmeasured classes are unchanged. */
+static void
+test_profile_kernel_rates (void **state)
+{
+  g_autoptr(MpCluster) cluster = two_cores ();
+  g_autoptr(MpModel) model = mp_model_load ("tiny-gpt", NULL);
+  assert_non_null (model);
+  g_autoptr(MpCostProfile) p = sample_profile ("box");
+  g_autoptr(MpCostContext) plain = mp_cost_context_new (model, cluster, NULL);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, p);
+  const MpCostDevice *dev = mp_cost_device (ctx, 0), *pdev = mp_cost_device (plain, 0);
+  for (int bwd = 0; bwd <= 1; bwd++)
+    {
+      MpKernelCost a;
+      mp_cost_flash_attention (dev, MP_DTYPE_FP32, 2, 4, 4, 64, 128, 128, TRUE, bwd, &a);
+      double flops = mp_cost_attention_flops (2, 4, 64, 128, 128, TRUE, bwd);
+      assert_true (a.flops == flops);
+      mp_assert_close (a.time_s, flops / mp_cost_profile_attention_flops (p, bwd), 1e-12);
+    }
+  MpKernelCost k, roof;
+  double bytes = 1e6;
+  mp_cost_elementwise_kernel (dev, MP_EW_NORM, TRUE, bytes, &k);
+  mp_assert_close (k.time_s, bytes / (3e9 / 7), 1e-12);
+  mp_cost_elementwise_kernel (dev, MP_EW_LOSS, FALSE, bytes, &k);
+  mp_assert_close (k.time_s, bytes / ((0.1 + 0.2) * 1e9), 1e-12);
+  /* No activation rate, no profile: the roofline, as before. */
+  mp_cost_elementwise_kernel (dev, MP_EW_ACTIVATION, FALSE, bytes, &k);
+  mp_cost_memory_kernel (dev, bytes, 0, &roof);
+  assert_true (k.time_s == roof.time_s);
+  mp_cost_elementwise_kernel (pdev, MP_EW_NORM, FALSE, bytes, &k);
+  mp_cost_memory_kernel (pdev, bytes, 0, &roof);
+  assert_true (k.time_s == roof.time_s);
+  /* The IR's ops map to the classes: tiny-gpt has a norm, gelu and a loss. */
+  guint seen[MP_EW_N + 1] = { 0 };
+  for (guint l = 0; l < model->n_layers; l++)
+    for (guint o = 0; o < model->layers[l].n_ops; o++)
+      seen[mp_cost_op_ew_class (&model->layers[l].ops[o])]++;
+  assert_true (seen[MP_EW_NORM] > 0 && seen[MP_EW_ACTIVATION] == 4 && seen[MP_EW_LOSS] == 1);
 }
 
 /* Every problem is reported, each at its line and column. */
@@ -214,6 +262,7 @@ main (void)
     cmocka_unit_test (test_profile_round_trip),
     cmocka_unit_test (test_profile_problems_located),
     cmocka_unit_test (test_profile_gemm_replaces_curve),
+    cmocka_unit_test (test_profile_kernel_rates),
     cmocka_unit_test (test_profile_collective_from_table),
     cmocka_unit_test (test_profile_apply_replaces_placeholders),
     cmocka_unit_test (test_profile_host_lookup),
