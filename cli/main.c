@@ -22,7 +22,7 @@ static const Command commands[] = {
   { "plan", mp_cmd_plan, "Recommend how to split training over the cluster (main job)" },
   { "simulate", mp_cmd_simulate, "Time a plan's step instruction by instruction; write a trace" },
   { "describe", mp_cmd_describe, "Show what mpplan knows of a model or a cluster" },
-  { "validate", mp_cmd_validate, "Check model, cluster and plan files, reporting every problem" },
+  { "validate", mp_cmd_validate, "Check model, cluster, plan and profile files, reporting every problem" },
   { "calibrate", mp_cmd_calibrate, "Measure this machine (GEMM, memory, collectives) into a profile" },
   { "program", mp_cmd_program, "Show what one rank of a plan does in a step, instruction by instruction" },
   { "exec", mp_cmd_exec, "Run a plan for real under mpirun and measure it (host backend)" },

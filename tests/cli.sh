@@ -52,4 +52,16 @@ ok "program without -p is bad usage (2)" status_is 2 "$MPPLAN" program
 ok "program of a missing plan file is bad input (2)" status_is 2 "$MPPLAN" program -p "$tmp/none.yaml"
 ok "program of a bad plan file is bad input (2)" status_is 2 "$MPPLAN" program -p "$top_srcdir/tests/data/model-small.yaml"
 ok "... with located messages" grep -q 'model-small.yaml:[0-9]*:[0-9]*: ' "$tmp/err"
+# The docs keep up with the command table: every command `mpplan help` lists is in the
+# man page and the README.
+documented () {
+  for c in $("$MPPLAN" help | awk '/^Commands:/ {on=1; next} on && !NF {exit} on {print $1}'); do
+    [ "$c" = help ] || [ "$c" = version ] && continue
+    # A command's entry opens with `.B "NAME ...` or `.BI "NAME ...` (exec: `... mpplan exec`).
+    grep -Eq "^\\.BI? (\"$c |\"$c\\\\|.*mpplan $c\")" "$top_srcdir/docs/mpplan.1" ||
+      { echo "# $c not in mpplan.1" >&2; return 1; }
+    grep -q "mpplan $c\\|mpirun -np N mpplan $c" "$top_srcdir/README.md" || { echo "# $c not in README" >&2; return 1; }
+  done
+}
+ok "every command is documented in the man page and the README" documented
 tap_done
