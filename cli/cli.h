@@ -65,7 +65,9 @@ int mp_cli_emit (const char *id, const char *dir, const MpPlan *best,
                  const MpCostContext *ctx, const MpSearchOptions *opts);
 
 /* Parses ARGV with CTX (help disabled in CTX; we print it ourselves). Returns -1 to go on,
- * or the exit status to return at once (0 after printing help, 2 on a bad option). */
+ * or the exit status to return at once (0 after printing help, 2 on a bad option or on an
+ * argument left over: a command that takes operands collects them with
+ * G_OPTION_REMAINING). */
 int mp_cli_parse (GOptionContext *ctx, int *argc, char ***argv, gboolean do_help);
 /* Prints "mpplan: MESSAGE" then the command's help on stderr; returns 2. */
 int mp_cli_usage (GOptionContext *ctx, const char *message);

@@ -70,7 +70,6 @@ int
 mp_cmd_calibrate (int argc, char **argv, gboolean do_help)
 {
   CalibrateArgs a = { 0 };
-  g_auto (GStrv) rest = NULL;
   g_autofree char *args = g_strjoinv (" ", argv);
   g_autofree char *command = g_strconcat ("mpplan ", args, NULL);
   const GOptionEntry entries[] = {
@@ -85,7 +84,6 @@ mp_cmd_calibrate (int argc, char **argv, gboolean do_help)
     { "device", 0, 0, G_OPTION_ARG_STRING, &a.device,
       "The cluster device the profile applies to (default: cpu-core for host, the GPU's "
       "name for cuda)", "NAME" },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
@@ -113,11 +111,6 @@ mp_cmd_calibrate (int argc, char **argv, gboolean do_help)
   g_option_context_set_description (ctx, description);
   g_option_context_add_main_entries (ctx, entries, NULL);
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
-  if (status < 0 && rest != NULL && rest[0] != NULL)
-    {
-      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
-      status = mp_cli_usage (ctx, msg);
-    }
   if (a.backend == NULL)
     a.backend = g_strdup ("host");
   if (status < 0 && strcmp (a.backend, "host") != 0 && strcmp (a.backend, "cuda") != 0)

@@ -45,7 +45,6 @@ int
 mp_cmd_compare (int argc, char **argv, gboolean do_help)
 {
   CompareArgs a = { .batch = G_MININT };
-  g_auto (GStrv) rest = NULL;
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &a.model,
       "Model: YAML file, Hugging Face config.json or zoo name (required)", "MODEL" },
@@ -54,7 +53,6 @@ mp_cmd_compare (int argc, char **argv, gboolean do_help)
     { "batch", 'b', 0, G_OPTION_ARG_INT, &a.batch,
       "Global batch in sequences (default: the model's training.global_batch)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object", NULL },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
@@ -72,12 +70,7 @@ mp_cmd_compare (int argc, char **argv, gboolean do_help)
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)
     goto out;
-  if (rest != NULL && rest[0] != NULL)
-    {
-      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
-      status = mp_cli_usage (ctx, msg);
-    }
-  else if (a.model == NULL || a.cluster == NULL)
+  if (a.model == NULL || a.cluster == NULL)
     status = mp_cli_usage (ctx, "compare needs --model and --cluster");
   else if (a.batch != G_MININT && a.batch < 1)
     status = mp_cli_usage (ctx, "--batch must be at least 1");

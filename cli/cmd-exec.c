@@ -50,7 +50,6 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
   gint64 steps = 5, warmup = 1, seed = 1234;
   gboolean check = FALSE;
   g_autofree char *backend = NULL;
-  g_auto (GStrv) rest = NULL;
   const GOptionEntry entries[] = {
     { "plan", 'p', 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan file (mpplan plan -o)", "FILE" },
     { "steps", 0, 0, G_OPTION_ARG_INT64, &steps, "Measured training steps (default 5)", "S" },
@@ -66,7 +65,6 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend,
       "host (default: OpenBLAS and MPI), cuda (one GPU per rank: CUDA kernels, cuBLAS with "
       "bf16 inputs and fp32 accumulation, NCCL) or cuda-fp32 (the same in fp32)", "NAME" },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
@@ -82,11 +80,6 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)
     return status;
-  if (rest != NULL && rest[0] != NULL)
-    {
-      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
-      return mp_cli_usage (ctx, msg);
-    }
   if (plan_path == NULL)
     return mp_cli_usage (ctx, "no plan file given (-p plan.yaml)");
   if (steps < 1 || steps > 100000 || warmup < 0 || warmup > 100000)

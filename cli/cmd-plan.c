@@ -206,7 +206,6 @@ int
 mp_cmd_plan (int argc, char **argv, gboolean do_help)
 {
   PlanArgs a = { .top = 5, .refine = 8, .batch = G_MININT };  /* G_MININT: not given */
-  g_auto (GStrv) rest = NULL;
   g_auto (GStrv) all_argv = g_strdupv (argv);
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &a.model,
@@ -235,7 +234,6 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
     { "profile", 0, 0, G_OPTION_ARG_FILENAME, &a.profile,
       "Calibration profile (from `mpplan calibrate`) to use in place of the built-in curves",
       "FILE" },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
@@ -253,12 +251,6 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)
     goto out;
-  if (rest != NULL && rest[0] != NULL)
-    {
-      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
-      status = mp_cli_usage (ctx, msg);
-      goto out;
-    }
   if (a.refine < 0)
     {
       status = mp_cli_usage (ctx, "--refine must be 0 or more");

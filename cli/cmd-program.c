@@ -44,12 +44,10 @@ mp_cmd_program (int argc, char **argv, gboolean do_help)
   g_autofree char *plan_path = NULL;
   gint64 rank = 0;
   gboolean as_json = FALSE;
-  g_auto (GStrv) rest = NULL;
   const GOptionEntry entries[] = {
     { "plan", 'p', 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan file (mpplan plan -o)", "FILE" },
     { "rank", 'r', 0, G_OPTION_ARG_INT64, &rank, "World rank to show (default 0)", "R" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &as_json, "Print one JSON object (docs/json.md)", NULL },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
@@ -64,11 +62,6 @@ mp_cmd_program (int argc, char **argv, gboolean do_help)
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)
     return status;
-  if (rest != NULL && rest[0] != NULL)
-    {
-      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
-      return mp_cli_usage (ctx, msg);
-    }
   if (plan_path == NULL)
     return mp_cli_usage (ctx, "no plan file given (-p plan.yaml)");
   return print_program (plan_path, rank, as_json);

@@ -132,7 +132,6 @@ int
 mp_cmd_report (int argc, char **argv, gboolean do_help)
 {
   ReportArgs a = { 0 };
-  g_auto (GStrv) rest = NULL;
   const GOptionEntry entries[] = {
     { "predicted", 'p', 0, G_OPTION_ARG_FILENAME_ARRAY, &a.predicted,
       "Prediction: `simulate --json` or a plan's JSON (repeat for several runs)", "FILE" },
@@ -148,7 +147,6 @@ mp_cmd_report (int argc, char **argv, gboolean do_help)
       "Predicted timeline (`simulate --trace`), for --trace and the Gantt chart", "FILE" },
     { "measured-trace", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a.measured_traces,
       "Measured timeline (`exec --trace`)", "FILE" },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
@@ -164,12 +162,7 @@ mp_cmd_report (int argc, char **argv, gboolean do_help)
   const char *bad = NULL;
   if (status >= 0)
     goto out;
-  if (rest != NULL && rest[0] != NULL)
-    {
-      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
-      status = mp_cli_usage (ctx, msg);
-    }
-  else if ((bad = check_args (&a)) != NULL)
+  if ((bad = check_args (&a)) != NULL)
     status = mp_cli_usage (ctx, bad);
   else
     status = report (&a);

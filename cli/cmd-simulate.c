@@ -196,7 +196,6 @@ int
 mp_cmd_simulate (int argc, char **argv, gboolean do_help)
 {
   SimArgs a = { 0 };
-  g_auto (GStrv) rest = NULL;
   const GOptionEntry entries[] = {
     { "plan", 'p', 0, G_OPTION_ARG_FILENAME, &a.plan, "Plan file (as `mpplan plan -o` writes)",
       "PLAN" },
@@ -206,7 +205,6 @@ mp_cmd_simulate (int argc, char **argv, gboolean do_help)
     { "profile", 0, 0, G_OPTION_ARG_FILENAME, &a.profile,
       "Calibration profile (from `mpplan calibrate`) to use in place of the built-in curves",
       "FILE" },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
@@ -221,12 +219,6 @@ mp_cmd_simulate (int argc, char **argv, gboolean do_help)
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)
     goto out;
-  if (rest != NULL && rest[0] != NULL)
-    {
-      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
-      status = mp_cli_usage (ctx, msg);
-      goto out;
-    }
   if (a.plan == NULL)
     {
       status = mp_cli_usage (ctx, "no plan file given (-p PLAN)");

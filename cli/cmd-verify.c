@@ -350,7 +350,6 @@ int
 mp_cmd_verify (int argc, char **argv, gboolean do_help)
 {
   VerifyArgs a = { .top = 3, .steps = 5, .warmup = 1 };
-  g_auto (GStrv) rest = NULL;
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &a.model, "Model: YAML file or zoo name", "MODEL" },
     { "cluster", 'c', 0, G_OPTION_ARG_STRING, &a.cluster,
@@ -370,7 +369,6 @@ mp_cmd_verify (int argc, char **argv, gboolean do_help)
     { "dir", 0, 0, G_OPTION_ARG_FILENAME, &a.dir,
       "Keep the plan files, measurements and traces in DIR (default: a temporary folder, "
       "removed)", "DIR" },
-    { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &rest, NULL, NULL },
     G_OPTION_ENTRY_NULL
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
@@ -392,12 +390,7 @@ mp_cmd_verify (int argc, char **argv, gboolean do_help)
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)
     goto out;
-  if (rest != NULL && rest[0] != NULL)
-    {
-      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", rest[0]);
-      status = mp_cli_usage (ctx, msg);
-    }
-  else if (a.model == NULL || a.cluster == NULL)
+  if (a.model == NULL || a.cluster == NULL)
     status = mp_cli_usage (ctx, "give a model and a cluster (-m MODEL -c CLUSTER)");
   else if (a.top < 1 || a.np < 0 || a.steps < 1 || a.warmup < 0 || a.steps > 100000
            || a.warmup > 100000)

@@ -73,6 +73,13 @@ mp_cli_parse (GOptionContext *ctx, int *argc, char ***argv, gboolean do_help)
   g_autoptr(GError) error = NULL;
   if (!g_option_context_parse (ctx, argc, argv, &error))
     return mp_cli_usage (ctx, error->message);
+  /* Commands that take operands collect them with G_OPTION_REMAINING; anything GOption
+   * left behind is an argument the command does not take. */
+  if (*argc > 1)
+    {
+      g_autofree char *msg = g_strdup_printf ("unexpected argument '%s'", (*argv)[1]);
+      return mp_cli_usage (ctx, msg);
+    }
   return -1;
 }
 

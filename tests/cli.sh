@@ -64,4 +64,7 @@ documented () {
   done
 }
 ok "every command is documented in the man page and the README" documented
+for c in plan simulate compare exec program report verify calibrate; do
+  ok "$c refuses an argument it does not take (2)" status_is 2 "$MPPLAN" $c stray-argument
+done
 tap_done
