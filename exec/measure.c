@@ -28,6 +28,17 @@
 static const char *const phase_names[MP_PHASE_N] = { "compute", "tp_comm", "pp_comm",
                                                       "dp_comm", "bubble", "optimizer" };
 
+/* The bubble of ST: its step less the other five parts. */
+static void
+fill_bubble (MpStepPhases *st)
+{
+  double busy = 0;
+  for (int p = 0; p < MP_PHASE_N; p++)
+    if (p != MP_PHASE_BUBBLE)
+      busy += st->t[p];
+  st->t[MP_PHASE_BUBBLE] = MAX (0.0, st->step_s - busy);
+}
+
 void
 mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_start,
                       double t_end, MpStepPhases *out)
@@ -60,11 +71,7 @@ mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_s
           break;
         }
     }
-  double busy = 0;
-  for (int p = 0; p < MP_PHASE_N; p++)
-    if (p != MP_PHASE_BUBBLE)
-      busy += t[p];
-  t[MP_PHASE_BUBBLE] = MAX (0.0, out->step_s - busy);
+  fill_bubble (out);
 }
 
 static int
@@ -72,17 +79,6 @@ cmp_double (gconstpointer a, gconstpointer b)
 {
   double x = *(const double *) a, y = *(const double *) b;
   return x < y ? -1 : x > y;
-}
-
-/* Median of N values (copied, sorted). */
-static double
-median (const double *v, guint n)
-{
-  if (n == 0)
-    return 0;
-  g_autofree double *s = g_memdup2 (v, n * sizeof (double));
-  qsort (s, n, sizeof (double), (int (*) (const void *, const void *)) cmp_double);
-  return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
 /* ---- one rank ---------------------------------------------------------------------- */
@@ -232,56 +228,131 @@ mp_measure_rank_json (const MpProgram *prog, const MpModel *model, const MpStepP
 
 /* ---- the job (rank 0) -------------------------------------------------------------- */
 
-/* A rank's parsed figures. */
-typedef struct {
-  JsonObject *o;
-  guint n;
-  double *step_s;
-  double (*t)[MP_PHASE_N];
-  double median_t[MP_PHASE_N];
-  double median_step;
-} RankFig;
-
-static void
-rank_fig (JsonObject *o, RankFig *f)
+void
+mp_measure_spread (const double *v, guint n, MpSpread *out)
 {
-  f->o = o;
-  JsonArray *steps = json_object_get_array_member (o, "steps");
-  f->n = json_array_get_length (steps);
-  f->step_s = g_new0 (double, MAX (f->n, 1u));
-  f->t = g_malloc0 (MAX (f->n, 1u) * sizeof *f->t);
-  for (guint s = 0; s < f->n; s++)
+  *out = (MpSpread) { 0, 0, 0 };
+  if (n == 0)
+    return;
+  g_autofree double *s = g_memdup2 (v, n * sizeof (double));
+  qsort (s, n, sizeof (double), (int (*) (const void *, const void *)) cmp_double);
+  out->median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  out->min = s[0];
+  out->max = s[n - 1];
+}
+
+/* The spread of part P (MP_PHASE_N: the step itself) over N steps. */
+static void
+column_spread (const MpStepPhases *st, guint n, int p, MpSpread *out)
+{
+  g_autofree double *v = g_new (double, MAX (n, 1u));
+  for (guint s = 0; s < n; s++)
+    v[s] = p == MP_PHASE_N ? st[s].step_s : st[s].t[p];
+  mp_measure_spread (v, n, out);
+}
+
+/* The spread of each of the six parts over N steps, into T[0..5]. */
+static void
+parts_spread (const MpStepPhases *st, guint n, MpSpread *t)
+{
+  for (int p = 0; p < MP_PHASE_N; p++)
+    column_spread (st, n, p, &t[p]);
+}
+
+/* A job's figures are spreads over its steps, each part over the same steps as the step:
+ * a part's median is then inside its min-max, which a part taken as the rest of a median
+ * step (a median of sums less a sum of medians) is not. Per step the six parts add up to
+ * the job's step; their medians need not add up to its median. */
+void
+mp_measure_summarize (const MpStepPhases *const *ranks, guint n_ranks, guint n_steps,
+                      MpStepPhases *job, MpJobSummary *out)
+{
+  memset (out, 0, sizeof *out);
+  double most = -1;
+  for (guint r = 0; r < n_ranks; r++)
     {
-      JsonObject *so = json_array_get_object_element (steps, s);
-      f->step_s[s] = json_object_get_double_member (so, "step_s");
-      JsonObject *to = json_object_get_object_member (so, "time_s");
-      for (int p = 0; p < MP_PHASE_N; p++)
-        f->t[s][p] = json_object_get_double_member (to, phase_names[p]);
+      MpSpread c;
+      column_spread (ranks[r], n_steps, MP_PHASE_COMPUTE, &c);
+      if (c.median > most)
+        {
+          most = c.median;
+          out->time_rank = r;
+        }
     }
-  f->median_step = median (f->step_s, f->n);
-  g_autofree double *col = g_new (double, MAX (f->n, 1u));
+  for (guint s = 0; s < n_steps; s++)
+    {
+      job[s] = n_ranks ? ranks[out->time_rank][s] : (MpStepPhases) { 0 };
+      for (guint r = 0; r < n_ranks; r++)
+        job[s].step_s = MAX (job[s].step_s, ranks[r][s].step_s);
+      fill_bubble (&job[s]);
+    }
+  column_spread (job, n_steps, MP_PHASE_N, &out->step);
+  parts_spread (job, n_steps, out->t);
+}
+
+/* The medians, smallest and largest of the six spreads T into MED, LO, HI. */
+static void
+split_spreads (const MpSpread *t, double *med, double *lo, double *hi)
+{
   for (int p = 0; p < MP_PHASE_N; p++)
     {
-      for (guint s = 0; s < f->n; s++)
-        col[s] = f->t[s][p];
-      f->median_t[p] = median (col, f->n);
+      med[p] = t[p].median;
+      lo[p] = t[p].min;
+      hi[p] = t[p].max;
     }
 }
 
-/* The smallest and largest of each part over F's steps (0 when it has none). */
-static void
-phase_spread (const RankFig *f, double *lo, double *hi)
+/* A rank's object and its first N_STEPS steps (0 where it has fewer); caller frees. */
+static MpStepPhases *
+rank_steps (JsonObject *o, guint n_steps)
 {
-  for (int p = 0; p < MP_PHASE_N; p++)
+  MpStepPhases *st = g_new0 (MpStepPhases, MAX (n_steps, 1u));
+  JsonArray *steps = json_object_get_array_member (o, "steps");
+  guint n = MIN (json_array_get_length (steps), n_steps);
+  for (guint s = 0; s < n; s++)
     {
-      lo[p] = f->n ? G_MAXDOUBLE : 0;
-      hi[p] = 0;
-      for (guint s = 0; s < f->n; s++)
-        {
-          lo[p] = MIN (lo[p], f->t[s][p]);
-          hi[p] = MAX (hi[p], f->t[s][p]);
-        }
+      JsonObject *so = json_array_get_object_element (steps, s);
+      st[s].step_s = json_object_get_double_member (so, "step_s");
+      JsonObject *to = json_object_get_object_member (so, "time_s");
+      for (int p = 0; p < MP_PHASE_N; p++)
+        st[s].t[p] = json_object_get_double_member (to, phase_names[p]);
     }
+  return st;
+}
+
+/* One entry of ranks[]: its coordinates, its medians over its own steps, its memory. */
+static void
+add_rank (JsonBuilder *b, JsonObject *o, const MpStepPhases *st, guint n_steps)
+{
+  json_builder_begin_object (b);
+  const char *keys[] = { "rank", "stage", "tp_rank", "dp_rank" };
+  for (int k = 0; k < 4; k++)
+    {
+      json_builder_set_member_name (b, keys[k]);
+      json_builder_add_int_value (b, json_object_get_int_member (o, keys[k]));
+    }
+  MpSpread step, t[MP_PHASE_N];
+  column_spread (st, n_steps, MP_PHASE_N, &step);
+  parts_spread (st, n_steps, t);
+  double med[MP_PHASE_N], lo[MP_PHASE_N], hi[MP_PHASE_N];
+  split_spreads (t, med, lo, hi);
+  json_builder_set_member_name (b, "step_s");
+  json_builder_add_double_value (b, step.median);
+  json_builder_set_member_name (b, "time_s");
+  add_phases (b, med);
+  json_builder_set_member_name (b, "memory_bytes");
+  json_builder_add_value (b, json_node_copy (json_object_get_member (o, "memory_bytes")));
+  json_builder_end_object (b);
+}
+
+static void
+add_doubles (JsonBuilder *b, const char *key, const double *v, guint n)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_begin_array (b);
+  for (guint i = 0; i < n; i++)
+    json_builder_add_double_value (b, v[i]);
+  json_builder_end_array (b);
 }
 
 JsonNode *
@@ -291,7 +362,8 @@ mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json, const double *l
 {
   guint R = rank_texts->len;
   g_autoptr(GPtrArray) parsers = g_ptr_array_new_with_free_func (g_object_unref);
-  g_autofree RankFig *f = g_new0 (RankFig, R);
+  g_autoptr(GPtrArray) steps = g_ptr_array_new_with_free_func (g_free);
+  g_autofree JsonObject **o = g_new0 (JsonObject *, MAX (R, 1u));
   for (guint r = 0; r < R; r++)
     {
       JsonParser *p = json_parser_new ();
@@ -300,36 +372,20 @@ mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json, const double *l
       const char *text = g_bytes_get_data (g_ptr_array_index (rank_texts, r), &len);
       if (!json_parser_load_from_data (p, text, (gssize) len, error))
         return NULL;
-      rank_fig (json_node_get_object (json_parser_get_root (p)), &f[r]);
+      o[r] = json_node_get_object (json_parser_get_root (p));
+      g_ptr_array_add (steps, rank_steps (o[r], n_steps));
     }
-  /* step time: the slowest rank of each step; its spread over the measured steps */
-  g_autofree double *step = g_new0 (double, MAX (n_steps, 1u));
-  for (guint s = 0; s < n_steps; s++)
-    for (guint r = 0; r < R; r++)
-      step[s] = MAX (step[s], s < f[r].n ? f[r].step_s[s] : 0);
-  double step_med = median (step, n_steps), smin = G_MAXDOUBLE, smax = 0;
-  for (guint s = 0; s < n_steps; s++)
-    {
-      smin = MIN (smin, step[s]);
-      smax = MAX (smax, step[s]);
-    }
-  /* the breakdown of the bottleneck rank (most compute), its bubble taking up the rest */
-  guint bot = 0, mem_rank = 0;
+  g_autofree MpStepPhases *job = g_new0 (MpStepPhases, MAX (n_steps, 1u));
+  MpJobSummary sum;
+  mp_measure_summarize ((const MpStepPhases *const *) steps->pdata, R, n_steps, job, &sum);
+  guint mem_rank = 0;
   for (guint r = 1; r < R; r++)
     {
-      if (f[r].median_t[MP_PHASE_COMPUTE] > f[bot].median_t[MP_PHASE_COMPUTE])
-        bot = r;
-      JsonObject *m = json_object_get_object_member (f[r].o, "memory_bytes");
-      JsonObject *mb = json_object_get_object_member (f[mem_rank].o, "memory_bytes");
+      JsonObject *m = json_object_get_object_member (o[r], "memory_bytes");
+      JsonObject *mb = json_object_get_object_member (o[mem_rank], "memory_bytes");
       if (json_object_get_double_member (m, "peak") > json_object_get_double_member (mb, "peak"))
         mem_rank = r;
     }
-  double t[MP_PHASE_N], busy = 0;
-  memcpy (t, f[bot].median_t, sizeof t);
-  for (int p = 0; p < MP_PHASE_N; p++)
-    if (p != MP_PHASE_BUBBLE)
-      busy += t[p];
-  t[MP_PHASE_BUBBLE] = MAX (0.0, step_med - busy);
 
   g_autoptr(JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
@@ -340,66 +396,40 @@ mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json, const double *l
   json_builder_set_member_name (b, "backend");
   json_builder_add_string_value (b, backend);
   json_builder_set_member_name (b, "step_s");
-  json_builder_add_double_value (b, step_med);
+  json_builder_add_double_value (b, sum.step.median);
   json_builder_set_member_name (b, "step_s_min");
-  json_builder_add_double_value (b, n_steps ? smin : 0);
+  json_builder_add_double_value (b, sum.step.min);
   json_builder_set_member_name (b, "step_s_max");
-  json_builder_add_double_value (b, smax);
+  json_builder_add_double_value (b, sum.step.max);
   json_builder_set_member_name (b, "steps");
   json_builder_add_int_value (b, n_steps);
   json_builder_set_member_name (b, "warmup_steps");
   json_builder_add_int_value (b, warmup);
+  double med[MP_PHASE_N], lo[MP_PHASE_N], hi[MP_PHASE_N];
+  split_spreads (sum.t, med, lo, hi);
   json_builder_set_member_name (b, "time_s");
-  add_phases (b, t);
-  /* each part's spread over the measured steps, on the same rank */
-  double t_min[MP_PHASE_N], t_max[MP_PHASE_N];
-  phase_spread (&f[bot], t_min, t_max);
+  add_phases (b, med);
   json_builder_set_member_name (b, "time_s_min");
-  add_phases (b, t_min);
+  add_phases (b, lo);
   json_builder_set_member_name (b, "time_s_max");
-  add_phases (b, t_max);
+  add_phases (b, hi);
   json_builder_set_member_name (b, "time_s_rank");
-  json_builder_add_int_value (b, bot);
+  json_builder_add_int_value (b, sum.time_rank);
   json_builder_set_member_name (b, "memory_bytes");
-  json_builder_add_value (b, json_node_copy (json_object_get_member (f[mem_rank].o,
+  json_builder_add_value (b, json_node_copy (json_object_get_member (o[mem_rank],
                                                                      "memory_bytes")));
   json_builder_set_member_name (b, "memory_bytes_rank");
   json_builder_add_int_value (b, mem_rank);
-  json_builder_set_member_name (b, "step_times_s");
-  json_builder_begin_array (b);
+  g_autofree double *step_times = g_new0 (double, MAX (n_steps, 1u));
   for (guint s = 0; s < n_steps; s++)
-    json_builder_add_double_value (b, step[s]);
-  json_builder_end_array (b);
-  json_builder_set_member_name (b, "loss");
-  json_builder_begin_array (b);
-  for (guint s = 0; s < n_steps + warmup; s++)
-    json_builder_add_double_value (b, losses[s]);
-  json_builder_end_array (b);
-  json_builder_set_member_name (b, "grad_norm");
-  json_builder_begin_array (b);
-  for (guint s = 0; s < n_steps + warmup; s++)
-    json_builder_add_double_value (b, grad_norms[s]);
-  json_builder_end_array (b);
+    step_times[s] = job[s].step_s;
+  add_doubles (b, "step_times_s", step_times, n_steps);
+  add_doubles (b, "loss", losses, n_steps + warmup);
+  add_doubles (b, "grad_norm", grad_norms, n_steps + warmup);
   json_builder_set_member_name (b, "ranks");
   json_builder_begin_array (b);
   for (guint r = 0; r < R; r++)
-    {
-      json_builder_begin_object (b);
-      const char *keys[] = { "rank", "stage", "tp_rank", "dp_rank" };
-      for (int k = 0; k < 4; k++)
-        {
-          json_builder_set_member_name (b, keys[k]);
-          json_builder_add_int_value (b, json_object_get_int_member (f[r].o, keys[k]));
-        }
-      json_builder_set_member_name (b, "step_s");
-      json_builder_add_double_value (b, f[r].median_step);
-      json_builder_set_member_name (b, "time_s");
-      add_phases (b, f[r].median_t);
-      json_builder_set_member_name (b, "memory_bytes");
-      json_builder_add_value (b, json_node_copy (json_object_get_member (f[r].o,
-                                                                         "memory_bytes")));
-      json_builder_end_object (b);
-    }
+    add_rank (b, o[r], g_ptr_array_index (steps, r), n_steps);
   json_builder_end_array (b);
   if (plan_json)
     {
@@ -412,13 +442,8 @@ mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json, const double *l
     {
       g_autofree JsonArray **events = g_new0 (JsonArray *, MAX (R, 1u));
       for (guint r = 0; r < R; r++)
-        events[r] = json_object_get_array_member (f[r].o, "trace");
-      *trace_out = mp_trace_measured (events, R, plan_json, step_med);
-    }
-  for (guint r = 0; r < R; r++)
-    {
-      g_free (f[r].step_s);
-      g_free (f[r].t);
+        events[r] = json_object_get_array_member (o[r], "trace");
+      *trace_out = mp_trace_measured (events, R, plan_json, sum.step.median);
     }
   return json_builder_get_root (b);
 }

@@ -19,6 +19,26 @@ typedef struct {
 /* Splits one step of PROG (TIMES per instruction, the step from T_START to T_END). */
 void mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_start,
                            double t_end, MpStepPhases *out);
+
+/* The median, smallest and largest of one set of samples (all 0 for none). */
+typedef struct {
+  double median, min, max;
+} MpSpread;
+
+void mp_measure_spread (const double *v, guint n, MpSpread *out);
+
+/* What measured.json reports: each figure's spread over the same measured steps. */
+typedef struct {
+  guint time_rank;             /* the rank the parts are of: the most compute (median) */
+  MpSpread step;               /* the job's steps: in each, the slowest rank's */
+  MpSpread t[MP_PHASE_N];      /* time_rank's parts of each job step */
+} MpJobSummary;
+
+/* RANKS: N_RANKS arrays of N_STEPS steps. Fills JOB (N_STEPS entries): the job's step s,
+ * the slowest rank's, split as time_rank's step s, its bubble taking up the rest. */
+void mp_measure_summarize (const MpStepPhases *const *ranks, guint n_ranks, guint n_steps,
+                           MpStepPhases *job, MpJobSummary *out);
+
 /* One rank's figures and trace events as compact JSON text (caller owns). */
 char *mp_measure_rank_json (const MpProgram *prog, const MpModel *model,
                             const MpStepPhases *steps, guint n_steps,

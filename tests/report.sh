@@ -38,6 +38,30 @@ ok "the inputs were made (plan, simulate, exec)" \
   test -s "$tmp/pred.json" -a -s "$tmp/pt.json" -a -s "$tmp/meas.json" -a -s "$tmp/mt.json"
 p="-p $tmp/pred.json -m $tmp/meas.json"
 
+# spread_holds FILE: in measured.json (one member a line, top-level members indented by 2),
+# every part's median (time_s) and the step's (step_s) lie within their own min-max.
+spread_holds () {
+  awk '
+    /^  "[^"]+" : \{$/ { split($0, a, "\""); obj = a[2] "."; next }
+    /^  }/ { obj = ""; next }
+    /^  "[^"]+" : [-0-9]/ { split($0, a, "\""); v[a[2]] = $3 + 0; next }
+    /^    "[^"]+" : [-0-9]/ && obj != "" { split($0, a, "\""); v[obj a[2]] = $3 + 0 }
+    function within (name, lo, med, hi) {
+      if (!(lo in v) || !(med in v) || !(hi in v)) { print "# " name ": missing"; return 0 }
+      if (v[lo] <= v[med] && v[med] <= v[hi]) return 1
+      print "# " name ": median " v[med] " outside " v[lo] " - " v[hi]; return 0
+    }
+    END {
+      good = within("step", "step_s_min", "step_s", "step_s_max")
+      n = split("compute tp_comm pp_comm dp_comm bubble optimizer", ph, " ")
+      for (i = 1; i <= n; i++)
+        good = within(ph[i], "time_s_min." ph[i], "time_s." ph[i], "time_s_max." ph[i]) && good
+      exit !good
+    }' "$1"
+}
+ok "measured.json: each phase's and the step's median within its min-max" \
+  spread_holds "$tmp/meas.json"
+
 ok "help lists report and verify" sh -c "'$MPPLAN' help | grep -q '^  report ' && '$MPPLAN' help | grep -q '^  verify '"
 ok "report without files is a usage error (2)" status_is 2 "$MPPLAN" report
 ok "report with unpaired files is a usage error (2)" status_is 2 "$MPPLAN" report $p -p "$tmp/pred.json"
