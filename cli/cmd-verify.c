@@ -1,9 +1,12 @@
 /* cmd-verify.c - `mpplan verify -m MODEL -c CLUSTER [--top K] [-np N] [--profile FILE]
- * [--steps S] [--json] [--html FILE] [--dir DIR]`: the whole loop in one command. Plan;
- * take the best K plans and the best plan of each family that fits on at most N ranks;
- * for each, predict its step with the simulator (with the calibration profile), write it
- * as a plan file, run it under `mpirun -np WORLD mpplan exec`, and join the two
- * (report/report.c); print one table, the median error and whether the ranking held.
+ * [--steps S] [--rounds R] [--json] [--html FILE] [--dir DIR]`: the whole loop in one
+ * command. Plan; take the best K plans and the best plan of each family that fits on at
+ * most N ranks; for each, predict its step with the simulator (with the calibration
+ * profile) and write it as a plan file; run every plan R times under `mpirun -np WORLD
+ * mpplan exec`, round-robin, so that a burst of load on a shared machine falls on
+ * different plans in different rounds instead of on all of one plan's steps; merge each
+ * plan's rounds and join them with the prediction (report/report.c); print one table, the
+ * median error and whether the ranking held.
  *
  * This file starts the processes (mpirun, with argv, never a shell); the arithmetic of the
  * comparison is report/'s. Progress goes to stderr, results to stdout. */
@@ -23,7 +26,7 @@
 
 typedef struct {
   char *model, *cluster, *profile, *html, *dir;
-  gint64 top, np, steps, warmup;
+  gint64 top, np, steps, warmup, rounds;
   gboolean json;
 } VerifyArgs;
 
@@ -184,45 +187,116 @@ load_json (const char *path, GError **error)
   return json_node_copy (json_parser_get_root (parser));
 }
 
-/* Plan I of the verify: predicted, written, run, joined. */
-static MpReportRun *
-verify_plan (const Verify *v, const MpPlan *plan, guint i, guint total, GError **error)
+/* One chosen plan through the rounds. */
+typedef struct {
+  const MpPlan *plan;          /* borrowed from the search */
+  guint index;                 /* 0-based; its files are named index + 1 */
+  JsonNode *predicted, *trace; /* the prediction; its timeline (NULL without --html) */
+  char *label;
+  GPtrArray *rounds;           /* JsonNode*: measured.json of each round run so far */
+} Subject;
+
+static void
+subject_free (Subject *s)
 {
-  gboolean traces = v->a->html != NULL;
-  g_autoptr(JsonNode) ptrace = NULL;
-  g_autoptr(JsonNode) predicted = predict (v, plan, traces ? &ptrace : NULL, error);
-  if (predicted == NULL)
+  json_node_unref (s->predicted);
+  if (s->trace)
+    json_node_unref (s->trace);
+  g_free (s->label);
+  g_ptr_array_unref (s->rounds);
+  g_free (s);
+}
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Subject, subject_free)
+
+/* DIR/KIND-I.json, or with ROUND > 0 DIR/KIND-I.round-ROUND.json. Caller owns. */
+static char *
+file_path (const Verify *v, const char *kind, const Subject *s, guint round)
+{
+  if (round == 0)
+    return g_strdup_printf ("%s/%s-%u.json", v->dir, kind, s->index + 1);
+  return g_strdup_printf ("%s/%s-%u.round-%u.json", v->dir, kind, s->index + 1, round);
+}
+
+static char *
+plan_path (const Verify *v, const Subject *s)
+{
+  return g_strdup_printf ("%s/plan-%u.yaml", v->dir, s->index + 1);
+}
+
+static double
+predicted_step_s (const Subject *s)
+{
+  return json_object_get_double_member (json_node_get_object (s->predicted), "step_s");
+}
+
+/* Plan I of the verify, predicted and written as plan-I+1.yaml. Caller owns. */
+static Subject *
+prepare (const Verify *v, const MpPlan *plan, guint i, GError **error)
+{
+  g_autoptr(Subject) s = g_new0 (Subject, 1);
+  s->plan = plan;
+  s->index = i;
+  s->rounds = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
+  s->predicted = predict (v, plan, v->a->html ? &s->trace : NULL, error);
+  if (s->predicted == NULL)
     return NULL;
-  g_autofree char *plan_path = g_strdup_printf ("%s/plan-%u.yaml", v->dir, i + 1);
-  g_autofree char *meas_path = g_strdup_printf ("%s/measured-%u.json", v->dir, i + 1);
-  g_autofree char *trace_path = g_strdup_printf ("%s/trace-%u.json", v->dir, i + 1);
-  g_autofree char *yaml = mp_plan_to_yaml_for_path (plan, v->model, v->cluster, plan_path,
+  g_autoptr(MpReportRun) probe = mp_report_run_new (s->predicted, s->predicted, NULL);
+  s->label = g_strdup (probe ? probe->label : "plan");
+  g_autofree char *path = plan_path (v, s);
+  g_autofree char *yaml = mp_plan_to_yaml_for_path (plan, v->model, v->cluster, path,
                                                     "mpplan verify");
-  if (!mp_output_write (plan_path, yaml, strlen (yaml), error))
+  if (!mp_output_write (path, yaml, strlen (yaml), error))
     return NULL;
-  JsonObject *po = json_node_get_object (predicted);
-  g_autofree char *pred = mp_units_format (json_object_get_double_member (po, "step_s"),
-                                           MP_UNIT_SECONDS);
-  g_autoptr(MpReportRun) probe = mp_report_run_new (predicted, predicted, NULL);
-  fprintf (stderr, "verify: [%u/%u] %s: predicted %s; running %u ranks x %" G_GINT64_FORMAT
-           " steps...\n", i + 1, total, probe ? probe->label : "plan", pred, plan->world_size,
-           v->a->warmup + v->a->steps);
-  if (!measure (v, plan_path, plan->world_size, meas_path, traces ? trace_path : NULL, error))
-    return NULL;
-  g_autoptr(JsonNode) measured = load_json (meas_path, error);
+  return g_steal_pointer (&s);
+}
+
+/* Round ROUND (1-based) of S, one of TOTAL plans: run under mpirun, its measured.json
+ * kept in S->rounds. */
+static gboolean
+run_round (const Verify *v, Subject *s, guint total, guint round, GError **error)
+{
+  g_autofree char *path = plan_path (v, s);
+  g_autofree char *meas_path = file_path (v, "measured", s, round);
+  g_autofree char *trace_path = file_path (v, "trace", s, round);
+  g_autofree char *where = g_strdup_printf ("verify: round %u/%" G_GINT64_FORMAT " [%u/%u]",
+                                            round, v->a->rounds, s->index + 1, total);
+  g_autofree char *pred = mp_units_format (predicted_step_s (s), MP_UNIT_SECONDS);
+  fprintf (stderr, "%s %s: predicted %s; running %u ranks x %" G_GINT64_FORMAT " steps...\n",
+           where, s->label, pred, s->plan->world_size, v->a->warmup + v->a->steps);
+  if (!measure (v, path, s->plan->world_size, meas_path, s->trace ? trace_path : NULL, error))
+    return FALSE;
+  JsonNode *measured = load_json (meas_path, error);
   if (measured == NULL)
+    return FALSE;
+  g_ptr_array_add (s->rounds, measured);
+  double step_s = json_object_get_double_member_with_default (json_node_get_object (measured),
+                                                              "step_s", 0);
+  g_autofree char *meas = mp_units_format (step_s, MP_UNIT_SECONDS);
+  fprintf (stderr, "%s measured %s (error %+.1f%%)\n", where, meas,
+           100 * mp_report_error (predicted_step_s (s), step_s));
+  return TRUE;
+}
+
+/* S's rounds merged (written as measured-I.json) and joined with its prediction; the
+ * measured timeline is that of the round the merge took the phases from. */
+static MpReportRun *
+join (const Verify *v, Subject *s, GError **error)
+{
+  guint chosen = 0;
+  g_autoptr(JsonNode) measured = mp_report_measured_merge ((JsonNode *const *) s->rounds->pdata,
+                                                           s->rounds->len, &chosen, error);
+  g_autofree char *meas_path = file_path (v, "measured", s, 0);
+  if (measured == NULL || !mp_json_write (meas_path, measured, error))
     return NULL;
-  MpReportRun *run = mp_report_run_new (predicted, measured, error);
+  MpReportRun *run = mp_report_run_new (s->predicted, measured, error);
   if (run == NULL)
     return NULL;
-  if (traces)
+  if (s->trace)
     {
-      run->predicted_trace = g_steal_pointer (&ptrace);
+      g_autofree char *trace_path = file_path (v, "trace", s, chosen + 1);
+      run->predicted_trace = json_node_ref (s->trace);
       run->measured_trace = load_json (trace_path, NULL);
     }
-  g_autofree char *meas = mp_units_format (run->measured[MP_REPORT_STEP], MP_UNIT_SECONDS);
-  fprintf (stderr, "verify: [%u/%u] measured %s (error %+.1f%%)\n", i + 1, total, meas,
-           100 * mp_report_error (run->predicted[MP_REPORT_STEP], run->measured[MP_REPORT_STEP]));
   return run;
 }
 
@@ -266,14 +340,16 @@ print_results (const Verify *v, GPtrArray *runs)
       json_object_set_string_member (o, "model", v->model->name);
       json_object_set_string_member (o, "cluster", v->cluster->name);
       json_object_set_int_member (o, "steps", v->a->steps);
+      json_object_set_int_member (o, "rounds", v->a->rounds);
       return mp_json_write ("-", root, &error) ? 0 : mp_cli_fail (error);
     }
   g_autofree char *table = mp_report_runs_text (runs);
   printf ("%s on %s: %u plans predicted (simulator%s) and measured (median of %" G_GINT64_FORMAT
-          " steps, min - max)\n\n%s", v->model->name, v->cluster->name, runs->len,
+          " steps x %" G_GINT64_FORMAT " round%s, min - max)\n\n%s", v->model->name,
+          v->cluster->name, runs->len,
           v->cluster->groups[0].device.calibrated ? ", calibrated"
                                                   : ", built-in curves: not calibrated",
-          v->a->steps, table);
+          v->a->steps, v->a->rounds, v->a->rounds == 1 ? "" : "s", table);
   return 0;
 }
 
@@ -291,10 +367,24 @@ verify_all (Verify *v)
       fprintf (stderr, "mpplan: no plan that fits uses %u ranks or fewer\n", max_ranks);
       return 3;
     }
-  g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_report_run_free);
+  g_autoptr(GPtrArray) subjects = g_ptr_array_new_with_free_func ((GDestroyNotify) subject_free);
   for (guint i = 0; i < chosen->len; i++)
     {
-      MpReportRun *run = verify_plan (v, g_ptr_array_index (chosen, i), i, chosen->len, &error);
+      Subject *s = prepare (v, g_ptr_array_index (chosen, i), i, &error);
+      if (s == NULL)
+        return mp_cli_fail (error);
+      g_ptr_array_add (subjects, s);
+    }
+  /* Round-robin: a burst of load lasts seconds, so it slows one round of a few plans
+   * rather than every round of one plan. */
+  for (guint r = 1; r <= v->a->rounds; r++)
+    for (guint i = 0; i < subjects->len; i++)
+      if (!run_round (v, g_ptr_array_index (subjects, i), subjects->len, r, &error))
+        return mp_cli_fail (error);
+  g_autoptr(GPtrArray) runs = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_report_run_free);
+  for (guint i = 0; i < subjects->len; i++)
+    {
+      MpReportRun *run = join (v, g_ptr_array_index (subjects, i), &error);
       if (run == NULL)
         return mp_cli_fail (error);
       g_ptr_array_add (runs, run);
@@ -349,7 +439,7 @@ verify (const VerifyArgs *a)
 int
 mp_cmd_verify (int argc, char **argv, gboolean do_help)
 {
-  VerifyArgs a = { .top = 3, .steps = 5, .warmup = 1 };
+  VerifyArgs a = { .top = 3, .steps = 5, .warmup = 1, .rounds = 3 };
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &a.model, "Model: YAML file or zoo name", "MODEL" },
     { "cluster", 'c', 0, G_OPTION_ARG_STRING, &a.cluster,
@@ -360,9 +450,12 @@ mp_cmd_verify (int argc, char **argv, gboolean do_help)
       "Only plans on at most N ranks (default: the cluster's world size)", "N" },
     { "profile", 0, 0, G_OPTION_ARG_FILENAME, &a.profile,
       "Calibration profile (from `mpplan calibrate`) for the predictions", "FILE" },
-    { "steps", 0, 0, G_OPTION_ARG_INT64, &a.steps, "Measured steps per plan (default 5)", "S" },
+    { "steps", 0, 0, G_OPTION_ARG_INT64, &a.steps,
+      "Measured steps per plan in each round (default 5)", "S" },
     { "warmup", 0, 0, G_OPTION_ARG_INT64, &a.warmup,
-      "Steps run first and left out (default 1)", "W" },
+      "Steps run first in each round and left out (default 1)", "W" },
+    { "rounds", 0, 0, G_OPTION_ARG_INT64, &a.rounds,
+      "Run every plan R times, round-robin (default 3, at most 100)", "R" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object (docs/json.md)", NULL },
     { "html", 0, 0, G_OPTION_ARG_FILENAME, &a.html,
       "Write the report as a self-contained HTML page (with timelines and a scatter)", "FILE" },
@@ -378,8 +471,12 @@ mp_cmd_verify (int argc, char **argv, gboolean do_help)
            "of each\nfamily that fits, predict each with the simulator, run each under "
            "`mpirun -np WORLD mpplan exec`,\nand print predicted against measured step time, "
            "the ranking by each, the median absolute\nerror and whether the predicted best "
-           "was the measured best (or within its spread).\nmpirun comes from $MPIRUN or PATH; "
-           "as root, OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) are set for it.");
+           "was the measured best (or within its spread).\n\nEach plan runs --rounds times, "
+           "round-robin, so that a burst of load on a shared machine\nslows different plans "
+           "in different rounds. Its measured step is the median of all its\nmeasured steps "
+           "of all rounds, min - max over all of them; the phases and memory are\nthose of "
+           "the round whose own median step is nearest that median.\n\nmpirun comes from "
+           "$MPIRUN or PATH; as root, OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) are set for it.");
   g_autofree char *desc = g_strdup_printf ("%s\n\n%s", MP_CLI_PROFILE_HELP, MP_CLI_EXIT_CODES);
   g_option_context_set_description (ctx, desc);
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -395,6 +492,8 @@ mp_cmd_verify (int argc, char **argv, gboolean do_help)
   else if (a.top < 1 || a.np < 0 || a.steps < 1 || a.warmup < 0 || a.steps > 100000
            || a.warmup > 100000)
     status = mp_cli_usage (ctx, "--top and --steps must be 1 or more, -np and --warmup 0 or more");
+  else if (a.rounds < 1 || a.rounds > 100)
+    status = mp_cli_usage (ctx, "--rounds must be 1 to 100");
   else
     status = verify (&a);
 out:

@@ -1,7 +1,8 @@
 /* report.c - a prediction joined with its measurement (report.h): the six parts of a step
  * and the step, each predicted, measured (median over the measured steps, with the
  * smallest and largest step) and the error between them; memory predicted against each
- * measured rank; over several runs, the median error and whether the ranking held.
+ * measured rank; over several runs, the median error and whether the ranking held;
+ * several measurements (rounds) of one plan merged into one.
  *
  * Inputs are JSON only (simulate --json, a plan's JSON, measured.json): they share the
  * planner's keys (step_s, time_s {...}, memory_bytes {...}), so a report is a join.
@@ -71,6 +72,21 @@ mp_report_run_free (MpReportRun *run)
 }
 
 /* ---- reading ---------------------------------------------------------------------- */
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median of V[0..N-1], which it sorts; NAN when N is 0. */
+static double
+median_sorting (double *v, guint n)
+{
+  qsort (v, n, sizeof (double), cmp_double);
+  return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 static JsonObject *
 object_member (JsonObject *o, const char *key)
@@ -207,6 +223,11 @@ read_measured (MpReportRun *run, JsonObject *m)
     phases (object_member (m, "time_s_max"), hi);
   number (m, "step_s_min", &lo[MP_REPORT_STEP]);
   number (m, "step_s_max", &hi[MP_REPORT_STEP]);
+  double steps = 0, rounds = 1;    /* one exec run is one round */
+  number (m, "steps", &steps);
+  number (m, "rounds", &rounds);
+  run->steps = (guint) steps;
+  run->rounds = (guint) rounds;
   read_ranks (run, m);
 }
 
@@ -239,14 +260,85 @@ mp_report_run_new (JsonNode *predicted, JsonNode *measured, GError **error)
   return g_steal_pointer (&run);
 }
 
-/* ---- several runs ----------------------------------------------------------------- */
+/* ---- several rounds of one plan --------------------------------------------------- */
 
-static int
-cmp_double (const void *a, const void *b)
+/* ROUND's step_times_s appended to ALL; FALSE with MP_ERROR_INPUT when it has none. */
+static gboolean
+append_step_times (JsonNode *round, GArray *all, GError **error)
 {
-  double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
+  JsonObject *o = JSON_NODE_HOLDS_OBJECT (round) ? json_node_get_object (round) : NULL;
+  if (!require (o, "measured", "step_times_s", error))
+    return FALSE;
+  JsonNode *n = json_object_get_member (o, "step_times_s");
+  JsonArray *a = JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
+  if (a == NULL || json_array_get_length (a) == 0)
+    {
+      g_set_error_literal (error, MP_ERROR, MP_ERROR_INPUT,
+                           "measured has no step times (step_times_s is empty)");
+      return FALSE;
+    }
+  for (guint s = 0; s < json_array_get_length (a); s++)
+    {
+      JsonNode *e = json_array_get_element (a, s);
+      double t = JSON_NODE_HOLDS_VALUE (e) ? json_node_get_double (e) : 0;
+      g_array_append_val (all, t);
+    }
+  return TRUE;
 }
+
+/* The round whose own median step (its step_s) is nearest MEDIAN; the first on a tie. */
+static guint
+nearest_round (JsonNode *const *rounds, guint n, double median)
+{
+  guint best = 0;
+  double best_d = G_MAXDOUBLE;
+  for (guint r = 0; r < n; r++)
+    {
+      double step = NAN;
+      number (json_node_get_object (rounds[r]), "step_s", &step);
+      double d = isnan (step) ? G_MAXDOUBLE : fabs (step - median);
+      if (d < best_d)
+        {
+          best = r;
+          best_d = d;
+        }
+    }
+  return best;
+}
+
+JsonNode *
+mp_report_measured_merge (JsonNode *const *rounds, guint n, guint *chosen, GError **error)
+{
+  g_return_val_if_fail (rounds != NULL && n > 0, NULL);
+  g_autoptr(GArray) all = g_array_new (FALSE, FALSE, sizeof (double));
+  for (guint r = 0; r < n; r++)
+    if (!append_step_times (rounds[r], all, error))
+      return NULL;
+  JsonArray *times = json_array_sized_new (all->len);
+  double lo = all->len ? G_MAXDOUBLE : 0, hi = 0;
+  for (guint s = 0; s < all->len; s++)
+    {
+      double t = g_array_index (all, double, s);
+      json_array_add_double_element (times, t);
+      lo = MIN (lo, t);
+      hi = MAX (hi, t);
+    }
+  double med = median_sorting ((double *) (void *) all->data, all->len);
+  guint pick = nearest_round (rounds, n, med);
+  JsonNode *out = json_node_copy (rounds[pick]);
+  JsonObject *o = json_node_get_object (out);
+  json_object_set_double_member (o, "step_s", med);
+  json_object_set_double_member (o, "step_s_min", lo);
+  json_object_set_double_member (o, "step_s_max", hi);
+  json_object_set_int_member (o, "steps", all->len);
+  json_object_set_int_member (o, "rounds", n);
+  json_object_set_array_member (o, "step_times_s", times);
+  if (chosen)
+    *chosen = pick;
+  return out;
+}
+
+/* ---- several runs ----------------------------------------------------------------- */
 
 void
 mp_report_summarize (GPtrArray *runs, MpReportSummary *out)
@@ -269,9 +361,7 @@ mp_report_summarize (GPtrArray *runs, MpReportSummary *out)
       if (r->measured[MP_REPORT_STEP] < bm->measured[MP_REPORT_STEP])
         out->best_measured = i;
     }
-  qsort (abs_err, n, sizeof (double), cmp_double);
-  out->median_abs_error = n == 0 ? NAN
-                          : n % 2 ? abs_err[n / 2] : 0.5 * (abs_err[n / 2 - 1] + abs_err[n / 2]);
+  out->median_abs_error = median_sorting (abs_err, n);
   const MpReportRun *bp = g_ptr_array_index (runs, out->best_predicted);
   const MpReportRun *bm = g_ptr_array_index (runs, out->best_measured);
   /* Steps of plans this close cannot be told apart on a noisy machine: a pick whose
@@ -441,6 +531,8 @@ measured_json (JsonBuilder *b, const MpReportRun *r)
   mp_json_add_double (b, "step_s", r->measured[MP_REPORT_STEP]);
   mp_json_add_double (b, "step_s_min", r->measured_min[MP_REPORT_STEP]);
   mp_json_add_double (b, "step_s_max", r->measured_max[MP_REPORT_STEP]);
+  mp_json_add_int (b, "steps", r->steps);
+  mp_json_add_int (b, "rounds", r->rounds);
   add_phases (b, "time_s", r->measured);
   add_phases (b, "time_s_min", r->measured_min);
   add_phases (b, "time_s_max", r->measured_max);

@@ -92,6 +92,7 @@ typedef struct {
   double predicted[MP_REPORT_N];     /* seconds */
   double measured[MP_REPORT_N];      /* medians over the measured steps */
   double measured_min[MP_REPORT_N], measured_max[MP_REPORT_N];
+  guint steps, rounds;               /* measured steps (all rounds together), rounds run */
   gboolean has_predicted_mem;        /* the predicted file (or the plan) gave memory */
   double predicted_mem[MP_REPORT_MEM_N];  /* the fullest stage */
   MpReportRankMem *ranks;            /* measured memory of each rank */
@@ -105,6 +106,16 @@ typedef struct {
 MpReportRun *mp_report_run_new (JsonNode *predicted, JsonNode *measured, GError **error);
 void mp_report_run_free (MpReportRun *run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpReportRun, mp_report_run_free)
+
+/* The measured.json files of N runs (rounds) of one plan as one measured file: step_s the
+ * median of all their step_times_s, step_s_min / step_s_max the extremes, step_times_s all
+ * of them, steps their count, rounds N. The other keys (time_s and its spread,
+ * memory_bytes, ranks, plan, ...) are those of the round whose own median step is nearest
+ * the overall median, whose index goes to *CHOSEN: phases of different rounds do not add
+ * up to one step. Borrowed; caller owns. NULL with MP_ERROR_INPUT when a round has no
+ * step_times_s. */
+JsonNode *mp_report_measured_merge (JsonNode *const *rounds, guint n, guint *chosen,
+                                    GError **error);
 
 /* predicted / measured - 1; NAN when MEASURED is 0 and PREDICTED is not. */
 double mp_report_error (double predicted, double measured);
@@ -130,7 +141,7 @@ char *mp_report_text (const MpReportRun *run);
  * and the summary lines. Caller owns. */
 char *mp_report_runs_text (GPtrArray *runs);
 /* One JSON object: runs (each: plan, predicted {step_s, time_s, memory_bytes}, measured
- * {step_s, step_s_min, step_s_max, time_s, time_s_min, time_s_max, memory_bytes, ranks},
+ * {step_s, step_s_min, step_s_max, steps, rounds, time_s, time_s_min, time_s_max, ranks},
  * error, errors {phase: error, null when negligible}), median_abs_error, ranking_matches, best_predicted,
  * best_measured (docs/json.md). Caller owns. */
 JsonNode *mp_report_json (GPtrArray *runs);

@@ -2,7 +2,8 @@
 # report.sh - `mpplan report` and `mpplan verify` end to end: a plan of the small GPT
 # (tests/data/model-exec.yaml) on 2 ranks simulated (JSON and trace) and run under mpirun
 # (measured.json and trace), then joined as text, JSON and a self-contained HTML page, and
-# the two traces merged into one; a quick verify over the best plans of each family.
+# the two traces merged into one; a quick verify over the best plans of each family, in
+# two rounds of two steps (the least that shows the rounds merged, to keep CI short).
 #
 # The verify bound is loose on purpose: this model's steps take milliseconds, where the
 # interpreter's and MPI's fixed costs (which the uncalibrated built-in curves do not
@@ -74,6 +75,8 @@ ok "report takes a plan's JSON as the prediction" \
   sh -c "'$MPPLAN' plan -q -m '$data/model-exec.yaml' -c '$data/cluster-host2.yaml' --fix pp=2,num_micro_batches=4 --json >'$tmp/planj.json' && '$MPPLAN' report -p '$tmp/planj.json' -m '$tmp/meas.json' | grep -q '^  step '"
 ok "report --json has runs, errors and the summary" json_has median_abs_error "$MPPLAN" report $p --json
 ok "report --json has the measured spread" json_has step_s_max "$MPPLAN" report $p --json
+ok "report --json counts an exec file as one round" \
+  sh -c "'$MPPLAN' report $p --json | grep -Eq '^        \"rounds\" : 1,\$'"
 ok "report --json has the per-phase errors" json_has errors "$MPPLAN" report $p --json
 
 # The HTML page: written, well-formed (XHTML-style), inline SVG, nothing fetched.
@@ -105,15 +108,38 @@ ok "a predicted trace given as the measured one is bad input (2)" \
 
 # verify: the loop on 2 ranks.
 ok "verify without a model is a usage error (2)" status_is 2 "$MPPLAN" verify -c "$data/cluster-host2.yaml"
+for r in 0 -1; do
+  ok "verify --rounds $r is a usage error (2) that says so" sh -c \
+    "'$MPPLAN' verify -m '$data/model-exec.yaml' -c '$data/cluster-host2.yaml' --rounds $r 2>'$tmp/err' >/dev/null; [ \$? -eq 2 ] && grep -q -- '--rounds must be 1 to 100' '$tmp/err'"
+done
 vj=$tmp/v.json
+vd=$tmp/vd
 timeout 300 "$MPPLAN" verify -m "$data/model-exec.yaml" -c "$data/cluster-host2.yaml" --top 2 \
-  -np 2 --steps 5 --json >"$vj" 2>"$tmp/v.err"
+  -np 2 --steps 2 --rounds 2 --json --dir "$vd" >"$vj" 2>"$tmp/v.err"
 st=$?
 sed 's/^/# /' "$tmp/v.err"
 ok "verify --json exits 0 with valid JSON" sh -c "[ $st -eq 0 ] && json-glib-validate '$vj' >/dev/null"
 ok "verify --json has the keys" sh -c "for k in runs plan predicted measured step_s_min step_s_max time_s error median_abs_error ranking_matches; do grep -q \"\\\"\$k\\\"\" '$vj' || exit 1; done"
 ok "verify ran at least 3 plans (the best 2 and other families)" \
   sh -c "[ \$(grep -c '\"step_s_min\"' '$vj') -ge 3 ]"
+# The rounds: every run's figures come from 2 rounds x 2 steps; progress names the round.
+ok "verify --rounds 2 --steps 2: rounds is 2, each run measured 4 steps in 2 rounds" \
+  sh -c "n=\$(grep -c '\"step_s_min\"' '$vj') && grep -Eq '^  \"rounds\" : 2,?\$' '$vj' &&
+         [ \$(grep -Ec '^        \"steps\" : 4,\$' '$vj') -eq \$n ] &&
+         [ \$(grep -Ec '^        \"rounds\" : 2,\$' '$vj') -eq \$n ]"
+ok "verify's progress says the round" grep -q '^verify: round 2/2 \[1/' "$tmp/v.err"
+# A plan's merged measurement: step_s is the median of both rounds' steps (4 of them).
+merged_median () {
+  f=$vd/measured-1.json
+  sed -n '/"step_times_s" : \[/,/\]/p' "$f" | sed -n 's/^ *\([0-9][0-9.e+-]*\),*$/\1/p' | sort -g >"$tmp/st"
+  s=$(sed -n 's/^  "step_s" : \([0-9.e+-]*\),*$/\1/p' "$f")
+  awk -v s="$s" '{ t[NR] = $1 } END { m = (t[2] + t[3]) / 2; d = m - s; if (d < 0) d = -d
+    exit !(NR == 4 && s != "" && d <= 1e-9 * m) }' "$tmp/st"
+}
+ok "verify's merged step is the median of all rounds' steps" merged_median
+ok "verify's merged measurement: each median within its min-max" spread_holds "$vd/measured-1.json"
+ok "verify --dir keeps each round's measurement" \
+  test -s "$vd/measured-1.round-1.json" -a -s "$vd/measured-1.round-2.json"
 median=$(sed -n 's/^  "median_abs_error" : \([0-9.e+-]*\),*$/\1/p' "$vj")
 echo "# median absolute error: $median"
 bound=${VERIFY_BOUND:-0.995}
