@@ -261,7 +261,7 @@ mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch, d
   double math = executed / (pk * eff), stream = bytes / mem_rate (dev);
   out->kernels = backward ? 2 : 1;       /* FA2 backward: a preprocessing kernel + main */
   out->time_s = MAX (math, stream) + out->kernels * c->launch_s;
-  double measured = mp_cost_profile_attention_flops (dev->profile, backward);
+  double measured = mp_cost_profile_attention_flops (dev->profile, s_kv, backward);
   if (measured > 0)
     {
       /* The device's own kernel, timed: overheads and memory traffic included. */
@@ -331,7 +331,7 @@ cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpC
   out->model_fwd_flops = 4 * b * heads * s_q * s_kv * d;
   /* A measured attention kernel is what the device runs for the core, with or without
    * flash attention (the host executor's one kernel stores or recomputes the scores). */
-  if (cfg->flash_attention || mp_cost_profile_attention_flops (dev->profile, FALSE) > 0)
+  if (cfg->flash_attention || mp_cost_profile_attention_flops (dev->profile, s_kv, FALSE) > 0)
     {
       mp_cost_flash_attention (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, ctx->causal,
                                FALSE, &out->fwd);
@@ -652,6 +652,11 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
   MpKernelCost k;
   mp_cost_memory_kernel (dev, owned * per_param, 0, &k);
   out->optimizer_s = k.time_s;
+  /* The device's own optimizer, timed (a CPU's update is bound by its divisions and
+   * square roots, not by the bytes it streams). */
+  double measured = mp_cost_profile_optimizer_params (dev->profile, ctx->model->optimizer);
+  if (measured > 0)
+    out->optimizer_s = owned / measured;
 }
 
 double

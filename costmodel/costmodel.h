@@ -214,12 +214,24 @@ typedef enum {
   MP_EW_N,
   MP_EW_NONE = MP_EW_N  /* a plain stream (residual, dropout, embedding, optimizer) */
 } MpEwClass;
-/* Sets the achieved rate of the attention core, forward and backward, in FLOP/s as
- * mp_cost_attention_flops counts them; 0 unsets. */
-void mp_cost_profile_set_attention (MpCostProfile *profile, double fwd_flops_per_s,
-                                    double bwd_flops_per_s);
-/* The measured attention rate forward or BACKWARD, 0 if unset (NULL-safe). */
-double mp_cost_profile_attention_flops (const MpCostProfile *profile, gboolean backward);
+/* Sets the achieved rate of the attention core against key length: at SEQ[N] (strictly
+ * increasing, positive) keys, FWD[N] and BWD[N] FLOP/s as mp_cost_attention_flops counts
+ * them. The rate of a reference kernel falls as its keys outgrow the caches, so one
+ * number does not fit every sequence length. SEQ may be NULL when N is 1 (one rate for
+ * every length). FALSE with MP_ERROR_INPUT otherwise (profile unchanged). */
+gboolean mp_cost_profile_set_attention (MpCostProfile *profile, const double *seq, guint n,
+                                        const double *fwd_flops_per_s,
+                                        const double *bwd_flops_per_s, GError **error);
+/* The measured attention rate forward or BACKWARD at SEQ_KV keys, interpolated log-log and
+ * clamped to the table's ends; 0 if unset (NULL-safe). */
+double mp_cost_profile_attention_flops (const MpCostProfile *profile, double seq_kv,
+                                        gboolean backward);
+/* Sets the achieved rate of the optimizer step (the gradient-norm pass and the update) in
+ * parameters per second per rank, for Adam(W) and for SGD with momentum; 0 unsets. */
+void mp_cost_profile_set_optimizer (MpCostProfile *profile, double adam_params_per_s,
+                                    double sgd_params_per_s);
+/* The measured optimizer rate for OPTIMIZER in parameters/s, 0 if unset (NULL-safe). */
+double mp_cost_profile_optimizer_params (const MpCostProfile *profile, MpOptimizer optimizer);
 /* Sets the achieved rate of element-wise class KLASS, forward and backward, in bytes/s of
  * the traffic the cost model charges (the IR's fwd_bytes forward, twice that backward);
  * 0 unsets. */

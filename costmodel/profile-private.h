@@ -22,12 +22,19 @@ typedef struct {
   guint count;
 } CmCollTable;
 
+typedef struct {
+  guint n;
+  double *seq;          /* key lengths, strictly increasing; NULL: one rate (n == 1) */
+  double *flops[2];     /* forward, backward FLOP/s at each */
+} CmAttnTable;
+
 struct _MpCostProfile {
   char *device;
   MpProfileMachine machine;
   CmGemmTable gemm[MP_DTYPE_N];
   double mem_bw_Bps;
-  double attn_flops[2];             /* forward, backward; 0: not measured */
+  CmAttnTable attn;                 /* n == 0: not measured */
+  double optim_params[2];           /* Adam, SGD parameters/s; 0: not measured */
   double ew_Bps[MP_EW_N][2];        /* per class, forward, backward; 0: not measured */
   CmCollTable coll[MP_COLL_N][MP_TIER_N];
 };

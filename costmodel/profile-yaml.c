@@ -20,9 +20,12 @@
 
 static const char *const top_keys[] = {
   "kind", "version", "machine", "device", "memory_bandwidth", "gemm", "attention",
-  "elementwise", "collectives", NULL
+  "elementwise", "optimizer", "collectives", NULL
 };
-static const char *const attention_keys[] = { "fwd_flops_per_s", "bwd_flops_per_s", NULL };
+static const char *const attention_keys[] = { "seq", "fwd_flops_per_s", "bwd_flops_per_s",
+                                              NULL };
+/* Indexed by MpOptimizer. */
+static const char *const optimizer_keys[] = { "adam_params_per_s", "sgd_params_per_s", NULL };
 static const char *const ew_rate_keys[] = { "fwd_bytes_per_s", "bwd_bytes_per_s", NULL };
 /* Indexed by MpEwClass. */
 static const char *const ew_names[] = { "norm", "activation", "loss", NULL };
@@ -217,17 +220,65 @@ read_coll (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *item,
     mp_yaml_problem (r, item, "%s", error->message);
 }
 
-/* attention: {fwd_flops_per_s, bwd_flops_per_s}, both required. */
+/* attention: {seq: [keys...], fwd_flops_per_s: [...], bwd_flops_per_s: [...]}, or without
+ * seq one rate each for every key length (the form profiles had before the table). */
 static void
 read_attention (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *map)
 {
-  if (!mp_yaml_expect_map (r, map, "'attention' {fwd_flops_per_s, bwd_flops_per_s}"))
+  if (!mp_yaml_expect_map (r, map, "'attention' {seq, fwd_flops_per_s, bwd_flops_per_s}"))
     return;
   mp_yaml_check_keys (r, map, attention_keys);
-  double fwd = 0, bwd = 0;
-  if (mp_yaml_get_quantity (r, map, "fwd_flops_per_s", MP_UNIT_FLOPS, TRUE, FALSE, &fwd)
-      && mp_yaml_get_quantity (r, map, "bwd_flops_per_s", MP_UNIT_FLOPS, TRUE, FALSE, &bwd))
-    mp_cost_profile_set_attention (p, fwd, bwd);
+  const MpYamlNode *seq_node = mp_yaml_lookup (map, "seq");
+  g_autofree double *seq = NULL, *fwd = NULL, *bwd = NULL;
+  guint n = 1, nf = 0, nb = 0;
+  if (seq_node == NULL)
+    {
+      fwd = g_new0 (double, 1), bwd = g_new0 (double, 1);
+      if (!mp_yaml_get_quantity (r, map, "fwd_flops_per_s", MP_UNIT_FLOPS, TRUE, FALSE, fwd)
+          || !mp_yaml_get_quantity (r, map, "bwd_flops_per_s", MP_UNIT_FLOPS, TRUE, FALSE, bwd))
+        return;
+    }
+  else
+    {
+      const MpYamlNode *f = mp_yaml_lookup (map, "fwd_flops_per_s");
+      const MpYamlNode *b = mp_yaml_lookup (map, "bwd_flops_per_s");
+      if (f == NULL || b == NULL)
+        {
+          mp_yaml_problem (r, map, "missing required key '%s'",
+                           f ? "bwd_flops_per_s" : "fwd_flops_per_s");
+          return;
+        }
+      seq = read_numbers (r, seq_node, MP_UNIT_COUNT, "seq", &n);
+      fwd = read_numbers (r, f, MP_UNIT_FLOPS, "fwd_flops_per_s", &nf);
+      bwd = read_numbers (r, b, MP_UNIT_FLOPS, "bwd_flops_per_s", &nb);
+      if (seq == NULL || fwd == NULL || bwd == NULL
+          || !check_increasing (r, seq_node, "seq", seq, n))
+        return;
+      if (nf != n || nb != n)
+        {
+          mp_yaml_problem (r, nf != n ? f : b, "'%s' has %u values but 'seq' has %u",
+                           nf != n ? "fwd_flops_per_s" : "bwd_flops_per_s", nf != n ? nf : nb,
+                           n);
+          return;
+        }
+    }
+  g_autoptr(GError) error = NULL;
+  if (!mp_cost_profile_set_attention (p, seq, n, fwd, bwd, &error))
+    mp_yaml_problem (r, map, "%s", error->message);
+}
+
+/* optimizer: {adam_params_per_s, sgd_params_per_s}, either or both. */
+static void
+read_optimizer (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *map)
+{
+  if (!mp_yaml_expect_map (r, map, "'optimizer' {adam_params_per_s, sgd_params_per_s}"))
+    return;
+  mp_yaml_check_keys (r, map, optimizer_keys);
+  double rate[2] = { 0, 0 };  /* an absent key leaves its 0 (not measured); a bad one
+                               * is recorded and fails the file */
+  for (int o = 0; o < 2; o++)
+    mp_yaml_get_quantity (r, map, optimizer_keys[o], MP_UNIT_COUNT, FALSE, FALSE, &rate[o]);
+  mp_cost_profile_set_optimizer (p, rate[MP_OPTIM_ADAM], rate[MP_OPTIM_SGD]);
 }
 
 /* elementwise: {norm|activation|loss: {fwd_bytes_per_s, bwd_bytes_per_s}}, any subset. */
@@ -322,6 +373,8 @@ profile_from_doc (const MpYamlDoc *doc, GError **error)
         read_attention (&r, p, v);
       if ((v = mp_yaml_lookup (root, "elementwise")) != NULL)
         read_elementwise (&r, p, v);
+      if ((v = mp_yaml_lookup (root, "optimizer")) != NULL)
+        read_optimizer (&r, p, v);
       const MpYamlNode *seen[MP_COLL_N][MP_TIER_N] = { { NULL } };
       if ((v = mp_yaml_lookup (root, "collectives")) != NULL)
         {
@@ -477,13 +530,24 @@ append_collectives (GString *out, const MpCostProfile *p)
 static void
 append_kernels (GString *out, const MpCostProfile *p)
 {
-  if (p->attn_flops[0] > 0)
+  const CmAttnTable *a = &p->attn;
+  if (a->n > 0)
     {
       g_string_append (out, "attention:  # FLOP/s of causal attention as the cost model "
-                            "counts them, per rank, every rank busy\n  fwd_flops_per_s: ");
-      append_number (out, p->attn_flops[0]);
-      g_string_append (out, "\n  bwd_flops_per_s: ");
-      append_number (out, p->attn_flops[1]);
+                            "counts them, per rank, every rank busy");
+      if (a->seq)
+        {
+          g_string_append (out, ", by key length\n  seq: ");
+          append_list (out, a->seq, a->n);
+        }
+      for (int b = 0; b < 2; b++)
+        {
+          g_string_append_printf (out, "\n  %s: ", attention_keys[1 + b]);
+          if (a->seq)
+            append_list (out, a->flops[b], a->n);
+          else
+            append_number (out, a->flops[b][0]);
+        }
       g_string_append_c (out, '\n');
     }
   gboolean any = FALSE;
@@ -500,6 +564,18 @@ append_kernels (GString *out, const MpCostProfile *p)
       g_string_append (out, "\n    bwd_bytes_per_s: ");
       append_number (out, p->ew_Bps[k][1]);
       g_string_append_c (out, '\n');
+    }
+  if (p->optim_params[MP_OPTIM_ADAM] > 0 || p->optim_params[MP_OPTIM_SGD] > 0)
+    {
+      g_string_append (out, "optimizer:  # parameters/s of a step (gradient norm + update), "
+                            "per rank, every rank busy\n");
+      for (int o = 0; o < 2; o++)
+        if (p->optim_params[o] > 0)
+          {
+            g_string_append_printf (out, "  %s: ", optimizer_keys[o]);
+            append_number (out, p->optim_params[o]);
+            g_string_append_c (out, '\n');
+          }
     }
 }
 
@@ -552,17 +628,16 @@ mp_cost_profile_summary (const MpCostProfile *profile)
       g_autofree char *bw = mp_units_format (profile->mem_bw_Bps, MP_UNIT_BPS);
       g_string_append_printf (s, ", memory %s", bw);
     }
-  if (profile->attn_flops[0] > 0)
-    {
-      g_autofree char *f = mp_units_format (profile->attn_flops[0], MP_UNIT_FLOPS);
-      g_autofree char *b = mp_units_format (profile->attn_flops[1], MP_UNIT_FLOPS);
-      g_string_append_printf (s, ", attention %s forward / %s backward", f, b);
-    }
+  if (profile->attn.n > 0)
+    g_string_append_printf (s, ", attention at %u key length%s", profile->attn.n,
+                            profile->attn.n == 1 ? "" : "s");
   guint classes = 0;
   for (int k = 0; k < MP_EW_N; k++)
     classes += profile->ew_Bps[k][0] > 0;
   if (classes > 0)
     g_string_append_printf (s, ", %u element-wise rate%s", classes, classes == 1 ? "" : "s");
+  if (profile->optim_params[MP_OPTIM_ADAM] > 0 || profile->optim_params[MP_OPTIM_SGD] > 0)
+    g_string_append (s, ", optimizer rate");
   guint tables = 0;
   for (int c = 0; c < MP_COLL_N; c++)
     for (int t = 0; t < MP_TIER_N; t++)

@@ -1,6 +1,7 @@
 /* profile.c - measured tables that override the built-in curves: achieved GEMM FLOP/s on a
- * (M, N, K) grid, achieved copy bandwidth, and nccl-tests busbw against message size per
- * collective and link tier. Interpolation is log-log, as these quantities are close to
+ * (M, N, K) grid, achieved copy bandwidth, nccl-tests busbw against message size per
+ * collective and link tier, and the executor's own kernels (attention against key length,
+ * element-wise classes, the optimizer step). Interpolation is log-log, as these quantities are close to
  * power laws between samples.
  *
  * `mpplan calibrate` measures them (exec/calibrate.c) and profile-yaml.c reads and writes
@@ -39,6 +40,15 @@ coll_clear (CmCollTable *t)
   g_free (t->busbw);
   g_free (t->log_size);
   g_free (t->log_busbw);
+  memset (t, 0, sizeof *t);
+}
+
+static void
+attn_clear (CmAttnTable *t)
+{
+  g_free (t->seq);
+  g_free (t->flops[0]);
+  g_free (t->flops[1]);
   memset (t, 0, sizeof *t);
 }
 
@@ -84,6 +94,7 @@ mp_cost_profile_free (MpCostProfile *profile)
   for (int c = 0; c < MP_COLL_N; c++)
     for (int t = 0; t < MP_TIER_N; t++)
       coll_clear (&profile->coll[c][t]);
+  attn_clear (&profile->attn);
   machine_clear (&profile->machine);
   g_free (profile->device);
   g_free (profile);
@@ -174,21 +185,6 @@ static double
 rate_or_zero (double v)
 {
   return v > 0 && isfinite (v) ? v : 0;
-}
-
-void
-mp_cost_profile_set_attention (MpCostProfile *profile, double fwd_flops_per_s,
-                               double bwd_flops_per_s)
-{
-  g_return_if_fail (profile != NULL);
-  profile->attn_flops[0] = rate_or_zero (fwd_flops_per_s);
-  profile->attn_flops[1] = rate_or_zero (bwd_flops_per_s);
-}
-
-double
-mp_cost_profile_attention_flops (const MpCostProfile *profile, gboolean backward)
-{
-  return profile ? profile->attn_flops[backward ? 1 : 0] : 0;
 }
 
 void
@@ -329,4 +325,62 @@ mp_cost_profile_coll_busbw (const MpCostProfile *profile, MpCollKind kind, MpTie
     }
   double w = (ls - t->log_size[lo]) / (t->log_size[lo + 1] - t->log_size[lo]);
   return exp (t->log_busbw[lo] + w * (t->log_busbw[lo + 1] - t->log_busbw[lo]));
+}
+
+gboolean
+mp_cost_profile_set_attention (MpCostProfile *profile, const double *seq, guint n,
+                               const double *fwd_flops_per_s, const double *bwd_flops_per_s,
+                               GError **error)
+{
+  g_return_val_if_fail (profile != NULL, FALSE);
+  if (n == 0 || (seq == NULL && n != 1) || (seq != NULL && !increasing (seq, n))
+      || !all_positive (fwd_flops_per_s, n) || !all_positive (bwd_flops_per_s, n))
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                   "attention table: key lengths must be positive and strictly increasing, "
+                   "one forward and one backward rate each, every rate positive");
+      return FALSE;
+    }
+  CmAttnTable *t = &profile->attn;
+  attn_clear (t);
+  t->n = n;
+  t->seq = seq ? g_memdup2 (seq, n * sizeof (double)) : NULL;
+  t->flops[0] = g_memdup2 (fwd_flops_per_s, n * sizeof (double));
+  t->flops[1] = g_memdup2 (bwd_flops_per_s, n * sizeof (double));
+  return TRUE;
+}
+
+double
+mp_cost_profile_attention_flops (const MpCostProfile *profile, double seq_kv,
+                                 gboolean backward)
+{
+  if (profile == NULL || profile->attn.n == 0)
+    return 0;
+  const CmAttnTable *t = &profile->attn;
+  const double *y = t->flops[backward ? 1 : 0];
+  if (t->seq == NULL || t->n == 1)
+    return y[0];
+  guint i;
+  double w;
+  locate (t->seq, t->n, MAX (seq_kv, 1), &i, &w);
+  if (w == 0 || w == 1)
+    return y[i + (w == 1)];   /* a sample itself, exactly */
+  return exp ((1 - w) * log (y[i]) + w * log (y[i + 1]));
+}
+
+void
+mp_cost_profile_set_optimizer (MpCostProfile *profile, double adam_params_per_s,
+                               double sgd_params_per_s)
+{
+  g_return_if_fail (profile != NULL);
+  profile->optim_params[MP_OPTIM_ADAM] = rate_or_zero (adam_params_per_s);
+  profile->optim_params[MP_OPTIM_SGD] = rate_or_zero (sgd_params_per_s);
+}
+
+double
+mp_cost_profile_optimizer_params (const MpCostProfile *profile, MpOptimizer optimizer)
+{
+  if (profile == NULL || (guint) optimizer > MP_OPTIM_SGD)
+    return 0;
+  return profile->optim_params[optimizer];
 }

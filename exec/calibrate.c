@@ -63,6 +63,8 @@ typedef struct {
   double gemm_lo, gemm_hi, gemm_hi_quick, gemm_flops, gemm_flops_quick;
   const char *const *zoo;
   const char *gemm_how;
+  /* Passes over the GEMM grid and the kernels, each measurement's best kept. */
+  int passes, passes_quick;
   /* Bytes read + written per second, and what was run (for the printed line). */
   gboolean (*memory) (Cal *c, double *bytes_per_s, char **how, GError **error);
   /* Collectives: the call each kind makes (the table's title), the largest message, the
@@ -86,6 +88,7 @@ struct Cal {
   MpWorld *world;
   int rank, size;
   gboolean quick;
+  int passes;               /* GEMM grid and kernel passes, the best of them kept */
   FILE *out;                /* rank 0 only; NULL elsewhere */
   MpCostProfile *profile;
   const CalDevice *dev;
@@ -235,21 +238,25 @@ sweep_gemm (Cal *c, MpDtype dtype, GArray *m, GArray *nk, float *out, const floa
   if (c->dev->gemm_dtype && !c->dev->gemm_dtype (c, dtype, error))
     return FALSE;
   if (c->out)
-    fprintf (c->out, "# GEMM %s (%s, %d rank%s at once): %u x %u x %u shapes\n",
-             mp_dtype_name (dtype), c->dev->gemm_how, c->size, c->size == 1 ? "" : "s",
-             m->len, nk->len, nk->len);
+    fprintf (c->out, "# GEMM %s (%s, %d rank%s at once): %u x %u x %u shapes, best of %d "
+             "pass%s\n", mp_dtype_name (dtype), c->dev->gemm_how, c->size,
+             c->size == 1 ? "" : "s", m->len, nk->len, nk->len, c->passes,
+             c->passes == 1 ? "" : "es");
   gsize cells = (gsize) m->len * nk->len * nk->len;
-  g_autofree double *rate = g_new (double, cells);
-  for (gsize cell = 0; cell < cells; cell++)
-    {
-      gsize i = cell / (nk->len * nk->len), j = cell / nk->len % nk->len, l = cell % nk->len;
-      int mm = (int) g_array_index (m, double, i), n = (int) g_array_index (nk, double, j),
-          k = (int) g_array_index (nk, double, l);
-      double t = 0;
-      if (!time_gemm (c, out, a, w, mm, n, k, &t, error))
-        return FALSE;
-      rate[cell] = round4 (2.0 * mm * n * k / t);
-    }
+  g_autofree double *rate = g_new0 (double, cells);
+  /* Whole passes over the grid, each cell's best kept: a burst of load from elsewhere
+   * lasts seconds, so it slows a stretch of cells in one pass, not the same in every. */
+  for (int pass = 0; pass < c->passes; pass++)
+    for (gsize cell = 0; cell < cells; cell++)
+      {
+        gsize i = cell / (nk->len * nk->len), j = cell / nk->len % nk->len, l = cell % nk->len;
+        int mm = (int) g_array_index (m, double, i), n = (int) g_array_index (nk, double, j),
+            k = (int) g_array_index (nk, double, l);
+        double t = 0;
+        if (!time_gemm (c, out, a, w, mm, n, k, &t, error))
+          return FALSE;
+        rate[cell] = MAX (rate[cell], round4 (2.0 * mm * n * k / t));
+      }
   GArray *axes[3] = { m, nk, nk };
   print_gemm_summary (c, dtype, axes, rate);
   return mp_cost_profile_set_gemm (c->profile, dtype, (double *) m->data, m->len,
@@ -380,131 +387,177 @@ measure_memory (Cal *c, GError **error)
 
 /* ---- the executor's other kernels (host) ------------------------------------------------ */
 
-/* One of the reference kernels (kernels/cpu) at one shape: causal attention (klass
- * MP_EW_NONE) or an element-wise class, with its buffers. What they are charged by the
- * cost model (FLOPs or bytes) is in fwd_units / bwd_units. */
+/* What the reference kernels (kernels/cpu) are measured as: an element-wise class
+ * (MpEwClass), causal attention, or an optimizer step. */
+enum { KB_ATTENTION = MP_EW_N, KB_ADAM, KB_SGD };
+
+/* One of the reference kernels at one shape, with its buffers. What the cost model charges
+ * it (FLOPs, bytes or parameters) is in fwd_units / bwd_units (0: no backward). */
 typedef struct {
-  MpEwClass klass;
+  int klass;                   /* MpEwClass or KB_* */
   gboolean rmsnorm;            /* MP_EW_NORM: rmsnorm rather than layernorm */
   MpkAttnShape s;              /* attention */
-  int n, c;                    /* element-wise: rows, row width */
+  gsize n, c;                  /* element-wise: rows, row width; optimizer: parameters */
   double fwd_units, bwd_units;
+  /* The kernels' arguments: views into the buffers below. */
   float *in, *out, *din, *dout, *k, *v, *dk, *dv, *w, *b, *dw, *db, *stat1, *stat2;
   int *targets;
+  float *owned[14];
+  guint n_owned;
 } KBench;
 
-/* Reproducible values in [-1, 1): any will do, the kernels' speed does not depend on them. */
+/* A buffer of N floats owned by K: zeros, or reproducible values in [-1, 1) when FILL (the
+ * kernels' speed depends on the values only through tanhf and expf, and real activations
+ * are of this size). */
 static float *
-filled (gsize n)
+kb_floats (KBench *k, gsize n, gboolean fill)
 {
-  float *x = g_new (float, MAX (n, (gsize) 1));
-  for (gsize i = 0; i < n; i++)
+  g_assert (k->n_owned < G_N_ELEMENTS (k->owned));
+  float *x = g_new0 (float, MAX (n, (gsize) 1));
+  for (gsize i = 0; fill && i < n; i++)
     x[i] = (float) ((i * 7919) % 2001) / 1000.0f - 1.0f;
-  return x;
+  return k->owned[k->n_owned++] = x;
 }
 
 static void
 kbench_clear (KBench *k)
 {
-  float **bufs[] = { &k->in, &k->out, &k->din, &k->dout, &k->k, &k->v, &k->dk, &k->dv,
-                     &k->w, &k->b, &k->dw, &k->db, &k->stat1, &k->stat2 };
-  for (guint i = 0; i < G_N_ELEMENTS (bufs); i++)
-    g_clear_pointer (bufs[i], g_free);
-  g_clear_pointer (&k->targets, g_free);
+  for (guint i = 0; i < k->n_owned; i++)
+    g_free (k->owned[i]);
+  g_free (k->targets);
+  memset (k, 0, sizeof *k);
+}
+
+/* Norm, activation or loss forward or BACKWARD. */
+static void
+kbench_run_elementwise (KBench *k, gboolean backward)
+{
+  int n = (int) k->n, c = (int) k->c;
+  if (k->klass == MP_EW_NORM && k->rmsnorm)
+    {
+      if (!backward)
+        mpk_cpu_rmsnorm_forward (k->out, k->stat2, k->in, k->w, n, c, 1e-5f);
+      else
+        mpk_cpu_rmsnorm_backward (k->din, k->dw, k->dout, k->in, k->w, k->stat2, n, c);
+    }
+  else if (k->klass == MP_EW_NORM && !backward)
+    mpk_cpu_layernorm_forward (k->out, k->stat1, k->stat2, k->in, k->w, k->b, n, c, 1e-5f);
+  else if (k->klass == MP_EW_NORM)
+    mpk_cpu_layernorm_backward (k->din, k->dw, k->db, k->dout, k->in, k->w, k->stat1, k->stat2,
+                                n, c);
+  else if (k->klass == MP_EW_ACTIVATION && !backward)
+    mpk_cpu_gelu_forward (k->out, k->in, k->n * k->c);
+  else if (k->klass == MP_EW_ACTIVATION)
+    mpk_cpu_gelu_backward (k->din, k->in, k->dout, k->n * k->c);
+  else if (!backward)
+    mpk_cpu_crossentropy_forward (k->out, k->stat1, k->in, k->targets, n, c);
+  else
+    mpk_cpu_crossentropy_backward (k->din, k->in, k->stat1, k->targets, 1.0f / n, n, c);
+}
+
+/* The optimizer step as the executor takes it (exec/model-exec.c): the gradient's sum of
+ * squares, then the update. The sum is kept in stat1 so the pass is not optimised away. */
+static void
+kbench_run_optimizer (KBench *k)
+{
+  k->stat1[0] += (float) mpk_cpu_sumsq (k->in, k->n);
+  if (k->klass == KB_ADAM)
+    mpk_cpu_adamw_update (k->out, k->in, k->k, k->v, k->n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 2);
+  else
+    mpk_cpu_sgd_update (k->out, k->in, k->k, k->n, 0.05f, 0.9f);
 }
 
 static void
 kbench_run (KBench *k, gboolean backward)
 {
-  int n = k->n, c = k->c;
-  switch (k->klass)
-    {
-    case MP_EW_NORM:
-      if (k->rmsnorm && !backward)
-        mpk_cpu_rmsnorm_forward (k->out, k->stat2, k->in, k->w, n, c, 1e-5f);
-      else if (k->rmsnorm)
-        mpk_cpu_rmsnorm_backward (k->din, k->dw, k->dout, k->in, k->w, k->stat2, n, c);
-      else if (!backward)
-        mpk_cpu_layernorm_forward (k->out, k->stat1, k->stat2, k->in, k->w, k->b, n, c, 1e-5f);
-      else
-        mpk_cpu_layernorm_backward (k->din, k->dw, k->db, k->dout, k->in, k->w, k->stat1,
-                                    k->stat2, n, c);
-      break;
-    case MP_EW_ACTIVATION:
-      if (!backward)
-        mpk_cpu_gelu_forward (k->out, k->in, (size_t) n * c);
-      else
-        mpk_cpu_gelu_backward (k->din, k->in, k->dout, (size_t) n * c);
-      break;
-    case MP_EW_LOSS:
-      if (!backward)
-        mpk_cpu_crossentropy_forward (k->out, k->stat1, k->in, k->targets, n, c);
-      else
-        mpk_cpu_crossentropy_backward (k->din, k->in, k->stat1, k->targets, 1.0f / n, n, c);
-      break;
-    default:
-      if (!backward)
-        mpk_cpu_attention_forward (k->out, k->stat1, NULL, k->in, k->k, k->v, k->s);
-      else
-        mpk_cpu_attention_backward (k->din, k->dk, k->dv, k->dout, k->out, k->stat1, NULL,
-                                    k->in, k->k, k->v, k->s);
-      break;
-    }
+  if (k->klass < MP_EW_N)
+    kbench_run_elementwise (k, backward);
+  else if (k->klass != KB_ATTENTION)
+    kbench_run_optimizer (k);
+  else if (!backward)
+    mpk_cpu_attention_forward (k->out, k->stat1, NULL, k->in, k->k, k->v, k->s);
+  else
+    mpk_cpu_attention_backward (k->din, k->dk, k->dv, k->dout, k->out, k->stat1, NULL, k->in,
+                                k->k, k->v, k->s);
 }
 
 /* Causal attention of MODEL over one sequence on one group of query heads sharing a kv
- * head: heads are independent, so the rate per FLOP is that of every head count, and a
- * gpt2-124m sequence stays well under a second. */
+ * head, laid out as the executor lays them out at tp 1 (every head's q, k and v packed in
+ * one row per position): heads are independent, so the rate per FLOP is that of every
+ * head count, and a gpt2-124m sequence stays well under a second. The rate does depend on
+ * the sequence (the keys outgrow the caches), so each model's length is measured. */
 static void
 kbench_attention (KBench *k, const MpModel *m)
 {
-  int group = (int) MAX (m->heads / MAX (m->kv_heads, 1u), 1u), hd = (int) m->head_dim;
-  int t = (int) m->seq_len;
-  k->klass = MP_EW_NONE;
-  k->s = (MpkAttnShape) { 1, t, group, 1, hd, group * hd, hd, group * hd };
-  gsize q = (gsize) t * group * hd, kv = (gsize) t * hd;
-  k->in = filled (q), k->k = filled (kv), k->v = filled (kv), k->dout = filled (q);
-  k->out = g_new0 (float, q), k->din = g_new0 (float, q);
-  k->dk = g_new0 (float, kv), k->dv = g_new0 (float, kv);
-  k->stat1 = g_new0 (float, (gsize) group * t);
+  int kvh = (int) MAX (m->kv_heads, 1u), group = (int) MAX (m->heads / (guint) kvh, 1u);
+  int hd = (int) m->head_dim, t = (int) m->seq_len;
+  int ldqkv = ((int) m->heads + 2 * kvh) * hd, ldo = (int) m->heads * hd;
+  k->klass = KB_ATTENTION;
+  k->s = (MpkAttnShape) { 1, t, group, 1, hd, ldqkv, ldqkv, ldo };
+  gsize qkv = (gsize) t * ldqkv, o = (gsize) t * ldo;
+  /* q at column 0, k and v after every query head (the packed layout's offsets). */
+  k->in = kb_floats (k, qkv, TRUE), k->din = kb_floats (k, qkv, FALSE);
+  k->k = k->in + (gsize) m->heads * hd, k->v = k->k + (gsize) kvh * hd;
+  k->dk = k->din + (gsize) m->heads * hd, k->dv = k->dk + (gsize) kvh * hd;
+  k->out = kb_floats (k, o, FALSE), k->dout = kb_floats (k, o, TRUE);
+  k->stat1 = kb_floats (k, (gsize) group * t, FALSE);
   /* The cost model's count for this shape (causal, as it costs a transformer). */
   k->fwd_units = mp_cost_attention_flops (1, group, hd, t, t, TRUE, FALSE);
   k->bwd_units = mp_cost_attention_flops (1, group, hd, t, t, TRUE, TRUE);
 }
 
-/* The element-wise op of MODEL in KLASS at N rows: bytes charged are the IR's fwd_bytes
- * per token forward and twice that backward (compute.c); FALSE if MODEL has none or its
- * kernel is not one measured here (only gelu among the activations). */
-static gboolean
+/* The element-wise op of MODEL in KLASS (ew_op: NULL if MODEL has none, or its kernel is
+ * not one measured here: only gelu among the activations); kbench_elementwise sets it up at
+ * N rows: bytes charged are the IR's fwd_bytes per token forward and twice that backward
+ * (compute.c). */
+static const MpOp *
+ew_op (const MpModel *m, MpEwClass klass)
+{
+  if (klass == MP_EW_ACTIVATION && m->activation != MP_ACT_GELU)
+    return NULL;
+  for (guint l = 0; l < m->n_layers; l++)
+    for (guint o = 0; o < m->layers[l].n_ops; o++)
+      if (mp_cost_op_ew_class (&m->layers[l].ops[o]) == klass)
+        return &m->layers[l].ops[o];
+  return NULL;
+}
+
+static void
 kbench_elementwise (KBench *k, const MpModel *m, MpEwClass klass)
 {
-  const MpOp *op = NULL;
-  for (guint l = 0; l < m->n_layers && op == NULL; l++)
-    for (guint o = 0; o < m->layers[l].n_ops && op == NULL; o++)
-      if (mp_cost_op_ew_class (&m->layers[l].ops[o]) == klass)
-        op = &m->layers[l].ops[o];
-  if (op == NULL || (klass == MP_EW_ACTIVATION && m->activation != MP_ACT_GELU))
-    return FALSE;
-  int c = (int) (klass == MP_EW_NORM ? m->hidden : klass == MP_EW_LOSS ? m->vocab
-                                                                      : m->ffn_hidden);
+  const MpOp *op = ew_op (m, klass);
+  gsize c = klass == MP_EW_NORM ? m->hidden : klass == MP_EW_LOSS ? m->vocab : m->ffn_hidden;
   /* One sequence, or fewer rows where a row is long (a vocabulary): 16 MiB per tensor. */
-  int n = (int) CLAMP ((4u << 20) / (guint) c, 1u, MAX (m->seq_len, 1u));
-  gsize cells = (gsize) n * c;
+  gsize n = CLAMP (((gsize) 4 << 20) / c, 1, MAX (m->seq_len, 1u)), cells = n * c;
   k->klass = klass;
   k->rmsnorm = m->norm == MP_NORM_RMSNORM;
   k->n = n, k->c = c;
-  k->in = filled (cells), k->dout = filled (cells);
-  k->out = g_new0 (float, cells), k->din = g_new0 (float, cells);
-  k->w = filled (c), k->b = filled (c), k->dw = g_new0 (float, c), k->db = g_new0 (float, c);
-  k->stat1 = g_new0 (float, n), k->stat2 = g_new0 (float, n);
+  k->in = kb_floats (k, cells, TRUE), k->dout = kb_floats (k, cells, TRUE);
+  k->out = kb_floats (k, cells, FALSE), k->din = kb_floats (k, cells, FALSE);
+  k->w = kb_floats (k, c, TRUE), k->b = kb_floats (k, c, TRUE);
+  k->dw = kb_floats (k, c, FALSE), k->db = kb_floats (k, c, FALSE);
+  k->stat1 = kb_floats (k, n, FALSE), k->stat2 = kb_floats (k, n, FALSE);
   k->targets = g_new (int, n);
-  for (int i = 0; i < n; i++)
-    k->targets[i] = (int) ((i * 131u) % (guint) c);
+  for (gsize i = 0; i < n; i++)
+    k->targets[i] = (int) ((i * 131u) % c);
   k->fwd_units = op->fwd_bytes * n;
   k->bwd_units = 2 * op->fwd_bytes * n;
-  return TRUE;
 }
 
+/* The optimizer step KLASS (KB_ADAM, KB_SGD) over 2M parameters (32 MiB of parameters,
+ * gradients and state: past the caches, as a model's are). */
+static void
+kbench_optimizer (KBench *k, int klass)
+{
+  gsize n = (gsize) 1 << 21;
+  k->klass = klass;
+  k->n = n;
+  k->in = kb_floats (k, n, TRUE), k->out = kb_floats (k, n, TRUE);  /* gradients, weights */
+  k->k = kb_floats (k, n, FALSE);                                     /* momentum */
+  k->v = klass == KB_ADAM ? kb_floats (k, n, FALSE) : NULL;           /* second moment */
+  k->stat1 = kb_floats (k, 1, FALSE);
+  k->fwd_units = (double) n;
+}
 /* Seconds per run of K forward or BACKWARD, slowest rank, every rank running it at once
  * (as the executor does, one rank per core): a warm-up run sizes the repetitions. */
 static gboolean
@@ -515,7 +568,7 @@ time_kbench (Cal *c, KBench *k, gboolean backward, double *time_s, GError **erro
   double once = now_s () - t0;
   if (!max_over_ranks (c, &once, error))
     return FALSE;
-  int reps = (int) CLAMP ((c->quick ? 0.05 : 0.3) / MAX (once, 1e-9), 1, 200);
+  int reps = (int) CLAMP ((c->quick ? 0.05 : 0.2) / MAX (once, 1e-9), 1, 200);
   if (!barrier (c, error))
     return FALSE;
   t0 = now_s ();
@@ -525,69 +578,137 @@ time_kbench (Cal *c, KBench *k, gboolean backward, double *time_s, GError **erro
   return max_over_ranks (c, time_s, error);
 }
 
-/* Adds K's units and times, forward and backward, to ACC[2][2] (units, seconds). */
+/* One kernel to measure: a class at a zoo model's shape (MODEL NULL: an optimizer), what
+ * the cost model charges it and its best seconds so far, forward and backward. */
+typedef struct {
+  const MpModel *model;
+  int klass;
+  double units[2], best[2];
+} KJob;
+
+/* Times JOB once more, keeping its best. */
 static gboolean
-accumulate_kbench (Cal *c, KBench *k, double acc[2][2], GError **error)
+kjob_time (Cal *c, KJob *job, GError **error)
 {
-  double tf = 0, tb = 0;
-  gboolean ok = time_kbench (c, k, FALSE, &tf, error) && time_kbench (c, k, TRUE, &tb, error);
-  if (ok)
-    {
-      acc[0][0] += k->fwd_units, acc[0][1] += tf;
-      acc[1][0] += k->bwd_units, acc[1][1] += tb;
-    }
-  kbench_clear (k);
+  KBench k = { 0 };
+  if (job->klass == KB_ATTENTION)
+    kbench_attention (&k, job->model);
+  else if (job->klass >= KB_ADAM)
+    kbench_optimizer (&k, job->klass);
+  else
+    kbench_elementwise (&k, job->model, (MpEwClass) job->klass);
+  job->units[0] = k.fwd_units, job->units[1] = k.bwd_units;
+  double t[2] = { 0, 0 };
+  gboolean ok = time_kbench (c, &k, FALSE, &t[0], error)
+                && (k.bwd_units == 0 || time_kbench (c, &k, TRUE, &t[1], error));
+  kbench_clear (&k);
+  for (int b = 0; ok && b < 2; b++)
+    if (t[b] > 0)
+      job->best[b] = job->best[b] > 0 ? MIN (job->best[b], t[b]) : t[b];
   return ok;
 }
 
-/* The executor's attention and element-wise kernels at the host zoo's shapes, as rates
- * of what the cost model charges them: these reference kernels run far below the
- * roofline that GEMM and triad rates imply. One rate per class: total units over total
- * time over the zoo's shapes. */
+/* The jobs for the transformers among ZOO (loaded into MODELS, which owns them): attention
+ * and each element-wise class a model has, then Adam and SGD. */
+static GArray *
+kjobs_new (const char *const *zoo, GPtrArray *models)
+{
+  GArray *jobs = g_array_new (FALSE, TRUE, sizeof (KJob));
+  for (int i = 0; zoo[i]; i++)
+    {
+      g_autoptr(GError) local = NULL;
+      MpModel *m = mp_model_load (zoo[i], &local);
+      if (m == NULL || m->arch != MP_ARCH_TRANSFORMER)
+        {
+          g_clear_pointer (&m, mp_model_free);
+          continue;
+        }
+      g_ptr_array_add (models, m);
+      g_array_append_val (jobs, ((KJob) { .model = m, .klass = KB_ATTENTION }));
+      for (int e = 0; e < MP_EW_N; e++)
+        if (ew_op (m, (MpEwClass) e) != NULL)
+          g_array_append_val (jobs, ((KJob) { .model = m, .klass = e }));
+    }
+  g_array_append_val (jobs, ((KJob) { .klass = KB_ADAM }));
+  g_array_append_val (jobs, ((KJob) { .klass = KB_SGD }));
+  return jobs;
+}
+
+/* Rate of class KLASS (at sequence length SEQ for attention; 0: any), forward or BACKWARD:
+ * its jobs' total units over their total best time; 0 if none. */
+static double
+kjobs_rate (GArray *jobs, int klass, double seq, gboolean backward)
+{
+  double units = 0, secs = 0;
+  for (guint i = 0; i < jobs->len; i++)
+    {
+      const KJob *j = &g_array_index (jobs, KJob, i);
+      if (j->klass == klass && (seq == 0 || (double) j->model->seq_len == seq))
+        units += j->units[backward], secs += j->best[backward];
+    }
+  return secs > 0 ? round4 (units / secs) : 0;
+}
+
+/* The attention table: one point per distinct sequence length among the jobs. */
+static gboolean
+set_attention_rates (Cal *c, GArray *jobs, GError **error)
+{
+  g_autoptr(GArray) seq = g_array_new (FALSE, FALSE, sizeof (double));
+  for (guint i = 0; i < jobs->len; i++)
+    {
+      const KJob *j = &g_array_index (jobs, KJob, i);
+      if (j->klass == KB_ATTENTION)
+        axis_add (seq, (double) j->model->seq_len, 1, G_MAXDOUBLE);
+    }
+  if (seq->len == 0)
+    return TRUE;
+  g_autofree double *f = g_new (double, seq->len), *b = g_new (double, seq->len);
+  for (guint i = 0; i < seq->len; i++)
+    {
+      double t = g_array_index (seq, double, i);
+      f[i] = kjobs_rate (jobs, KB_ATTENTION, t, FALSE);
+      b[i] = kjobs_rate (jobs, KB_ATTENTION, t, TRUE);
+      if (c->out)
+        fprintf (c->out, "# attention (reference kernel, %d rank%s at once), %g keys: %.3g "
+                 "GFLOP/s forward, %.3g backward per rank\n", c->size,
+                 c->size == 1 ? "" : "s", t, f[i] / 1e9, b[i] / 1e9);
+    }
+  return mp_cost_profile_set_attention (c->profile, (double *) seq->data, seq->len, f, b,
+                                        error);
+}
+
+/* The executor's attention, element-wise and optimizer kernels at the host zoo's shapes,
+ * as rates of what the cost model charges them: these reference kernels run far below the
+ * roofline that GEMM and triad rates imply. Each kernel's best over whole passes (a burst
+ * of load from elsewhere lasts seconds); one rate per class (attention: per sequence
+ * length), its total units over its total time. */
 static gboolean
 measure_host_kernels (Cal *c, GError **error)
 {
   static const char *const names[] = { "norm", "activation", "loss" };
-  double attn[2][2] = { { 0 } }, ew[MP_EW_N][2][2] = { { { 0 } } };
-  for (int i = 0; c->dev->zoo[i]; i++)
-    {
-      g_autoptr(GError) local = NULL;
-      g_autoptr(MpModel) m = mp_model_load (c->dev->zoo[i], &local);
-      if (m == NULL || m->arch != MP_ARCH_TRANSFORMER)
-        continue;
-      KBench k = { 0 };
-      kbench_attention (&k, m);
-      if (!accumulate_kbench (c, &k, attn, error))
+  g_autoptr(GPtrArray) models = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_model_free);
+  g_autoptr(GArray) jobs = kjobs_new (c->dev->zoo, models);
+  for (int pass = 0; pass < c->passes; pass++)
+    for (guint i = 0; i < jobs->len; i++)
+      if (!kjob_time (c, &g_array_index (jobs, KJob, i), error))
         return FALSE;
-      for (int e = 0; e < MP_EW_N; e++)
-        {
-          KBench ke = { 0 };
-          if (kbench_elementwise (&ke, m, (MpEwClass) e)
-              && !accumulate_kbench (c, &ke, ew[e], error))
-            return FALSE;
-        }
-    }
-  if (attn[0][1] > 0)
-    {
-      double f = round4 (attn[0][0] / attn[0][1]), b = round4 (attn[1][0] / attn[1][1]);
-      mp_cost_profile_set_attention (c->profile, f, b);
-      if (c->out)
-        fprintf (c->out, "# attention (reference kernel, %d rank%s at once): %.3g GFLOP/s "
-                 "forward, %.3g backward per rank\n", c->size, c->size == 1 ? "" : "s",
-                 f / 1e9, b / 1e9);
-    }
+  if (!set_attention_rates (c, jobs, error))
+    return FALSE;
   for (int e = 0; e < MP_EW_N; e++)
     {
-      if (!(ew[e][0][1] > 0))
+      double f = kjobs_rate (jobs, e, 0, FALSE), b = kjobs_rate (jobs, e, 0, TRUE);
+      if (!(f > 0))
         continue;
-      double f = round4 (ew[e][0][0] / ew[e][0][1]), b = round4 (ew[e][1][0] / ew[e][1][1]);
       mp_cost_profile_set_elementwise (c->profile, (MpEwClass) e, f, b);
       if (c->out)
         fprintf (c->out, "# %s (reference kernel): %.3g GB/s forward, %.3g backward per "
                  "rank, of the bytes the cost model charges\n", names[e], f / 1e9, b / 1e9);
     }
+  double adam = kjobs_rate (jobs, KB_ADAM, 0, FALSE), sgd = kjobs_rate (jobs, KB_SGD, 0, FALSE);
+  mp_cost_profile_set_optimizer (c->profile, adam, sgd);
   if (c->out)
-    fputc ('\n', c->out);
+    fprintf (c->out, "# optimizer step (gradient norm + update): Adam %.3g, SGD %.3g "
+             "Mparameters/s per rank\n\n", adam / 1e6, sgd / 1e6);
   return TRUE;
 }
 
@@ -1042,6 +1163,8 @@ static const CalDevice host_device = {
   .gemm_flops = 1e9, .gemm_flops_quick = 2e8,
   .zoo = host_zoo,
   .gemm_how = "OpenBLAS sgemm, 1 thread per rank",
+  /* A shared CPU sees bursts of load from elsewhere that last seconds. */
+  .passes = 3, .passes_quick = 2,
   .memory = triad_bandwidth,
   .calls = { [MP_COLL_ALL_REDUCE] = "MPI_Allreduce", [MP_COLL_ALL_GATHER] = "MPI_Allgather",
              [MP_COLL_REDUCE_SCATTER] = "MPI_Reduce_scatter_block",
@@ -1083,6 +1206,7 @@ static const CalDevice cuda_device = {
   .gemm_lo = 256, .gemm_hi = 8192, .gemm_hi_quick = 4096,
   .gemm_flops = 2e12, .gemm_flops_quick = 5e11,
   .zoo = cuda_zoo,
+  .passes = 1, .passes_quick = 1,
   .gemm_how = "the cuda backend's cuBLAS GEMM: bf16 inputs cast in the call, fp32 "
               "accumulation; fp32 without TF32; one GPU per rank",
   .memory = copy_bandwidth,
@@ -1175,8 +1299,8 @@ mp_calibrate (MpWorld *world, const MpCalibrateOptions *opts, GError **error)
       be->ops->free (be);
       return NULL;
     }
-  Cal c = { world, rank, size, opts->quick, rank == 0 ? opts->out : NULL, NULL, dev, be,
-            NULL };
+  Cal c = { world, rank, size, opts->quick, opts->quick ? dev->passes_quick : dev->passes,
+            rank == 0 ? opts->out : NULL, NULL, dev, be, NULL };
   MpCostProfile *profile = NULL;
   /* A group of every rank before any buffer: the cuda backend's collectives need its
    * communicator, made while the device still has room for NCCL's own buffers. */

@@ -45,7 +45,9 @@ sample_profile (const char *hostname)
   for (int c = 0; c < MP_COLL_N; c++)
     assert_true (mp_cost_profile_set_coll (p, (MpCollKind) c, MP_TIER_NODE, 2, sizes, busbw, 3,
                                            NULL));
-  mp_cost_profile_set_attention (p, 1e9 / 3, 2.5e9 / 3);
+  const double seq[] = { 128, 1024 }, fwd[] = { 1e9 / 3, 2e9 / 7 }, bwd[] = { 2.5e9 / 3, 1e9 };
+  assert_true (mp_cost_profile_set_attention (p, seq, 2, fwd, bwd, NULL));
+  mp_cost_profile_set_optimizer (p, 1e8 / 3, 0);
   mp_cost_profile_set_elementwise (p, MP_EW_NORM, 1e9 / 7, 3e9 / 7);
   mp_cost_profile_set_elementwise (p, MP_EW_LOSS, (0.1 + 0.2) * 1e9, 1e9);
   return p;
@@ -69,10 +71,50 @@ test_profile_round_trip (void **state)
                == mp_cost_profile_gemm_flops (p, MP_DTYPE_FP32, 100, 200, 300));
   assert_true (mp_cost_profile_coll_busbw (q, MP_COLL_SEND_RECV, MP_TIER_NODE, 5000)
                == mp_cost_profile_coll_busbw (p, MP_COLL_SEND_RECV, MP_TIER_NODE, 5000));
-  assert_true (mp_cost_profile_attention_flops (q, TRUE) == 2.5e9 / 3);
+  assert_true (mp_cost_profile_attention_flops (q, 128, TRUE) == 2.5e9 / 3);
+  assert_true (mp_cost_profile_attention_flops (q, 500, FALSE)
+               == mp_cost_profile_attention_flops (p, 500, FALSE));
+  assert_true (mp_cost_profile_optimizer_params (q, MP_OPTIM_ADAM) == 1e8 / 3);
+  assert_true (mp_cost_profile_optimizer_params (q, MP_OPTIM_SGD) == 0);
   assert_true (mp_cost_profile_elementwise_bps (q, MP_EW_NORM, FALSE) == 1e9 / 7);
   assert_true (mp_cost_profile_elementwise_bps (q, MP_EW_LOSS, FALSE) == (0.1 + 0.2) * 1e9);
   assert_true (mp_cost_profile_elementwise_bps (q, MP_EW_ACTIVATION, FALSE) == 0);
+}
+
+/* tiny-gpt on two cores, costed with the sample profile (ctx) and without it (plain). */
+typedef struct {
+  MpCluster *cluster;
+  MpModel *model;
+  MpCostProfile *p;
+  MpCostContext *ctx, *plain;
+} Costed;
+
+static int
+costed_setup (void **state)
+{
+  Costed *f = g_new0 (Costed, 1);
+  f->cluster = two_cores ();
+  f->model = mp_model_load ("tiny-gpt", NULL);
+  f->p = sample_profile ("box");
+  if (f->model == NULL)
+    return -1;
+  f->ctx = mp_cost_context_new (f->model, f->cluster, f->p);
+  f->plain = mp_cost_context_new (f->model, f->cluster, NULL);
+  *state = f;
+  return 0;
+}
+
+static int
+costed_teardown (void **state)
+{
+  Costed *f = *state;
+  mp_cost_context_free (f->plain);
+  mp_cost_context_free (f->ctx);
+  mp_cost_profile_free (f->p);
+  mp_model_free (f->model);
+  mp_cluster_free (f->cluster);
+  g_free (f);
+  return 0;
 }
 
 /* Measured attention and element-wise rates replace the curve and the roofline: the time
@@ -80,20 +122,16 @@ test_profile_round_trip (void **state)
 static void
 test_profile_kernel_rates (void **state)
 {
-  g_autoptr(MpCluster) cluster = two_cores ();
-  g_autoptr(MpModel) model = mp_model_load ("tiny-gpt", NULL);
-  assert_non_null (model);
-  g_autoptr(MpCostProfile) p = sample_profile ("box");
-  g_autoptr(MpCostContext) plain = mp_cost_context_new (model, cluster, NULL);
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, p);
-  const MpCostDevice *dev = mp_cost_device (ctx, 0), *pdev = mp_cost_device (plain, 0);
+  Costed *f = *state;
+  const MpModel *model = f->model;
+  const MpCostDevice *dev = mp_cost_device (f->ctx, 0), *pdev = mp_cost_device (f->plain, 0);
   for (int bwd = 0; bwd <= 1; bwd++)
     {
       MpKernelCost a;
       mp_cost_flash_attention (dev, MP_DTYPE_FP32, 2, 4, 4, 64, 128, 128, TRUE, bwd, &a);
       double flops = mp_cost_attention_flops (2, 4, 64, 128, 128, TRUE, bwd);
       assert_true (a.flops == flops);
-      mp_assert_close (a.time_s, flops / mp_cost_profile_attention_flops (p, bwd), 1e-12);
+      mp_assert_close (a.time_s, flops / (bwd ? 2.5e9 / 3 : 1e9 / 3), 1e-12);
     }
   MpKernelCost k, roof;
   double bytes = 1e6;
@@ -114,6 +152,55 @@ test_profile_kernel_rates (void **state)
     for (guint o = 0; o < model->layers[l].n_ops; o++)
       seen[mp_cost_op_ew_class (&model->layers[l].ops[o])]++;
   assert_true (seen[MP_EW_NORM] > 0 && seen[MP_EW_ACTIVATION] == 4 && seen[MP_EW_LOSS] == 1);
+}
+
+/* The attention rate follows the key length: each sample at its own length, log-log in
+ * between (the geometric mean halfway in log), the end samples beyond the table. */
+static void
+test_profile_attention_by_length (void **state)
+{
+  g_autoptr(MpCostProfile) p = sample_profile ("box");
+  assert_true (mp_cost_profile_attention_flops (p, 1024, FALSE) == 2e9 / 7);
+  mp_assert_close (mp_cost_profile_attention_flops (p, sqrt (128.0 * 1024), FALSE),
+                   sqrt (1e9 / 3 * 2e9 / 7), 1e-12);
+  assert_true (mp_cost_profile_attention_flops (p, 16, TRUE) == 2.5e9 / 3);
+  assert_true (mp_cost_profile_attention_flops (p, 1e6, TRUE) == 1e9);
+  /* A profile from before the table: one rate for every length. */
+  static const char old[] = "kind: profile\nversion: 1\n"
+                            "attention: {fwd_flops_per_s: 3 GFLOPS, bwd_flops_per_s: 5e9}\n";
+  GError *error = NULL;
+  g_autoptr(MpCostProfile) q = mp_cost_profile_load_data ("old.yaml", old, strlen (old), &error);
+  if (q == NULL)
+    fail_msg ("%s", error->message);
+  assert_true (mp_cost_profile_attention_flops (q, 128, FALSE) == 3e9);
+  assert_true (mp_cost_profile_attention_flops (q, 4096, TRUE) == 5e9);
+  /* Lengths out of order, or one rate short, are refused where they are. */
+  static const char bad[] = "kind: profile\nversion: 1\nattention:\n  seq: [256, 128]\n"
+                            "  fwd_flops_per_s: [1e9, 2e9]\n  bwd_flops_per_s: [1e9]\n";
+  g_autoptr(MpCostProfile) r = mp_cost_profile_load_data ("bad.yaml", bad, strlen (bad), &error);
+  assert_null (r);
+  assert_non_null (strstr (error->message, "bad.yaml:4:"));
+  assert_non_null (strstr (error->message, "strictly increasing"));
+  g_clear_error (&error);
+  const double seq[] = { 256, 128 }, rate[] = { 1e9, 2e9 };
+  assert_false (mp_cost_profile_set_attention (p, seq, 2, rate, rate, &error));
+  assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
+  g_clear_error (&error);
+}
+
+/* A measured optimizer rate sets the stage's optimizer time: the parameters the rank
+ * updates over the rate (SGD, not measured here, keeps the byte roofline). */
+static void
+test_profile_optimizer_rate (void **state)
+{
+  Costed *f = *state;
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  MpStageTime st, roof;
+  mp_cost_stage_times (f->ctx, &cfg, &st);
+  mp_cost_stage_times (f->plain, &cfg, &roof);
+  mp_assert_close (st.optimizer_s, f->model->params_total / (1e8 / 3), 1e-9);
+  assert_true (fabs (st.optimizer_s - roof.optimizer_s) > 0.1 * roof.optimizer_s);
 }
 
 /* Every problem is reported, each at its line and column. */
@@ -137,17 +224,13 @@ test_profile_problems_located (void **state)
 static void
 test_profile_gemm_replaces_curve (void **state)
 {
-  g_autoptr(MpCluster) cluster = two_cores ();
-  g_autoptr(MpModel) model = mp_model_load ("tiny-gpt", NULL);
-  assert_non_null (model);
-  g_autoptr(MpCostProfile) p = sample_profile ("box");
-  g_autoptr(MpCostContext) plain = mp_cost_context_new (model, cluster, NULL);
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, p);
-  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  Costed *f = *state;
+  const MpCostProfile *p = f->p;
+  const MpCostDevice *dev = mp_cost_device (f->ctx, 0);
   assert_ptr_equal (dev->profile, p);
   MpKernelCost cost, curve;
   mp_cost_gemm (dev, MP_DTYPE_FP32, 128, 256, 512, 1, &cost);
-  mp_cost_gemm (mp_cost_device (plain, 0), MP_DTYPE_FP32, 128, 256, 512, 1, &curve);
+  mp_cost_gemm (mp_cost_device (f->plain, 0), MP_DTYPE_FP32, 128, 256, 512, 1, &curve);
   double rate = mp_cost_profile_gemm_flops (p, MP_DTYPE_FP32, 128, 256, 512);
   mp_assert_close (cost.time_s, 2.0 * 128 * 256 * 512 / rate, 1e-12);
   assert_true (fabs (cost.time_s - curve.time_s) > 0.1 * curve.time_s);
@@ -261,8 +344,10 @@ main (void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_profile_round_trip),
     cmocka_unit_test (test_profile_problems_located),
-    cmocka_unit_test (test_profile_gemm_replaces_curve),
-    cmocka_unit_test (test_profile_kernel_rates),
+    cmocka_unit_test_setup_teardown (test_profile_gemm_replaces_curve, costed_setup, costed_teardown),
+    cmocka_unit_test_setup_teardown (test_profile_kernel_rates, costed_setup, costed_teardown),
+    cmocka_unit_test (test_profile_attention_by_length),
+    cmocka_unit_test_setup_teardown (test_profile_optimizer_rate, costed_setup, costed_teardown),
     cmocka_unit_test (test_profile_collective_from_table),
     cmocka_unit_test (test_profile_apply_replaces_placeholders),
     cmocka_unit_test (test_profile_host_lookup),
