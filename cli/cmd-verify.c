@@ -345,7 +345,8 @@ print_results (const Verify *v, GPtrArray *runs)
     }
   g_autofree char *table = mp_report_runs_text (runs);
   printf ("%s on %s: %u plans predicted (simulator%s) and measured (median of %" G_GINT64_FORMAT
-          " steps x %" G_GINT64_FORMAT " round%s, min - max)\n\n%s", v->model->name,
+          " steps in the quietest of %" G_GINT64_FORMAT " round%s; min - max over all)\n\n%s",
+          v->model->name,
           v->cluster->name, runs->len,
           v->cluster->groups[0].device.calibrated ? ", calibrated"
                                                   : ", built-in curves: not calibrated",
@@ -439,7 +440,7 @@ verify (const VerifyArgs *a)
 int
 mp_cmd_verify (int argc, char **argv, gboolean do_help)
 {
-  VerifyArgs a = { .top = 3, .steps = 5, .warmup = 1, .rounds = 3 };
+  VerifyArgs a = { .top = 3, .steps = 5, .warmup = 1, .rounds = 5 };
   const GOptionEntry entries[] = {
     { "model", 'm', 0, G_OPTION_ARG_STRING, &a.model, "Model: YAML file or zoo name", "MODEL" },
     { "cluster", 'c', 0, G_OPTION_ARG_STRING, &a.cluster,
@@ -455,7 +456,7 @@ mp_cmd_verify (int argc, char **argv, gboolean do_help)
     { "warmup", 0, 0, G_OPTION_ARG_INT64, &a.warmup,
       "Steps run first in each round and left out (default 1)", "W" },
     { "rounds", 0, 0, G_OPTION_ARG_INT64, &a.rounds,
-      "Run every plan R times, round-robin (default 3, at most 100)", "R" },
+      "Run every plan R times, round-robin (default 5, at most 100)", "R" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object (docs/json.md)", NULL },
     { "html", 0, 0, G_OPTION_ARG_FILENAME, &a.html,
       "Write the report as a self-contained HTML page (with timelines and a scatter)", "FILE" },
@@ -473,9 +474,9 @@ mp_cmd_verify (int argc, char **argv, gboolean do_help)
            "the ranking by each, the median absolute\nerror and whether the predicted best "
            "was the measured best (or within its spread).\n\nEach plan runs --rounds times, "
            "round-robin, so that a burst of load on a shared machine\nslows different plans "
-           "in different rounds. Its measured step is the median of all its\nmeasured steps "
-           "of all rounds, min - max over all of them; the phases and memory are\nthose of "
-           "the round whose own median step is nearest that median.\n\nmpirun comes from "
+           "in different rounds. Its measured step, phases and memory are those of its\nquietest "
+           "round (the lowest median step: load from elsewhere only slows a run down);\nthe "
+           "spread, min - max, is over the steps of every round.\n\nmpirun comes from "
            "$MPIRUN or PATH; as root, OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM) are set for it.");
   g_autofree char *desc = g_strdup_printf ("%s\n\n%s", MP_CLI_PROFILE_HELP, MP_CLI_EXIT_CODES);
   g_option_context_set_description (ctx, desc);

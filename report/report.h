@@ -107,12 +107,12 @@ MpReportRun *mp_report_run_new (JsonNode *predicted, JsonNode *measured, GError 
 void mp_report_run_free (MpReportRun *run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpReportRun, mp_report_run_free)
 
-/* The measured.json files of N runs (rounds) of one plan as one measured file: step_s the
- * median of all their step_times_s, step_s_min / step_s_max the extremes, step_times_s all
- * of them, steps their count, rounds N. The other keys (time_s and its spread,
- * memory_bytes, ranks, plan, ...) are those of the round whose own median step is nearest
- * the overall median, whose index goes to *CHOSEN: phases of different rounds do not add
- * up to one step. Borrowed; caller owns. NULL with MP_ERROR_INPUT when a round has no
+/* The measured.json files of N runs (rounds) of one plan as one measured file: the keys
+ * of the quietest round (the lowest median step: step_s, time_s and its spread,
+ * memory_bytes, ranks, plan, ...), whose index goes to *CHOSEN, with step_s_min /
+ * step_s_max the extremes of every round's steps, step_times_s all of them, steps their
+ * count, rounds N. Load from elsewhere only slows runs down, so the quietest round is the
+ * machine's own speed; the spread still shows every round. Borrowed; caller owns. NULL with MP_ERROR_INPUT when a round has no
  * step_times_s. */
 JsonNode *mp_report_measured_merge (JsonNode *const *rounds, guint n, guint *chosen,
                                     GError **error);
