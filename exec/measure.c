@@ -14,8 +14,9 @@
  *   dp_comm   REDUCE_GRADS / GATHER_PARAMS / REDUCE_TIED / WAIT instructions (posting and
  *             the waits for the dp stream), and a layer blocked on a ZeRO-3 gather;
  *   optimizer OPTIMIZER (the global gradient norm's all-reduce included);
- *   bubble    the rest: blocked on a receive whose data had not arrived (waiting on
- *             another stage), the end-of-step drain, the interpreter's own gaps.
+ *   bubble    the rest: blocked on a receive whose data had not arrived or, before the
+ *             tied embedding's reduction, on the other pipeline end (waiting on another
+ *             stage), the end-of-step drain, the interpreter's own gaps.
  * The six add up to step_s. Units: seconds, bytes. */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
@@ -66,8 +67,8 @@ mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_s
         case MP_INSN_OPTIMIZER:
           t[MP_PHASE_OPTIMIZER] += dur;
           break;
-        default:
-          t[MP_PHASE_DP] += dur;
+        default:   /* the dp stream; REDUCE_TIED's wait for the other end is bubble */
+          t[MP_PHASE_DP] += dur - tm->wait_pp_s;
           break;
         }
     }
@@ -153,8 +154,11 @@ rank_trace (JsonBuilder *b, const MpProgram *prog, const MpModel *model,
           trace_slice (b, "optimizer", "optimizer", pid, MP_TRACE_TID_COMPUTE, ts, dur, in);
           break;
         default:
+          if (tm->wait_pp_s > 0)
+            trace_slice (b, "bubble", "bubble", pid, MP_TRACE_TID_DP, ts, tm->wait_pp_s, NULL);
           name = g_strdup_printf ("%s %s", mp_insn_kind_name (in->kind), lname);
-          trace_slice (b, name, "comm", pid, MP_TRACE_TID_DP, ts, dur, in);
+          trace_slice (b, name, "comm", pid, MP_TRACE_TID_DP, ts + tm->wait_pp_s,
+                       dur - tm->wait_pp_s, in);
           break;
         }
     }

@@ -132,6 +132,31 @@ test_measure_job_json_spread_holds (void **state)
   mp_assert_close (json_array_get_double_element (steps, 2), 6, 1e-12);
 }
 
+/* A pipeline end's step: a backward, the tied embedding's reduction (most of it spent
+ * waiting for the other end), the optimizer. The wait is bubble, the rest dp_comm, and
+ * the six parts still add up to the step. */
+static void
+test_measure_tied_wait_is_bubble (void **state)
+{
+  (void) state;
+  MpInsn insns[3] = { { .kind = MP_INSN_BACKWARD }, { .kind = MP_INSN_REDUCE_TIED },
+                      { .kind = MP_INSN_OPTIMIZER } };
+  MpProgram prog = { .insns = insns, .n_insns = 3 };
+  const MpInsnTime times[3] = { { .t0 = 0, .t1 = 2 },
+                                { .t0 = 2, .t1 = 3, .wait_pp_s = 0.75 },
+                                { .t0 = 3, .t1 = 3.5 } };
+  MpStepPhases st;
+  mp_measure_attribute (&prog, times, 0, 3.5, &st);
+  mp_assert_close (st.t[MP_PHASE_COMPUTE], 2, 1e-12);
+  mp_assert_close (st.t[MP_PHASE_DP], 0.25, 1e-12);
+  mp_assert_close (st.t[MP_PHASE_BUBBLE], 0.75, 1e-12);
+  mp_assert_close (st.t[MP_PHASE_OPTIMIZER], 0.5, 1e-12);
+  double sum = 0;
+  for (int p = 0; p < MP_PHASE_N; p++)
+    sum += st.t[p];
+  mp_assert_close (sum, st.step_s, 1e-12);
+}
+
 int
 main (void)
 {
@@ -139,6 +164,7 @@ main (void)
     cmocka_unit_test (test_measure_spread),
     cmocka_unit_test (test_measure_summary_same_steps),
     cmocka_unit_test (test_measure_job_json_spread_holds),
+    cmocka_unit_test (test_measure_tied_wait_is_bubble),
   };
   return cmocka_run_group_tests_name ("measure", tests, NULL, NULL);
 }
