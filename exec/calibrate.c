@@ -80,8 +80,8 @@ typedef struct {
                     int iters, GError **error);
   /* Before the GEMMs of DTYPE (NULL: the backend has one GEMM). */
   gboolean (*gemm_dtype) (Cal *c, MpDtype dtype, GError **error);
-  /* The executor's non-GEMM kernels (NULL: not measured for this backend). */
-  gboolean (*kernels) (Cal *c, GError **error);
+  /* The executor's reference kernels (kernels/cpu) are measured too. */
+  gboolean reference_kernels;
 } CalDevice;
 
 struct Cal {
@@ -229,75 +229,110 @@ print_gemm_summary (Cal *c, MpDtype dtype, GArray *axes[3], const double *rate)
            mp_dtype_name (dtype), cells, lo / 1e9, hi / 1e9);
 }
 
-/* Times every cell of the grid M x NK x NK at DTYPE into the profile. A, W and OUT hold
- * the largest operands. */
-static gboolean
-sweep_gemm (Cal *c, MpDtype dtype, GArray *m, GArray *nk, float *out, const float *a,
-            const float *w, GError **error)
+/* The GEMM grid being measured: its axes (M, and N = K), the operands (the largest
+ * shapes') and each measured dtype's best rate per cell so far. */
+typedef struct {
+  GArray *m, *nk;
+  float *a, *w, *out;
+  double *rate[MP_DTYPE_N];
+} GemmGrid;
+
+static gsize
+grid_cells (const GemmGrid *g)
 {
-  if (c->dev->gemm_dtype && !c->dev->gemm_dtype (c, dtype, error))
-    return FALSE;
-  if (c->out)
-    fprintf (c->out, "# GEMM %s (%s, %d rank%s at once): %u x %u x %u shapes, best of %d "
-             "pass%s\n", mp_dtype_name (dtype), c->dev->gemm_how, c->size,
-             c->size == 1 ? "" : "s", m->len, nk->len, nk->len, c->passes,
-             c->passes == 1 ? "" : "es");
-  gsize cells = (gsize) m->len * nk->len * nk->len;
-  g_autofree double *rate = g_new0 (double, cells);
-  /* Whole passes over the grid, each cell's best kept: a burst of load from elsewhere
-   * lasts seconds, so it slows a stretch of cells in one pass, not the same in every. */
-  for (int pass = 0; pass < c->passes; pass++)
-    for (gsize cell = 0; cell < cells; cell++)
-      {
-        gsize i = cell / (nk->len * nk->len), j = cell / nk->len % nk->len, l = cell % nk->len;
-        int mm = (int) g_array_index (m, double, i), n = (int) g_array_index (nk, double, j),
-            k = (int) g_array_index (nk, double, l);
-        double t = 0;
-        if (!time_gemm (c, out, a, w, mm, n, k, &t, error))
-          return FALSE;
-        rate[cell] = MAX (rate[cell], round4 (2.0 * mm * n * k / t));
-      }
-  GArray *axes[3] = { m, nk, nk };
-  print_gemm_summary (c, dtype, axes, rate);
-  return mp_cost_profile_set_gemm (c->profile, dtype, (double *) m->data, m->len,
-                                   (double *) nk->data, nk->len, (double *) nk->data, nk->len,
-                                   rate, error);
+  return (gsize) g->m->len * g->nk->len * g->nk->len;
 }
 
+/* The axes, powers of two (of four when quick) and the zoo's own dimensions, and the
+ * operands, filled with small values (no overflow or denormals in any dtype). */
 static gboolean
-measure_gemm (Cal *c, GError **error)
+gemm_grid_init (Cal *c, GemmGrid *g, GError **error)
 {
   const CalDevice *d = c->dev;
   double lo = d->gemm_lo, hi = c->quick ? d->gemm_hi_quick : d->gemm_hi;
-  g_autoptr(GArray) m = g_array_new (FALSE, FALSE, sizeof (double));
-  g_autoptr(GArray) nk = g_array_new (FALSE, FALSE, sizeof (double));
-  /* Powers of two (of four when quick), then the zoo's own dimensions. */
+  g->m = g_array_new (FALSE, FALSE, sizeof (double));
+  g->nk = g_array_new (FALSE, FALSE, sizeof (double));
   for (double v = lo; v <= hi; v *= c->quick ? 4 : 2)
     {
-      axis_add (m, v, lo, hi);
-      axis_add (nk, v, lo, hi);
+      axis_add (g->m, v, lo, hi);
+      axis_add (g->nk, v, lo, hi);
     }
-  zoo_dims (d->zoo, nk, m, lo, hi);
-  /* Operands with a pattern of small values (no overflow or denormals in any dtype). */
+  zoo_dims (d->zoo, g->nk, g->m, lo, hi);
+  for (guint i = 0; i < d->n_dtypes; i++)
+    g->rate[d->dtypes[i]] = g_new0 (double, grid_cells (g));
   gsize big = (gsize) hi * hi;
   g_autofree float *pattern = g_new (float, big);
   for (gsize i = 0; i < big; i++)
     pattern[i] = (float) ((i % 17) - 8) / 8.0f;
   MpBackend *be = c->be;
-  float *a = dev_floats (c, big, error), *w = a ? dev_floats (c, big, error) : NULL;
-  float *out = w ? dev_floats (c, big, error) : NULL;
-  gboolean ok = out != NULL;
-  if (ok)
+  if ((g->a = dev_floats (c, big, error)) == NULL || (g->w = dev_floats (c, big, error)) == NULL
+      || (g->out = dev_floats (c, big, error)) == NULL)
+    return FALSE;
+  be->ops->upload (be, g->a, pattern, big * sizeof (float));
+  be->ops->upload (be, g->w, pattern, big * sizeof (float));
+  return TRUE;
+}
+
+static void
+gemm_grid_clear (Cal *c, GemmGrid *g)
+{
+  MpBackend *be = c->be;
+  be->ops->release (be, g->out);
+  be->ops->release (be, g->w);
+  be->ops->release (be, g->a);
+  for (int d = 0; d < MP_DTYPE_N; d++)
+    g_free (g->rate[d]);
+  if (g->m)
+    g_array_unref (g->m);
+  if (g->nk)
+    g_array_unref (g->nk);
+  memset (g, 0, sizeof *g);
+}
+
+/* Times every cell of the grid once for each dtype, keeping each cell's best. */
+static gboolean
+gemm_grid_pass (Cal *c, GemmGrid *g, GError **error)
+{
+  guint nk = g->nk->len;
+  for (guint i = 0; i < c->dev->n_dtypes; i++)
     {
-      be->ops->upload (be, a, pattern, big * sizeof (float));
-      be->ops->upload (be, w, pattern, big * sizeof (float));
+      MpDtype dtype = c->dev->dtypes[i];
+      if (c->dev->gemm_dtype && !c->dev->gemm_dtype (c, dtype, error))
+        return FALSE;
+      for (gsize cell = 0; cell < grid_cells (g); cell++)
+        {
+          int mm = (int) g_array_index (g->m, double, cell / (nk * nk));
+          int n = (int) g_array_index (g->nk, double, cell / nk % nk);
+          int k = (int) g_array_index (g->nk, double, cell % nk);
+          double t = 0;
+          if (!time_gemm (c, g->out, g->a, g->w, mm, n, k, &t, error))
+            return FALSE;
+          g->rate[dtype][cell] = MAX (g->rate[dtype][cell], round4 (2.0 * mm * n * k / t));
+        }
     }
-  for (guint i = 0; ok && i < d->n_dtypes; i++)
-    ok = sweep_gemm (c, d->dtypes[i], m, nk, out, a, w, error);
-  be->ops->release (be, out);
-  be->ops->release (be, w);
-  be->ops->release (be, a);
-  return ok;
+  return TRUE;
+}
+
+/* The best rates into the profile, each dtype's summary printed. */
+static gboolean
+gemm_grid_finish (Cal *c, GemmGrid *g, GError **error)
+{
+  GArray *axes[3] = { g->m, g->nk, g->nk };
+  for (guint i = 0; i < c->dev->n_dtypes; i++)
+    {
+      MpDtype dtype = c->dev->dtypes[i];
+      if (c->out)
+        fprintf (c->out, "# GEMM %s (%s, %d rank%s at once): %u x %u x %u shapes, best of %d "
+                 "pass%s\n", mp_dtype_name (dtype), c->dev->gemm_how, c->size,
+                 c->size == 1 ? "" : "s", g->m->len, g->nk->len, g->nk->len, c->passes,
+                 c->passes == 1 ? "" : "es");
+      print_gemm_summary (c, dtype, axes, g->rate[dtype]);
+      if (!mp_cost_profile_set_gemm (c->profile, dtype, (double *) g->m->data, g->m->len,
+                                     (double *) g->nk->data, g->nk->len,
+                                     (double *) g->nk->data, g->nk->len, g->rate[dtype], error))
+        return FALSE;
+    }
+  return TRUE;
 }
 
 /* ---- memory --------------------------------------------------------------------------- */
@@ -677,21 +712,24 @@ set_attention_rates (Cal *c, GArray *jobs, GError **error)
                                         error);
 }
 
-/* The executor's attention, element-wise and optimizer kernels at the host zoo's shapes,
- * as rates of what the cost model charges them: these reference kernels run far below the
- * roofline that GEMM and triad rates imply. Each kernel's best over whole passes (a burst
- * of load from elsewhere lasts seconds); one rate per class (attention: per sequence
- * length), its total units over its total time. */
+/* Times every job once more. */
 static gboolean
-measure_host_kernels (Cal *c, GError **error)
+kjobs_pass (Cal *c, GArray *jobs, GError **error)
+{
+  for (guint i = 0; i < jobs->len; i++)
+    if (!kjob_time (c, &g_array_index (jobs, KJob, i), error))
+      return FALSE;
+  return TRUE;
+}
+
+/* The executor's attention, element-wise and optimizer kernels at the host zoo's shapes
+ * (JOBS, after the passes), as rates of what the cost model charges them: these reference
+ * kernels run far below the roofline that GEMM and triad rates imply. One rate per class
+ * (attention: per sequence length), its total units over its total best time. */
+static gboolean
+kjobs_finish (Cal *c, GArray *jobs, GError **error)
 {
   static const char *const names[] = { "norm", "activation", "loss" };
-  g_autoptr(GPtrArray) models = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_model_free);
-  g_autoptr(GArray) jobs = kjobs_new (c->dev->zoo, models);
-  for (int pass = 0; pass < c->passes; pass++)
-    for (guint i = 0; i < jobs->len; i++)
-      if (!kjob_time (c, &g_array_index (jobs, KJob, i), error))
-        return FALSE;
   if (!set_attention_rates (c, jobs, error))
     return FALSE;
   for (int e = 0; e < MP_EW_N; e++)
@@ -1175,7 +1213,7 @@ static const CalDevice host_device = {
   .coll_iters = 20, .coll_iters_quick = 10,
   .host_memory = TRUE,
   .coll = mpi_coll,
-  .kernels = measure_host_kernels,
+  .reference_kernels = TRUE,
 };
 
 #ifdef HAVE_CUDA
@@ -1241,6 +1279,55 @@ profile_device (const Cal *c, const MpCalibrateOptions *opts, GError **error)
 #endif
 }
 
+/* A fixed GEMM (512^3, or the grid's largest below it) timed at the start of a pass, its
+ * rate into *PROBE: how busy the machine is, pass by pass. */
+static gboolean
+probe_pass (Cal *c, GemmGrid *g, double *probe, GError **error)
+{
+  int n = (int) MIN (512.0, g_array_index (g->m, double, g->m->len - 1));
+  double t = 0;
+  if (!time_gemm (c, g->out, g->a, g->w, n, n, n, &t, error))
+    return FALSE;
+  *probe = 2.0 * n * n * n / t;
+  return TRUE;
+}
+
+/* The GEMM grid and the reference kernels in whole passes, each measurement's best kept:
+ * load from elsewhere on a shared machine comes in bursts of seconds, and a pass over
+ * both spreads each measurement's repeats over the run. Warns when the probe GEMM varied
+ * between passes: the machine was not idle. */
+static gboolean
+measure_passes (Cal *c, GError **error)
+{
+  GemmGrid grid = { 0 };
+  g_autoptr(GPtrArray) models = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_model_free);
+  g_autoptr(GArray) jobs = c->dev->reference_kernels ? kjobs_new (c->dev->zoo, models) : NULL;
+  double lo = G_MAXDOUBLE, hi = 0;
+  gboolean ok = gemm_grid_init (c, &grid, error);
+  for (int pass = 0; ok && pass < c->passes; pass++)
+    {
+      double probe = 0;
+      ok = probe_pass (c, &grid, &probe, error);
+      if (ok && c->out)
+        {
+          fprintf (c->out, "# pass %d/%d: probe GEMM %.2f GFLOP/s; the GEMM grid%s\n",
+                   pass + 1, c->passes, probe / 1e9, jobs ? " and the reference kernels" : "");
+          fflush (c->out);
+        }
+      lo = MIN (lo, probe), hi = MAX (hi, probe);
+      ok = ok && gemm_grid_pass (c, &grid, error) && (jobs == NULL || kjobs_pass (c, jobs, error));
+    }
+  if (ok && c->out)
+    fputc ('\n', c->out);
+  ok = ok && gemm_grid_finish (c, &grid, error) && (jobs == NULL || kjobs_finish (c, jobs, error));
+  gemm_grid_clear (c, &grid);
+  if (ok && c->out && hi > 1.1 * lo)
+    fprintf (c->out, "# note: the probe GEMM ran at %.2f to %.2f GFLOP/s over the passes: "
+             "this machine was busy. Each rate is its best over the passes; if no pass was "
+             "quiet, run calibrate again on an idle machine.\n\n", lo / 1e9, hi / 1e9);
+  return ok;
+}
+
 /* Everything, once the backend is open. */
 static MpCostProfile *
 calibrate (Cal *c, const MpCalibrateOptions *opts, GError **error)
@@ -1254,8 +1341,7 @@ calibrate (Cal *c, const MpCalibrateOptions *opts, GError **error)
   if (c->out)
     fprintf (c->out, "# calibrate --backend %s: profile for device '%s'\n\n", c->dev->name,
              device);
-  if (!measure_gemm (c, error) || !measure_memory (c, error)
-      || (c->dev->kernels && !c->dev->kernels (c, error)))
+  if (!measure_passes (c, error) || !measure_memory (c, error))
     return NULL;
   gboolean all_right = TRUE;
   if (c->size < 2)
