@@ -417,7 +417,8 @@ mp_report_html (GPtrArray *runs, const char *title)
   g_string_append_printf (s, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>", style);
   text_escaped (s, title);
   g_string_append (s, "</h1>\n<p class=\"note\">error = predicted / measured − 1; measured "
-                      "figures are medians over the measured steps.</p>\n");
+                      "figures are medians over a run's measured steps (verify: those of its "
+                      "quietest round); min – max span every measured step.</p>\n");
   if (runs->len > 1)
     {
       g_string_append (s, "<h2>Step time over all runs</h2>\n");
