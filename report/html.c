@@ -322,20 +322,29 @@ static void
 scatter (GString *s, GPtrArray *runs)
 {
   const double left = 70, size = 420, top = 16;
-  double max = 0;
+  /* Both axes span the runs' steps (whiskers included) with a margin, not 0 .. max:
+   * plans a few percent apart would otherwise sit on one spot. */
+  double lo = G_MAXDOUBLE, hi = 0;
   for (guint i = 0; i < runs->len; i++)
     {
       const MpReportRun *r = g_ptr_array_index (runs, i);
-      max = MAX (max, MAX (r->predicted[MP_REPORT_STEP], r->measured_max[MP_REPORT_STEP]));
+      lo = MIN (lo, MIN (r->predicted[MP_REPORT_STEP], r->measured_min[MP_REPORT_STEP]));
+      hi = MAX (hi, MAX (r->predicted[MP_REPORT_STEP], r->measured_max[MP_REPORT_STEP]));
     }
-  max = max > 0 ? max * 1.1 : 1;
+  if (!(hi > 0))
+    lo = 0, hi = 1;
+  if (hi - lo < 0.1 * hi)   /* one point, or nearly: a range around it */
+    lo = MAX (0, lo - 0.05 * hi), hi *= 1.05;
+  double step = tick_step (hi - lo, 6);
+  lo = MAX (0, floor ((lo - 0.05 * (hi - lo)) / step) * step);
+  hi += 0.05 * (hi - lo);
+  double span = hi - lo;
   g_string_append_printf (s, "<svg class=\"chart\" width=\"%.0f\" height=\"%.0f\" role=\"img\">"
                              "<title>predicted against measured step time</title>\n",
                           left + size + 30, top + size + 50);
-  double step = tick_step (max, 6);
-  for (double t = 0; t <= max; t += step)
+  for (double t = lo; t <= hi; t += step)
     {
-      double x = left + size * t / max, y = top + size - size * t / max;
+      double x = left + size * (t - lo) / span, y = top + size - size * (t - lo) / span;
       g_autofree char *label = seconds (t);
       g_string_append_printf (s, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.0f\" y2=\"%.0f\" "
                                  "class=\"grid\"/><line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" "
@@ -356,10 +365,10 @@ scatter (GString *s, GPtrArray *runs)
   for (guint i = 0; i < runs->len; i++)
     {
       const MpReportRun *r = g_ptr_array_index (runs, i);
-      double x = left + size * r->predicted[MP_REPORT_STEP] / max;
-      double y = top + size - size * r->measured[MP_REPORT_STEP] / max;
-      double y0 = top + size - size * r->measured_min[MP_REPORT_STEP] / max;
-      double y1 = top + size - size * r->measured_max[MP_REPORT_STEP] / max;
+      double x = left + size * (r->predicted[MP_REPORT_STEP] - lo) / span;
+      double y = top + size - size * (r->measured[MP_REPORT_STEP] - lo) / span;
+      double y0 = top + size - size * (r->measured_min[MP_REPORT_STEP] - lo) / span;
+      double y1 = top + size - size * (r->measured_max[MP_REPORT_STEP] - lo) / span;
       g_string_append_printf (s, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
                                  "class=\"whisker\"/><circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" "
                                  "fill=\"%s\"><title>", x, x, y0, y1, x, y, MEAS_COLOR);
