@@ -90,13 +90,14 @@ emit (char *text, JsonNode *json)
 
 /* `describe MODEL --cluster CLUSTER`: what the cost model believes of each layer. */
 static int
-describe_costs (const MpModel *model, const char *cluster_arg, gboolean as_json)
+describe_costs (const MpModel *model, const char *cluster_arg, const char *profile_arg,
+                gboolean as_json)
 {
   GError *error = NULL;
   g_autoptr(MpCluster) cluster = mp_cluster_load (cluster_arg, &error);
   if (cluster == NULL)
     return mp_cli_fail (error);
-  g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, NULL, &error);
+  g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, profile_arg, &error);
   if (profile == NULL && error != NULL)
     return mp_cli_fail (error);
   g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, profile);
@@ -108,7 +109,7 @@ int
 mp_cmd_describe (int argc, char **argv, gboolean do_help)
 {
   gboolean as_json = FALSE, list = FALSE;
-  g_autofree char *cluster_arg = NULL;
+  g_autofree char *cluster_arg = NULL, *profile_arg = NULL;
   g_auto (GStrv) args = NULL;
   const GOptionEntry entries[] = {
     { "json", 0, 0, G_OPTION_ARG_NONE, &as_json, "Print one JSON object (SI base units)", NULL },
@@ -116,6 +117,9 @@ mp_cmd_describe (int argc, char **argv, gboolean do_help)
     { "cluster", 'c', 0, G_OPTION_ARG_STRING, &cluster_arg,
       "With a model: each layer's forward/backward time, FLOPs and bytes on this cluster's "
       "device (one device, micro-batch 1)", "CLUSTER" },
+    { "profile", 0, 0, G_OPTION_ARG_FILENAME, &profile_arg,
+      "Calibration profile (from `mpplan calibrate`) for the cluster's figures and costs",
+      "FILE" },
     { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_STRING_ARRAY, &args, NULL, "MODEL_OR_CLUSTER" },
     G_OPTION_ENTRY_NULL
   };
@@ -147,7 +151,7 @@ mp_cmd_describe (int argc, char **argv, gboolean do_help)
         if (model == NULL)
           return mp_cli_fail (error);
         if (cluster_arg)
-          return describe_costs (model, cluster_arg, as_json);
+          return describe_costs (model, cluster_arg, profile_arg, as_json);
         return as_json ? emit (NULL, mp_model_describe_json (model))
                        : emit (mp_model_describe_text (model), NULL);
       }
@@ -159,7 +163,7 @@ mp_cmd_describe (int argc, char **argv, gboolean do_help)
         if (cluster == NULL)
           return mp_cli_fail (error);
         /* A profile that applies makes the cluster calibrated, with its measured numbers. */
-        g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, NULL, &error);
+        g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, profile_arg, &error);
         if (profile == NULL && error != NULL)
           return mp_cli_fail (error);
         return as_json ? emit (NULL, mp_cluster_describe_json (cluster))

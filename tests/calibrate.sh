@@ -43,6 +43,10 @@ ok "the calibrated prediction differs" sh -c "! cmp -s \"$tmp/cal.txt\" \"$tmp/p
 ok "simulate with --profile uses it" sh -c "\"$MPPLAN\" plan -m tiny-gpt -c host -q -o \"$tmp/plan.yaml\" >/dev/null && \"$MPPLAN\" simulate -p \"$tmp/plan.yaml\" --json >\"$tmp/s0.json\" && \"$MPPLAN\" simulate -p \"$tmp/plan.yaml\" --json --profile \"$tmp/p.yaml\" >\"$tmp/s1.json\" && ! cmp -s \"$tmp/s0.json\" \"$tmp/s1.json\""
 ok "a host profile for this machine makes host calibrated" \
   sh -c "cp \"$tmp/p.yaml\" \"$tmp/host.yaml\" && MPPLAN_PROFILE=\"$tmp/host.yaml\" \"$MPPLAN\" describe host | grep -q 'calibrated: see profile'"
+ok "describe --profile costs the layers with it" \
+  sh -c "\"$MPPLAN\" describe tiny-gpt -c host --profile \"$tmp/p.yaml\" | head -1 | grep -q 'calibrated)' && ! \"$MPPLAN\" describe tiny-gpt -c host | head -1 | grep -q 'calibrated)'"
+ok "describe --profile of a missing file is bad input (2)" \
+  sh -c "\"$MPPLAN\" describe host --profile \"$tmp/none.yaml\" >/dev/null 2>&1; [ \$? -eq 2 ]"
 ok "one process measures GEMMs and memory, skips collectives" \
   sh -c "\"$MPPLAN\" calibrate --quick -o \"$tmp/one.yaml\" | grep -q 'collectives skipped' && ! grep -q 'collectives:' \"$tmp/one.yaml\""
 ok "an unknown backend is a usage error" sh -c "\"$MPPLAN\" calibrate --backend tpu >/dev/null 2>&1; [ \$? -eq 2 ]"
