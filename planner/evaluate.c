@@ -298,10 +298,12 @@ dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st)
           /* ZeRO-3 (FSDP) gathers weights one layer ahead and reduce-scatters gradients
            * every micro-batch, all on the one data-parallel stream: it hides under the
            * micro-batch's compute up to that compute's length, and nothing hides the
-           * first layer's gather of each pass or the last bucket. */
+           * first layer's gather of each pass or the last bucket. Interleaved, a
+           * micro-batch makes a pass per chunk, each starting with an unhidden gather. */
           double m = cfg->num_micro_batches, per = st[i].dp_reduce_s / m;
           double c = st[i].fwd.total_s + b;
-          double first = st[i].zero3_gather_s / MAX (stage_layers (cfg, i), 1u);
+          double first = st[i].zero3_gather_s * MAX (cfg->vpp, 1u)
+                         / MAX (stage_layers (cfg, i), 1u);
           zero3 = m * MAX (first + st[i].dp_last_bucket_s, st[i].zero3_gather_s + per - c);
           exposed = 0;
         }
