@@ -21,7 +21,8 @@ typedef struct {
   float *pshard;           /* ZeRO-3: this rank's persistent shard (shard_n) */
   float *grad;             /* (padded) accumulated over micro-batches */
   float *gshard;           /* ZeRO >= 1: the reduced shard (shard_n) */
-  float *rs_tmp;           /* ZeRO-3: a micro-batch's reduce-scatter result (shard_n) */
+  float *rs_tmp;           /* ZeRO-3: a micro-batch's reduce-scatter result (shard_n), while
+                            * it is in flight */
   float *m, *v;            /* optimizer state over what this rank updates */
   guint gathers;           /* ZeRO-3: outstanding uses of the gathered param */
   gboolean replicated;     /* identical on every tp rank (counted once in the norm) */

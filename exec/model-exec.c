@@ -65,19 +65,18 @@ tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *hos
         return NULL;
       be->ops->upload (be, t->param, host, n * sizeof (float));
     }
-  t->grad = be->ops->alloc (be, t->padded * sizeof (float), MP_MEM_GRADIENTS, error);
-  if (t->grad == NULL)
-    return NULL;
+  /* ZeRO-3 keeps only the reduced shard: the full gradient (and its reduce-scatter
+   * result) lives from the layer's backward to the end of its reduction (runner.c). */
+  if (ex->zero < 3)
+    {
+      t->grad = be->ops->alloc (be, t->padded * sizeof (float), MP_MEM_GRADIENTS, error);
+      if (t->grad == NULL)
+        return NULL;
+    }
   if (ex->zero >= 1)
     {
       t->gshard = be->ops->alloc (be, upd, MP_MEM_GRADIENTS, error);
       if (t->gshard == NULL)
-        return NULL;
-    }
-  if (ex->zero >= 3)
-    {
-      t->rs_tmp = be->ops->alloc (be, upd, MP_MEM_GRADIENTS, error);
-      if (t->rs_tmp == NULL)
         return NULL;
     }
   t->m = be->ops->alloc (be, upd, MP_MEM_OPTIMIZER, error);
@@ -546,7 +545,8 @@ mp_exec_step_begin (MpExec *ex, guint step)
   for (guint i = 0; i < ex->tensors->len; i++)
     {
       ExTensor *t = g_ptr_array_index (ex->tensors, i);
-      ex->be->ops->zero (ex->be, t->grad, t->padded * sizeof (float));
+      if (t->grad)
+        ex->be->ops->zero (ex->be, t->grad, t->padded * sizeof (float));
       if (t->gshard)
         ex->be->ops->zero (ex->be, t->gshard, t->shard_n * sizeof (float));
       t->pending = 0;

@@ -109,11 +109,13 @@ dp_finish (MpRunner *r, DpOp *op, GError **error)
   op->req = NULL;
   if (op->action == DP_DONE_ACCUMULATE)
     {
-      /* ZeRO-3: this micro-batch's reduced shard joins the step's; the full gradient
-       * buffer starts again from zero for the next micro-batch. */
+      /* ZeRO-3: this micro-batch's reduced shard joins the step's; the full gradient is
+       * let go (the next backward of the layer starts a new one from zero). */
       ExTensor *t = op->t;
       r->ex->k->add (t->gshard, t->rs_tmp, t->shard_n);
-      r->be->ops->zero (r->be, t->grad, t->padded * sizeof (float));
+      r->be->ops->release (r->be, t->rs_tmp);
+      r->be->ops->release (r->be, t->grad);
+      t->rs_tmp = t->grad = NULL;
     }
   return TRUE;
 }
@@ -237,6 +239,25 @@ await_params (MpRunner *r, guint layer, gboolean backward, MpInsnTime *tm, GErro
   return ok;
 }
 
+/* ZeRO-3: the full gradients LAYER's backward adds to, new (zero) where the last
+ * micro-batch's were reduced and let go. */
+static gboolean
+grads_ready (MpRunner *r, guint layer, GError **error)
+{
+  if (r->ex->zero < 3)
+    return TRUE;
+  ExLayer *L = &r->ex->layers[layer];
+  for (guint i = 0; i < L->uses->len; i++)
+    {
+      ExTensor *t = g_ptr_array_index (L->uses, i);
+      if (t->grad == NULL
+          && (t->grad = r->be->ops->alloc (r->be, t->padded * sizeof (float),
+                                           MP_MEM_GRADIENTS, error)) == NULL)
+        return FALSE;
+    }
+  return TRUE;
+}
+
 /* ZeRO-3: a use of LAYER's gathered weights is over. */
 static void
 release_params (MpRunner *r, guint layer)
@@ -264,7 +285,7 @@ run_compute (MpRunner *r, const MpInsn *in, MpInsnTime *tm, GError **error)
   float **slot = fwd ? &ex->input[l * ex->M + mb] : &ex->dinput[(l + 1) * ex->M + mb];
   if ((fwd ? l > 0 : l + 1 < ex->n_layers) && !await_recv (r, slot, tm, error))
     return FALSE;
-  if (!await_params (r, l, !fwd, tm, error))
+  if (!await_params (r, l, !fwd, tm, error) || (!fwd && !grads_ready (r, l, error)))
     return FALSE;
   ex->tp_s = 0;
   gboolean ok = fwd ? mp_exec_forward (ex, l, mb, error) : mp_exec_backward (ex, l, mb, error);
@@ -349,8 +370,11 @@ run_reduce (MpRunner *r, const MpInsn *in, GError **error)
                                           &req, error);
       else
         {
-          ok = r->be->ops->ireduce_scatter (r->be, ex->dp_group, t->grad, t->rs_tmp,
-                                            t->shard_n, &req, error);
+          t->rs_tmp = r->be->ops->alloc (r->be, t->shard_n * sizeof (float), MP_MEM_GRADIENTS,
+                                         error);
+          ok = t->rs_tmp != NULL
+               && r->be->ops->ireduce_scatter (r->be, ex->dp_group, t->grad, t->rs_tmp,
+                                               t->shard_n, &req, error);
           action = DP_DONE_ACCUMULATE;
         }
       if (!ok)
