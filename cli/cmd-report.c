@@ -18,29 +18,14 @@ typedef struct {
   gboolean json;
 } ReportArgs;
 
-static JsonNode *
-load_json (const char *path, GError **error)
-{
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  if (!json_parser_load_from_file (parser, path, error))
-    {
-      int code = (*error)->domain == G_FILE_ERROR ? MP_ERROR_IO : MP_ERROR_INPUT;
-      g_autofree char *msg = g_strdup_printf ("%s: %s", path, (*error)->message);
-      g_clear_error (error);
-      g_set_error_literal (error, MP_ERROR, code, msg);
-      return NULL;
-    }
-  return json_node_copy (json_parser_get_root (parser));
-}
-
 /* Run I: its two files joined, with its traces when given. */
 static MpReportRun *
 load_run (const ReportArgs *a, guint i, GError **error)
 {
-  g_autoptr(JsonNode) p = load_json (a->predicted[i], error);
+  g_autoptr(JsonNode) p = mp_cli_load_json (a->predicted[i], error);
   if (p == NULL)
     return NULL;
-  g_autoptr(JsonNode) m = load_json (a->measured[i], error);
+  g_autoptr(JsonNode) m = mp_cli_load_json (a->measured[i], error);
   if (m == NULL)
     return NULL;
   MpReportRun *run = mp_report_run_new (p, m, error);
@@ -51,9 +36,11 @@ load_run (const ReportArgs *a, guint i, GError **error)
     }
   guint np = a->predicted_traces ? g_strv_length (a->predicted_traces) : 0;
   guint nm = a->measured_traces ? g_strv_length (a->measured_traces) : 0;
-  if (i < np && (run->predicted_trace = load_json (a->predicted_traces[i], error)) == NULL)
+  if (i < np
+      && (run->predicted_trace = mp_cli_load_json (a->predicted_traces[i], error)) == NULL)
     goto fail;
-  if (i < nm && (run->measured_trace = load_json (a->measured_traces[i], error)) == NULL)
+  if (i < nm
+      && (run->measured_trace = mp_cli_load_json (a->measured_traces[i], error)) == NULL)
     goto fail;
   return run;
 fail:

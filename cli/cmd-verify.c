@@ -178,15 +178,6 @@ measure (const Verify *v, const char *plan_path, guint np, const char *measured,
   return TRUE;
 }
 
-static JsonNode *
-load_json (const char *path, GError **error)
-{
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  if (!json_parser_load_from_file (parser, path, error))
-    return NULL;
-  return json_node_copy (json_parser_get_root (parser));
-}
-
 /* One chosen plan through the rounds. */
 typedef struct {
   const MpPlan *plan;          /* borrowed from the search */
@@ -265,9 +256,12 @@ run_round (const Verify *v, Subject *s, guint total, guint round, GError **error
            where, s->label, pred, s->plan->world_size, v->a->warmup + v->a->steps);
   if (!measure (v, path, s->plan->world_size, meas_path, s->trace ? trace_path : NULL, error))
     return FALSE;
-  JsonNode *measured = load_json (meas_path, error);
+  JsonNode *measured = mp_cli_load_json (meas_path, error);
   if (measured == NULL)
-    return FALSE;
+    {
+      (*error)->code = MP_ERROR_RUNTIME;   /* exec wrote it: not the user's input */
+      return FALSE;
+    }
   g_ptr_array_add (s->rounds, measured);
   double step_s = json_object_get_double_member_with_default (json_node_get_object (measured),
                                                               "step_s", 0);
@@ -295,7 +289,7 @@ join (const Verify *v, Subject *s, GError **error)
     {
       g_autofree char *trace_path = file_path (v, "trace", s, chosen + 1);
       run->predicted_trace = json_node_ref (s->trace);
-      run->measured_trace = load_json (trace_path, NULL);
+      run->measured_trace = mp_cli_load_json (trace_path, NULL);
     }
   return run;
 }
