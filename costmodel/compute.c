@@ -501,7 +501,7 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpCostDevice *dev = spans->device;
   double tokens = cm_tokens (ctx, cfg), e = ctx->elt;
   gboolean sp = sequence_parallel (cfg);
-  double attn_fwd_s = 0, attn_fwd_flops = 0;
+  double again_s = 0, again_flops = 0;   /* selective: the forward work re-run */
   memset (fwd, 0, sizeof *fwd);
   memset (bwd, 0, sizeof *bwd);
   for (guint i = 0; i < l->n_ops; i++)
@@ -510,6 +510,7 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
       const CmOp *r = &cl->ops[i];
       MpOpCost oc;
       mp_cost_op (ctx, cfg, spans, layer, i, &oc);
+      double comm_before = fwd->tp_comm_s + fwd->ep_comm_s;
       fwd->compute_s += oc.fwd.time_s;
       fwd->flops += oc.fwd.flops;
       fwd->bytes += oc.fwd.bytes;
@@ -529,10 +530,14 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
           fwd->ep_comm_s += 2 * a2a;
           bwd->ep_comm_s += 2 * a2a;
         }
+      if (cm_op_recomputed (l, i, cfg))
+        {
+          /* Its kernels and the collectives it runs forward, once more. */
+          again_s += oc.fwd.time_s + fwd->tp_comm_s + fwd->ep_comm_s - comm_before;
+          again_flops += oc.fwd.flops;
+        }
       if (op->kind == MP_OP_ATTENTION)
         {
-          attn_fwd_s += oc.fwd.time_s;
-          attn_fwd_flops += oc.fwd.flops;
           if (cfg->cp > 1)
             {
               /* Ring attention: cp - 1 steps each passing a K, V block to the next rank
@@ -551,15 +556,17 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
   phase_total (fwd);
   if (cfg->recompute == MP_RECOMPUTE_FULL && cm_recomputable (l))
     {
-      /* The whole forward again, collectives included, before the backward. */
+      /* The whole forward again, collectives included, before the backward (the block
+       * method's other blocks: mp_cost_stage_times takes this out again). */
       bwd->recompute_s = fwd->total_s;
       bwd->flops += fwd->flops;
     }
-  else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE && !cfg->flash_attention)
+  else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE)
     {
-      /* The attention core again (flash attention recomputes inside its backward). */
-      bwd->recompute_s = attn_fwd_s;
-      bwd->flops += attn_fwd_flops;
+      /* The modules' forward again: the attention core (with flash attention too: the
+       * checkpoint re-runs its forward kernel), norms, MLP, experts. */
+      bwd->recompute_s = again_s;
+      bwd->flops += again_flops;
     }
   phase_total (bwd);
 }
@@ -578,6 +585,16 @@ phase_add (MpPhaseCost *acc, const MpPhaseCost *p, double times)
   acc->flops += times * p->flops;
   acc->model_flops += times * p->model_flops;
   acc->bytes += times * p->bytes;
+}
+
+/* Takes a layer's recomputation (forward FWD, backward BWD as mp_cost_layer gave them)
+ * out of ACC again: a block that the block method leaves alone. */
+static void
+unrecompute (MpPhaseCost *acc, const MpPhaseCost *fwd, const MpPhaseCost *bwd)
+{
+  acc->recompute_s -= bwd->recompute_s;
+  acc->total_s -= bwd->recompute_s;
+  acc->flops -= fwd->flops;
 }
 
 /* BYTES moved by KIND over SPAN in buckets of at most the config's bucket size: the total
@@ -702,7 +719,7 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
   g_autofree MpPhaseCost *cache = g_new (MpPhaseCost, (gsize) 2 * nc * pp);
   g_autofree gboolean *have = g_new0 (gboolean, (gsize) nc * pp);
   g_autofree guint *rep_of = g_new (guint, pp);
-  guint n_reps = 0;
+  guint n_reps = 0, recompute_blocks = cm_recompute_blocks (cfg);
   double prev_dense = 0, prev_expert = 0, prev_tied = 0;
 
   for (guint s = 0; s < pp; s++)
@@ -735,7 +752,7 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
       guint last_layer = 0, first_layer = G_MAXUINT;
       for (guint v = 0; v < vpp; v++)
         {
-          guint c = s + v * pp;
+          guint c = s + v * pp, blocks = 0;
           for (guint li = first[c]; li < first[c] + count[c]; li++)
             {
               guint id = ctx->layers[li].class_id;
@@ -748,6 +765,9 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
                 }
               phase_add (&st->fwd, &cache[2 * slot], 1);
               phase_add (&st->bwd, &cache[2 * slot + 1], 1);
+              /* The block method recomputes only the chunk's first N blocks. */
+              if (cm_recomputable (&ctx->model->layers[li]) && blocks++ >= recompute_blocks)
+                unrecompute (&st->bwd, &cache[2 * slot], &cache[2 * slot + 1]);
             }
           st->layers += count[c];
           dense += cm_sum (ctx, CM_SUM_PARAMS_SPLIT, first[c], count[c]) / cfg->tp
@@ -790,6 +810,20 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
     }
 }
 
+/* The IR's forward FLOPs per token of LAYER that CFG's recompute runs again. */
+static double
+recomputed_fwd_flops (const MpCostContext *ctx, const MpParallelConfig *cfg, guint li)
+{
+  const MpLayer *l = &ctx->model->layers[li];
+  if (cfg->recompute == MP_RECOMPUTE_FULL)
+    return mp_recompute_full_layer (cfg, ctx->model, li) ? l->fwd_flops : 0;
+  double f = 0;
+  for (guint i = 0; i < l->n_ops; i++)
+    if (cm_op_recomputed (l, i, cfg))
+      f += l->ops[i].fwd_flops;
+  return f;
+}
+
 double
 mp_cost_step_flops (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean hardware)
 {
@@ -800,10 +834,11 @@ mp_cost_step_flops (const MpCostContext *ctx, const MpParallelConfig *cfg, gbool
   double per_token = m->train_flops_per_token;
   if (hardware)
     {
-      if (cfg->recompute == MP_RECOMPUTE_FULL)
+      if (cfg->recompute == MP_RECOMPUTE_FULL && cm_recompute_blocks (cfg) == G_MAXUINT)
         per_token += ctx->recomputable_fwd_flops;
-      else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE && !cfg->flash_attention)
-        per_token += ctx->attn_fwd_flops;
+      else if (cfg->recompute != MP_RECOMPUTE_NONE)
+        for (guint li = 0; li < m->n_layers; li++)
+          per_token += recomputed_fwd_flops (ctx, cfg, li);
       /* Flash attention's backward recomputes Q K^T: 2.5x forward instead of 2x. */
       if (cfg->flash_attention)
         per_token += 0.5 * ctx->attn_fwd_flops;

@@ -53,6 +53,65 @@ mp_recompute_from_name (const char *name, MpRecompute *out)
   return TRUE;
 }
 
+static const char *const method_names[] = { "block", "uniform", NULL };
+/* Megatron's --recompute-modules names, in its order (MpRecomputeModule bits). */
+static const char *const module_names[] = { "core_attn", "layernorm", "mlp", "moe_act", "moe",
+                                            "shared_experts", NULL };
+
+const char *
+mp_recompute_method_name (MpRecomputeMethod m)
+{
+  return (guint) m < G_N_ELEMENTS (method_names) - 1 ? method_names[m] : "?";
+}
+
+gboolean
+mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out)
+{
+  int i;
+  if (!index_of (method_names, name, &i))
+    return FALSE;
+  *out = (MpRecomputeMethod) i;
+  return TRUE;
+}
+
+char *
+mp_recompute_modules_name (guint modules)
+{
+  GString *out = g_string_new (NULL);
+  if (modules == 0)
+    modules = MP_RECOMPUTE_CORE_ATTN;
+  for (int i = 0; module_names[i]; i++)
+    if (modules & (1u << i))
+      g_string_append_printf (out, "%s%s", out->len ? "+" : "", module_names[i]);
+  return g_string_free (out, FALSE);
+}
+
+gboolean
+mp_recompute_modules_from_name (const char *names, guint *out)
+{
+  g_return_val_if_fail (names != NULL && out != NULL, FALSE);
+  g_auto (GStrv) parts = g_strsplit_set (names, "+:", -1);
+  guint set = 0;
+  for (int p = 0; parts[p]; p++)
+    {
+      int i;
+      if (!index_of (module_names, g_strstrip (parts[p]), &i))
+        return FALSE;
+      set |= 1u << i;
+    }
+  if (set == 0)
+    return FALSE;
+  *out = set;
+  return TRUE;
+}
+
+guint
+mp_recompute_modules_of (const MpParallelConfig *cfg)
+{
+  g_return_val_if_fail (cfg != NULL, 0);
+  return cfg->recompute_modules ? cfg->recompute_modules : MP_RECOMPUTE_CORE_ATTN;
+}
+
 gboolean
 mp_schedule_from_name (const char *name, MpSchedule *out)
 {
@@ -166,6 +225,16 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
          "micro_batch_size and num_micro_batches must be at least 1");
   CHECK (cfg->zero <= 3, "zero stage %u: must be 0, 1, 2 or 3", cfg->zero);
   CHECK ((guint) cfg->recompute <= MP_RECOMPUTE_FULL, "unknown recompute mode");
+  /* Megatron: --recompute-num-layers and --recompute-method are for full granularity,
+   * --recompute-modules for selective. */
+  CHECK (cfg->recompute_num_layers == 0 || cfg->recompute == MP_RECOMPUTE_FULL,
+         "recompute_num_layers = %u needs recompute = full", cfg->recompute_num_layers);
+  CHECK ((guint) cfg->recompute_method <= MP_RECOMPUTE_METHOD_UNIFORM,
+         "unknown recompute method");
+  CHECK (cfg->recompute_modules == 0 || cfg->recompute == MP_RECOMPUTE_SELECTIVE,
+         "recompute_modules need recompute = selective");
+  CHECK ((cfg->recompute_modules & ~(guint) MP_RECOMPUTE_MODULES_ALL) == 0,
+         "unknown recompute module");
   CHECK ((guint) cfg->schedule <= MP_SCHEDULE_NONE, "unknown schedule");
   guint64 world = (guint64) cfg->dp * cfg->tp * cfg->pp * cfg->cp;
   CHECK (world <= cluster->world_size, "dp * tp * pp * cp = %" G_GUINT64_FORMAT
@@ -225,11 +294,9 @@ spread (guint n, guint c, guint *counts)
     counts[0]++;
 }
 
-void
-cm_chunk_layers (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *first,
-                 guint *counts)
+static void
+chunk_layers_of (const MpModel *m, const MpParallelConfig *cfg, guint *first, guint *counts)
 {
-  const MpModel *m = ctx->model;
   guint chunks = cfg->pp * cm_vpp (cfg);
   if (cfg->chunk_layers)
     memcpy (counts, cfg->chunk_layers, chunks * sizeof *counts);
@@ -247,6 +314,42 @@ cm_chunk_layers (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *f
       first[c] = at;
       at += counts[c];
     }
+}
+
+void
+cm_chunk_layers (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *first,
+                 guint *counts)
+{
+  chunk_layers_of (ctx->model, cfg, first, counts);
+}
+
+guint
+cm_recompute_blocks (const MpParallelConfig *cfg)
+{
+  if (cfg->recompute != MP_RECOMPUTE_FULL || cfg->recompute_num_layers == 0
+      || cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM)
+    return G_MAXUINT;
+  return cfg->recompute_num_layers;
+}
+
+gboolean
+mp_recompute_full_layer (const MpParallelConfig *cfg, const MpModel *model, guint layer)
+{
+  g_return_val_if_fail (cfg != NULL && model != NULL && layer < model->n_layers, FALSE);
+  if (cfg->recompute != MP_RECOMPUTE_FULL || !cm_recomputable (&model->layers[layer]))
+    return FALSE;
+  guint limit = cm_recompute_blocks (cfg);
+  if (limit == G_MAXUINT)
+    return TRUE;
+  /* Megatron's block method: the first N transformer layers of each model chunk. */
+  guint chunks = cfg->pp * cm_vpp (cfg), first[chunks], counts[chunks], c = 0;
+  chunk_layers_of (model, cfg, first, counts);
+  while (c + 1 < chunks && first[c + 1] <= layer)
+    c++;
+  guint before = 0;
+  for (guint l = first[c]; l < layer; l++)
+    before += cm_recomputable (&model->layers[l]);
+  return before < limit;
 }
 
 /* ---- tensor-parallel roles ---------------------------------------------------------- */
@@ -829,11 +932,11 @@ mp_cost_layer_recomputes (const MpCostContext *ctx, const MpParallelConfig *cfg,
   g_return_val_if_fail (ctx != NULL && cfg != NULL && layer < ctx->model->n_layers, FALSE);
   const MpLayer *l = &ctx->model->layers[layer];
   if (cfg->recompute == MP_RECOMPUTE_FULL)
-    return cm_recomputable (l);
+    return mp_recompute_full_layer (cfg, ctx->model, layer);
   if (cfg->recompute != MP_RECOMPUTE_SELECTIVE)
     return FALSE;
   for (guint i = 0; i < l->n_ops; i++)
-    if (l->ops[i].kind == MP_OP_ATTENTION)
+    if (cm_op_recomputed (l, i, cfg))
       return TRUE;
   return FALSE;
 }

@@ -86,6 +86,17 @@ struct _MpCostContext {
 /* Is LAYER one that full recomputation applies to (blocks and mlp layers)? */
 gboolean cm_recomputable (const MpLayer *layer);
 
+/* Full recompute's block limit per chunk (the block method's N), G_MAXUINT: every block. */
+guint cm_recompute_blocks (const MpParallelConfig *cfg);
+/* Does selective recompute under CFG re-run op OP of LAYER in backward (its module is in
+ * the set)? FALSE unless cfg->recompute is selective. */
+gboolean cm_op_recomputed (const MpLayer *layer, guint op, const MpParallelConfig *cfg);
+/* The activation bytes per token of op OP of LAYER that selective recompute under CFG
+ * does not keep: *SPLIT of its act_bytes (divided by t), *REP of its act_rep_bytes,
+ * *SCORE of its act_score_bytes. */
+void cm_op_dropped (const MpLayer *layer, guint op, const MpParallelConfig *cfg,
+                    double *split, double *rep, double *score);
+
 /* The sizes every function divides by are set (mp_parallel_config_check says more). */
 static inline gboolean
 cm_config_sane (const MpParallelConfig *cfg)

@@ -147,8 +147,11 @@ mp_plan_split_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
 gboolean
 pl_split_costs (const MpModel *model, const double *cost, guint chunks, guint *chunk_layers)
 {
-  gboolean transformer = model->arch == MP_ARCH_TRANSFORMER;
-  /* Units are blocks; the embedding rides with the first and the head with the last. */
+  /* Units are blocks; the embedding rides with the first and the head with the last,
+   * unless there are more chunks than blocks (a pinned vpp): then they are units too and
+   * end up alone in the end chunks, as Megatron's account_for_* splits put them. */
+  gboolean transformer = model->arch == MP_ARCH_TRANSFORMER
+                         && model->n_layers - 2 >= chunks;
   guint first = transformer ? 1 : 0;
   guint n_units = transformer ? model->n_layers - 2 : model->n_layers;
   if (n_units < chunks)
@@ -254,8 +257,8 @@ pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageT
         /* Fill and drain run through single chunks: with uneven chunks (blocks that do
          * not divide over p * v) the largest chunk sets them, not the average. */
         double steady = p > 1 ? 2.0 * v * p2p : 0;
-        double chunk = max_c / v * largest_chunk_ratio (cfg, transformer);
-        out->pipe_s = m * (max_c + steady) + (p - 1) * chunk + edge;
+        double rest = (sum - max_c) / v * largest_chunk_ratio (cfg, transformer);
+        out->pipe_s = m * (max_c + steady) + rest + edge;
         out->pp_comm_s = m * steady + edge;
       }
       break;
