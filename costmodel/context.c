@@ -243,7 +243,8 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
          "vpp = %u needs the interleaved schedule", cfg->vpp);
   /* Megatron-LM's interleaved schedule runs micro-batches in groups of pp. */
   CHECK (cfg->schedule != MP_SCHEDULE_INTERLEAVED || cfg->num_micro_batches % cfg->pp == 0,
-         "the interleaved schedule needs num_micro_batches (%u) divisible by pp (%u)",
+         "the interleaved schedule needs num_micro_batches (%u) divisible by pp (%u) "
+         "(Megatron-LM runs them in groups of microbatch_group_size_per_vp_stage = pp)",
          cfg->num_micro_batches, cfg->pp);
   if (model->arch == MP_ARCH_TRANSFORMER)
     {

@@ -90,11 +90,11 @@ cm_op_dropped (const MpLayer *layer, guint i, const MpParallelConfig *cfg, doubl
   guint set = mp_recompute_modules_of (cfg);
   gboolean entry;
   guint module = op_module (layer, i, &entry);
-  if (module & set & ~(guint) (MP_RECOMPUTE_LAYERNORM | MP_RECOMPUTE_CORE_ATTN))
+  if ((module & set & ~(guint) (MP_RECOMPUTE_LAYERNORM | MP_RECOMPUTE_CORE_ATTN)) && !entry)
     {
       /* Inside a checkpointed submodule: nothing kept but the entry's input. */
-      if (!entry)
-        *split = op->act_bytes, *rep = op->act_rep_bytes;
+      *split = op->act_bytes;
+      *rep = op->act_rep_bytes;
       *score = op->act_score_bytes;
       return;
     }

@@ -701,6 +701,204 @@ test_costmodel_korthikanti_activations (void **state)
                    1e-12);
 }
 
+/* An uneven split (Megatron's --decoder-first/last-pipeline-num-layers): a stage's time
+ * is its layers', so a first stage with fewer blocks takes its blocks' time plus the
+ * embedding's, and the closed form's bottleneck is the fullest stage. */
+static void
+test_costmodel_uneven_stage_times (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = gpt (8, 1024, 16, 2048, 50304, FALSE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  static const guint chunks[] = { 1 + 2, 4, 2 + 1 };   /* blocks 2, 4, 2 */
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.pp = 3;
+  cfg.num_micro_batches = 6;
+  cfg.chunk_layers = chunks;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageTime st[3];
+  mp_cost_stage_times (ctx, &cfg, st);
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+  MpPhaseCost ef, eb, bf, bb, hf, hb;
+  mp_cost_layer (ctx, &cfg, &spans, 0, &ef, &eb);
+  mp_cost_layer (ctx, &cfg, &spans, 1, &bf, &bb);
+  mp_cost_layer (ctx, &cfg, &spans, m->n_layers - 1, &hf, &hb);
+  assert_int_equal (st[0].layers, 3);
+  mp_assert_close (st[0].fwd.total_s, ef.total_s + 2 * bf.total_s, 1e-12);
+  mp_assert_close (st[0].bwd.total_s, eb.total_s + 2 * bb.total_s, 1e-12);
+  mp_assert_close (st[1].fwd.total_s + st[1].bwd.total_s, 4 * (bf.total_s + bb.total_s), 1e-12);
+  mp_assert_close (st[2].fwd.total_s, 2 * bf.total_s + hf.total_s, 1e-12);
+  /* The closed form: (m - 1) x the slowest stage + every stage once (+ p2p). */
+  g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
+  assert_true (mp_plan_evaluate (ctx, &cfg, 6, plan, NULL));
+  double sum = 0, slowest = 0;
+  for (guint i = 0; i < 3; i++)
+    {
+      sum += st[i].fwd.total_s + st[i].bwd.total_s;
+      slowest = MAX (slowest, st[i].fwd.total_s + st[i].bwd.total_s);
+    }
+  double p2p = MAX (st[0].p2p_s, st[1].p2p_s);
+  double pipe = 5 * (slowest + 2 * p2p) + sum + 4 * p2p;
+  mp_assert_close (plan->time.compute_s + plan->time.tp_comm_s + plan->time.pp_comm_s
+                   + plan->time.bubble_s, pipe, 1e-9);
+}
+
+/* Full recompute of only the first N blocks of each chunk (Megatron --recompute-method
+ * block --recompute-num-layers N) and in groups of N (uniform). */
+static void
+test_costmodel_recompute_first_n (void **state)
+{
+  (void) state;
+  const double h = 1024, s = 2048, b = 2;
+  g_autoptr(MpModel) m = gpt (8, (guint) h, 16, (guint) s, 4096, FALSE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  static const guint chunks[] = { 5, 5 };   /* embedding + 4 blocks, 4 blocks + head */
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.micro_batch_size = (guint) b;
+  cfg.pp = 2;
+  cfg.num_micro_batches = 4;
+  cfg.chunk_layers = chunks;
+  double emb = mp_cost_layer_activation_bytes (ctx, &cfg, 0);
+  double all = mp_cost_layer_activation_bytes (ctx, &cfg, 1);
+  MpStageMemory none;
+  mp_cost_stage_memory (ctx, &cfg, 0, &none);
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+  MpPhaseCost f, bw;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f, &bw);
+
+  cfg.recompute = MP_RECOMPUTE_FULL;
+  cfg.recompute_num_layers = 1;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  /* Stage 0 (2 micro-batches in flight): 1 block at its input, 2 s b h, 3 with all. */
+  mp_assert_close (mp_cost_layer_activation_bytes (ctx, &cfg, 1), 2 * s * b * h, 1e-12);
+  mp_assert_close (mp_cost_layer_activation_bytes (ctx, &cfg, 2), all, 1e-12);
+  MpStageMemory mem;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  mp_assert_close (mem.in_flight, 2, 1e-15);
+  mp_assert_close (mem.activations_bytes, 2 * (emb + 2 * s * b * h + 3 * all), 1e-12);
+  assert_true (mem.activations_bytes < none.activations_bytes);
+  /* Which layers recompute: the first block of each chunk only. */
+  for (guint l = 0; l < m->n_layers; l++)
+    assert_int_equal (mp_cost_layer_recomputes (ctx, &cfg, l), l == 1 || l == 5);
+  /* Its time: one block's forward again per micro-batch, not four. */
+  MpStageTime st[2];
+  mp_cost_stage_times (ctx, &cfg, st);
+  mp_assert_close (st[0].bwd.recompute_s, f.total_s, 1e-12);
+  cfg.recompute_num_layers = 0;
+  mp_cost_stage_times (ctx, &cfg, st);
+  mp_assert_close (st[0].bwd.recompute_s, 4 * f.total_s, 1e-12);
+  /* Hardware FLOPs: N = 1 re-runs 2 of the 8 blocks' forward. */
+  cfg.recompute_num_layers = 1;
+  MpParallelConfig plain = cfg;
+  plain.recompute = MP_RECOMPUTE_NONE;
+  plain.recompute_num_layers = 0;
+  double tokens = b * s * cfg.num_micro_batches;
+  mp_assert_close (mp_cost_step_flops (ctx, &cfg, TRUE) - mp_cost_step_flops (ctx, &plain, TRUE),
+                   2 * m->layers[1].fwd_flops * tokens, 1e-12);
+  /* Uniform in groups of 2: every block recomputed, one input kept per 2 blocks. */
+  cfg.recompute_method = MP_RECOMPUTE_METHOD_UNIFORM;
+  cfg.recompute_num_layers = 2;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  mp_assert_close (mem.activations_bytes, 2 * (emb + 2 * 2 * s * b * h), 1e-12);
+  mp_cost_stage_times (ctx, &cfg, st);
+  mp_assert_close (st[0].bwd.recompute_s, 4 * f.total_s, 1e-12);
+  /* N needs full recompute. */
+  cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+  g_autoptr(GError) error = NULL;
+  assert_false (mp_parallel_config_check (&cfg, m, c, &error));
+  assert_non_null (strstr (error->message, "recompute_num_layers"));
+}
+
+/* Selective recompute by module (Megatron --recompute-modules): what each keeps and
+ * re-runs, on a GPT block (gelu, ffn = 4h, layernorm: 34 s b h kept without scores) and
+ * on an MoE block. */
+static void
+test_costmodel_selective_modules (void **state)
+{
+  (void) state;
+  const double h = 1024, s = 2048, b = 2, e = 2;
+  g_autoptr(MpModel) m = gpt (4, (guint) h, 16, (guint) s, 4096, FALSE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const struct { guint modules; gboolean flash; double kept_sbh; } rows[] = {
+    { MP_RECOMPUTE_CORE_ATTN, TRUE, 34 },                  /* flash: no scores to drop */
+    { MP_RECOMPUTE_CORE_ATTN, FALSE, 34 },                 /* Korthikanti: scores dropped */
+    { MP_RECOMPUTE_LAYERNORM, TRUE, 34 - 2 - 2 },          /* qkv's and fc1's inputs */
+    { MP_RECOMPUTE_MLP, TRUE, 34 - 8 - 8 },                /* gelu's and fc2's inputs */
+    { MP_RECOMPUTE_LAYERNORM | MP_RECOMPUTE_MLP, TRUE, 34 - 4 - 16 },
+  };
+  MpParallelConfig cfg;
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
+    {
+      mp_parallel_config_init (&cfg);
+      cfg.micro_batch_size = (guint) b;
+      cfg.flash_attention = rows[i].flash;
+      cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+      cfg.recompute_modules = rows[i].modules;
+      assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+      mp_assert_close (mp_cost_layer_activation_bytes (ctx, &cfg, 1), rows[i].kept_sbh * s * b * h,
+                       1e-12);
+    }
+  /* The time: the modules' forward kernels again (tp = 1: no collectives). */
+  mp_parallel_config_init (&cfg);
+  cfg.micro_batch_size = (guint) b;
+  cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+  cfg.recompute_modules = MP_RECOMPUTE_LAYERNORM | MP_RECOMPUTE_MLP;
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+  double want = 0;
+  const MpLayer *blk = &m->layers[1];
+  for (guint i = 0; i < blk->n_ops; i++)
+    {
+      const MpOp *op = &blk->ops[i];
+      gboolean mlp = !strcmp (op->name, "fc1") || !strcmp (op->name, "fc2")
+                     || !strcmp (op->name, "gelu");
+      if (op->kind == MP_OP_NORM || mlp)
+        {
+          MpOpCost oc;
+          mp_cost_op (ctx, &cfg, &spans, 1, i, &oc);
+          want += oc.fwd.time_s;
+        }
+    }
+  MpPhaseCost f, bw;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f, &bw);
+  assert_true (want > 0);
+  mp_assert_close (bw.recompute_s, want, 1e-12);
+  /* The core under flash attention: its forward kernel again, though it saves nothing. */
+  cfg.recompute_modules = 0;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f, &bw);
+  assert_true (bw.recompute_s > 0);
+  /* MoE (gelu, ffn 512, top-2): moe_act drops what the second expert GEMM keeps, the
+   * activation's output (e ffn k); moe drops everything inside but the router's input:
+   * the dispatched copies (e h k), the activation's input (e ffn k), its output. */
+  g_autofree char *path = g_build_filename (MPPLAN_SRCDIR, "tests", "data", "model-moe.yaml",
+                                            NULL);
+  g_autoptr(MpModel) moe = model_ok (path);
+  g_autoptr(MpCostContext) mctx = mp_cost_context_new (moe, c, NULL);
+  double mh = (double) moe->hidden, ffn = (double) moe->ffn_hidden, k = 2;
+  double mtokens = (double) moe->seq_len;
+  mp_parallel_config_init (&cfg);
+  double kept = mp_cost_layer_activation_bytes (mctx, &cfg, 1);
+  cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+  cfg.recompute_modules = MP_RECOMPUTE_MOE_ACT;
+  mp_assert_close (kept - mp_cost_layer_activation_bytes (mctx, &cfg, 1),
+                   mtokens * e * ffn * k, 1e-12);
+  cfg.recompute_modules = MP_RECOMPUTE_MOE;
+  mp_assert_close (kept - mp_cost_layer_activation_bytes (mctx, &cfg, 1),
+                   mtokens * e * (mh + 2 * ffn) * k, 1e-12);
+  /* Selective modules need selective recompute. */
+  cfg.recompute = MP_RECOMPUTE_FULL;
+  g_autoptr(GError) error = NULL;
+  assert_false (mp_parallel_config_check (&cfg, moe, c, &error));
+  assert_non_null (strstr (error->message, "recompute_modules"));
+}
+
 static void
 test_costmodel_pipeline_in_flight (void **state)
 {
@@ -1263,6 +1461,9 @@ main (void)
     cmocka_unit_test (test_costmodel_korthikanti_end_to_end_mfu),
     cmocka_unit_test (test_costmodel_adam_zero_bytes),
     cmocka_unit_test (test_costmodel_korthikanti_activations),
+    cmocka_unit_test (test_costmodel_uneven_stage_times),
+    cmocka_unit_test (test_costmodel_recompute_first_n),
+    cmocka_unit_test (test_costmodel_selective_modules),
     cmocka_unit_test (test_costmodel_pipeline_in_flight),
     cmocka_unit_test (test_costmodel_memory_stages),
     cmocka_unit_test (test_costmodel_training_flops),
