@@ -530,11 +530,16 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
           fwd->ep_comm_s += 2 * a2a;
           bwd->ep_comm_s += 2 * a2a;
         }
-      if (cm_op_recomputed (l, i, cfg))
+      double share = cm_op_recompute_share (l, i, cfg);
+      if (share > 0)
         {
-          /* Its kernels and the collectives it runs forward, once more. */
-          again_s += oc.fwd.time_s + fwd->tp_comm_s + fwd->ep_comm_s - comm_before;
-          again_flops += oc.fwd.flops;
+          /* Its kernels and the collectives it runs forward, once more (the op-level
+           * policy keeps what collectives produce: only the kernels). */
+          double comm = fwd->tp_comm_s + fwd->ep_comm_s - comm_before;
+          if (mp_recompute_modules_of (cfg) == MP_RECOMPUTE_OP)
+            comm = 0;
+          again_s += share * oc.fwd.time_s + comm;
+          again_flops += share * oc.fwd.flops;
         }
       if (op->kind == MP_OP_ATTENTION)
         {
@@ -819,8 +824,7 @@ recomputed_fwd_flops (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
     return mp_recompute_full_layer (cfg, ctx->model, li) ? l->fwd_flops : 0;
   double f = 0;
   for (guint i = 0; i < l->n_ops; i++)
-    if (cm_op_recomputed (l, i, cfg))
-      f += l->ops[i].fwd_flops;
+    f += cm_op_recompute_share (l, i, cfg) * l->ops[i].fwd_flops;
   return f;
 }
 

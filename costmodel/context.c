@@ -56,7 +56,7 @@ mp_recompute_from_name (const char *name, MpRecompute *out)
 static const char *const method_names[] = { "block", "uniform", NULL };
 /* Megatron's --recompute-modules names, in its order (MpRecomputeModule bits). */
 static const char *const module_names[] = { "core_attn", "layernorm", "mlp", "moe_act", "moe",
-                                            "shared_experts", NULL };
+                                            "shared_experts", "op", NULL };
 
 const char *
 mp_recompute_method_name (MpRecomputeMethod m)
@@ -235,6 +235,9 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
          "recompute_modules need recompute = selective");
   CHECK ((cfg->recompute_modules & ~(guint) MP_RECOMPUTE_MODULES_ALL) == 0,
          "unknown recompute module");
+  CHECK (!(cfg->recompute_modules & MP_RECOMPUTE_OP) || cfg->recompute_modules == MP_RECOMPUTE_OP,
+         "recompute_modules: op (torchtitan's op-level policy) covers every module and "
+         "takes no others");
   CHECK ((guint) cfg->schedule <= MP_SCHEDULE_NONE, "unknown schedule");
   guint64 world = (guint64) cfg->dp * cfg->tp * cfg->pp * cfg->cp;
   CHECK (world <= cluster->world_size, "dp * tp * pp * cp = %" G_GUINT64_FORMAT
@@ -937,7 +940,7 @@ mp_cost_layer_recomputes (const MpCostContext *ctx, const MpParallelConfig *cfg,
   if (cfg->recompute != MP_RECOMPUTE_SELECTIVE)
     return FALSE;
   for (guint i = 0; i < l->n_ops; i++)
-    if (cm_op_recomputed (l, i, cfg))
+    if (cm_op_recompute_share (l, i, cfg) > 0)
       return TRUE;
   return FALSE;
 }

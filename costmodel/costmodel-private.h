@@ -88,9 +88,14 @@ gboolean cm_recomputable (const MpLayer *layer);
 
 /* Full recompute's block limit per chunk (the block method's N), G_MAXUINT: every block. */
 guint cm_recompute_blocks (const MpParallelConfig *cfg);
-/* Does selective recompute under CFG re-run op OP of LAYER in backward (its module is in
- * the set)? FALSE unless cfg->recompute is selective. */
-gboolean cm_op_recomputed (const MpLayer *layer, guint op, const MpParallelConfig *cfg);
+/* The share of op OP of LAYER's forward that selective recompute under CFG re-runs in
+ * backward: 1 when its module is in the set, part of a GEMM under the op-level policy
+ * (the linears whose output it does not keep), else 0 (and 0 unless selective). */
+double cm_op_recompute_share (const MpLayer *layer, guint op, const MpParallelConfig *cfg);
+/* Bytes per token a block LAYER keeps under the op-level policy (MP_RECOMPUTE_OP), at
+ * CFG's tensor and sequence split: its input, attention's output, the saved linears'
+ * outputs and the experts' dispatched tokens (what a collective produced). */
+double cm_op_policy_kept (const MpLayer *layer, const MpParallelConfig *cfg);
 /* The activation bytes per token of op OP of LAYER that selective recompute under CFG
  * does not keep: *SPLIT of its act_bytes (divided by t), *REP of its act_rep_bytes,
  * *SCORE of its act_score_bytes. */

@@ -57,7 +57,10 @@ typedef enum {
   MP_RECOMPUTE_MOE_ACT = 1 << 3,         /* the experts' activation function */
   MP_RECOMPUTE_MOE = 1 << 4,             /* the MoE layer: router, dispatch, experts */
   MP_RECOMPUTE_SHARED_EXPERTS = 1 << 5,  /* the shared experts of an MoE layer */
-  MP_RECOMPUTE_MODULES_ALL = (1 << 6) - 1
+  MP_RECOMPUTE_OP = 1 << 6,              /* torchtitan's op-level policy (alone): a block
+                                          * keeps its input, attention's output and every
+                                          * other linear's output; the rest is re-run */
+  MP_RECOMPUTE_MODULES_ALL = (1 << 7) - 1
 } MpRecomputeModule;
 
 typedef enum {

@@ -58,6 +58,14 @@ dropped_per_token (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
 {
   const MpLayer *l = &ctx->model->layers[layer];
   double t = cfg->tp, sd = sp_div (cfg), dropped = 0;
+  if (mp_recompute_modules_of (cfg) == MP_RECOMPUTE_OP)
+    {
+      if (l->kind != MP_LAYER_BLOCK)
+        return 0;
+      double all = l->act_bytes / t + l->act_rep_bytes / sd
+                   + (cfg->flash_attention ? 0 : l->act_score_bytes / t);
+      return all - cm_op_policy_kept (l, cfg);
+    }
   for (guint i = 0; i < l->n_ops; i++)
     {
       double split, rep, score;

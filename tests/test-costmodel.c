@@ -892,7 +892,44 @@ test_costmodel_selective_modules (void **state)
   cfg.recompute_modules = MP_RECOMPUTE_MOE;
   mp_assert_close (kept - mp_cost_layer_activation_bytes (mctx, &cfg, 1),
                    mtokens * e * (mh + 2 * ffn) * k, 1e-12);
+  /* torchtitan's op-level policy on a Llama block (h 4096, q 4096, kv 1024, ffn 14336,
+   * swiglu): its input, q and v of qkv (k is the second linear), attention's output, w1
+   * of the gated MLP (w3 is the sixth), w2's output (the seventh). Re-run: everything but
+   * attention, k's share of qkv, o, w3's half of fc1. */
+  g_autoptr(MpModel) llama = model_ok ("llama3-8b");
+  g_autoptr(MpCostContext) lctx = mp_cost_context_new (llama, c, NULL);
+  mp_parallel_config_init (&cfg);
+  cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+  cfg.recompute_modules = MP_RECOMPUTE_OP;
+  assert_true (mp_parallel_config_check (&cfg, llama, c, NULL));
+  double lt = (double) llama->seq_len;
+  mp_assert_close (mp_cost_layer_activation_bytes (lctx, &cfg, 1),
+                   lt * e * (4096 + (4096 + 1024) + 4096 + 14336 + 4096), 1e-12);
+  MpStageSpans ls;
+  mp_cost_stage_spans (lctx, &cfg, 0, &ls);
+  const MpLayer *lb = &llama->layers[1];
+  want = 0;
+  for (guint i = 0; i < lb->n_ops; i++)
+    {
+      const MpOp *op = &lb->ops[i];
+      double share = op->kind == MP_OP_ATTENTION ? 0 : 1;
+      if (!strcmp (op->name, "qkv"))
+        share = 1024.0 / (4096 + 2 * 1024);
+      else if (!strcmp (op->name, "fc1"))
+        share = 0.5;
+      else if (!strcmp (op->name, "fc2"))
+        share = 0;
+      MpOpCost oc;
+      mp_cost_op (lctx, &cfg, &ls, 1, i, &oc);
+      want += share * oc.fwd.time_s;
+    }
+  mp_cost_layer (lctx, &cfg, &ls, 1, &f, &bw);
+  mp_assert_close (bw.recompute_s, want, 1e-12);
+  /* It takes no other module. */
+  cfg.recompute_modules = MP_RECOMPUTE_OP | MP_RECOMPUTE_MLP;
+  assert_false (mp_parallel_config_check (&cfg, llama, c, NULL));
   /* Selective modules need selective recompute. */
+  cfg.recompute_modules = MP_RECOMPUTE_MOE;
   cfg.recompute = MP_RECOMPUTE_FULL;
   g_autoptr(GError) error = NULL;
   assert_false (mp_parallel_config_check (&cfg, moe, c, &error));
