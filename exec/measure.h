@@ -5,11 +5,6 @@
 
 G_BEGIN_DECLS
 
-typedef enum {
-  MP_PHASE_COMPUTE, MP_PHASE_TP, MP_PHASE_PP, MP_PHASE_DP, MP_PHASE_BUBBLE,
-  MP_PHASE_OPTIMIZER, MP_PHASE_N
-} MpPhase;
-
 /* One rank's step: its wall time and its parts (they add up to step_s). */
 typedef struct {
   double step_s;

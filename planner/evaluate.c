@@ -438,21 +438,5 @@ mp_plan_compare (const MpPlan *a, const MpPlan *b)
   /* Ties: the smaller footprint, then a fixed order of the config's fields. */
   if (a->memory.peak_bytes != b->memory.peak_bytes)
     return a->memory.peak_bytes < b->memory.peak_bytes ? -1 : 1;
-  return pl_compare_config (&a->cfg, &b->cfg);
-}
-
-int
-pl_compare_config (const MpParallelConfig *x, const MpParallelConfig *y)
-{
-  const guint kx[] = { x->tp, x->pp, x->dp, x->cp, x->ep, x->vpp, x->sequence_parallel,
-                       x->zero, x->recompute, x->micro_batch_size, x->schedule };
-  const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
-                       y->zero, y->recompute, y->micro_batch_size, y->schedule };
-  for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)
-    if (kx[i] != ky[i])
-      return kx[i] < ky[i] ? -1 : 1;
-  for (int d = 0; d < MP_DIM_N; d++)
-    if (x->order[d] != y->order[d])
-      return x->order[d] < y->order[d] ? -1 : 1;
-  return 0;
+  return mp_parallel_config_compare (&a->cfg, &b->cfg);
 }

@@ -12,7 +12,8 @@
 #pragma once
 #include <glib.h>
 #include <json-glib/json-glib.h>
-#include "costmodel/costmodel.h"
+#include "program/program.h"
+#include "costmodel/costmodel.h"   /* MpSimResult */
 
 G_BEGIN_DECLS
 
