@@ -95,13 +95,7 @@ predict (const Verify *v, const MpPlan *plan, JsonNode **trace, GError **error)
   JsonObject *o = json_node_get_object (out);
   json_object_set_double_member (o, "closed_form_step_s", plan->step_s);
   json_object_set_double_member (o, "step_s", sim->step_s);
-  JsonObject *t = json_object_new ();
-  const MpSimTime *st = &sim->time;
-  const double parts[] = { st->compute_s, st->tp_comm_s, st->pp_comm_s, st->dp_comm_s,
-                           st->bubble_s, st->optimizer_s };
-  for (int p = 0; p < MP_REPORT_STEP; p++)
-    json_object_set_double_member (t, mp_report_phase_name (p), parts[p]);
-  json_object_set_object_member (o, "time_s", t);
+  json_object_set_member (o, "time_s", mp_step_time_to_json (&sim->time));
   return out;
 }
 

@@ -534,25 +534,19 @@ typedef struct {
   guint peer_insn;        /* SEND, RECV: the matching instruction of the peer's program */
 } MpSimSlice;
 
-/* Where one rank's step goes, with the planner's keys (MpPlanTime): its compute stream's
- * timeline over [0, step_s], every instant counted once, so the parts add up to step_s. */
-typedef struct {
-  double compute_s;    /* FORWARD/BACKWARD kernels, recomputation included */
-  double tp_comm_s;    /* the TP/CP/EP collectives inside FORWARD/BACKWARD */
-  double pp_comm_s;    /* idle while a p2p transfer it waits on is in flight, and after its
-                        * last compute while its pp stream still runs */
-  double dp_comm_s;    /* idle waiting on the dp stream, and after its last compute while
-                        * the dp stream still runs (ZeRO-1/2 gathers) */
-  double bubble_s;     /* idle otherwise: waiting for other stages (fill, drain, slower
-                        * stages) and, after its own work, for the slowest rank */
-  double optimizer_s;  /* OPTIMIZER */
-} MpSimTime;
-
+/* Where one rank's step goes (MpStepTime, program.h): its compute stream's timeline over
+ * [0, step_s], every instant counted once, so the parts add up to step_s. compute:
+ * FORWARD/BACKWARD kernels, recomputation included; tp_comm: the TP/CP/EP collectives
+ * inside FORWARD/BACKWARD; pp_comm: idle while a p2p transfer it waits on is in flight,
+ * and after its last compute while its pp stream still runs; dp_comm: idle waiting on the
+ * dp stream, and after its last compute while the dp stream still runs (ZeRO-1/2
+ * gathers); bubble: idle otherwise, waiting for other stages (fill, drain, slower stages)
+ * and, after its own work, for the slowest rank; optimizer: OPTIMIZER. */
 typedef struct {
   guint rank, stage;            /* its program's */
   double end_s;                 /* when its last instruction (any stream) finished */
   double busy_s[MP_STREAM_N];   /* time each stream was busy (RECV and WAIT take none) */
-  MpSimTime time;
+  MpStepTime time;
   MpSimSlice *slices;           /* one per instruction of its program, in order, when
                                  * asked for (MpSimOptions.slices); else NULL */
 } MpSimRank;
@@ -561,7 +555,7 @@ typedef struct {
   double step_s;                /* the last instruction's end, over every rank */
   guint critical;               /* the rank (index in ranks) whose step ends last; ties:
                                  * the one with the most compute, then the first */
-  MpSimTime time;               /* ranks[critical].time */
+  MpStepTime time;              /* ranks[critical].time */
   MpSimRank *ranks;             /* in the order of the programs */
   guint n_ranks;
   guint64 n_insns, n_events;

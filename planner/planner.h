@@ -16,16 +16,6 @@
 
 G_BEGIN_DECLS
 
-/* Where a step's time goes on the critical path; the parts add up to step_s. */
-typedef struct {
-  double compute_s;     /* kernels of the bottleneck stage, recomputation included */
-  double tp_comm_s;     /* exposed tensor-, context- and expert-parallel collectives */
-  double pp_comm_s;     /* pipeline sends and receives on the critical path */
-  double dp_comm_s;     /* exposed gradient reduction, ZeRO gathers, tied embeddings */
-  double bubble_s;      /* pipeline fill and drain, and waiting on slower stages */
-  double optimizer_s;   /* the optimizer step */
-} MpPlanTime;
-
 /* The binding (fullest) stage's memory per device, broken down. */
 typedef struct {
   double peak_bytes;
@@ -57,7 +47,8 @@ struct _MpPlan {
   double step_s, tokens_per_s;
   double tflops_per_gpu, hw_tflops_per_gpu;  /* model FLOPs / hardware FLOPs per GPU */
   double mfu, hfu;             /* against the slowest device's dense peak */
-  MpPlanTime time;
+  MpStepTime time;             /* the critical path's phases (compute: the bottleneck
+                                * stage's kernels); they add up to step_s */
   MpPlanMemory memory;
   gboolean fits;               /* memory.peak_bytes <= capacity on every stage */
   MpPlanFamily family;

@@ -4,6 +4,7 @@
 #define G_LOG_DOMAIN "mpplan-program"
 #include "config.h"
 #include "program/program.h"
+#include "common/output.h"
 
 #include <string.h>
 
@@ -38,6 +39,24 @@ mp_step_time_dominant (const MpStepTime *time)
     if (time->t[p] > time->t[best])
       best = (MpPhase) p;
   return best;
+}
+
+JsonNode *
+mp_step_time_to_json (const MpStepTime *time)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  for (int p = 0; p < MP_PHASE_N; p++)
+    mp_json_add_double (b, phase_names[p], time->t[p]);
+  json_builder_end_object (b);
+  return json_builder_get_root (b);
+}
+
+void
+mp_step_time_add_json (JsonBuilder *b, const char *key, const MpStepTime *time)
+{
+  json_builder_set_member_name (b, key);
+  json_builder_add_value (b, mp_step_time_to_json (time));
 }
 
 const char *

@@ -23,6 +23,7 @@
  * Units: seconds, bytes, FLOP. */
 #pragma once
 #include <glib.h>
+#include <json-glib/json-glib.h>
 #include "model/model.h"
 #include "topology/topology.h"
 
@@ -133,6 +134,11 @@ const char *mp_phase_name (MpPhase phase);
 gboolean mp_phase_from_name (const char *name, MpPhase *out);
 /* The phase with the most time (ties: the first). */
 MpPhase mp_step_time_dominant (const MpStepTime *time);
+/* Adds member KEY to B's open object: an object of TIME's phases by name, in enum order
+ * (non-finite values as null). The time_s object of every JSON mpplan writes. */
+void mp_step_time_add_json (JsonBuilder *b, const char *key, const MpStepTime *time);
+/* The same object as a node. Caller owns. */
+JsonNode *mp_step_time_to_json (const MpStepTime *time);
 
 /* ==== memory (program.c) ================================================================ */
 
