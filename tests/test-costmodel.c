@@ -816,6 +816,43 @@ test_costmodel_recompute_first_n (void **state)
   assert_non_null (strstr (error->message, "recompute_num_layers"));
 }
 
+/* The forward time of block 1's ops, each times SHARE (op) of it. */
+static double
+rerun_time (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *spans,
+            double (*share) (const MpOp *op))
+{
+  const MpLayer *blk = &mp_cost_context_model (ctx)->layers[1];
+  double t = 0;
+  for (guint i = 0; i < blk->n_ops; i++)
+    {
+      MpOpCost oc;
+      mp_cost_op (ctx, cfg, spans, 1, i, &oc);
+      t += share (&blk->ops[i]) * oc.fwd.time_s;
+    }
+  return t;
+}
+
+/* layernorm + mlp on a GPT block: the norms, fc1, gelu, fc2. */
+static double
+share_norms_mlp (const MpOp *op)
+{
+  gboolean mlp = !strcmp (op->name, "fc1") || !strcmp (op->name, "fc2")
+                 || !strcmp (op->name, "gelu");
+  return op->kind == MP_OP_NORM || mlp ? 1 : 0;
+}
+
+/* torchtitan's op-level policy on a Llama 3 8B block (q 4096, kv 1024): all but the
+ * attention core, k's share of qkv, w3's half of fc1 and w2 (fc2). */
+static double
+share_op_policy (const MpOp *op)
+{
+  if (op->kind == MP_OP_ATTENTION || !strcmp (op->name, "fc2"))
+    return 0;
+  if (!strcmp (op->name, "qkv"))
+    return 1024.0 / (4096 + 2 * 1024);
+  return !strcmp (op->name, "fc1") ? 0.5 : 1;
+}
+
 /* Selective recompute by module (Megatron --recompute-modules): what each keeps and
  * re-runs, on a GPT block (gelu, ffn = 4h, layernorm: 34 s b h kept without scores) and
  * on an MoE block. */
@@ -853,20 +890,7 @@ test_costmodel_selective_modules (void **state)
   cfg.recompute_modules = MP_RECOMPUTE_LAYERNORM | MP_RECOMPUTE_MLP;
   MpStageSpans spans;
   mp_cost_stage_spans (ctx, &cfg, 0, &spans);
-  double want = 0;
-  const MpLayer *blk = &m->layers[1];
-  for (guint i = 0; i < blk->n_ops; i++)
-    {
-      const MpOp *op = &blk->ops[i];
-      gboolean mlp = !strcmp (op->name, "fc1") || !strcmp (op->name, "fc2")
-                     || !strcmp (op->name, "gelu");
-      if (op->kind == MP_OP_NORM || mlp)
-        {
-          MpOpCost oc;
-          mp_cost_op (ctx, &cfg, &spans, 1, i, &oc);
-          want += oc.fwd.time_s;
-        }
-    }
+  double want = rerun_time (ctx, &cfg, &spans, share_norms_mlp);
   MpPhaseCost f, bw;
   mp_cost_layer (ctx, &cfg, &spans, 1, &f, &bw);
   assert_true (want > 0);
@@ -908,22 +932,7 @@ test_costmodel_selective_modules (void **state)
                    lt * e * (4096 + (4096 + 1024) + 4096 + 14336 + 4096), 1e-12);
   MpStageSpans ls;
   mp_cost_stage_spans (lctx, &cfg, 0, &ls);
-  const MpLayer *lb = &llama->layers[1];
-  want = 0;
-  for (guint i = 0; i < lb->n_ops; i++)
-    {
-      const MpOp *op = &lb->ops[i];
-      double share = op->kind == MP_OP_ATTENTION ? 0 : 1;
-      if (!strcmp (op->name, "qkv"))
-        share = 1024.0 / (4096 + 2 * 1024);
-      else if (!strcmp (op->name, "fc1"))
-        share = 0.5;
-      else if (!strcmp (op->name, "fc2"))
-        share = 0;
-      MpOpCost oc;
-      mp_cost_op (lctx, &cfg, &ls, 1, i, &oc);
-      want += share * oc.fwd.time_s;
-    }
+  want = rerun_time (lctx, &cfg, &ls, share_op_policy);
   mp_cost_layer (lctx, &cfg, &ls, 1, &f, &bw);
   mp_assert_close (bw.recompute_s, want, 1e-12);
   /* It takes no other module. */
