@@ -5,8 +5,9 @@
  * stage i, P = one activation send/recv, m micro-batches, v chunks per stage):
  *   gpipe, 1f1b:  (m - 1) max_i (c_i + 2P) + sum_i c_i + 2 (p - 1) P
  *                 (uniform stages, P = 0: (m + p - 1) c, as in Narayanan et al. 2021)
- *   interleaved:  m max_i (c_i + 2vP) + (p - 1)/v max_i c_i r + 2 (p - 1) P
- *                 (r = the largest chunk's layers over the average chunk's)
+ *   interleaved:  m max_i (c_i + 2vP) + (sum_i c_i - max_i c_i) r / v + 2 (p - 1) P
+ *                 (fill and drain through one chunk of every other stage; r = the largest
+ *                 chunk's blocks over the average chunk's; uniform: (p - 1)/v of c)
  *   none:         m (sum_i c_i + 2 (p - 1) P)   (layer placement, one stage busy at once)
  * Gradient reduction overlaps the last micro-batch's backward, bucket by bucket, as DDP
  * and Megatron's overlap_grad_reduce do; what does not fit under it is exposed. */
