@@ -454,22 +454,28 @@ read_layer_types (Reader *r, MpModel *m)
   return TRUE;
 }
 
-/* Which blocks a sliding window applies to: layer_types, else the family's period
- * (sliding_window_pattern overrides it), else all of them. */
+/* Which blocks a sliding window applies to: layer_types, else Qwen2's max_window_layers
+ * (the blocks from it on), else the family's period (sliding_window_pattern overrides it:
+ * the last of each PERIOD blocks is full), else all of them. */
 static void
 read_window_pattern (Reader *r, const Family *f, MpModel *m)
 {
   static const char *const period_key[] = { "sliding_window_pattern", NULL };
+  static const char *const full_key[] = { "max_window_layers", NULL };
   if (read_layer_types (r, m))
     return;
-  guint64 period = f->attn ? f->attn->period : 0;
+  guint64 period = f->attn ? f->attn->period : 0, full = 0;
   get_count (r, period_key, FALSE, MP_MODEL_MAX_LAYERS, &period);
-  if (period <= 1)
-    return;
-  m->n_window_pattern = (guint) period;
-  m->window_pattern = g_new (gboolean, period);
-  for (guint i = 0; i < period; i++)
-    m->window_pattern[i] = i + 1 < period;
+  gboolean qwen = get_count (r, full_key, FALSE, MP_MODEL_MAX_LAYERS, &full)
+                  && full < m->n_blocks;
+  guint n = qwen ? (guint) m->n_blocks : (guint) period;
+  if (n <= 1 || n > m->n_blocks)
+    return;                                /* every block windowed */
+  g_autofree gboolean *types = g_new (gboolean, n);
+  for (guint i = 0; i < n; i++)
+    types[i] = qwen ? i >= full : i + 1 < period;
+  m->n_window_pattern = pattern_period (types, n);
+  m->window_pattern = g_memdup2 (types, m->n_window_pattern * sizeof *types);
 }
 
 /* sliding_window (Mistral, Gemma 2/3, GPT-OSS; off with use_sliding_window: false, as
@@ -492,20 +498,9 @@ read_window (Reader *r, const Family *f, MpModel *m)
     }
   m->window = window;
   read_window_pattern (r, f, m);
-  if (m->n_window_pattern > 0 && m->n_window_pattern == m->n_blocks)
-    {
-      /* Every block alike? Then no pattern is needed (or no window at all). */
-      gboolean any = FALSE, all = TRUE;
-      for (guint i = 0; i < m->n_window_pattern; i++)
-        {
-          any |= m->window_pattern[i];
-          all &= m->window_pattern[i];
-        }
-      if (!any)
-        m->window = 0;
-    }
   if (m->n_window_pattern == 1)
     {
+      /* Every block alike: windowed (no pattern needed) or full (no window). */
       if (!m->window_pattern[0])
         m->window = 0;
       g_clear_pointer (&m->window_pattern, g_free);

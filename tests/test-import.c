@@ -284,6 +284,19 @@ test_import_window_edges (void **state)
   assert_non_null (m);
   assert_int_equal (m->window, 0);
   assert_int_equal (notes->len, 1);
+  /* Qwen2 windows the blocks from max_window_layers on. */
+  static const char qwen[] =
+    "{\"model_type\": \"qwen2\", \"num_hidden_layers\": 3, \"hidden_size\": 64,"
+    " \"num_attention_heads\": 4, \"intermediate_size\": 128, \"vocab_size\": 10,"
+    " \"max_position_embeddings\": 64, \"sliding_window\": 16,"
+    " \"use_sliding_window\": true, \"max_window_layers\": 1}";
+  g_autoptr(MpModel) q = mp_model_load_hf_data ("config.json", qwen, strlen (qwen), NULL,
+                                                NULL);
+  assert_non_null (q);
+  assert_int_equal (q->window, 16);
+  assert_int_equal (q->layers[1].window, 0);
+  assert_int_equal (q->layers[2].window, 16);
+  assert_int_equal (q->layers[3].window, 16);
 }
 
 static void
