@@ -212,7 +212,7 @@ void mp_model_state_bytes_per_param (const MpModel *model, double *weights, doub
 /* Zoo: names of the bundled models, sorted; caller owns the strv. */
 char **mp_model_zoo_list (void);
 
-/* attention (ir14): is block I windowed? Its window in keys, else 0. */
+/* attention (ir14): the window of block BLOCK (0-based) in keys, 0 when it is full. */
 guint64 mp_model_block_window (const MpModel *model, guint64 block);
 /* Is ACT a gated MLP (swiglu, geglu): fc1 computes gate and up, 2 ffn wide? */
 gboolean mp_activation_gated (MpActivation act);
