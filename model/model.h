@@ -163,7 +163,9 @@ struct _MpModel {
    * fwd_flops above hold and what a plan's `mfu` uses): every query against every key
    * it could see without the causal mask, i.e. min(s, window) keys. Causal: only the
    * (query, key) pairs the mask keeps, s (s + 1) / 2 per sequence, or with a window W < s
-   * W (W + 1) / 2 + (s - W) W; about half the full-square count for full attention. */
+   * W (W + 1) / 2 + (s - W) W; about half the full-square count for full attention.
+   * Megatron-LM's num_floating_point_operations (so Megatron-Bridge's published TFLOP/s)
+   * counts causally (tests/test-model.c checks two of its figures). */
   double train_flops_per_token_causal;
   /* Bytes one token adds to an inference KV cache, every block, at the activation dtype:
    * 2 kv_heads head_dim (K and V) per block, or with MLA the latent and the rotary key,

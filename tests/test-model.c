@@ -622,6 +622,21 @@ test_model_attn_zoo_published_sizes (void **state)
     }
 }
 
+/* The causal count is the convention of Megatron-LM's num_floating_point_operations: the
+ * TFLOP/s Megatron-Bridge publishes (bench/data/published-runs.yaml, source mb-2511, H100
+ * rows: Llama 3 8B 744 TFLOP/s at 14,451 tokens/s per GPU, Llama 3.1 405B 737 at 292, both
+ * at 8192 tokens) over its tokens/s are these models' causal training FLOPs per token,
+ * not the full-square ones (~12% and ~4% more). */
+static void
+test_model_causal_count_is_megatrons (void **state)
+{
+  g_autoptr(MpModel) small = load_ok ("llama3-8b");
+  g_autoptr(MpModel) big = load_ok ("llama3.1-405b");
+  mp_assert_close (small->train_flops_per_token_causal, 744e12 / 14451, 0.005);
+  mp_assert_close (big->train_flops_per_token_causal, 737e12 / 292, 0.005);
+  assert_true (small->train_flops_per_token > 1.1 * 744e12 / 14451);
+}
+
 /* head_dim independent of hidden / heads (Qwen3-32B: 5120 / 64 = 80, head_dim 128):
  * parameters, FLOPs and activations follow head_dim, not hidden / heads. */
 static void
@@ -896,6 +911,7 @@ main (void)
     cmocka_unit_test (test_model_describe_text_shows_params),
     cmocka_unit_test (test_model_describe_json_keys),
     cmocka_unit_test (test_model_attn_zoo_published_sizes),
+    cmocka_unit_test (test_model_causal_count_is_megatrons),
     cmocka_unit_test (test_model_head_dim_independent),
     cmocka_unit_test (test_model_window_flops_causal_count),
     cmocka_unit_test (test_model_mla_deepseek_v3_attention),
