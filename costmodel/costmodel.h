@@ -65,6 +65,8 @@ typedef struct {
   gboolean flash_attention;    /* fused attention: no score matrix in memory */
   gboolean fp32_grads;         /* gradients accumulated in fp32 (Megatron with bf16); else
                                 * at the model's state_bytes_per_param gradient size */
+  gboolean fp8;                /* Transformer Engine FP8 (hybrid: E4M3 forward, E5M2
+                                * gradients): the blocks' GEMMs at the FP8 rate (compute.c) */
   double bucket_bytes;         /* data-parallel gradient bucket; 0: 25 MiB (PyTorch DDP) */
   /* Model layers (model->layers, embedding and head included) per model chunk, pp * vpp
    * entries in chunk order; chunk c runs on pipeline rank c % pp. NULL: blocks spread
@@ -79,7 +81,8 @@ typedef struct {
 
 /* Sets every size to 1, 1F1B, flash attention on, default order, no chunk split. */
 void mp_parallel_config_init (MpParallelConfig *cfg);
-/* TRUE when CFG can run MODEL on CLUSTER: sizes >= 1, world fits, tp divides heads, kv
+/* TRUE when CFG can run MODEL on CLUSTER: sizes >= 1, world fits, fp8 only on devices with
+ * an FP8 rate, tp divides heads, kv
  * heads and ffn (mlp: every layer's outputs), cp divides the sequence, ep divides experts
  * and dp * cp, vpp needs the interleaved schedule (whose micro-batches pp divides, as
  * Megatron-LM requires), chunk_layers sums to the layer count with no empty chunk (so
@@ -101,7 +104,8 @@ gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 typedef enum {
   MP_DEVICE_CLASS_A100,        /* NVIDIA Ampere A100 */
   MP_DEVICE_CLASS_HOPPER,      /* NVIDIA H100 / H200 / GH200 */
-  MP_DEVICE_CLASS_BLACKWELL,   /* NVIDIA B200 / GB200 */
+  MP_DEVICE_CLASS_BLACKWELL,   /* NVIDIA B200 (HGX / DGX B200, 1,000 W) */
+  MP_DEVICE_CLASS_GB200,       /* NVIDIA GB200 / GB300 (the Blackwell GPU at up to 1,200 W) */
   MP_DEVICE_CLASS_GPU,         /* any other GPU: conservative A100-like curve */
   MP_DEVICE_CLASS_CPU,         /* one CPU core (the host backend) */
   MP_DEVICE_CLASS_N
@@ -308,6 +312,8 @@ typedef struct {
   double link_eff[MP_TIER_N];    /* curve's, or the profile's measured busbw / link rate */
   gboolean nvlink;               /* the node link is NVLink (NCCL's NVLINK latencies) */
   gboolean nvswitch;             /* ... through NVSwitches (NVLink SHARP possible) */
+  gboolean domain_nvlink;        /* the domain link is NVLink ... */
+  gboolean domain_nvswitch;      /* ... through NVLink switches (SHARP over the domain) */
 } MpCostDevice;
 
 /* The device of node group GROUP (0 for a homogeneous cluster). Borrowed. */
@@ -371,6 +377,10 @@ typedef struct {
   MpGroupSpan pp_ends;               /* first and last stage (tied embedding gradients) */
 } MpStageSpans;
 
+/* Does every tensor-parallel group (with TP) and every expert-parallel group (with EP)
+ * under CFG lie inside one NVLink domain (one node, on a cluster without domains)? */
+gboolean mp_cost_groups_in_domains (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                    gboolean tp, gboolean ep);
 /* Fills *OUT for STAGE (< cfg->pp). Cannot fail for a checked CFG. */
 void mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
                           MpStageSpans *out);
@@ -464,8 +474,9 @@ typedef enum {
   MP_ALGO_AUTO,           /* the fastest available, as NCCL's tuner picks */
   MP_ALGO_RING,
   MP_ALGO_TREE,           /* NCCL double binary tree (all-reduce only) */
-  MP_ALGO_HIERARCHICAL,   /* reduce-scatter in node, across nodes, all-gather in node */
-  MP_ALGO_NVLS,           /* NVLink SHARP (all-reduce inside an NVSwitch node) */
+  MP_ALGO_HIERARCHICAL,   /* reduce-scatter in domain, across domains, all-gather in
+                           * domain (a domain: a node, without a domain tier) */
+  MP_ALGO_NVLS,           /* NVLink SHARP (all-reduce inside an NVSwitch node or domain) */
   MP_ALGO_DIRECT,         /* all-to-all and send/recv: every peer at once */
   MP_ALGO_N
 } MpCollAlgo;
@@ -486,11 +497,15 @@ double mp_coll_time_from_busbw (MpCollKind kind, guint n, double size, double bu
  * Simple protocol (the others scale by NCCL's ratios). */
 typedef struct {
   guint n_ranks, n_nodes, ranks_per_node;
-  double bw_Bps[MP_TIER_N];     /* node: per-rank link; cluster: per-rank NIC share */
+  /* NVLink domains (0 = each node its own domain: n_nodes, ranks_per_node, 1). */
+  guint n_domains, ranks_per_domain, nodes_per_domain;
+  double bw_Bps[MP_TIER_N];     /* node, domain: per-rank link; cluster: per-rank NIC share */
   double alpha_s[MP_TIER_N];    /* per-step latency at each tier */
   gboolean nvlink;              /* node tier is NVLink (NCCL's NVLINK latency ratios) */
+  gboolean domain_nvlink;       /* ... and so is the domain tier (else NCCL's NET ones) */
   double base_scale;            /* 1: add NCCL's per-call base latency; 0: none */
-  double nvls_algbw_Bps;        /* NVLink SHARP all-reduce algbw (0: not available) */
+  double nvls_algbw_Bps;        /* NVLink SHARP all-reduce algbw inside one domain (node
+                                 * without domains); 0: not available */
   gboolean protocols;           /* LL available (NCCL); else Simple only */
   gboolean ll128;               /* LL128 too (NCCL enables it on NVLink systems only) */
 } MpAlphaBeta;

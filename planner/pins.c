@@ -133,6 +133,16 @@ mp_plan_pins_parse (const char *text, GError **error)
 }
 
 gboolean
+mp_plan_pins_has (const MpPlanPins *pins, const char *key)
+{
+  g_return_val_if_fail (key != NULL, FALSE);
+  for (int k = 0; pins != NULL && k < PIN_N; k++)
+    if (strcmp (pin_names[k], key) == 0)
+      return pins->set[k];
+  return FALSE;
+}
+
+gboolean
 mp_plan_pins_match (const MpPlanPins *pins, const MpParallelConfig *cfg)
 {
   if (pins == NULL)

@@ -96,6 +96,8 @@ typedef struct _MpPlanPins MpPlanPins;
 MpPlanPins *mp_plan_pins_parse (const char *text, GError **error);
 void mp_plan_pins_free (MpPlanPins *pins);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlanPins, mp_plan_pins_free)
+/* Does PINS (may be NULL) pin KEY (a JSON plan key)? */
+gboolean mp_plan_pins_has (const MpPlanPins *pins, const char *key);
 /* Does CFG honour every pin? (NULL pins: yes.) */
 gboolean mp_plan_pins_match (const MpPlanPins *pins, const MpParallelConfig *cfg);
 

@@ -124,6 +124,19 @@ visit (Search *s, const MpParallelConfig *cfg)
 
 /* ---- the loops, innermost first -------------------------------------------------------- */
 
+/* On a cluster with NVLink domains, a tensor- or expert-parallel group that leaves its
+ * domain would run its per-layer collectives over the network: such a config is visited
+ * only when the user pins that dimension (tp, ep). */
+static void
+visit_in_domains (Search *s, const MpParallelConfig *cfg)
+{
+  if (s->cluster->nodes_per_domain > 1
+      && !mp_cost_groups_in_domains (s->ctx, cfg, !mp_plan_pins_has (s->opts->pins, "tp"),
+                                     !mp_plan_pins_has (s->opts->pins, "ep")))
+    return;
+  visit (s, cfg);
+}
+
 /* Rank orders worth trying: Megatron's (tp, cp, dp, pp), and with both data and pipeline
  * parallelism while tp leaves room in a node, pipeline neighbours inside the node. */
 static void
@@ -134,12 +147,12 @@ loop_order (Search *s, MpParallelConfig *cfg)
   static const MpParallelDim pp_inner[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP,
                                                     MP_DIM_DP };
   memcpy (cfg->order, megatron, sizeof megatron);
-  visit (s, cfg);
+  visit_in_domains (s, cfg);
   guint per_node = s->cluster->groups[0].devices_per_node;
   if (cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < per_node)
     {
       memcpy (cfg->order, pp_inner, sizeof pp_inner);
-      visit (s, cfg);
+      visit_in_domains (s, cfg);
       memcpy (cfg->order, megatron, sizeof megatron);
     }
 }
