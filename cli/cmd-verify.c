@@ -50,7 +50,7 @@ same_config (const MpPlan *x, const MpPlan *y)
       || a->ep != b->ep || a->sequence_parallel != b->sequence_parallel || a->zero != b->zero
       || a->recompute != b->recompute || a->micro_batch_size != b->micro_batch_size
       || a->num_micro_batches != b->num_micro_batches || a->schedule != b->schedule
-      || a->flash_attention != b->flash_attention)
+      || a->flash_attention != b->flash_attention || a->fp8 != b->fp8)
     return FALSE;
   guint chunks = a->pp * a->vpp;
   return memcmp (x->chunk_layers, y->chunk_layers, chunks * sizeof (guint)) == 0;

@@ -11,12 +11,12 @@
 
 typedef enum {
   PIN_DP, PIN_TP, PIN_PP, PIN_VPP, PIN_CP, PIN_EP, PIN_SP, PIN_ZERO, PIN_RECOMPUTE,
-  PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_N
+  PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_FP8, PIN_N
 } PinKey;
 
 static const char *const pin_names[PIN_N + 1] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
-  "micro_batch_size", "num_micro_batches", "schedule", NULL
+  "micro_batch_size", "num_micro_batches", "schedule", "fp8", NULL
 };
 
 struct _MpPlanPins {
@@ -48,6 +48,7 @@ value_of (const MpParallelConfig *cfg, PinKey key)
     case PIN_MBS: return cfg->micro_batch_size;
     case PIN_NMB: return cfg->num_micro_batches;
     case PIN_SCHEDULE: return cfg->schedule;
+    case PIN_FP8: return cfg->fp8 ? 1 : 0;
     case PIN_N:
     default: return 0;
     }
@@ -73,7 +74,8 @@ parse_value (PinKey key, const char *value, guint *out)
       *out = sch;
       return TRUE;
     }
-  if (key == PIN_SP && (strcmp (value, "true") == 0 || strcmp (value, "false") == 0))
+  gboolean boolean = key == PIN_SP || key == PIN_FP8;
+  if (boolean && (strcmp (value, "true") == 0 || strcmp (value, "false") == 0))
     {
       *out = strcmp (value, "true") == 0;
       return TRUE;
@@ -85,8 +87,8 @@ parse_value (PinKey key, const char *value, guint *out)
   guint64 v = g_ascii_strtoull (value, &end, 10);
   if (*end != '\0' || errno == ERANGE || v > G_MAXUINT32)
     return FALSE;
-  gboolean zero_ok = key == PIN_ZERO || key == PIN_SP;
-  if ((v == 0 && !zero_ok) || (key == PIN_ZERO && v > 3) || (key == PIN_SP && v > 1))
+  gboolean zero_ok = key == PIN_ZERO || boolean;
+  if ((v == 0 && !zero_ok) || (key == PIN_ZERO && v > 3) || (boolean && v > 1))
     return FALSE;
   *out = (guint) v;
   return TRUE;
@@ -133,12 +135,16 @@ mp_plan_pins_parse (const char *text, GError **error)
 }
 
 gboolean
-mp_plan_pins_has (const MpPlanPins *pins, const char *key)
+mp_plan_pins_get (const MpPlanPins *pins, const char *key, guint *value)
 {
   g_return_val_if_fail (key != NULL, FALSE);
   for (int k = 0; pins != NULL && k < PIN_N; k++)
-    if (strcmp (pin_names[k], key) == 0)
-      return pins->set[k];
+    if (strcmp (pin_names[k], key) == 0 && pins->set[k])
+      {
+        if (value)
+          *value = pins->value[k];
+        return TRUE;
+      }
   return FALSE;
 }
 

@@ -89,6 +89,8 @@ json_config (JsonBuilder *b, const MpPlan *plan)
   mp_json_add_int (b, "micro_batch_size", c->micro_batch_size);
   mp_json_add_int (b, "num_micro_batches", c->num_micro_batches);
   mp_json_add_string (b, "schedule", mp_plan_schedule_name (c->schedule));
+  if (c->fp8)       /* only when on: plans without it read as before */
+    mp_json_add_bool (b, "fp8", TRUE);
 }
 
 static void
@@ -369,6 +371,8 @@ write_parallel (GString *out, const MpParallelConfig *c)
                           mp_plan_schedule_name (c->schedule),
                           c->flash_attention ? "true" : "false",
                           c->fp32_grads ? "true" : "false");
+  if (c->fp8)
+    g_string_append (out, "  fp8: true\n");
   if (c->bucket_bytes > 0)
     {
       g_string_append (out, "  bucket_bytes: ");

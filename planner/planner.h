@@ -96,8 +96,9 @@ typedef struct _MpPlanPins MpPlanPins;
 MpPlanPins *mp_plan_pins_parse (const char *text, GError **error);
 void mp_plan_pins_free (MpPlanPins *pins);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlanPins, mp_plan_pins_free)
-/* Does PINS (may be NULL) pin KEY (a JSON plan key)? */
-gboolean mp_plan_pins_has (const MpPlanPins *pins, const char *key);
+/* Does PINS (may be NULL) pin KEY (a JSON plan key)? Its value as stored into *VALUE (may
+ * be NULL): sizes as numbers, booleans 0/1, enums as their MpRecompute/MpSchedule. */
+gboolean mp_plan_pins_get (const MpPlanPins *pins, const char *key, guint *value);
 /* Does CFG honour every pin? (NULL pins: yes.) */
 gboolean mp_plan_pins_match (const MpPlanPins *pins, const MpParallelConfig *cfg);
 

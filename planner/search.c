@@ -117,7 +117,9 @@ visit (Search *s, const MpParallelConfig *cfg)
       pl_keep_top (s->res->plans, s->top_k, plan);
       return;
     }
-  pl_keep_best (&st->free_best, plan);
+  /* The best plan without the pins is one the search would make without them: bf16. */
+  if (!cfg->fp8)
+    pl_keep_best (&st->free_best, plan);
   if (mp_plan_pins_match (s->opts->pins, cfg))
     pl_keep_top (s->res->plans, s->top_k, plan);
 }
@@ -131,8 +133,9 @@ static void
 visit_in_domains (Search *s, const MpParallelConfig *cfg)
 {
   if (s->cluster->nodes_per_domain > 1
-      && !mp_cost_groups_in_domains (s->ctx, cfg, !mp_plan_pins_has (s->opts->pins, "tp"),
-                                     !mp_plan_pins_has (s->opts->pins, "ep")))
+      && !mp_cost_groups_in_domains (s->ctx, cfg,
+                                     !mp_plan_pins_get (s->opts->pins, "tp", NULL),
+                                     !mp_plan_pins_get (s->opts->pins, "ep", NULL)))
     return;
   visit (s, cfg);
 }
@@ -352,7 +355,15 @@ run (Search *s)
   mp_parallel_config_init (&cfg);
   cfg.bucket_bytes = s->opts->bucket_bytes;
   s->index = 0;
-  loop_tp (s, &cfg);
+  /* FP8 changes the numerics, so the search tries it only when the user pins it
+   * (--fix fp8=true), and then bf16 too for the best plan without the pins. */
+  guint fp8 = 0;
+  gboolean with_fp8 = mp_plan_pins_get (s->opts->pins, "fp8", &fp8) && fp8;
+  for (guint f = 0; f <= (with_fp8 ? 1u : 0u); f++)
+    {
+      cfg.fp8 = f;
+      loop_tp (s, &cfg);
+    }
 }
 
 /* ---- the entry point ------------------------------------------------------------------ */
@@ -392,6 +403,16 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
       g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "the global batch must be at least 1");
       return NULL;
     }
+  guint fp8 = 0;
+  for (guint g = 0; mp_plan_pins_get (opts->pins, "fp8", &fp8) && fp8
+                    && g < s.cluster->n_groups; g++)
+    if (s.cluster->groups[g].device.peak_flops[MP_DTYPE_FP8] <= 0)
+      {
+        g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "--fix fp8=true: device '%s' of %s "
+                     "has no FP8 rate (its peak lists no fp8)",
+                     s.cluster->groups[g].device.name, s.cluster->name);
+        return NULL;
+      }
   gint64 start = g_get_monotonic_time ();
   if (opts->progress)
     {
