@@ -163,17 +163,20 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
  * where the GEMM needs it, its transpose); the scaling factors are updated from the amax
  * history once per step, one fused kernel. Hopper's FP8 tensor cores take only the TN
  * layout, so TE keeps transposed copies there (transformer_engine.pytorch.utils,
- * is_non_tn_fp8_gemm_supported: compute capability 10.0 and later take any layout).
- * Costed here: the GEMMs at the FP8 rate with the device's GEMM curve (no published
- * sustained FP8 measurement differs from the bf16 fraction of peak; a profile's fp8
- * table replaces it), a cast kernel for the input (forward) and the output gradient
- * (backward) of every FP8 GEMM, counted unfused (TE fuses some into the norm or the
- * activation before them: an upper bound of their traffic), the weights' casts once per
- * step with the optimizer (TE casts at the first micro-batch and caches: is_first_
- * microbatch), and the FP8 weight copies in memory (memory.c). Not costed: the per-step
- * amax all-reduce over the amax reduction group (a few bytes per tensor: latency only),
- * and FP8 activations saved for backward in place of bf16 ones (kept at bf16, which
- * overstates memory). */
+ * is_non_tn_fp8_gemm_supported: compute capabilities 10.x-11.x, B200 and GB200, and 13.x
+ * take any layout). Costed here: the GEMMs at the FP8 rate with the device's GEMM curve,
+ * the bf16 anchor's fraction of the FP8 peak (a profile's fp8 table replaces it).
+ * Measured: tilelang's FP8 GEMM benchmark on H800 SXM, whose FP8 peak is H100 SXM's 1979
+ * TFLOP/s dense, reaches 1461-1541 TFLOP/s at 8192 x 8192 x K, K = 8192-16384
+ * (benchmark/matmul_fp8/README.md, xwhzz/tilelang), 0.74-0.78 of peak against Hopper's
+ * bf16 anchor 0.79. Also costed: a cast kernel for the input (forward) and the output
+ * gradient (backward) of every FP8 GEMM, counted unfused (TE fuses some into the norm or
+ * the activation before them: an upper bound of their traffic), the weights' casts once
+ * per step with the optimizer (TE casts at the first micro-batch and caches:
+ * is_first_microbatch), and the FP8 weight copies in memory (memory.c). Not costed: the
+ * per-step scale update (one kernel) and amax all-reduce over the amax reduction group (a
+ * few bytes per tensor: latency only), and FP8 activations saved for backward in place of
+ * bf16 ones (kept at bf16, which overstates memory). */
 
 gboolean
 cm_fp8_op (const MpLayer *layer, const MpOp *op)

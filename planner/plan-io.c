@@ -299,9 +299,9 @@ model_reference (const MpModel *model, const char *plan_dir)
   return path_reference (model->source, plan_dir);
 }
 
-/* The cluster's zoo name or path, with its node count as a ":N" suffix whenever the
- * loader accepts one (a cluster without node groups), so that the plan reloads onto the
- * same number of devices whatever the file's default. */
+/* The cluster's zoo name or path, with its node (domain) count as a ":N" suffix whenever
+ * the loader accepts one (a cluster without node groups), so that the plan reloads onto
+ * the same number of devices whatever the file's default. */
 static char *
 cluster_reference (const MpCluster *cluster, const char *plan_dir)
 {
@@ -312,7 +312,12 @@ cluster_reference (const MpCluster *cluster, const char *plan_dir)
     base = path_reference (cluster->source, plan_dir);
   if (cluster->n_groups != 1)
     return g_steal_pointer (&base);
-  return g_strdup_printf ("%s:%u", base, cluster->nodes);
+  /* With NVLink domains the suffix counts domains; a short last domain has no suffix, and
+   * only a file can hold it (the file's own node count is then what reloads). */
+  guint npd = MAX (cluster->nodes_per_domain, 1u);
+  if (npd > 1 && cluster->nodes % npd != 0)
+    return g_steal_pointer (&base);
+  return g_strdup_printf ("%s:%u", base, cluster->nodes / npd);
 }
 
 /* The folder a plan written to PLAN_PATH lives in, absolute and canonical; NULL when it

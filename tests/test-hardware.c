@@ -348,6 +348,26 @@ test_domain_planner (void **state)
   assert_false (mp_cost_groups_in_domains (ctx, &best->cfg, TRUE, FALSE));
 }
 
+/* A plan file names a domain cluster by its domains, so that it reloads as planned; one
+ * whose last domain is short by its file alone. */
+static void
+test_domain_plan_file (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("llama3-8b");
+  const char *const names[] = { "gb200-nvl72:2", GB200_256 };
+  const char *const want[] = { "cluster: gb200-nvl72:2\n", "cluster-gb200-256.yaml\n" };
+  for (guint i = 0; i < 2; i++)
+    {
+      g_autoptr(MpCluster) c = cluster_ok (names[i]);
+      g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+      g_autoptr(MpSearchResult) res = search (ctx, "tp=4,pp=1,zero=1", 1);
+      g_autofree char *yaml = mp_plan_to_yaml (g_ptr_array_index (res->plans, 0), m, c, NULL);
+      if (strstr (yaml, want[i]) == NULL)
+        fail_msg ("plan file lacks '%s':\n%s", want[i], yaml);
+    }
+}
+
 /* ---- device classes ------------------------------------------------------------------ */
 
 /* B200 and GB200 are classes of their own; both are credited with the one published
@@ -542,6 +562,7 @@ main (void)
     cmocka_unit_test (test_domain_profile),
     cmocka_unit_test (test_domain_groups_check),
     cmocka_unit_test (test_domain_planner),
+    cmocka_unit_test (test_domain_plan_file),
     cmocka_unit_test (test_blackwell_classes),
     cmocka_unit_test (test_fp8_gemm_rate),
     cmocka_unit_test (test_fp8_memory_copies),
