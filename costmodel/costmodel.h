@@ -190,7 +190,8 @@ gboolean mp_cost_profile_set_gemm (MpCostProfile *profile, MpDtype dtype, const 
 /* Sets the achieved copy bandwidth (bytes read + written per second). */
 void mp_cost_profile_set_mem_bw (MpCostProfile *profile, double bytes_per_s);
 /* Sets a nccl-tests table of KIND inside TIER (TIER_NODE: a group within one node;
- * TIER_CLUSTER: one rank per node) measured on N_RANKS ranks: SIZES[COUNT] strictly
+ * TIER_DOMAIN: one rank per node of one NVLink domain; TIER_CLUSTER: one rank per domain,
+ * i.e. per node without domains) measured on N_RANKS ranks: SIZES[COUNT] strictly
  * increasing (nccl-tests "size"), BUSBW_BPS[COUNT] positive. Copied. FALSE with
  * MP_ERROR_INPUT otherwise. */
 gboolean mp_cost_profile_set_coll (MpCostProfile *profile, MpCollKind kind, MpTier tier,
