@@ -361,7 +361,10 @@ test_domain_plan_file (void **state)
     {
       g_autoptr(MpCluster) c = cluster_ok (names[i]);
       g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
-      g_autoptr(MpSearchResult) res = search (ctx, "tp=4,pp=1,zero=1", 1);
+      g_autoptr(MpPlanPins) pins = mp_plan_pins_parse ("tp=4,pp=1,zero=1", NULL);
+      MpSearchOptions opts = { .top_k = 1, .pins = pins, .global_batch = c->world_size / 4 * 8 };
+      g_autoptr(MpSearchResult) res = mp_planner_search (ctx, &opts, NULL);
+      assert_non_null (res);
       g_autofree char *yaml = mp_plan_to_yaml (g_ptr_array_index (res->plans, 0), m, c, NULL);
       if (strstr (yaml, want[i]) == NULL)
         fail_msg ("plan file lacks '%s':\n%s", want[i], yaml);
