@@ -303,11 +303,11 @@ cluster_reference (const MpCluster *cluster, const char *plan_dir)
     base = path_reference (cluster->source, plan_dir);
   if (cluster->n_groups != 1)
     return g_steal_pointer (&base);
-  /* With NVLink domains the suffix counts domains; a short last domain has no suffix, and
-   * only a file can hold it (the file's own node count is then what reloads). */
+  /* With NVLink domains the suffix counts domains; a short last domain needs the device
+   * count (":Ng"). */
   guint npd = MAX (cluster->nodes_per_domain, 1u);
   if (npd > 1 && cluster->nodes % npd != 0)
-    return g_steal_pointer (&base);
+    return g_strdup_printf ("%s:%ug", base, cluster->world_size);
   return g_strdup_printf ("%s:%u", base, cluster->nodes / npd);
 }
 

@@ -100,6 +100,17 @@ test_domain_zoo (void **state)
   assert_int_equal (one->world_size, 72);
   assert_int_equal (one->groups[0].devices_per_node, 4);
   assert_int_equal (one->domains, 1);
+  g_autoptr(MpCluster) job = cluster_ok ("gb200-nvl72:256g");
+  assert_int_equal (job->world_size, 256);
+  assert_int_equal (job->nodes, 64);
+  assert_int_equal (job->domains, 4);
+  g_autoptr(MpCluster) h100 = cluster_ok ("dgx-h100:64g");
+  assert_int_equal (h100->nodes, 8);
+  g_autoptr(GError) error = NULL;
+  assert_null (mp_cluster_load ("gb200-nvl72:6g", &error));
+  assert_non_null (strstr (error->message, "not a whole number of nodes of 4 devices"));
+  g_clear_error (&error);
+  assert_null (mp_cluster_load ("gb200-nvl72:g", &error));
   g_autoptr(MpCluster) four = cluster_ok ("gb200-nvl72:4");
   assert_int_equal (four->world_size, 288);
   assert_int_equal (four->nodes, 72);
@@ -115,9 +126,9 @@ test_domain_zoo (void **state)
   mp_assert_close (four->groups[0].device.peak_flops[MP_DTYPE_BF16], 2.5e15, 1e-12);
   mp_assert_close (four->groups[0].device.mem_bw_Bps, 8e12, 1e-12);
   /* Without domains every node is its own: the cluster tier starts at the node. */
-  g_autoptr(MpCluster) h100 = cluster_ok ("dgx-h100:2");
+  g_autoptr(MpCluster) two = cluster_ok ("dgx-h100:2");
   MpGroupSpan s;
-  span_of (h100, 0, 2, 8, &s);
+  span_of (two, 0, 2, 8, &s);
   assert_int_equal (s.n_domains, 2);
   assert_int_equal (s.widest, MP_TIER_CLUSTER);
   g_autofree char *text = mp_cluster_describe_text (four);
@@ -349,14 +360,14 @@ test_domain_planner (void **state)
 }
 
 /* A plan file names a domain cluster by its domains, so that it reloads as planned; one
- * whose last domain is short by its file alone. */
+ * whose last domain is short by its devices. */
 static void
 test_domain_plan_file (void **state)
 {
   (void) state;
   g_autoptr(MpModel) m = model_ok ("llama3-8b");
-  const char *const names[] = { "gb200-nvl72:2", GB200_256 };
-  const char *const want[] = { "cluster: gb200-nvl72:2\n", "cluster-gb200-256.yaml\n" };
+  const char *const names[] = { "gb200-nvl72:2", "gb200-nvl72:256g" };
+  const char *const want[] = { "cluster: gb200-nvl72:2\n", "cluster: gb200-nvl72:256g\n" };
   for (guint i = 0; i < 2; i++)
     {
       g_autoptr(MpCluster) c = cluster_ok (names[i]);

@@ -32,6 +32,7 @@ typedef struct {
   MpYamlReader r;
   MpCluster *c;
   guint override_nodes;      /* from a ":N" suffix; 0 = none */
+  guint override_devices;    /* from a ":Ng" suffix (devices); 0 = none */
   const MpYamlNode *domain_key;  /* nodes_per_domain or devices_per_domain, if given */
 } Loader;
 
@@ -173,9 +174,9 @@ read_groups (Loader *l, const MpYamlNode *seq)
                        "devices_per_node, device}");
       return;
     }
-  if (l->override_nodes > 0)
-    mp_yaml_problem (&l->r, seq, "a node-count suffix (':%u') needs a cluster without "
-                     "'groups'", l->override_nodes);
+  if (l->override_nodes > 0 || l->override_devices > 0)
+    mp_yaml_problem (&l->r, seq, "a size suffix (':%u%s') needs a cluster without 'groups'",
+                     l->override_nodes + l->override_devices, l->override_devices ? "g" : "");
   MpCluster *c = l->c;
   c->n_groups = seq->items->len;
   c->groups = g_new0 (MpNodeGroup, c->n_groups);
@@ -315,12 +316,25 @@ read_domain (Loader *l, const MpYamlNode *root)
   c->nodes_per_domain = (guint) (n / dpn);
 }
 
-/* A ":N" suffix on a cluster with domains counts domains (racks): N x nodes_per_domain
- * nodes. FALSE (with a problem) when that is too many. */
+/* A ":Ng" suffix sets the devices: a whole number of nodes. A ":N" suffix on a cluster
+ * with domains counts domains (racks): N x nodes_per_domain nodes. FALSE (with a
+ * problem) when the size does not fit. */
 static gboolean
 apply_domain_suffix (Loader *l, const MpYamlNode *where)
 {
   MpCluster *c = l->c;
+  if (l->override_devices > 0 && c->n_groups == 1)
+    {
+      guint dpn = c->groups[0].devices_per_node;
+      if (dpn == 0 || l->override_devices % dpn != 0)
+        {
+          mp_yaml_problem (&l->r, where, "':%ug' devices are not a whole number of nodes of "
+                           "%u devices", l->override_devices, dpn);
+          return FALSE;
+        }
+      c->groups[0].nodes = l->override_devices / dpn;
+      return TRUE;
+    }
   if (l->override_nodes == 0 || c->nodes_per_domain < 2 || c->n_groups != 1)
     return TRUE;
   guint64 nodes = (guint64) l->override_nodes * c->nodes_per_domain;
@@ -380,6 +394,14 @@ count_world (Loader *l, const MpYamlNode *where)
   return TRUE;
 }
 
+/* Where a node count came from, for a message. */
+static const char *
+suffix_note (const Loader *l)
+{
+  return l->override_devices > 0 ? " (from the ':Ng' suffix)"
+         : l->override_nodes > 0 ? " (from the ':N' suffix)" : "";
+}
+
 /* Tiers the shape needs: node for several devices on a node, cluster for several nodes. */
 static void
 check_tiers (Loader *l, const MpYamlNode *links)
@@ -396,11 +418,11 @@ check_tiers (Loader *l, const MpYamlNode *links)
       if (c->nodes_per_domain > 1)
         mp_yaml_problem (&l->r, links, "%u domains%s need a link of tier 'cluster' (between "
                          "domains)", c->domains,
-                         l->override_nodes > 0 ? " (from the ':N' suffix)" : "");
+                         suffix_note (l));
       else
         mp_yaml_problem (&l->r, links, "%u nodes%s need a link of tier 'cluster' (between "
                          "nodes)", c->nodes,
-                         l->override_nodes > 0 ? " (from the ':N' suffix)" : "");
+                         suffix_note (l));
     }
   check_domain_tier (l, links);
   /* Default: one NIC per device on the widest node, which no group then shares. */
@@ -491,11 +513,12 @@ read_cluster (Loader *l)
 
 /* Reads DOC into a new cluster (caller owns), or NULL with every problem in ERROR. */
 static MpCluster *
-cluster_from_doc (const MpYamlDoc *doc, guint override_nodes, GError **error)
+cluster_from_doc (const MpYamlDoc *doc, guint override_nodes, guint override_devices,
+                  GError **error)
 {
   g_autoptr(MpCluster) c = g_new0 (MpCluster, 1);
   c->source = g_strdup (doc->path);
-  Loader l = { .c = c, .override_nodes = override_nodes };
+  Loader l = { .c = c, .override_nodes = override_nodes, .override_devices = override_devices };
   mp_yaml_reader_init (&l.r, doc);
   read_cluster (&l);
   gboolean ok = mp_yaml_reader_finish (&l.r, error);
@@ -508,45 +531,51 @@ mp_cluster_load_data (const char *name, const char *data, gsize len, GError **er
 {
   g_return_val_if_fail (name != NULL, NULL);
   g_autoptr(MpYamlDoc) doc = mp_yaml_load_data (name, data, len, error);
-  return doc ? cluster_from_doc (doc, 0, error) : NULL;
+  return doc ? cluster_from_doc (doc, 0, 0, error) : NULL;
 }
 
 static MpCluster *
-load_path (const char *path, guint override_nodes, GError **error)
+load_path (const char *path, guint override_nodes, guint override_devices, GError **error)
 {
   g_autoptr(MpYamlDoc) doc = mp_yaml_load (path, error);
-  return doc ? cluster_from_doc (doc, override_nodes, error) : NULL;
+  return doc ? cluster_from_doc (doc, override_nodes, override_devices, error) : NULL;
 }
 
 MpCluster *
 mp_cluster_load_file (const char *path, GError **error)
 {
   g_return_val_if_fail (path != NULL, NULL);
-  return load_path (path, 0, error);
+  return load_path (path, 0, 0, error);
 }
 
-/* Splits "BASE:N" into BASE (caller owns) and N; no suffix leaves *NODES 0. */
+/* Splits "BASE:N" into BASE (caller owns) and N nodes, or "BASE:Ng" into N devices; no
+ * suffix leaves both 0. */
 static char *
-split_suffix (const char *arg, guint *nodes, GError **error)
+split_suffix (const char *arg, guint *nodes, guint *devices, GError **error)
 {
-  *nodes = 0;
+  *nodes = *devices = 0;
   const char *colon = strrchr (arg, ':');
   if (colon == NULL)
     return g_strdup (arg);
   const char *s = colon + 1;
-  guint64 n = 0;
-  gboolean digits = *s != '\0' && strlen (s) <= 9;
-  for (const char *p = s; digits && *p; p++)
-    digits = g_ascii_isdigit (*p);
+  gsize len = strlen (s);
+  gboolean by_devices = len > 1 && s[len - 1] == 'g';
+  len -= by_devices ? 1 : 0;
+  guint64 n = 0, max = by_devices ? G_MAXUINT : MP_CLUSTER_MAX_NODES;
+  gboolean digits = len > 0 && len <= 10;
+  for (gsize i = 0; digits && i < len; i++)
+    digits = g_ascii_isdigit (s[i]);
   if (digits)
     n = g_ascii_strtoull (s, NULL, 10);
-  if (!digits || n < 1 || n > MP_CLUSTER_MAX_NODES)
+  if (!digits || n < 1 || n > max)
     {
       g_set_error (error, MP_ERROR, MP_ERROR_USAGE, "'%s': the part after ':' must be a "
-                   "node count from 1 to %u (e.g. dgx-a100-80g:16)", arg, MP_CLUSTER_MAX_NODES);
+                   "node count from 1 to %u (e.g. dgx-a100-80g:16), a domain count on a "
+                   "cluster with domains (gb200-nvl72:4), or a device count with 'g' "
+                   "(gb200-nvl72:256g)", arg, MP_CLUSTER_MAX_NODES);
       return NULL;
     }
-  *nodes = (guint) n;
+  *(by_devices ? devices : nodes) = (guint) n;
   return g_strndup (arg, colon - arg);
 }
 
@@ -587,20 +616,20 @@ mp_cluster_load (const char *name_or_path, GError **error)
 {
   g_return_val_if_fail (name_or_path != NULL, NULL);
   if (is_file_arg (name_or_path))
-    return load_path (name_or_path, 0, error);
-  guint nodes = 0;
-  g_autofree char *base = split_suffix (name_or_path, &nodes, error);
+    return load_path (name_or_path, 0, 0, error);
+  guint nodes = 0, devices = 0;
+  g_autofree char *base = split_suffix (name_or_path, &nodes, &devices, error);
   if (base == NULL)
     return NULL;
   if (is_file_arg (base))
-    return load_path (base, nodes, error);
+    return load_path (base, nodes, devices, error);
   g_autofree char *path = mp_zoo_find ("clusters", base);
   if (path == NULL)
     {
       set_not_found (base, error);
       return NULL;
     }
-  return load_path (path, nodes, error);
+  return load_path (path, nodes, devices, error);
 }
 
 gboolean

@@ -89,8 +89,10 @@ struct _MpCluster {
 /* Loads NAME_OR_PATH: a file path, or a zoo name, either with an optional ":N" suffix
  * that sets the number of nodes to N for every cluster ("dgx-a100-80g:16" = 16 DGX
  * nodes, "host:1" = this machine), or of domains for a cluster with a domain tier
- * ("gb200-nvl72:4" = 4 racks of 18 trays); N > 1 needs a cluster tier and a cluster
- * without `groups`. Caller owns; NULL with an MP_ERROR_INPUT error listing every problem as
+ * ("gb200-nvl72:4" = 4 racks of 18 trays); ":Ng" sets the devices instead, a whole number
+ * of nodes ("gb200-nvl72:256g" = 64 trays, the last rack short). More than one node needs
+ * a cluster tier (more than one domain, with domains); a suffix needs a cluster without
+ * `groups`. Caller owns; NULL with an MP_ERROR_INPUT error listing every problem as
  * FILE:LINE:COLUMN: message (MP_ERROR_IO for a file that cannot be read). */
 MpCluster *mp_cluster_load (const char *name_or_path, GError **error);
 MpCluster *mp_cluster_load_file (const char *path, GError **error);
