@@ -417,12 +417,10 @@ check_tiers (Loader *l, const MpYamlNode *links)
     {
       if (c->nodes_per_domain > 1)
         mp_yaml_problem (&l->r, links, "%u domains%s need a link of tier 'cluster' (between "
-                         "domains)", c->domains,
-                         suffix_note (l));
+                         "domains)", c->domains, suffix_note (l));
       else
         mp_yaml_problem (&l->r, links, "%u nodes%s need a link of tier 'cluster' (between "
-                         "nodes)", c->nodes,
-                         suffix_note (l));
+                         "nodes)", c->nodes, suffix_note (l));
     }
   check_domain_tier (l, links);
   /* Default: one NIC per device on the widest node, which no group then shares. */
