@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "tests/test-util.h"
+#include "tests/test-load.h"
 #include "costmodel/costmodel.h"
 #include "planner/planner.h"
 #include "common/error.h"
@@ -19,26 +20,6 @@
 
 #define DATA(name) MPPLAN_SRCDIR "/tests/data/" name
 #define GB200_256 DATA ("cluster-gb200-256.yaml")
-
-static MpCluster *
-cluster_ok (const char *name)
-{
-  g_autoptr(GError) error = NULL;
-  MpCluster *c = mp_cluster_load (name, &error);
-  if (c == NULL)
-    fail_msg ("%s: %s", name, error->message);
-  return c;
-}
-
-static MpModel *
-model_ok (const char *name)
-{
-  g_autoptr(GError) error = NULL;
-  MpModel *m = mp_model_load (name, &error);
-  if (m == NULL)
-    fail_msg ("%s: %s", name, error->message);
-  return m;
-}
 
 /* The span of N ranks FIRST, FIRST + STRIDE, ... (rank r on device r). */
 static void
