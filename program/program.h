@@ -65,8 +65,7 @@ typedef struct {
   gboolean fp32_grads;         /* gradients accumulated in fp32 (Megatron with bf16); else
                                 * at the model's state_bytes_per_param gradient size */
   gboolean fp8;                /* Transformer Engine FP8 (hybrid: E4M3 forward, E5M2
-                                * gradients): the blocks' GEMMs at the FP8 rate
-                                * (costmodel/compute.c) */
+                                * gradients) for the blocks' GEMMs; bf16 elsewhere */
   double bucket_bytes;         /* data-parallel gradient bucket; 0: 25 MiB (PyTorch DDP) */
   /* Model layers (model->layers, embedding and head included) per model chunk, pp * vpp
    * entries in chunk order; chunk c runs on pipeline rank c % pp. NULL: blocks spread
