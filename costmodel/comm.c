@@ -10,7 +10,10 @@
  * latency comes from the cluster file (the link's small-message latency), taken as
  * Simple's ring step; NCCL's tables give the ratios of the other combinations to it.
  * The link efficiency (curves.c) scales Simple's bandwidth, since nccl-tests measured it.
- * Units: bytes, seconds, bytes/s. */
+ * Three tiers: node, NVLink domain, cluster. NCCL treats a multi-node NVLink domain as one
+ * node (its MNNVL support: rings and trees cross the network only between domains), so
+ * NCCL's "nodes" are our domains; without a domain tier every node is its own domain and
+ * the forms reduce to the two-tier ones. Units: bytes, seconds, bytes/s. */
 #define G_LOG_DOMAIN "mpplan-costmodel"
 #include "config.h"
 #include "costmodel/costmodel-private.h"
@@ -96,23 +99,43 @@ mp_coll_base_latency (MpCollAlgo algo, MpCollProto proto)
 static double
 step_latency (const MpAlphaBeta *ab, MpTier tier, int table, MpCollProto proto)
 {
-  int hw = tier == MP_TIER_CLUSTER ? HW_NET : ab->nvlink ? HW_NVLINK : HW_PCI;
+  int hw = tier == MP_TIER_CLUSTER ? HW_NET
+           : tier == MP_TIER_DOMAIN ? (ab->domain_nvlink ? HW_NVLINK : HW_NET)
+           : ab->nvlink ? HW_NVLINK : HW_PCI;
   return ab->alpha_s[tier] * step_us[hw][table][proto] / step_us[hw][T_RING][MP_PROTO_SIMPLE];
+}
+
+/* AB with its domain counts filled: where it leaves them 0, each node is a domain. */
+static void
+with_domains (const MpAlphaBeta *ab, MpAlphaBeta *out)
+{
+  *out = *ab;
+  if (out->n_domains == 0)
+    {
+      out->n_domains = ab->n_nodes;
+      out->ranks_per_domain = ab->ranks_per_node;
+      out->nodes_per_domain = 1;
+    }
+  out->ranks_per_domain = out->ranks_per_domain ? out->ranks_per_domain : ab->ranks_per_node;
+  out->nodes_per_domain = MAX (out->nodes_per_domain, 1u);
 }
 
 /* ---- closed forms -------------------------------------------------------------------- */
 
-/* Ring bus bandwidth for Simple: every rank's link inside a node, and at the node boundary
- * the NIC shares of the node's ranks in the group pooled (NCCL spreads its channels over
- * all of a node's NICs, so a ring crossing nodes gets them all). */
+/* Ring bus bandwidth for Simple: every rank's link inside a node and across the nodes of
+ * a domain, and at the domain boundary the NIC shares of the domain's ranks in the group
+ * pooled (NCCL spreads its channels over all the NICs, so a ring crossing domains gets
+ * them all). */
 static double
 ring_bw (const MpAlphaBeta *ab)
 {
   double bw = G_MAXDOUBLE;
   if (ab->ranks_per_node > 1)
     bw = MIN (bw, ab->bw_Bps[MP_TIER_NODE]);
-  if (ab->n_nodes > 1)
-    bw = MIN (bw, ab->ranks_per_node * ab->bw_Bps[MP_TIER_CLUSTER]);
+  if (ab->n_nodes > ab->n_domains)
+    bw = MIN (bw, ab->bw_Bps[MP_TIER_DOMAIN]);
+  if (ab->n_domains > 1)
+    bw = MIN (bw, ab->ranks_per_domain * ab->bw_Bps[MP_TIER_CLUSTER]);
   return bw;
 }
 
@@ -125,87 +148,97 @@ ring_proto_factor (MpCollKind kind, MpCollProto proto, const MpAlphaBeta *ab)
   switch (proto)
     {
     case MP_PROTO_LL:
-      return (ab->n_nodes > 1 || kind == MP_COLL_ALL_REDUCE) ? 1.0 / 4 : 1.0 / 3;
+      return (ab->n_domains > 1 || kind == MP_COLL_ALL_REDUCE) ? 1.0 / 4 : 1.0 / 3;
     case MP_PROTO_LL128:
-      return ab->ranks_per_node < 2 ? 0.7 : 0.92;
+      return ab->ranks_per_domain < 2 ? 0.7 : 0.92;
     case MP_PROTO_SIMPLE:
     default:
       return 1;
     }
 }
 
-/* Ring: (steps - inter) intra-node steps and inter node-crossing ones (NCCL's count: 2
- * per node for all-reduce, one per node boundary otherwise), then the bus bytes. */
+/* Boundary steps of a ring over N units (nodes or domains): NCCL's count, 2 per unit for
+ * all-reduce, one per boundary otherwise. */
+static double
+boundary_steps (MpCollKind kind, double units)
+{
+  if (kind == MP_COLL_ALL_REDUCE)
+    return units > 1 ? 2 * units : 0;
+  return units - 1;
+}
+
+/* Ring: intra-node steps, node-crossing ones inside a domain and domain-crossing ones (the
+ * boundary counts above), then the bus bytes. */
 static double
 ring_time (MpCollKind kind, MpCollProto proto, double size, const MpAlphaBeta *ab)
 {
-  double n = ab->n_ranks, nodes = ab->n_nodes;
-  double steps, inter;
-  if (kind == MP_COLL_ALL_REDUCE)
-    {
-      steps = 2 * (n - 1);
-      inter = nodes > 1 ? 2 * nodes : 0;
-    }
-  else
-    {
-      steps = n - 1;
-      inter = nodes - 1;
-    }
-  inter = MIN (inter, steps);
+  double n = ab->n_ranks;
+  double steps = kind == MP_COLL_ALL_REDUCE ? 2 * (n - 1) : n - 1;
+  double inter = MIN (boundary_steps (kind, ab->n_domains), steps);
+  double crossing = MIN (MAX (boundary_steps (kind, ab->n_nodes), inter), steps);
   double lat = ab->base_scale * base_us[T_RING][proto] * 1e-6
-               + (steps - inter) * step_latency (ab, MP_TIER_NODE, T_RING, proto)
-               + inter * step_latency (ab, MP_TIER_CLUSTER, T_RING, proto);
+               + (steps - crossing) * step_latency (ab, MP_TIER_NODE, T_RING, proto);
+  if (crossing > inter)
+    lat += (crossing - inter) * step_latency (ab, MP_TIER_DOMAIN, T_RING, proto);
+  lat += inter * step_latency (ab, MP_TIER_CLUSTER, T_RING, proto);
   double bw = ring_bw (ab) * ring_proto_factor (kind, proto, ab);
   /* A broadcast pipelines the whole buffer down the chain: bus factor 1. */
   return lat + size * mp_coll_bus_factor (kind, ab->n_ranks) / bw;
 }
 
-/* NCCL's double binary tree (all-reduce): a chain inside each node, a tree over nodes;
- * reduce up then broadcast down, so algbw is half the bus bandwidth, which NCCL takes as
- * 0.92 of the ring's (LL: / 3.8; LL128: 7/9 in one node, 120/128 across). */
+/* NCCL's double binary tree (all-reduce): a chain inside each node, a tree over a
+ * domain's nodes and one over the domains; reduce up then broadcast down, so algbw is
+ * half the bus bandwidth, which NCCL takes as 0.92 of the ring's (LL: / 3.8; LL128: 7/9
+ * in one domain, 120/128 across). */
 static double
 tree_time (MpCollProto proto, double size, const MpAlphaBeta *ab)
 {
-  double r = ab->ranks_per_node, nodes = ab->n_nodes;
-  double depth = nodes > 1 ? ceil (log2 (nodes)) : 0;
+  double r = ab->ranks_per_node, domains = ab->n_domains, npd = ab->nodes_per_domain;
+  double depth = domains > 1 ? ceil (log2 (domains)) : 0;
+  double hops = (r - 1) * step_latency (ab, MP_TIER_NODE, T_TREE, proto);
+  if (npd > 1)
+    hops += ceil (log2 (npd)) * step_latency (ab, MP_TIER_DOMAIN, T_TREE, proto);
   double lat = ab->base_scale * base_us[T_TREE][proto] * 1e-6
-               + 2 * ((r - 1) * step_latency (ab, MP_TIER_NODE, T_TREE, proto)
-                      + depth * step_latency (ab, MP_TIER_CLUSTER, T_TREE, proto));
+               + 2 * (hops + depth * step_latency (ab, MP_TIER_CLUSTER, T_TREE, proto));
   double factor = 0.92;
   if (proto == MP_PROTO_LL)
     factor *= 1.0 / 3.8;
   else if (proto == MP_PROTO_LL128)
-    factor *= nodes > 1 ? 120.0 / 128 : 7.0 / 9;
+    factor *= domains > 1 ? 120.0 / 128 : 7.0 / 9;
   return lat + size / (0.5 * ring_bw (ab) * factor);
 }
 
-/* A group of the same shape restricted to one node's ranks, or to one rank per node. */
+/* A group of the same shape restricted to one domain's ranks, or to one rank per domain. */
 static void
 sub_group (const MpAlphaBeta *ab, gboolean intra, MpAlphaBeta *out)
 {
   *out = *ab;
   if (intra)
     {
-      out->n_ranks = ab->ranks_per_node;
-      out->n_nodes = 1;
+      out->n_ranks = ab->ranks_per_domain;
+      out->n_nodes = ab->nodes_per_domain;
+      out->n_domains = 1;
     }
   else
     {
-      out->n_ranks = ab->n_nodes;
+      out->n_ranks = ab->n_domains;
+      out->n_nodes = ab->n_domains;
       out->ranks_per_node = 1;
+      out->ranks_per_domain = 1;
+      out->nodes_per_domain = 1;
     }
 }
 
-/* Reduce-scatter inside nodes, the collective across nodes on each rank's 1/r share
- * (r concurrent rails, each rank using its own NIC share), all-gather inside nodes. The
- * inter-node all-reduce is the faster of ring and tree with the same protocol. */
+/* Reduce-scatter inside domains, the collective across domains on each rank's 1/r share
+ * (r concurrent rails, each rank using its own NIC share), all-gather inside domains. The
+ * inter-domain all-reduce is the faster of ring and tree with the same protocol. */
 static double
 hierarchical_time (MpCollKind kind, MpCollProto proto, double size, const MpAlphaBeta *ab)
 {
   MpAlphaBeta in, across;
   sub_group (ab, TRUE, &in);
   sub_group (ab, FALSE, &across);
-  double share = size / ab->ranks_per_node;
+  double share = size / ab->ranks_per_domain;
   switch (kind)
     {
     case MP_COLL_ALL_REDUCE:
@@ -224,29 +257,35 @@ hierarchical_time (MpCollKind kind, MpCollProto proto, double size, const MpAlph
     }
 }
 
-/* All-to-all as NCCL does it, every peer at once: what leaves the node goes through the
- * rank's NIC share, the rest over its node link, both at the same time; the latency of
- * n - 1 exchanges. Send/recv: one message over the tier the pair crosses. */
+/* All-to-all as NCCL does it, every peer at once: what leaves the domain goes through the
+ * rank's NIC share, the rest over its scale-up ports (node link, then the domain link
+ * through the same ports, so those two add), both at the same time; the latency of n - 1
+ * exchanges. Send/recv: one message over the tier the pair crosses. */
 static double
 direct_time (MpCollKind kind, double size, const MpAlphaBeta *ab)
 {
-  double n = ab->n_ranks, r = ab->ranks_per_node;
-  MpTier widest = ab->n_nodes > 1 ? MP_TIER_CLUSTER : MP_TIER_NODE;
+  double n = ab->n_ranks, r = ab->ranks_per_node, rd = ab->ranks_per_domain;
+  MpTier widest = ab->n_domains > 1 ? MP_TIER_CLUSTER
+                  : ab->n_nodes > 1 ? MP_TIER_DOMAIN : MP_TIER_NODE;
   double base = ab->base_scale * base_us[T_RING][MP_PROTO_SIMPLE] * 1e-6;
   double alpha = step_latency (ab, widest, T_RING, MP_PROTO_SIMPLE);
   if (kind == MP_COLL_SEND_RECV)
     return base + alpha + size / ab->bw_Bps[widest];
   double intra = r > 1 ? size * (r - 1) / n / ab->bw_Bps[MP_TIER_NODE] : 0;
-  double inter = ab->n_nodes > 1 ? size * (n - r) / n / ab->bw_Bps[MP_TIER_CLUSTER] : 0;
+  if (rd > r)
+    intra += size * (rd - r) / n / ab->bw_Bps[MP_TIER_DOMAIN];
+  double inter = ab->n_domains > 1 ? size * (n - rd) / n / ab->bw_Bps[MP_TIER_CLUSTER] : 0;
   return base + (n - 1) * alpha + MAX (intra, inter);
 }
 
-/* NVLink SHARP all-reduce inside one NVSwitch node: the switch reduces, so the time is
- * the buffer over the measured algbw, after NCCL's NVLS latency. */
+/* NVLink SHARP all-reduce inside one NVSwitch node or NVLink-switch domain: the switch
+ * reduces, so the time is the buffer over the measured algbw, after NCCL's NVLS latency
+ * (at the domain tier once the group spans nodes). */
 static double
 nvls_time (double size, const MpAlphaBeta *ab)
 {
-  return step_latency (ab, MP_TIER_NODE, T_NVLS, MP_PROTO_SIMPLE) + size / ab->nvls_algbw_Bps;
+  MpTier tier = ab->n_nodes > 1 ? MP_TIER_DOMAIN : MP_TIER_NODE;
+  return step_latency (ab, tier, T_NVLS, MP_PROTO_SIMPLE) + size / ab->nvls_algbw_Bps;
 }
 
 /* Does ALGO implement KIND on a group shaped like AB? */
@@ -265,9 +304,9 @@ algo_applies (MpCollKind kind, MpCollAlgo algo, MpCollProto proto, const MpAlpha
     case MP_ALGO_HIERARCHICAL:
       return (kind == MP_COLL_ALL_REDUCE || kind == MP_COLL_ALL_GATHER
               || kind == MP_COLL_REDUCE_SCATTER)
-             && ab->n_nodes > 1 && ab->ranks_per_node > 1;
+             && ab->n_domains > 1 && ab->ranks_per_domain > 1;
     case MP_ALGO_NVLS:
-      return kind == MP_COLL_ALL_REDUCE && ab->n_nodes == 1 && ab->nvls_algbw_Bps > 0
+      return kind == MP_COLL_ALL_REDUCE && ab->n_domains == 1 && ab->nvls_algbw_Bps > 0
              && proto == MP_PROTO_SIMPLE;
     case MP_ALGO_DIRECT:
       return (kind == MP_COLL_ALL_TO_ALL || kind == MP_COLL_SEND_RECV)
@@ -280,9 +319,12 @@ algo_applies (MpCollKind kind, MpCollAlgo algo, MpCollProto proto, const MpAlpha
 
 double
 mp_coll_time (MpCollKind kind, MpCollAlgo algo, MpCollProto proto, double size,
-              const MpAlphaBeta *ab)
+              const MpAlphaBeta *group)
 {
-  g_return_val_if_fail (ab != NULL && (guint) kind < MP_COLL_N, -1);
+  g_return_val_if_fail (group != NULL && (guint) kind < MP_COLL_N, -1);
+  MpAlphaBeta full;
+  with_domains (group, &full);
+  const MpAlphaBeta *ab = &full;
   if (!algo_applies (kind, algo, proto, ab))
     return -1;
   if (ab->n_ranks <= 1 || size <= 0)
@@ -334,20 +376,34 @@ mp_cost_alpha_beta (const MpCostContext *ctx, const MpCostDevice *dev,
   out->n_ranks = span->n_ranks;
   out->n_nodes = MAX (span->n_nodes, 1u);
   out->ranks_per_node = MAX (span->ranks_per_node, 1u);
+  out->n_domains = span->n_domains ? span->n_domains : out->n_nodes;
+  out->ranks_per_domain = span->ranks_per_domain ? span->ranks_per_domain
+                                                 : out->ranks_per_node;
+  out->nodes_per_domain = MAX (span->nodes_per_domain, 1u);
   for (int t = 0; t < MP_TIER_N; t++)
     {
       out->bw_Bps[t] = span->bw_Bps[t] * dev->link_eff[t];
       out->alpha_s[t] = span->latency_s[t];
     }
   out->nvlink = dev->nvlink;
+  out->domain_nvlink = dev->domain_nvlink;
   out->base_scale = dev->curve->nccl ? 1 : 0;
   out->protocols = dev->curve->nccl;
   out->ll128 = dev->curve->nccl && dev->nvlink;
   if (dev->curve->nvls_algbw_eff > 0 && dev->nvswitch)
     out->nvls_algbw_Bps = dev->curve->nvls_algbw_eff * span->bw_Bps[MP_TIER_NODE];
+  /* Over several nodes of one domain, the domain's switches must reduce, at the slower of
+   * the two tiers' rates. */
+  if (dev->curve->nvls_algbw_eff > 0 && span->n_nodes > 1)
+    out->nvls_algbw_Bps = dev->domain_nvswitch
+                          ? dev->curve->nvls_algbw_eff * MIN (span->bw_Bps[MP_TIER_NODE],
+                                                              span->bw_Bps[MP_TIER_DOMAIN])
+                          : 0;
 }
 
-/* The measured table that covers a group lying in one tier, as busbw at SIZE; 0 if none. */
+/* The measured table that covers a group lying in one tier, as busbw at SIZE (node: one
+ * node; domain: one rank per node of one domain; cluster: one rank per domain); 0 if
+ * none. */
 static double
 profile_busbw (const MpCostDevice *dev, MpCollKind kind, const MpGroupSpan *span, double size)
 {
@@ -355,7 +411,9 @@ profile_busbw (const MpCostDevice *dev, MpCollKind kind, const MpGroupSpan *span
     return 0;
   if (span->n_nodes <= 1)
     return mp_cost_profile_coll_busbw (dev->profile, kind, MP_TIER_NODE, size);
-  if (span->ranks_per_node <= 1)
+  if (span->ranks_per_node <= 1 && span->n_domains <= 1)
+    return mp_cost_profile_coll_busbw (dev->profile, kind, MP_TIER_DOMAIN, size);
+  if (span->ranks_per_domain <= 1)
     return mp_cost_profile_coll_busbw (dev->profile, kind, MP_TIER_CLUSTER, size);
   return 0;
 }

@@ -84,11 +84,12 @@ gemm_scale (const MpCostDevice *dev, MpDtype dtype)
   return dev->gemm_scale;
 }
 
-void
-mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double k,
-              double batch, MpKernelCost *out)
+/* mp_cost_gemm with the output written at OUT_ELT bytes an element (FP8 GEMMs write
+ * bf16). */
+static void
+gemm_cost (const MpCostDevice *dev, MpDtype dtype, double out_elt, double m, double n,
+           double k, double batch, MpKernelCost *out)
 {
-  g_return_if_fail (dev != NULL && out != NULL);
   memset (out, 0, sizeof *out);
   batch = MAX (batch, 1);
   if (!(m > 0 && n > 0 && k > 0))
@@ -96,7 +97,8 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
   const MpDeviceCurve *c = dev->curve;
   double elt = mp_dtype_bytes (dtype);
   double flops = 2 * m * n * k * batch;
-  double bytes = (m * k + k * n + m * n) * batch * elt;
+  double c_elems = out_elt == elt ? m * n : m * n * out_elt / elt;
+  double bytes = (m * k + k * n + c_elems) * batch * elt;
   double pk = peak (dev, dtype), bw = mem_rate (dev);
   out->flops = flops;
   out->bytes = bytes;
@@ -140,6 +142,80 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
   out->efficiency = best_eff;
   out->memory_bound = bytes / bw >= flops / (pk * best_eff);
   out->time_s = best + c->launch_s;
+}
+
+void
+mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double k,
+              double batch, MpKernelCost *out)
+{
+  g_return_if_fail (dev != NULL && out != NULL);
+  gemm_cost (dev, dtype, mp_dtype_bytes (dtype), m, n, k, batch, out);
+}
+
+/* ---- FP8 (Transformer Engine) ---------------------------------------------------------
+ * Transformer Engine's FP8 recipe ("Using FP8 with Transformer Engine", TE documentation;
+ * DelayedScaling, format HYBRID): the three GEMMs of a linear layer (forward, input and
+ * weight gradients) take FP8 operands, E4M3 activations and weights, E5M2 gradients, and
+ * accumulate and write in bf16; everything else (attention core, norms, element-wise
+ * ops) stays bf16, and the optimizer keeps fp32 master weights. Each FP8 operand is made
+ * by a cast kernel that also records the tensor's amax for the delayed scaling factor
+ * (TE's fused cast-transpose: it reads the bf16 tensor once and writes the FP8 tensor and,
+ * where the GEMM needs it, its transpose); the scaling factors are updated from the amax
+ * history once per step, one fused kernel. Hopper's FP8 tensor cores take only the TN
+ * layout, so TE keeps transposed copies there (transformer_engine.pytorch.utils,
+ * is_non_tn_fp8_gemm_supported: compute capabilities 10.x-11.x, B200 and GB200, and 13.x
+ * take any layout). Costed here: the GEMMs at the FP8 rate with the device's GEMM curve,
+ * the bf16 anchor's fraction of the FP8 peak (a profile's fp8 table replaces it).
+ * Measured: tilelang's FP8 GEMM benchmark on H800 SXM, whose FP8 peak is H100 SXM's 1979
+ * TFLOP/s dense, reaches 1461-1541 TFLOP/s at 8192 x 8192 x K, K = 8192-16384
+ * (benchmark/matmul_fp8/README.md, xwhzz/tilelang), 0.74-0.78 of peak against Hopper's
+ * bf16 anchor 0.79. Also costed: a cast kernel for the input (forward) and the output
+ * gradient (backward) of every FP8 GEMM, counted unfused (TE fuses some into the norm or
+ * the activation before them: an upper bound of their traffic), the weights' casts once
+ * per step with the optimizer (TE casts at the first micro-batch and caches:
+ * is_first_microbatch), and the FP8 weight copies in memory (memory.c). Not costed: the
+ * per-step scale update (one kernel) and amax all-reduce over the amax reduction group (a
+ * few bytes per tensor: latency only), and FP8 activations saved for backward in place of
+ * bf16 ones (kept at bf16, which overstates memory). */
+
+gboolean
+cm_fp8_op (const MpLayer *layer, const MpOp *op)
+{
+  return op->kind == MP_OP_GEMM
+         && (layer->kind == MP_LAYER_BLOCK || layer->kind == MP_LAYER_DENSE);
+}
+
+gboolean
+cm_fp8_on (const MpParallelConfig *cfg, const MpCostDevice *dev)
+{
+  return cfg->fp8 && dev->device->peak_flops[MP_DTYPE_FP8] > 0
+         && dev->curve->klass != MP_DEVICE_CLASS_CPU;
+}
+
+double
+cm_fp8_copy_bytes (const MpCostDevice *dev)
+{
+  gboolean any_layout = dev->curve->klass == MP_DEVICE_CLASS_BLACKWELL
+                        || dev->curve->klass == MP_DEVICE_CLASS_GB200;
+  return any_layout ? 1 : 2;
+}
+
+void
+cm_fp8_params (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, guint n,
+               double *dense, double *expert)
+{
+  *dense = cm_sum (ctx, CM_SUM_FP8_SPLIT, first, n) / cfg->tp
+           + cm_sum (ctx, CM_SUM_FP8_REP, first, n);
+  *expert = cm_sum (ctx, CM_SUM_FP8_EXPERT, first, n) / ((double) cfg->tp * cfg->ep);
+}
+
+/* The cast (with its amax) of ELEMENTS bf16 values to FP8 on DEV, and its transpose where
+ * the device needs one. */
+static void
+fp8_cast (const MpCostDevice *dev, double elements, MpKernelCost *out)
+{
+  double bf16 = mp_dtype_bytes (MP_DTYPE_BF16);
+  mp_cost_memory_kernel (dev, elements * (bf16 + cm_fp8_copy_bytes (dev)), 0, out);
 }
 
 void
@@ -402,7 +478,7 @@ cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpC
  * tokens * top-k * ep / experts rows per local expert. */
 static void
 cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
-              const MpOp *op, const CmOp *r, MpOpCost *out)
+              const MpLayer *layer, const MpOp *op, const CmOp *r, MpOpCost *out)
 {
   double t = cfg->tp, tokens = cm_tokens (ctx, cfg);
   double count = MAX (op->count, 1.0);
@@ -425,17 +501,29 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   out->n = n;
   out->k = k;
   out->batch = batch;
-  MpDtype dt = dev->dtype;
-  mp_cost_gemm (dev, dt, m, n, k, batch, &out->fwd);
+  gboolean fp8 = cm_fp8_op (layer, op) && cm_fp8_on (cfg, dev);
+  MpDtype dt = fp8 ? MP_DTYPE_FP8 : dev->dtype;
+  double out_elt = fp8 ? mp_dtype_bytes (MP_DTYPE_BF16) : mp_dtype_bytes (dt);
+  gemm_cost (dev, dt, out_elt, m, n, k, batch, &out->fwd);
   out->model_fwd_flops = out->fwd.flops;
   MpKernelCost dgrad, wgrad;
-  mp_cost_gemm (dev, dt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
-  mp_cost_gemm (dev, dt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
+  gemm_cost (dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
+  gemm_cost (dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
   out->dgrad_s = dgrad.time_s;
   out->wgrad_s = wgrad.time_s;
   out->bwd = dgrad;
   kernel_add (&out->bwd, &wgrad);
   out->bwd.efficiency = (dgrad.efficiency + wgrad.efficiency) / 2;
+  if (fp8)
+    {
+      /* The input cast before the forward GEMM; the output gradient's before dgrad. */
+      MpKernelCost cast;
+      fp8_cast (dev, m * k * batch, &cast);
+      kernel_add (&out->fwd, &cast);
+      fp8_cast (dev, m * n * batch, &cast);
+      kernel_add (&out->bwd, &cast);
+      out->dgrad_s += cast.time_s;
+    }
 }
 
 void
@@ -454,7 +542,7 @@ mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
     {
     case MP_OP_GEMM:
     case MP_OP_ROUTER:
-      cost_gemm_op (ctx, cfg, dev, op, r, out);
+      cost_gemm_op (ctx, cfg, dev, l, op, r, out);
       break;
     case MP_OP_ATTENTION:
       cost_attention (ctx, cfg, dev, op, out);
@@ -683,10 +771,11 @@ bucketed (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDev
 }
 
 /* Data-parallel and optimizer times of a stage whose rank holds DENSE and EXPERT
- * parameters; TIED: it also shares the word embeddings with the other end stage. */
+ * parameters, FP8[2] of them (dense, expert) in FP8 GEMMs; TIED: it also shares the word
+ * embeddings with the other end stage. */
 static void
 stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *sp,
-            double dense, double expert, double tied, MpStageTime *out)
+            double dense, double expert, const double fp8[2], double tied, MpStageTime *out)
 {
   const MpCostDevice *dev = sp->device;
   double w, g, o, last_d = 0, last_e = 0;
@@ -740,6 +829,14 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
   double measured = mp_cost_profile_optimizer_params (dev->profile, ctx->model->optimizer);
   if (measured > 0)
     out->optimizer_s = owned / measured;
+  /* The FP8 weight copies, refreshed once per step from the updated weights (ZeRO-3: of
+   * this rank's shard, which is what it gathers). */
+  if (cm_fp8_on (cfg, dev) && fp8[0] + fp8[1] > 0)
+    {
+      double cast = cfg->zero >= 3 ? fp8[0] / reps + fp8[1] / ereps : fp8[0] + fp8[1];
+      fp8_cast (dev, cast, &k);
+      out->optimizer_s += k.time_s;
+    }
 }
 
 double
@@ -786,7 +883,7 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
   g_autofree gboolean *have = g_new0 (gboolean, (gsize) nc * pp);
   g_autofree guint *rep_of = g_new (guint, pp);
   guint n_reps = 0, recompute_blocks = cm_recompute_blocks (cfg);
-  double prev_dense = 0, prev_expert = 0, prev_tied = 0;
+  double prev_dense = 0, prev_expert = 0, prev_tied = 0, prev_fp8[2] = { 0, 0 };
 
   for (guint s = 0; s < pp; s++)
     {
@@ -814,7 +911,7 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
       memset (st, 0, sizeof *st);
       st->stage = s;
       st->chunks = vpp;
-      double dense = 0, expert = 0;
+      double dense = 0, expert = 0, fp8[2] = { 0, 0 };
       guint last_layer = 0, first_layer = G_MAXUINT;
       for (guint v = 0; v < vpp; v++)
         {
@@ -840,6 +937,10 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
                    + cm_sum (ctx, CM_SUM_PARAMS_REP, first[c], count[c]);
           expert += cm_sum (ctx, CM_SUM_PARAMS_EXPERT, first[c], count[c])
                     / ((double) cfg->tp * cfg->ep);
+          double fd, fe;
+          cm_fp8_params (ctx, cfg, first[c], count[c], &fd, &fe);
+          fp8[0] += fd;
+          fp8[1] += fe;
           first_layer = MIN (first_layer, first[c]);
           last_layer = first[c] + count[c] - 1;
         }
@@ -858,7 +959,7 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
       /* Interior stages usually hold the same parameters over the same groups. */
       const MpStageTime *prev = s > 0 ? &out[s - 1] : NULL;
       if (prev && rep_of[s - 1] == rep && prev_dense == dense && prev_expert == expert
-          && prev_tied == tied)
+          && prev_tied == tied && prev_fp8[0] == fp8[0] && prev_fp8[1] == fp8[1])
         {
           st->dp_reduce_s = prev->dp_reduce_s;
           st->dp_last_bucket_s = prev->dp_last_bucket_s;
@@ -868,11 +969,13 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
           st->optimizer_s = prev->optimizer_s;
         }
       else
-        stage_sync (ctx, cfg, sp, dense, expert, tied, st);
+        stage_sync (ctx, cfg, sp, dense, expert, fp8, tied, st);
       rep_of[s] = rep;
       prev_dense = dense;
       prev_expert = expert;
       prev_tied = tied;
+      prev_fp8[0] = fp8[0];
+      prev_fp8[1] = fp8[1];
     }
 }
 

@@ -212,12 +212,22 @@ assign_roles (MpCostContext *ctx)
           double *slot = r->split ? &cl->max_out_split : &cl->max_out_width;
           *slot = MAX (*slot, r->out_width);
           /* Parameters by how tensor parallelism divides them. */
+          gboolean fp8 = cm_fp8_op (layer, op);
           if (op->split == MP_SPLIT_EXPERT)
-            cl->params_expert += op->params;
+            {
+              cl->params_expert += op->params;
+              cl->fp8_expert += fp8 ? op->params : 0;
+            }
           else if (op->split == MP_SPLIT_NONE)
-            cl->params_rep += op->params;
+            {
+              cl->params_rep += op->params;
+              cl->fp8_rep += fp8 ? op->params : 0;
+            }
           else
-            cl->params_split += op->params;
+            {
+              cl->params_split += op->params;
+              cl->fp8_split += fp8 ? op->params : 0;
+            }
         }
       /* A block or an embedding hands a replicated (or SP-split) hidden state on. */
       if (in_region && (layer->kind == MP_LAYER_BLOCK || layer->kind == MP_LAYER_EMBEDDING)
@@ -365,6 +375,9 @@ build_sums (MpCostContext *ctx)
       v[CM_SUM_PARAMS_SPLIT] = cl->params_split;
       v[CM_SUM_PARAMS_REP] = cl->params_rep;
       v[CM_SUM_PARAMS_EXPERT] = cl->params_expert;
+      v[CM_SUM_FP8_SPLIT] = cl->fp8_split;
+      v[CM_SUM_FP8_REP] = cl->fp8_rep;
+      v[CM_SUM_FP8_EXPERT] = cl->fp8_expert;
       v[CM_SUM_ACT] = l->act_bytes;
       v[CM_SUM_ACT_REP] = l->act_rep_bytes;
       v[CM_SUM_ACT_SCORE] = l->act_score_bytes;
@@ -402,6 +415,22 @@ profile_applies (const MpCostProfile *p, const MpDevice *d)
   return p != NULL && (name == NULL || *name == '\0' || g_strcmp0 (name, d->name) == 0);
 }
 
+/* Is CLUSTER's link of TIER NVLink, and through NVLink switches? (FALSE without one.) */
+static void
+link_kind (const MpCluster *c, MpTier tier, gboolean *nvlink, gboolean *nvswitch)
+{
+  static const char *const nvlink_names[] = { "nvlink", "nvl", NULL };
+  static const char *const nvswitch_names[] = { "nvswitch", "nvl72", "nvl36", NULL };
+  *nvlink = *nvswitch = FALSE;
+  if (!c->has_link[tier])
+    return;
+  g_autofree char *name = g_ascii_strdown (c->links[tier].name ? c->links[tier].name : "", -1);
+  for (int i = 0; nvlink_names[i]; i++)
+    *nvlink |= strstr (name, nvlink_names[i]) != NULL;
+  for (int i = 0; nvswitch_names[i]; i++)
+    *nvswitch |= strstr (name, nvswitch_names[i]) != NULL;
+}
+
 static void
 init_device (MpCostContext *ctx, MpCostDevice *dev, const MpDevice *d)
 {
@@ -421,19 +450,9 @@ init_device (MpCostContext *ctx, MpCostDevice *dev, const MpDevice *d)
   for (int t = 0; t < MP_TIER_N; t++)
     dev->link_eff[t] = cm_tier_efficiency (ctx->cluster, dev, (MpTier) t);
   /* NCCL's latencies differ for NVLink and PCI; NVLink SHARP needs NVSwitches (a DGX/HGX
-   * board or an NVL72 rack). Known from the node link's name. */
-  static const char *const nvlink[] = { "nvlink", "nvl", NULL };
-  static const char *const nvswitch[] = { "nvswitch", "nvl72", "nvl36", NULL };
-  const MpCluster *c = ctx->cluster;
-  if (c->has_link[MP_TIER_NODE])
-    {
-      g_autofree char *name = g_ascii_strdown (c->links[MP_TIER_NODE].name
-                                               ? c->links[MP_TIER_NODE].name : "", -1);
-      for (int i = 0; nvlink[i]; i++)
-        dev->nvlink |= strstr (name, nvlink[i]) != NULL;
-      for (int i = 0; nvswitch[i]; i++)
-        dev->nvswitch |= strstr (name, nvswitch[i]) != NULL;
-    }
+   * board or an NVL72 rack). Known from the node and domain links' names. */
+  link_kind (ctx->cluster, MP_TIER_NODE, &dev->nvlink, &dev->nvswitch);
+  link_kind (ctx->cluster, MP_TIER_DOMAIN, &dev->domain_nvlink, &dev->domain_nvswitch);
 }
 
 MpCostContext *
@@ -528,11 +547,55 @@ cm_spans_equal (const MpCostContext *ctx, const MpParallelConfig *cfg, guint a, 
   if (c->n_groups != 1 || cfg->placement != NULL || a == cfg->pp - 1 || b == cfg->pp - 1)
     return FALSE;
   /* In a homogeneous cluster with ranks on devices in order, a stage's groups look the
-   * same as another's when their first ranks sit at the same place in a node. */
+   * same as another's when their first ranks sit at the same place in a domain (a node,
+   * without domains) and neither stage's groups reach into a short last domain. */
   guint stride[MP_DIM_N];
   mp_parallel_config_strides (cfg, stride);
-  guint dpn = c->groups[0].devices_per_node;
-  return ((guint64) a * stride[MP_DIM_PP]) % dpn == ((guint64) b * stride[MP_DIM_PP]) % dpn;
+  guint64 dpd = (guint64) c->groups[0].devices_per_node * c->nodes_per_domain;
+  if (c->nodes_per_domain > 1 && c->nodes % c->nodes_per_domain != 0)
+    return FALSE;
+  return ((guint64) a * stride[MP_DIM_PP]) % dpd == ((guint64) b * stride[MP_DIM_PP]) % dpd;
+}
+
+/* The first rank of RANK's tensor-parallel group, or of its expert-parallel group (EP):
+ * the ranks with its tp and pp coordinates whose dp * cp index (cp fastest) falls in the
+ * same run of ep, as mp_cost_stage_spans builds them. */
+static guint
+group_leader (const MpParallelConfig *cfg, const guint stride[MP_DIM_N], guint rank,
+              gboolean ep)
+{
+  guint t = rank / stride[MP_DIM_TP] % cfg->tp;
+  if (!ep)
+    return rank - t * stride[MP_DIM_TP];
+  guint c = rank / stride[MP_DIM_CP] % cfg->cp, d = rank / stride[MP_DIM_DP] % cfg->dp;
+  guint j = c + cfg->cp * d, j0 = j - j % MAX (cfg->ep, 1u);
+  return rank - c * stride[MP_DIM_CP] - d * stride[MP_DIM_DP] + (j0 % cfg->cp) * stride[MP_DIM_CP]
+         + (j0 / cfg->cp) * stride[MP_DIM_DP];
+}
+
+gboolean
+mp_cost_groups_in_domains (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                           gboolean tp, gboolean ep)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), FALSE);
+  const MpCluster *c = ctx->cluster;
+  guint stride[MP_DIM_N];
+  mp_parallel_config_strides (cfg, stride);
+  guint64 world = (guint64) cfg->dp * cfg->tp * cfg->pp * cfg->cp;
+  g_return_val_if_fail (world <= c->world_size, FALSE);
+  ep = ep && cfg->ep > 1;
+  tp = tp && cfg->tp > 1;
+  for (guint r = 0; (tp || ep) && r < world; r++)
+    {
+      guint domain = mp_cluster_domain_of (c, device_of_rank (cfg, r));
+      if (tp && mp_cluster_domain_of (c, device_of_rank (cfg, group_leader (cfg, stride, r,
+                                                                            FALSE))) != domain)
+        return FALSE;
+      if (ep && mp_cluster_domain_of (c, device_of_rank (cfg, group_leader (cfg, stride, r,
+                                                                            TRUE))) != domain)
+        return FALSE;
+    }
+  return TRUE;
 }
 
 /* Fills SPAN for RANKS[N] under CFG's placement: mp_cluster_span, except in the common
@@ -555,15 +618,23 @@ group_span (const MpCostContext *ctx, const MpParallelConfig *cfg, const guint *
     }
   *span = ctx->any_span;
   span->n_ranks = n;
-  guint dpn = c->groups[0].devices_per_node, run = 0;
+  guint dpn = c->groups[0].devices_per_node;
+  guint64 dpd = (guint64) dpn * c->nodes_per_domain;
+  guint run = 0, domain_run = 0, domain_nodes = 0;
   for (guint i = 0; i < n; i++)
     {
       gboolean same = i > 0 && ranks[i] / dpn == ranks[i - 1] / dpn;
+      gboolean same_domain = i > 0 && ranks[i] / dpd == ranks[i - 1] / dpd;
       run = same ? run + 1 : 1;
       span->n_nodes += same ? 0 : 1;
       span->ranks_per_node = MAX (span->ranks_per_node, run);
+      domain_run = same_domain ? domain_run + 1 : 1;
+      span->n_domains += same_domain ? 0 : 1;
+      span->ranks_per_domain = MAX (span->ranks_per_domain, domain_run);
+      domain_nodes = same_domain ? domain_nodes + !same : 1;
+      span->nodes_per_domain = MAX (span->nodes_per_domain, domain_nodes);
     }
-  span->widest = span->n_nodes > 1 ? MP_TIER_CLUSTER : MP_TIER_NODE;
+  span->widest = mp_span_widest (span);
 }
 
 /* Fills SPAN for the ranks BASE + i * S1 + j * S2, i < N1, j < N2. */

@@ -13,8 +13,9 @@ typedef enum {
   MP_ALGO_AUTO,           /* the fastest available, as NCCL's tuner picks */
   MP_ALGO_RING,
   MP_ALGO_TREE,           /* NCCL double binary tree (all-reduce only) */
-  MP_ALGO_HIERARCHICAL,   /* reduce-scatter in node, across nodes, all-gather in node */
-  MP_ALGO_NVLS,           /* NVLink SHARP (all-reduce inside an NVSwitch node) */
+  MP_ALGO_HIERARCHICAL,   /* reduce-scatter in domain, across domains, all-gather in
+                           * domain (a domain: a node, without a domain tier) */
+  MP_ALGO_NVLS,           /* NVLink SHARP (all-reduce inside an NVSwitch node or domain) */
   MP_ALGO_DIRECT,         /* all-to-all and send/recv: every peer at once */
   MP_ALGO_N
 } MpCollAlgo;
@@ -35,11 +36,15 @@ double mp_coll_time_from_busbw (MpCollKind kind, guint n, double size, double bu
  * Simple protocol (the others scale by NCCL's ratios). */
 typedef struct {
   guint n_ranks, n_nodes, ranks_per_node;
-  double bw_Bps[MP_TIER_N];     /* node: per-rank link; cluster: per-rank NIC share */
+  /* NVLink domains (0 = each node its own domain: n_nodes, ranks_per_node, 1). */
+  guint n_domains, ranks_per_domain, nodes_per_domain;
+  double bw_Bps[MP_TIER_N];     /* node, domain: per-rank link; cluster: per-rank NIC share */
   double alpha_s[MP_TIER_N];    /* per-step latency at each tier */
   gboolean nvlink;              /* node tier is NVLink (NCCL's NVLINK latency ratios) */
+  gboolean domain_nvlink;       /* ... and so is the domain tier (else NCCL's NET ones) */
   double base_scale;            /* 1: add NCCL's per-call base latency; 0: none */
-  double nvls_algbw_Bps;        /* NVLink SHARP all-reduce algbw (0: not available) */
+  double nvls_algbw_Bps;        /* NVLink SHARP all-reduce algbw inside one domain (node
+                                 * without domains); 0: not available */
   gboolean protocols;           /* LL available (NCCL); else Simple only */
   gboolean ll128;               /* LL128 too (NCCL enables it on NVLink systems only) */
 } MpAlphaBeta;

@@ -38,6 +38,7 @@ typedef struct {
   double params_split;   /* divided by t */
   double params_rep;     /* replicated over t */
   double params_expert;  /* divided by t * ep */
+  double fp8_split, fp8_rep, fp8_expert;  /* ... of them, in GEMMs that FP8 runs */
   double input_width;    /* elements per token of the layer's input (full recompute) */
   double output_width;   /* elements per token sent to the next pipeline stage */
   gboolean output_split; /* ... already divided by t (inside a region: mlp layers) */
@@ -52,6 +53,9 @@ typedef enum {
   CM_SUM_PARAMS_SPLIT,
   CM_SUM_PARAMS_REP,
   CM_SUM_PARAMS_EXPERT,
+  CM_SUM_FP8_SPLIT,      /* parameters of FP8 GEMMs (cm_fp8_op), as the three above */
+  CM_SUM_FP8_REP,
+  CM_SUM_FP8_EXPERT,
   CM_SUM_ACT,            /* act_bytes per token */
   CM_SUM_ACT_REP,        /* act_rep_bytes per token */
   CM_SUM_ACT_SCORE,      /* act_score_bytes per token */
@@ -82,6 +86,20 @@ struct _MpCostContext {
   double recomputable_fwd_flops;  /* per token, layers full recompute applies to */
   MpGroupSpan any_span;           /* per-tier bandwidth and latency of any group */
 };
+
+/* Is OP of LAYER a GEMM that Transformer Engine runs in FP8 under fp8 (the linear layers
+ * of blocks and mlp layers; not the output head, the embedding or the MoE router, which
+ * Megatron-Core keeps in bf16)? And does CFG run them in FP8 on DEV (fp8 on, and the
+ * device has an FP8 rate)? */
+gboolean cm_fp8_op (const MpLayer *layer, const MpOp *op);
+gboolean cm_fp8_on (const MpParallelConfig *cfg, const MpCostDevice *dev);
+/* Bytes per parameter of the FP8 weight copies Transformer Engine keeps on DEV (1, and 1
+ * more for the transposed copy on devices whose FP8 GEMMs take only the TN layout). */
+double cm_fp8_copy_bytes (const MpCostDevice *dev);
+/* FP8 parameters one rank of a stage holds over chunk layers [FIRST, FIRST + N), before
+ * ZeRO: dense (tensor-split or replicated) and expert. */
+void cm_fp8_params (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first,
+                    guint n, double *dense, double *expert);
 
 /* Is LAYER one that full recomputation applies to (blocks and mlp layers)? */
 gboolean cm_recomputable (const MpLayer *layer);

@@ -41,7 +41,8 @@ G_BEGIN_DECLS
 typedef enum {
   MP_DEVICE_CLASS_A100,        /* NVIDIA Ampere A100 */
   MP_DEVICE_CLASS_HOPPER,      /* NVIDIA H100 / H200 / GH200 */
-  MP_DEVICE_CLASS_BLACKWELL,   /* NVIDIA B200 / GB200 */
+  MP_DEVICE_CLASS_BLACKWELL,   /* NVIDIA B200 (HGX / DGX B200, 1,000 W) */
+  MP_DEVICE_CLASS_GB200,       /* NVIDIA GB200 / GB300 (the Blackwell GPU at up to 1,200 W) */
   MP_DEVICE_CLASS_GPU,         /* any other GPU: conservative A100-like curve */
   MP_DEVICE_CLASS_CPU,         /* one CPU core (the host backend) */
   MP_DEVICE_CLASS_N
@@ -116,7 +117,8 @@ gboolean mp_cost_profile_set_gemm (MpCostProfile *profile, MpDtype dtype, const 
 /* Sets the achieved copy bandwidth (bytes read + written per second). */
 void mp_cost_profile_set_mem_bw (MpCostProfile *profile, double bytes_per_s);
 /* Sets a nccl-tests table of KIND inside TIER (TIER_NODE: a group within one node;
- * TIER_CLUSTER: one rank per node) measured on N_RANKS ranks: SIZES[COUNT] strictly
+ * TIER_DOMAIN: one rank per node of one NVLink domain; TIER_CLUSTER: one rank per domain,
+ * i.e. per node without domains) measured on N_RANKS ranks: SIZES[COUNT] strictly
  * increasing (nccl-tests "size"), BUSBW_BPS[COUNT] positive. Copied. FALSE with
  * MP_ERROR_INPUT otherwise. */
 gboolean mp_cost_profile_set_coll (MpCostProfile *profile, MpCollKind kind, MpTier tier,
@@ -238,6 +240,8 @@ typedef struct {
   double link_eff[MP_TIER_N];    /* curve's, or the profile's measured busbw / link rate */
   gboolean nvlink;               /* the node link is NVLink (NCCL's NVLINK latencies) */
   gboolean nvswitch;             /* ... through NVSwitches (NVLink SHARP possible) */
+  gboolean domain_nvlink;        /* the domain link is NVLink ... */
+  gboolean domain_nvswitch;      /* ... through NVLink switches (SHARP over the domain) */
 } MpCostDevice;
 
 /* The device of node group GROUP (0 for a homogeneous cluster). Borrowed. */
@@ -312,6 +316,10 @@ typedef struct {
   MpGroupSpan pp_ends;               /* first and last stage (tied embedding gradients) */
 } MpStageSpans;
 
+/* Does every tensor-parallel group (with TP) and every expert-parallel group (with EP)
+ * under CFG lie inside one NVLink domain (one node, on a cluster without domains)? */
+gboolean mp_cost_groups_in_domains (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                    gboolean tp, gboolean ep);
 /* Fills *OUT for STAGE (< cfg->pp). Cannot fail for a checked CFG. */
 void mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
                           MpStageSpans *out);

@@ -54,6 +54,44 @@ static const MpGemmTile cpu_tiles[] = { { 1, 1, 1.0 } };
  * mp_cost_flash_attention. Per class: the plateau at head size 128 and long sequences,
  * and the sequence length at half of it. */
 
+/* Blackwell (B200, GB200), with the large-GEMM efficiency GEMM_EFF of the device's dense
+ * bf16 peak:
+ *  - SMs: two dies of 74 enabled SMs each, 148 (Chips and Cheese, "Nvidia's B200: Keeping
+ *    the CUDA Juggernaut Rolling", 2025).
+ *  - GEMM: MAMF B200 SXM bf16, 1745.0 of 2250 TFLOP/s (stas00/ml-engineering, "Maximum
+ *    Achievable Matmul FLOPS comparison table"); its best shape is not given there, so a
+ *    large cube stands for it. A best-of-a-search figure, like A100's 267.9 there; no
+ *    longer sustained B200 measurement is at hand.
+ *  - Attention forward: FlashAttention-4 (Zadouri, Shah, Dao et al., "FlashAttention-4:
+ *    Algorithm and Kernel Pipelining Co-Design for Asymmetric Hardware Scaling", 2026)
+ *    reaches up to 1613 TFLOP/s bf16 on B200, 71% of 2250. Backward: no figure at hand;
+ *    Hopper's 0.45 (FA3), which FA4's backward is not reported to fall below. The
+ *    sequence curve is Hopper's.
+ *  - Memory: 0.9 of HBM, as measured on H200 (REFERENCE-DATA.md).
+ *  - NVLink 5 (node and domain: the same ports): all_reduce_perf over a full GB200 NVL72
+ *    rack, busbw 835-847 GB/s at 4-8 GiB of 900 (coreweave/nccl-tests PR #43) -> 0.93;
+ *    its algbw there, 423-429 GB/s, is what NVLink SHARP's all-reduce reaches -> 425/900.
+ *    Inter-node: the same ConnectX-7 NDR NICs as Hopper's systems, 0.9.
+ *  - Workspace: cuBLAS's 32 MiB recommendation for Hopper and later (cublasSetWorkspace). */
+#define BLACKWELL_CURVE(KLASS, NAME, GEMM_EFF) {                                          \
+    .klass = KLASS,                                                                      \
+    .name = NAME,                                                                        \
+    .sms = 148,                                                                          \
+    .tiles = gpu_tiles, .n_tiles = G_N_ELEMENTS (gpu_tiles),                             \
+    .k_overhead = K_OVERHEAD, .max_split_k = MAX_SPLIT_K,                                \
+    .gemm_anchor_eff = GEMM_EFF,                                                         \
+    .gemm_anchor = { 8192, 8192, 8192 },                                                 \
+    .fp32_simt_eff = 0.9,                                                                \
+    .attn_fwd_eff = 1613.0 / 2250.0, .attn_bwd_eff = 0.45, .attn_seq_half = 240,         \
+    .mem_eff = 0.9, .mem_latency_s = MEM_LATENCY,                                        \
+    .launch_s = LAUNCH,                                                                  \
+    .link_eff = { [MP_TIER_NODE] = 841.0 / 900.0, [MP_TIER_DOMAIN] = 841.0 / 900.0,      \
+                  [MP_TIER_CLUSTER] = 0.90 },                                            \
+    .nvls_algbw_eff = 425.0 / 900.0,                                                     \
+    .nccl = TRUE,                                                                        \
+    .workspace_bytes = 32.0 * 1024 * 1024,                                               \
+  }
+
 static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
   [MP_DEVICE_CLASS_A100] = {
     .klass = MP_DEVICE_CLASS_A100,
@@ -88,8 +126,9 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
     .launch_s = LAUNCH,
     /* nccl-tests busbw: 8-GPU NVSwitch all-reduce 200-233 GB/s of NVLink3's 300 (issues
      * NVIDIA/nccl-tests #149, #175, #178) -> 0.77 (REFERENCE-DATA.md rule of thumb);
-     * multi-node with 4 x HDR per 8 GPUs 85-96 of 100 GB/s (#119, #175) -> 0.9. */
-    .link_eff = { 0.77, 0.90 },
+     * multi-node with 4 x HDR per 8 GPUs 85-96 of 100 GB/s (#119, #175) -> 0.9. A domain
+     * link is the same NVLink ports (no A100 domain system is known): the node's. */
+    .link_eff = { [MP_TIER_NODE] = 0.77, [MP_TIER_DOMAIN] = 0.77, [MP_TIER_CLUSTER] = 0.90 },
     .nvls_algbw_eff = 0,           /* A100's NVSwitch has no SHARP */
     .nccl = TRUE,
     /* cuBLAS documentation (cublasSetWorkspace): 4 MiB default workspace before Hopper. */
@@ -117,38 +156,23 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
     .mem_eff = 0.9, .mem_latency_s = MEM_LATENCY,
     .launch_s = LAUNCH,
     /* nccl-tests issue #212 (NCCL maintainer): 8-GPU H100 ring busbw ~370 of 450 GB/s
-     * -> 0.82; inter-node 0.85-0.95 x NIC rate (REFERENCE-DATA.md) -> 0.9. */
-    .link_eff = { 0.82, 0.90 },
+     * -> 0.82; inter-node 0.85-0.95 x NIC rate (REFERENCE-DATA.md) -> 0.9. A domain
+     * (the DGX H100 NVLink Switch System) uses the same NVLink ports: the node's. */
+    .link_eff = { [MP_TIER_NODE] = 0.82, [MP_TIER_DOMAIN] = 0.82, [MP_TIER_CLUSTER] = 0.90 },
     /* Same issue: all-reduce with NVLink SHARP reaches algbw ~275 GB/s on 8 GPUs. */
     .nvls_algbw_eff = 275.0 / 450.0,
     .nccl = TRUE,
     /* cuBLAS documentation (cublasSetWorkspace): 32 MiB recommended on Hopper. */
     .workspace_bytes = 32.0 * 1024 * 1024,
   },
-  [MP_DEVICE_CLASS_BLACKWELL] = {
-    .klass = MP_DEVICE_CLASS_BLACKWELL,
-    .name = "blackwell",
-    /* B200: two dies of 74 enabled SMs each, 148 (Chips and Cheese, "Nvidia's B200:
-     * Keeping the CUDA Juggernaut Rolling", 2025). */
-    .sms = 148,
-    .tiles = gpu_tiles, .n_tiles = G_N_ELEMENTS (gpu_tiles),
-    .k_overhead = K_OVERHEAD, .max_split_k = MAX_SPLIT_K,
-    /* MAMF B200 SXM bf16: 1745.0 of 2250 TFLOP/s = 0.776 (stas00/ml-engineering); its
-     * best shape is not given there, so a large cube stands for it. GB200 runs the same
-     * chip at a higher power limit; we assume the same fraction of its own peak. */
-    .gemm_anchor_eff = 1745.0 / 2250.0,
-    .gemm_anchor = { 8192, 8192, 8192 },
-    .fp32_simt_eff = 0.9,
-    /* No published attention measurement at hand: Hopper's fractions. */
-    .attn_fwd_eff = 0.64, .attn_bwd_eff = 0.45, .attn_seq_half = 240,
-    .mem_eff = 0.9, .mem_latency_s = MEM_LATENCY,
-    .launch_s = LAUNCH,
-    /* No nccl-tests figures at hand for NVLink 5: Hopper's protocol efficiency. */
-    .link_eff = { 0.82, 0.90 },
-    .nvls_algbw_eff = 275.0 / 450.0,
-    .nccl = TRUE,
-    .workspace_bytes = 32.0 * 1024 * 1024,
-  },
+  [MP_DEVICE_CLASS_BLACKWELL] = BLACKWELL_CURVE (MP_DEVICE_CLASS_BLACKWELL, "blackwell",
+                                                 1745.0 / 2250.0),
+  /* GB200: the same chip at a higher power limit (datasheets: up to 1,200 W against
+   * HGX B200's 1,000 W) and a higher dense peak (2.5 against 2.25 PFLOPS bf16). No
+   * published sustained GEMM measurement on GB200 is at hand, so it is credited with
+   * B200's measured rate, 1745 TFLOP/s, not with a fraction of its higher peak. */
+  [MP_DEVICE_CLASS_GB200] = BLACKWELL_CURVE (MP_DEVICE_CLASS_GB200, "gb200",
+                                             1745.0 / 2500.0),
   [MP_DEVICE_CLASS_GPU] = {
     .klass = MP_DEVICE_CLASS_GPU,
     .name = "gpu",
@@ -163,7 +187,7 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
     .attn_fwd_eff = 0.55, .attn_bwd_eff = 0.45, .attn_seq_half = 240,
     .mem_eff = 0.85, .mem_latency_s = MEM_LATENCY,
     .launch_s = LAUNCH,
-    .link_eff = { 0.75, 0.85 },
+    .link_eff = { [MP_TIER_NODE] = 0.75, [MP_TIER_DOMAIN] = 0.75, [MP_TIER_CLUSTER] = 0.85 },
     .nvls_algbw_eff = 0,
     .nccl = TRUE,
     .workspace_bytes = 4.0 * 1024 * 1024,
@@ -193,7 +217,7 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
      * the large-GEMM rate would take 0.29 us: ~0.25 us per call. */
     .launch_s = 0.25e-6,
     /* host.yaml's shared-memory bandwidth already counts the copy in and out. */
-    .link_eff = { 1.0, 0.9 },
+    .link_eff = { [MP_TIER_NODE] = 1.0, [MP_TIER_DOMAIN] = 1.0, [MP_TIER_CLUSTER] = 0.9 },
     .nvls_algbw_eff = 0,
     .nccl = FALSE,                 /* MPI: no NCCL protocols or base latencies */
     .workspace_bytes = 0,
@@ -201,7 +225,7 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
 };
 
 static const char *const class_names[MP_DEVICE_CLASS_N] = {
-  "a100", "hopper", "blackwell", "gpu", "cpu"
+  "a100", "hopper", "blackwell", "gb200", "gpu", "cpu"
 };
 
 const char *
@@ -232,9 +256,12 @@ mp_device_class_of (const MpDevice *device)
   g_return_val_if_fail (device != NULL, MP_DEVICE_CLASS_GPU);
   static const char *const a100[] = { "a100", "a800", NULL };
   static const char *const hopper[] = { "h100", "h200", "h800", "gh200", NULL };
-  static const char *const blackwell[] = { "b200", "b100", "b300", "gb200", "gb300", NULL };
+  static const char *const gb200[] = { "gb200", "gb300", NULL };
+  static const char *const blackwell[] = { "b200", "b100", "b300", NULL };
   static const char *const cpu[] = { "cpu", "core", "host", "xeon", "epyc", NULL };
   g_autofree char *lower = g_ascii_strdown (device->name ? device->name : "", -1);
+  if (name_has (lower, gb200))
+    return MP_DEVICE_CLASS_GB200;
   if (name_has (lower, blackwell))
     return MP_DEVICE_CLASS_BLACKWELL;
   if (name_has (lower, hopper))

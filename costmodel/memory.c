@@ -271,6 +271,23 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
                       + expert * (cfg->zero >= 2 ? shard_e : 1)) * g;
   out->optimizer_bytes = (dense * (cfg->zero >= 1 ? shard_d : 1)
                           + expert * (cfg->zero >= 1 ? shard_e : 1)) * o;
+  /* FP8 (compute.c): Transformer Engine keeps an FP8 copy of every FP8 GEMM's weight (and
+   * its transpose where the device needs one) beside the bf16 weight and the fp32 master,
+   * sharded under ZeRO-3 like the weights. */
+  if (cm_fp8_on (cfg, dev))
+    {
+      double fd = 0, fe = 0;
+      for (guint v = 0; v < vpp; v++)
+        {
+          double d1, e1;
+          guint c = stage + v * pp;
+          cm_fp8_params (ctx, cfg, first[c], count[c], &d1, &e1);
+          fd += d1;
+          fe += e1;
+        }
+      out->weights_bytes += (fd * (cfg->zero >= 3 ? shard_d : 1)
+                             + fe * (cfg->zero >= 3 ? shard_e : 1)) * cm_fp8_copy_bytes (dev);
+    }
 
   /* Transient: what backward allocates on top of the kept activations, or the loss's
    * logits on the head's stage (bf16 logits then their fp32 gradient, on top of the fp32

@@ -32,7 +32,9 @@ static const char *const ew_names[] = { "norm", "activation", "loss", NULL };
 static const char *const machine_keys[] = { "hostname", "cpu", "cores", "date", "mpplan", NULL };
 static const char *const gemm_keys[] = { "m", "n", "k", "flops_per_s", NULL };
 static const char *const coll_keys[] = { "kind", "tier", "ranks", "sizes", "busbw", NULL };
-static const char *const tier_names[] = { "node", "cluster", NULL };
+/* Same order as MpTier; a profile from before the domain tier has only node and cluster. */
+static const char *const tier_names[] = { "node", "domain", "cluster", NULL };
+G_STATIC_ASSERT (G_N_ELEMENTS (tier_names) == MP_TIER_N + 1);
 static const char *const coll_names[] = {
   "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv", NULL
 };

@@ -113,6 +113,8 @@ config_phrase (const MpPlan *p)
     g_string_append_printf (s, " ep%u", c->ep);
   if (c->sequence_parallel)
     g_string_append (s, " sp");
+  if (c->fp8)
+    g_string_append (s, " fp8");
   if (c->zero > 0)
     g_string_append_printf (s, " z%u", c->zero);
   if (c->recompute != MP_RECOMPUTE_NONE)

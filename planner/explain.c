@@ -21,6 +21,8 @@ plan_phrase (const MpPlan *p)
     g_string_append_printf (s, " ep=%u", c->ep);
   if (c->sequence_parallel)
     g_string_append (s, " sp");
+  if (c->fp8)
+    g_string_append (s, " fp8");
   if (c->zero)
     g_string_append_printf (s, " zero=%u", c->zero);
   if (c->recompute != MP_RECOMPUTE_NONE)

@@ -32,7 +32,7 @@ put_plan (GArray *a, guint slot, guint family, const MpPlan *p)
   const guint32 fields[] = { slot, family, c->dp, c->tp, c->pp, c->cp, c->vpp, c->ep,
                              c->sequence_parallel, c->zero, c->recompute, c->micro_batch_size,
                              c->num_micro_batches, c->schedule, c->flash_attention,
-                             c->fp32_grads, c->order[0], c->order[1], c->order[2],
+                             c->fp32_grads, c->fp8, c->order[0], c->order[1], c->order[2],
                              c->order[3], c->recompute_method, c->recompute_num_layers,
                              c->recompute_modules, chunks };
   g_array_append_vals (a, fields, G_N_ELEMENTS (fields));
@@ -101,11 +101,11 @@ merge_part (const MpCostContext *ctx, guint global_batch, guint top_k, GBytes *p
     return FALSE;
   res->stats.evaluated += ((guint64) w[1] << 32) | w[2];
   res->stats.feasible += ((guint64) w[3] << 32) | w[4];
-  const gsize fixed = 24;
+  const gsize fixed = 25;
   while (at + fixed <= n)
     {
       const guint32 *f = w + at;
-      guint chunks = f[23];
+      guint chunks = f[24];
       if (chunks == 0 || f[1] >= MP_FAMILY_N || at + fixed + chunks > n)
         return FALSE;
       MpParallelConfig cfg;
@@ -114,11 +114,11 @@ merge_part (const MpCostContext *ctx, guint global_batch, guint top_k, GBytes *p
       cfg.ep = f[7], cfg.sequence_parallel = f[8], cfg.zero = f[9];
       cfg.recompute = (MpRecompute) f[10], cfg.micro_batch_size = f[11];
       cfg.num_micro_batches = f[12], cfg.schedule = (MpSchedule) f[13];
-      cfg.flash_attention = f[14], cfg.fp32_grads = f[15];
+      cfg.flash_attention = f[14], cfg.fp32_grads = f[15], cfg.fp8 = f[16];
       for (int d = 0; d < MP_DIM_N; d++)
-        cfg.order[d] = (MpParallelDim) f[16 + d];
-      cfg.recompute_method = (MpRecomputeMethod) f[20], cfg.recompute_num_layers = f[21];
-      cfg.recompute_modules = f[22];
+        cfg.order[d] = (MpParallelDim) f[17 + d];
+      cfg.recompute_method = (MpRecomputeMethod) f[21], cfg.recompute_num_layers = f[22];
+      cfg.recompute_modules = f[23];
       cfg.chunk_layers = w + at + fixed;
       if (cfg.pp * MAX (cfg.vpp, 1u) != chunks
           || !mp_parallel_config_check (&cfg, mp_cost_context_model (ctx),

@@ -11,14 +11,14 @@
 
 typedef enum {
   PIN_DP, PIN_TP, PIN_PP, PIN_VPP, PIN_CP, PIN_EP, PIN_SP, PIN_ZERO, PIN_RECOMPUTE,
-  PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_RC_METHOD, PIN_RC_LAYERS, PIN_RC_MODULES,
+  PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_FP8, PIN_RC_METHOD, PIN_RC_LAYERS, PIN_RC_MODULES,
   /* The layer split, resolved by mp_plan_pins_split (Megatron-LM's flags). */
   PIN_FIRST, PIN_LAST, PIN_EMBEDDING, PIN_LOSS, PIN_LAYERS, PIN_N
 } PinKey;
 
 static const char *const pin_names[PIN_N + 1] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
-  "micro_batch_size", "num_micro_batches", "schedule", "recompute_method",
+  "micro_batch_size", "num_micro_batches", "schedule", "fp8", "recompute_method",
   "recompute_num_layers", "recompute_modules", "first_stage_layers", "last_stage_layers",
   "account_for_embedding", "account_for_loss", "layers_per_chunk", NULL
 };
@@ -55,6 +55,7 @@ value_of (const MpParallelConfig *cfg, PinKey key)
     case PIN_MBS: return cfg->micro_batch_size;
     case PIN_NMB: return cfg->num_micro_batches;
     case PIN_SCHEDULE: return cfg->schedule;
+    case PIN_FP8: return cfg->fp8 ? 1 : 0;
     case PIN_RC_METHOD: return cfg->recompute_method;
     case PIN_RC_LAYERS: return cfg->recompute_num_layers;
     case PIN_RC_MODULES:
@@ -99,7 +100,7 @@ parse_value (PinKey key, const char *value, guint *out)
     }
   if (key == PIN_RC_MODULES)
     return mp_recompute_modules_from_name (value, out);
-  gboolean flag = key == PIN_SP || key == PIN_EMBEDDING || key == PIN_LOSS;
+  gboolean flag = key == PIN_SP || key == PIN_FP8 || key == PIN_EMBEDDING || key == PIN_LOSS;
   if (flag && (strcmp (value, "true") == 0 || strcmp (value, "false") == 0))
     {
       *out = strcmp (value, "true") == 0;
@@ -192,6 +193,20 @@ mp_plan_pins_parse (const char *text, GError **error)
 }
 
 gboolean
+mp_plan_pins_get (const MpPlanPins *pins, const char *key, guint *value)
+{
+  g_return_val_if_fail (key != NULL, FALSE);
+  for (int k = 0; pins != NULL && k < PIN_N; k++)
+    if (strcmp (pin_names[k], key) == 0 && pins->set[k])
+      {
+        if (value)
+          *value = pins->value[k];
+        return TRUE;
+      }
+  return FALSE;
+}
+
+gboolean
 mp_plan_pins_match (const MpPlanPins *pins, const MpParallelConfig *cfg)
 {
   if (pins == NULL)
@@ -200,18 +215,6 @@ mp_plan_pins_match (const MpPlanPins *pins, const MpParallelConfig *cfg)
     if (pins->set[k] && value_of (cfg, (PinKey) k) != pins->value[k])
       return FALSE;
   return TRUE;
-}
-
-gboolean
-mp_plan_pins_value (const MpPlanPins *pins, const char *key, guint *value)
-{
-  for (int k = 0; pins && k < PIN_FIRST; k++)
-    if (pins->set[k] && strcmp (pin_names[k], key) == 0)
-      {
-        *value = pins->value[k];
-        return TRUE;
-      }
-  return FALSE;
 }
 
 /* ---- the layer split, as Megatron-LM's flags make it ---------------------------------- */

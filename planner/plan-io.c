@@ -99,6 +99,8 @@ json_config (JsonBuilder *b, const MpPlan *plan)
   mp_json_add_int (b, "micro_batch_size", c->micro_batch_size);
   mp_json_add_int (b, "num_micro_batches", c->num_micro_batches);
   mp_json_add_string (b, "schedule", mp_plan_schedule_name (c->schedule));
+  if (c->fp8)       /* only when on: plans without it read as before */
+    mp_json_add_bool (b, "fp8", TRUE);
 }
 
 static void
@@ -295,9 +297,9 @@ model_reference (const MpModel *model, const char *plan_dir)
   return path_reference (model->source, plan_dir);
 }
 
-/* The cluster's zoo name or path, with its node count as a ":N" suffix whenever the
- * loader accepts one (a cluster without node groups), so that the plan reloads onto the
- * same number of devices whatever the file's default. */
+/* The cluster's zoo name or path, with its node (domain) count as a ":N" suffix whenever
+ * the loader accepts one (a cluster without node groups), so that the plan reloads onto
+ * the same number of devices whatever the file's default. */
 static char *
 cluster_reference (const MpCluster *cluster, const char *plan_dir)
 {
@@ -308,7 +310,12 @@ cluster_reference (const MpCluster *cluster, const char *plan_dir)
     base = path_reference (cluster->source, plan_dir);
   if (cluster->n_groups != 1)
     return g_steal_pointer (&base);
-  return g_strdup_printf ("%s:%u", base, cluster->nodes);
+  /* With NVLink domains the suffix counts domains; a short last domain needs the device
+   * count (":Ng"). */
+  guint npd = MAX (cluster->nodes_per_domain, 1u);
+  if (npd > 1 && cluster->nodes % npd != 0)
+    return g_strdup_printf ("%s:%ug", base, cluster->world_size);
+  return g_strdup_printf ("%s:%u", base, cluster->nodes / npd);
 }
 
 /* The folder a plan written to PLAN_PATH lives in, absolute and canonical; NULL when it
@@ -376,6 +383,8 @@ write_parallel (GString *out, const MpParallelConfig *c)
                           mp_plan_schedule_name (c->schedule),
                           c->flash_attention ? "true" : "false",
                           c->fp32_grads ? "true" : "false");
+  if (c->fp8)
+    g_string_append (out, "  fp8: true\n");
   if (c->bucket_bytes > 0)
     {
       g_string_append (out, "  bucket_bytes: ");

@@ -18,8 +18,8 @@ static const char *const top_keys[] = { "kind", "version", "model", "cluster", "
 static const char *const parallel_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
   "micro_batch_size", "num_micro_batches", "schedule", "flash_attention", "fp32_grads",
-  "bucket_bytes", "order", "recompute_method", "recompute_num_layers", "recompute_modules",
-  NULL
+  "fp8", "bucket_bytes", "order", "recompute_method", "recompute_num_layers",
+  "recompute_modules", NULL
 };
 static const char *const predicted_keys[] = { "step_s", "tokens_per_s", "tflops_per_gpu",
                                               "mfu", "memory_bytes", "time_s", NULL };
@@ -208,6 +208,7 @@ read_parallel (Loader *l, const MpYamlNode *map)
   mp_yaml_get_bool (r, map, "sequence_parallel", FALSE, &c->sequence_parallel);
   mp_yaml_get_bool (r, map, "flash_attention", FALSE, &c->flash_attention);
   mp_yaml_get_bool (r, map, "fp32_grads", FALSE, &c->fp32_grads);
+  mp_yaml_get_bool (r, map, "fp8", FALSE, &c->fp8);
   mp_yaml_get_quantity (r, map, "bucket_bytes", MP_UNIT_BYTES, FALSE, TRUE, &c->bucket_bytes);
   const MpYamlNode *order = mp_yaml_lookup (map, "order");
   if (order)

@@ -90,11 +90,11 @@ typedef struct _MpPlanPins MpPlanPins;
 MpPlanPins *mp_plan_pins_parse (const char *text, GError **error);
 void mp_plan_pins_free (MpPlanPins *pins);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlanPins, mp_plan_pins_free)
+/* Does PINS (may be NULL) pin KEY (a JSON plan key)? Its value as stored into *VALUE (may
+ * be NULL): sizes as numbers, booleans 0/1, enums as their MpRecompute/MpSchedule/... */
+gboolean mp_plan_pins_get (const MpPlanPins *pins, const char *key, guint *value);
 /* Does CFG honour every pin but the layer split's? (NULL pins: yes.) */
 gboolean mp_plan_pins_match (const MpPlanPins *pins, const MpParallelConfig *cfg);
-/* The value pinned for KEY (a pin key other than the split's; enums as their values),
- * FALSE when it is not pinned. */
-gboolean mp_plan_pins_value (const MpPlanPins *pins, const char *key, guint *value);
 /* The pinned layer split of MODEL: model layers per chunk (*N_CHUNKS = pp x vpp of them)
  * from layers_per_chunk, or from Megatron-LM's flags first_stage_layers /
  * last_stage_layers (--decoder-first/last-pipeline-num-layers: blocks on the first / last

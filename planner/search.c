@@ -131,12 +131,28 @@ visit (Search *s, const MpParallelConfig *cfg)
       pl_keep_top (s->res->plans, s->top_k, plan);
       return;
     }
-  pl_keep_best (&st->free_best, plan);
+  /* The best plan without the pins is one the search would make without them: bf16. */
+  if (!cfg->fp8)
+    pl_keep_best (&st->free_best, plan);
   if (honours (s, cfg))
     pl_keep_top (s->res->plans, s->top_k, plan);
 }
 
 /* ---- the loops, innermost first -------------------------------------------------------- */
+
+/* On a cluster with NVLink domains, a tensor- or expert-parallel group that leaves its
+ * domain would run its per-layer collectives over the network: such a config is visited
+ * only when the user pins that dimension (tp, ep). */
+static void
+visit_in_domains (Search *s, const MpParallelConfig *cfg)
+{
+  if (s->cluster->nodes_per_domain > 1
+      && !mp_cost_groups_in_domains (s->ctx, cfg,
+                                     !mp_plan_pins_get (s->opts->pins, "tp", NULL),
+                                     !mp_plan_pins_get (s->opts->pins, "ep", NULL)))
+    return;
+  visit (s, cfg);
+}
 
 /* Rank orders worth trying: Megatron's (tp, cp, dp, pp), and with both data and pipeline
  * parallelism while tp leaves room in a node, pipeline neighbours inside the node. */
@@ -148,12 +164,12 @@ loop_order (Search *s, MpParallelConfig *cfg)
   static const MpParallelDim pp_inner[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP,
                                                     MP_DIM_DP };
   memcpy (cfg->order, megatron, sizeof megatron);
-  visit (s, cfg);
+  visit_in_domains (s, cfg);
   guint per_node = s->cluster->groups[0].devices_per_node;
   if (cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < per_node)
     {
       memcpy (cfg->order, pp_inner, sizeof pp_inner);
-      visit (s, cfg);
+      visit_in_domains (s, cfg);
       memcpy (cfg->order, megatron, sizeof megatron);
     }
 }
@@ -215,7 +231,7 @@ loop_schedule (Search *s, MpParallelConfig *cfg)
    * search tries up to MAX_VPP chunks per stage that divide its blocks; a pinned vpp is
    * tried whatever it is (its chunks split unevenly where they must). */
   guint per_stage = n_blocks (s->model) / cfg->pp, pinned;
-  gboolean pin = mp_plan_pins_value (s->opts->pins, "vpp", &pinned);
+  gboolean pin = mp_plan_pins_get (s->opts->pins, "vpp", &pinned);
   if (cfg->num_micro_batches % cfg->pp == 0)
     for (guint v = 2; v <= (pin ? pinned : MIN (MAX_VPP, per_stage)); v++)
       if (pin ? v == pinned : per_stage % v == 0)
@@ -295,7 +311,7 @@ loop_recompute (Search *s, MpParallelConfig *cfg, guint rest)
 {
   const MpPlanPins *pins = s->opts->pins;
   guint pinned = 0;
-  gboolean pin = mp_plan_pins_value (pins, "recompute", &pinned);
+  gboolean pin = mp_plan_pins_get (pins, "recompute", &pinned);
   for (int r = MP_RECOMPUTE_NONE; r <= MP_RECOMPUTE_FULL; r++)
     {
       /* Fused attention keeps no score matrix, so selective recompute of the attention
@@ -305,11 +321,11 @@ loop_recompute (Search *s, MpParallelConfig *cfg, guint rest)
       cfg->recompute = (MpRecompute) r;
       /* Its extent: the pinned one, else all blocks (full) or the attention core. */
       guint v = 0;
-      if (r == MP_RECOMPUTE_FULL && mp_plan_pins_value (pins, "recompute_num_layers", &v))
+      if (r == MP_RECOMPUTE_FULL && mp_plan_pins_get (pins, "recompute_num_layers", &v))
         cfg->recompute_num_layers = v;
-      if (r == MP_RECOMPUTE_FULL && mp_plan_pins_value (pins, "recompute_method", &v))
+      if (r == MP_RECOMPUTE_FULL && mp_plan_pins_get (pins, "recompute_method", &v))
         cfg->recompute_method = (MpRecomputeMethod) v;
-      if (r == MP_RECOMPUTE_SELECTIVE && mp_plan_pins_value (pins, "recompute_modules", &v))
+      if (r == MP_RECOMPUTE_SELECTIVE && mp_plan_pins_get (pins, "recompute_modules", &v))
         cfg->recompute_modules = v;
       loop_pp (s, cfg, rest);
       cfg->recompute_num_layers = cfg->recompute_modules = 0;
@@ -371,7 +387,15 @@ run (Search *s)
   mp_parallel_config_init (&cfg);
   cfg.bucket_bytes = s->opts->bucket_bytes;
   s->index = 0;
-  loop_tp (s, &cfg);
+  /* FP8 changes the numerics, so the search tries it only when the user pins it
+   * (--fix fp8=true), and then bf16 too for the best plan without the pins. */
+  guint fp8 = 0;
+  gboolean with_fp8 = mp_plan_pins_get (s->opts->pins, "fp8", &fp8) && fp8;
+  for (guint f = 0; f <= (with_fp8 ? 1u : 0u); f++)
+    {
+      cfg.fp8 = f;
+      loop_tp (s, &cfg);
+    }
 }
 
 /* ---- the entry point ------------------------------------------------------------------ */
@@ -389,20 +413,20 @@ pins_reason (const Search *s)
   guint *field[] = { &cfg.dp, &cfg.tp, &cfg.pp, &cfg.vpp, &cfg.cp, &cfg.ep,
                      &cfg.micro_batch_size, &cfg.num_micro_batches };
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
-    mp_plan_pins_value (s->opts->pins, keys[i], field[i]);
+    mp_plan_pins_get (s->opts->pins, keys[i], field[i]);
   guint v;
-  if (mp_plan_pins_value (s->opts->pins, "schedule", &v))
+  if (mp_plan_pins_get (s->opts->pins, "schedule", &v))
     cfg.schedule = (MpSchedule) v;
   else if (cfg.vpp > 1)
     cfg.schedule = MP_SCHEDULE_INTERLEAVED;
-  if (!mp_plan_pins_value (s->opts->pins, "num_micro_batches", &v)
+  if (!mp_plan_pins_get (s->opts->pins, "num_micro_batches", &v)
       && s->global_batch % (cfg.dp * cfg.micro_batch_size) == 0)
     cfg.num_micro_batches = s->global_batch / (cfg.dp * cfg.micro_batch_size);
-  if (mp_plan_pins_value (s->opts->pins, "recompute", &v))
+  if (mp_plan_pins_get (s->opts->pins, "recompute", &v))
     cfg.recompute = (MpRecompute) v;
-  if (mp_plan_pins_value (s->opts->pins, "recompute_num_layers", &v))
+  if (mp_plan_pins_get (s->opts->pins, "recompute_num_layers", &v))
     cfg.recompute_num_layers = v;
-  if (mp_plan_pins_value (s->opts->pins, "recompute_modules", &v))
+  if (mp_plan_pins_get (s->opts->pins, "recompute_modules", &v))
     cfg.recompute_modules = v;
   cfg.chunk_layers = s->pinned_split && s->n_pinned == cfg.pp * cfg.vpp ? s->pinned_split
                                                                          : NULL;
@@ -450,6 +474,16 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
       g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "the global batch must be at least 1");
       return NULL;
     }
+  guint fp8 = 0;
+  for (guint g = 0; mp_plan_pins_get (opts->pins, "fp8", &fp8) && fp8
+                    && g < s.cluster->n_groups; g++)
+    if (s.cluster->groups[g].device.peak_flops[MP_DTYPE_FP8] <= 0)
+      {
+        g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "--fix fp8=true: device '%s' of %s "
+                     "has no FP8 rate (its peak lists no fp8)",
+                     s.cluster->groups[g].device.name, s.cluster->name);
+        return NULL;
+      }
   gint64 start = g_get_monotonic_time ();
   if (opts->progress)
     {
@@ -469,7 +503,7 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
       return NULL;
     }
   guint max_vpp = MAX_VPP;
-  mp_plan_pins_value (opts->pins, "vpp", &max_vpp);
+  mp_plan_pins_get (opts->pins, "vpp", &max_vpp);
   s.split = g_new (guint, (gsize) n_blocks (model) * MAX (max_vpp, MAX_VPP) + 2);
   run (&s);
   g_free (s.split);

@@ -246,6 +246,9 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
         CHECK (model->mlp_layers[i].out % cfg->tp == 0, "tp = %u does not divide the %"
                G_GUINT64_FORMAT " outputs of layer %u", cfg->tp, model->mlp_layers[i].out, i);
     }
+  for (guint g = 0; cfg->fp8 && g < cluster->n_groups; g++)
+    CHECK (cluster->groups[g].device.peak_flops[MP_DTYPE_FP8] > 0, "fp8 needs an FP8 rate "
+           "on every device, and '%s' lists none in its peak", cluster->groups[g].device.name);
   if (model->experts == 0)
     CHECK (cfg->ep == 1, "ep = %u on a dense model", cfg->ep);
   else
@@ -304,12 +307,12 @@ mp_parallel_config_compare (const MpParallelConfig *x, const MpParallelConfig *y
   const guint kx[] = { x->tp, x->pp, x->dp, x->cp, x->ep, x->vpp, x->sequence_parallel,
                        x->zero, x->recompute, x->micro_batch_size, x->schedule,
                        x->order[0], x->order[1], x->order[2], x->order[3],
-                       x->num_micro_batches, x->flash_attention, x->fp32_grads,
+                       x->num_micro_batches, x->flash_attention, x->fp32_grads, x->fp8,
                        x->recompute_num_layers, x->recompute_method, x->recompute_modules };
   const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
                        y->zero, y->recompute, y->micro_batch_size, y->schedule,
                        y->order[0], y->order[1], y->order[2], y->order[3],
-                       y->num_micro_batches, y->flash_attention, y->fp32_grads,
+                       y->num_micro_batches, y->flash_attention, y->fp32_grads, y->fp8,
                        y->recompute_num_layers, y->recompute_method, y->recompute_modules };
   G_STATIC_ASSERT (MP_DIM_N == 4);
   for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)

@@ -93,6 +93,8 @@ typedef struct {
   gboolean flash_attention;    /* fused attention: no score matrix in memory */
   gboolean fp32_grads;         /* gradients accumulated in fp32 (Megatron with bf16); else
                                 * at the model's state_bytes_per_param gradient size */
+  gboolean fp8;                /* Transformer Engine FP8 (hybrid: E4M3 forward, E5M2
+                                * gradients) for the blocks' GEMMs; bf16 elsewhere */
   double bucket_bytes;         /* data-parallel gradient bucket; 0: 25 MiB (PyTorch DDP) */
   /* Model layers (model->layers, embedding and head included) per model chunk, pp * vpp
    * entries in chunk order; chunk c runs on pipeline rank c % pp. NULL: blocks spread
@@ -107,7 +109,8 @@ typedef struct {
 
 /* Sets every size to 1, 1F1B, flash attention on, default order, no chunk split. */
 void mp_parallel_config_init (MpParallelConfig *cfg);
-/* TRUE when CFG can run MODEL on CLUSTER: sizes >= 1, world fits, tp divides heads, kv
+/* TRUE when CFG can run MODEL on CLUSTER: sizes >= 1, world fits, fp8 only on devices with
+ * an FP8 rate, tp divides heads, kv
  * heads and ffn (mlp: every layer's outputs), cp divides the sequence, ep divides experts
  * and dp * cp, vpp needs the interleaved schedule (whose micro-batches pp divides, as
  * Megatron-LM requires), chunk_layers sums to the layer count with no empty chunk (so
@@ -124,7 +127,7 @@ guint mp_parallel_config_chunks (const MpParallelConfig *cfg);
 void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DIM_N]);
 /* A total order on configs, over every field: the sizes and choices (tp, pp, dp, cp, ep,
  * vpp, sequence_parallel, zero, recompute, micro_batch_size, schedule, then the rank
- * order, num_micro_batches, flash_attention, fp32_grads, bucket_bytes, the recompute
+ * order, num_micro_batches, flash_attention, fp32_grads, fp8, bucket_bytes, the recompute
  * extent), then the layer
  * split (mp_parallel_config_chunks entries; NULL, the balanced split, first) and the
  * placement (world entries; NULL, the identity, first). 0: the same plan. */

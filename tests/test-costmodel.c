@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "tests/test-util.h"
+#include "tests/test-load.h"
 #include "costmodel/costmodel.h"
 #include "common/error.h"
 #include "planner/planner.h"
@@ -19,36 +20,6 @@
 #include <string.h>
 
 /* ---- fixtures ------------------------------------------------------------------------ */
-
-static MpModel *
-model_ok (const char *name)
-{
-  g_autoptr(GError) error = NULL;
-  MpModel *m = mp_model_load (name, &error);
-  if (m == NULL)
-    fail_msg ("%s: %s", name, error->message);
-  return m;
-}
-
-static MpCluster *
-cluster_ok (const char *name)
-{
-  g_autoptr(GError) error = NULL;
-  MpCluster *c = mp_cluster_load (name, &error);
-  if (c == NULL)
-    fail_msg ("%s: %s", name, error->message);
-  return c;
-}
-
-static MpCluster *
-cluster_text (const char *yaml)
-{
-  g_autoptr(GError) error = NULL;
-  MpCluster *c = mp_cluster_load_data ("inline.yaml", yaml, strlen (yaml), &error);
-  if (c == NULL)
-    fail_msg ("inline cluster: %s", error->message);
-  return c;
-}
 
 /* A GPT as Korthikanti et al. 2022 count it: gelu, multi-head attention, ffn = 4h,
  * layernorm, learned positions. */

@@ -292,7 +292,7 @@ static void
 test_topology_zoo (void **state)
 {
   g_auto(GStrv) names = mp_cluster_zoo_list ();
-  static const char *const expected[] = { "dgx-a100-40g", "dgx-a100-80g", "dgx-h100",
+  static const char *const expected[] = { "dgx-a100-40g", "dgx-a100-80g", "dgx-b200", "dgx-h100",
                                           "gb200-nvl72", "h200", "hgx-h200", "host",
                                           "workstation-pcie4", NULL };
   for (const char *const *e = expected; *e; e++)

@@ -63,7 +63,7 @@ append_link (GString *out, const MpCluster *c, MpTier tier)
   g_autofree char *bw = mp_units_format (l->bw_Bps, MP_UNIT_BPS);
   g_autofree char *lat = mp_units_format (l->latency_s, MP_UNIT_SECONDS);
   g_string_append_printf (out, "    %-8s %-20s %s per %s per direction", mp_tier_name (tier),
-                          l->name, bw, tier == MP_TIER_NODE ? "device" : "NIC");
+                          l->name, bw, tier == MP_TIER_CLUSTER ? "NIC" : "device");
   if (tier == MP_TIER_CLUSTER)
     {
       /* What one rank gets when all its node's devices send at once. */
@@ -74,6 +74,24 @@ append_link (GString *out, const MpCluster *c, MpTier tier)
                               l->nics_per_node, share);
     }
   g_string_append_printf (out, ", latency %s\n", lat);
+}
+
+/* The NVLink domains, when the cluster has a domain tier. */
+static void
+append_domains (GString *out, const MpCluster *c)
+{
+  if (c->nodes_per_domain < 2)
+    return;
+  guint last = c->nodes - (c->domains - 1) * c->nodes_per_domain;
+  g_autoptr(GString) text = g_string_new (NULL);
+  g_string_printf (text, "%u domain%s of %u nodes", c->domains, plural (c->domains),
+                   c->nodes_per_domain);
+  if (c->n_groups == 1)
+    g_string_append_printf (text, " (%u devices)",
+                            c->nodes_per_domain * c->groups[0].devices_per_node);
+  if (last < c->nodes_per_domain)
+    g_string_append_printf (text, ", the last of %u", last);
+  append_row (out, "  ", "domains", text->str);
 }
 
 static void
@@ -105,6 +123,7 @@ mp_cluster_describe_text (const MpCluster *cluster)
                                                 g->devices_per_node, plural (g->devices_per_node),
                                                 c->world_size, plural (c->world_size));
       append_row (out, "  ", "nodes", shape);
+      append_domains (out, c);
       append_device (out, &g->device, c->device_overhead_bytes, "  ", c->profile != NULL);
     }
   else
@@ -113,13 +132,15 @@ mp_cluster_describe_text (const MpCluster *cluster)
                                                 c->n_groups, c->world_size,
                                                 c->heterogeneous ? " (heterogeneous)" : "");
       append_row (out, "  ", "nodes", shape);
+      append_domains (out, c);
       append_groups (out, c);
     }
   g_string_append (out, "  links\n");
   for (int t = 0; t < MP_TIER_N; t++)
     if (c->has_link[t])
       append_link (out, c, (MpTier) t);
-  if (!c->has_link[MP_TIER_NODE] && !c->has_link[MP_TIER_CLUSTER])
+  if (!c->has_link[MP_TIER_NODE] && !c->has_link[MP_TIER_DOMAIN]
+      && !c->has_link[MP_TIER_CLUSTER])
     g_string_append (out, "    (none: a single device)\n");
   if (c->profile)
     append_row (out, "  ", "profile", c->profile);
@@ -218,6 +239,10 @@ mp_cluster_describe_json (const MpCluster *cluster)
   json_builder_add_int_value (b, c->groups[0].devices_per_node);
   json_builder_set_member_name (b, "world_size");
   json_builder_add_int_value (b, c->world_size);
+  json_builder_set_member_name (b, "nodes_per_domain");
+  json_builder_add_int_value (b, c->nodes_per_domain);
+  json_builder_set_member_name (b, "domains");
+  json_builder_add_int_value (b, c->domains);
   json_builder_set_member_name (b, "heterogeneous");
   json_builder_add_boolean_value (b, c->heterogeneous);
   json_builder_set_member_name (b, "device_overhead_bytes");

@@ -15,7 +15,7 @@
 
 static const char *const top_keys[] = {
   "name", "nodes", "devices_per_node", "device", "groups", "links", "device_overhead",
-  "profile", NULL
+  "profile", "nodes_per_domain", "devices_per_domain", NULL
 };
 static const char *const group_keys[] = { "name", "nodes", "devices_per_node", "device", NULL };
 static const char *const device_keys[] = {
@@ -25,13 +25,15 @@ static const char *const link_keys[] = {
   "tier", "name", "bandwidth", "latency", "nics_per_node", NULL
 };
 /* Same order as MpTier. */
-static const char *const tier_names[] = { "node", "cluster", NULL };
+static const char *const tier_names[] = { "node", "domain", "cluster", NULL };
 G_STATIC_ASSERT (G_N_ELEMENTS (tier_names) == MP_TIER_N + 1);
 
 typedef struct {
   MpYamlReader r;
   MpCluster *c;
   guint override_nodes;      /* from a ":N" suffix; 0 = none */
+  guint override_devices;    /* from a ":Ng" suffix (devices); 0 = none */
+  const MpYamlNode *domain_key;  /* nodes_per_domain or devices_per_domain, if given */
 } Loader;
 
 /* ---- device ------------------------------------------------------------------------ */
@@ -172,9 +174,9 @@ read_groups (Loader *l, const MpYamlNode *seq)
                        "devices_per_node, device}");
       return;
     }
-  if (l->override_nodes > 0)
-    mp_yaml_problem (&l->r, seq, "a node-count suffix (':%u') needs a cluster without "
-                     "'groups'", l->override_nodes);
+  if (l->override_nodes > 0 || l->override_devices > 0)
+    mp_yaml_problem (&l->r, seq, "a size suffix (':%u%s') needs a cluster without 'groups'",
+                     l->override_nodes + l->override_devices, l->override_devices ? "g" : "");
   MpCluster *c = l->c;
   c->n_groups = seq->items->len;
   c->groups = g_new0 (MpNodeGroup, c->n_groups);
@@ -223,7 +225,7 @@ read_link (MpYamlReader *r, const MpYamlNode *map, MpLink *link)
   mp_yaml_get_quantity (r, map, "latency", MP_UNIT_SECONDS, TRUE, TRUE, &link->latency_s);
   guint64 nics = 0;
   const MpYamlNode *nics_node = mp_yaml_lookup (map, "nics_per_node");
-  if (nics_node != NULL && tier == MP_TIER_NODE)
+  if (nics_node != NULL && tier >= 0 && tier != MP_TIER_CLUSTER)
     mp_yaml_problem (r, nics_node, "'nics_per_node' applies only to the 'cluster' tier");
   else if (mp_yaml_get_uint (r, map, "nics_per_node", FALSE, 1,
                              MP_CLUSTER_MAX_DEVICES_PER_NODE, &nics))
@@ -266,6 +268,101 @@ read_links (Loader *l, const MpYamlNode *seq)
     }
 }
 
+/* ---- NVLink domains ----------------------------------------------------------------- */
+
+/* nodes_per_domain: N, or devices_per_domain: D (a multiple of devices_per_node, which a
+ * cluster with `groups` does not have one of). A domain holds at least two nodes: one
+ * node is the node tier. Sets c->nodes_per_domain (1 without either key). */
+static void
+read_domain (Loader *l, const MpYamlNode *root)
+{
+  MpCluster *c = l->c;
+  c->nodes_per_domain = 1;
+  const MpYamlNode *by_nodes = mp_yaml_lookup (root, "nodes_per_domain");
+  const MpYamlNode *by_devices = mp_yaml_lookup (root, "devices_per_domain");
+  if (by_nodes != NULL && by_devices != NULL)
+    {
+      mp_yaml_problem (&l->r, by_devices, "give 'nodes_per_domain' or 'devices_per_domain', "
+                       "not both");
+      return;
+    }
+  l->domain_key = by_nodes ? by_nodes : by_devices;
+  guint64 n;
+  if (by_nodes != NULL)
+    {
+      if (mp_yaml_get_uint (&l->r, root, "nodes_per_domain", FALSE, 2, MP_CLUSTER_MAX_NODES,
+                            &n))
+        c->nodes_per_domain = (guint) n;
+      return;
+    }
+  if (by_devices == NULL
+      || !mp_yaml_get_uint (&l->r, root, "devices_per_domain", FALSE, 1, G_MAXUINT, &n))
+    return;
+  if (c->n_groups != 1 || mp_yaml_lookup (root, "groups") != NULL)
+    {
+      mp_yaml_problem (&l->r, by_devices, "'devices_per_domain' needs a cluster without "
+                       "'groups' (give 'nodes_per_domain')");
+      return;
+    }
+  guint dpn = c->groups[0].devices_per_node;
+  if (dpn == 0)
+    return; /* already reported */
+  if (n % dpn != 0 || n / dpn < 2)
+    {
+      mp_yaml_problem (&l->r, by_devices, "devices_per_domain (%" G_GUINT64_FORMAT ") must be "
+                       "a multiple of devices_per_node (%u), at least two nodes", n, dpn);
+      return;
+    }
+  c->nodes_per_domain = (guint) (n / dpn);
+}
+
+/* A ":Ng" suffix sets the devices: a whole number of nodes. A ":N" suffix on a cluster
+ * with domains counts domains (racks): N x nodes_per_domain nodes. FALSE (with a
+ * problem) when the size does not fit. */
+static gboolean
+apply_domain_suffix (Loader *l, const MpYamlNode *where)
+{
+  MpCluster *c = l->c;
+  if (l->override_devices > 0 && c->n_groups == 1)
+    {
+      guint dpn = c->groups[0].devices_per_node;
+      if (dpn == 0 || l->override_devices % dpn != 0)
+        {
+          mp_yaml_problem (&l->r, where, "':%ug' devices are not a whole number of nodes of "
+                           "%u devices", l->override_devices, dpn);
+          return FALSE;
+        }
+      c->groups[0].nodes = l->override_devices / dpn;
+      return TRUE;
+    }
+  if (l->override_nodes == 0 || c->nodes_per_domain < 2 || c->n_groups != 1)
+    return TRUE;
+  guint64 nodes = (guint64) l->override_nodes * c->nodes_per_domain;
+  if (nodes > MP_CLUSTER_MAX_NODES)
+    {
+      mp_yaml_problem (&l->r, where, "':%u' domains of %u nodes are %" G_GUINT64_FORMAT
+                       " nodes (at most %u)", l->override_nodes, c->nodes_per_domain, nodes,
+                       MP_CLUSTER_MAX_NODES);
+      return FALSE;
+    }
+  c->groups[0].nodes = (guint) nodes;
+  return TRUE;
+}
+
+/* The domain tier's link exists exactly when domains are declared. */
+static void
+check_domain_tier (Loader *l, const MpYamlNode *links)
+{
+  MpCluster *c = l->c;
+  if (c->nodes_per_domain > 1 && !c->has_link[MP_TIER_DOMAIN])
+    mp_yaml_problem (&l->r, l->domain_key, "a domain of %u nodes needs a link of tier "
+                     "'domain' (between the nodes of a domain) in 'links'",
+                     c->nodes_per_domain);
+  if (c->nodes_per_domain < 2 && c->has_link[MP_TIER_DOMAIN] && l->domain_key == NULL)
+    mp_yaml_problem (&l->r, links, "a link of tier 'domain' needs 'nodes_per_domain' or "
+                     "'devices_per_domain' (how many nodes share the domain link)");
+}
+
 /* ---- whole-cluster checks ---------------------------------------------------------- */
 
 /* Offsets, totals and the size limits; FALSE (with a problem) when too large. */
@@ -293,7 +390,16 @@ count_world (Loader *l, const MpYamlNode *where)
     }
   c->nodes = (guint) nodes;
   c->world_size = (guint) devices;
+  c->domains = (c->nodes + c->nodes_per_domain - 1) / c->nodes_per_domain;
   return TRUE;
+}
+
+/* Where a node count came from, for a message. */
+static const char *
+suffix_note (const Loader *l)
+{
+  return l->override_devices > 0 ? " (from the ':Ng' suffix)"
+         : l->override_nodes > 0 ? " (from the ':N' suffix)" : "";
 }
 
 /* Tiers the shape needs: node for several devices on a node, cluster for several nodes. */
@@ -307,9 +413,16 @@ check_tiers (Loader *l, const MpYamlNode *links)
   if (max_dpn > 1 && !c->has_link[MP_TIER_NODE])
     mp_yaml_problem (&l->r, links, "%u devices per node need a link of tier 'node' (between "
                      "the devices of a node)", max_dpn);
-  if (c->nodes > 1 && !c->has_link[MP_TIER_CLUSTER])
-    mp_yaml_problem (&l->r, links, "%u nodes%s need a link of tier 'cluster' (between nodes)",
-                     c->nodes, l->override_nodes > 0 ? " (from the ':N' suffix)" : "");
+  if (c->domains > 1 && !c->has_link[MP_TIER_CLUSTER])
+    {
+      if (c->nodes_per_domain > 1)
+        mp_yaml_problem (&l->r, links, "%u domains%s need a link of tier 'cluster' (between "
+                         "domains)", c->domains, suffix_note (l));
+      else
+        mp_yaml_problem (&l->r, links, "%u nodes%s need a link of tier 'cluster' (between "
+                         "nodes)", c->nodes, suffix_note (l));
+    }
+  check_domain_tier (l, links);
   /* Default: one NIC per device on the widest node, which no group then shares. */
   if (c->has_link[MP_TIER_CLUSTER] && c->links[MP_TIER_CLUSTER].nics_per_node == 0)
     c->links[MP_TIER_CLUSTER].nics_per_node = MAX (max_dpn, 1);
@@ -339,7 +452,8 @@ finish_cluster (Loader *l, const MpYamlNode *root, const MpYamlNode *links)
   const MpYamlNode *size_node = mp_yaml_lookup (root, "groups");
   if (size_node == NULL)
     size_node = mp_yaml_lookup (root, "devices_per_node");
-  if (c->n_groups == 0 || !count_world (l, size_node ? size_node : root))
+  if (c->n_groups == 0 || !apply_domain_suffix (l, size_node ? size_node : root)
+      || !count_world (l, size_node ? size_node : root))
     return;
   if (links != NULL)
     check_tiers (l, links);
@@ -385,6 +499,7 @@ read_cluster (Loader *l)
   else
     read_links (l, links);
 
+  read_domain (l, root);
   c->device_overhead_bytes = MP_CLUSTER_DEFAULT_DEVICE_OVERHEAD_BYTES;
   mp_yaml_get_quantity (&l->r, root, "device_overhead", MP_UNIT_BYTES, FALSE, TRUE,
                         &c->device_overhead_bytes);
@@ -396,11 +511,12 @@ read_cluster (Loader *l)
 
 /* Reads DOC into a new cluster (caller owns), or NULL with every problem in ERROR. */
 static MpCluster *
-cluster_from_doc (const MpYamlDoc *doc, guint override_nodes, GError **error)
+cluster_from_doc (const MpYamlDoc *doc, guint override_nodes, guint override_devices,
+                  GError **error)
 {
   g_autoptr(MpCluster) c = g_new0 (MpCluster, 1);
   c->source = g_strdup (doc->path);
-  Loader l = { .c = c, .override_nodes = override_nodes };
+  Loader l = { .c = c, .override_nodes = override_nodes, .override_devices = override_devices };
   mp_yaml_reader_init (&l.r, doc);
   read_cluster (&l);
   gboolean ok = mp_yaml_reader_finish (&l.r, error);
@@ -413,45 +529,51 @@ mp_cluster_load_data (const char *name, const char *data, gsize len, GError **er
 {
   g_return_val_if_fail (name != NULL, NULL);
   g_autoptr(MpYamlDoc) doc = mp_yaml_load_data (name, data, len, error);
-  return doc ? cluster_from_doc (doc, 0, error) : NULL;
+  return doc ? cluster_from_doc (doc, 0, 0, error) : NULL;
 }
 
 static MpCluster *
-load_path (const char *path, guint override_nodes, GError **error)
+load_path (const char *path, guint override_nodes, guint override_devices, GError **error)
 {
   g_autoptr(MpYamlDoc) doc = mp_yaml_load (path, error);
-  return doc ? cluster_from_doc (doc, override_nodes, error) : NULL;
+  return doc ? cluster_from_doc (doc, override_nodes, override_devices, error) : NULL;
 }
 
 MpCluster *
 mp_cluster_load_file (const char *path, GError **error)
 {
   g_return_val_if_fail (path != NULL, NULL);
-  return load_path (path, 0, error);
+  return load_path (path, 0, 0, error);
 }
 
-/* Splits "BASE:N" into BASE (caller owns) and N; no suffix leaves *NODES 0. */
+/* Splits "BASE:N" into BASE (caller owns) and N nodes, or "BASE:Ng" into N devices; no
+ * suffix leaves both 0. */
 static char *
-split_suffix (const char *arg, guint *nodes, GError **error)
+split_suffix (const char *arg, guint *nodes, guint *devices, GError **error)
 {
-  *nodes = 0;
+  *nodes = *devices = 0;
   const char *colon = strrchr (arg, ':');
   if (colon == NULL)
     return g_strdup (arg);
   const char *s = colon + 1;
-  guint64 n = 0;
-  gboolean digits = *s != '\0' && strlen (s) <= 9;
-  for (const char *p = s; digits && *p; p++)
-    digits = g_ascii_isdigit (*p);
+  gsize len = strlen (s);
+  gboolean by_devices = len > 1 && s[len - 1] == 'g';
+  len -= by_devices ? 1 : 0;
+  guint64 n = 0, max = by_devices ? G_MAXUINT : MP_CLUSTER_MAX_NODES;
+  gboolean digits = len > 0 && len <= 10;
+  for (gsize i = 0; digits && i < len; i++)
+    digits = g_ascii_isdigit (s[i]);
   if (digits)
     n = g_ascii_strtoull (s, NULL, 10);
-  if (!digits || n < 1 || n > MP_CLUSTER_MAX_NODES)
+  if (!digits || n < 1 || n > max)
     {
       g_set_error (error, MP_ERROR, MP_ERROR_USAGE, "'%s': the part after ':' must be a "
-                   "node count from 1 to %u (e.g. dgx-a100-80g:16)", arg, MP_CLUSTER_MAX_NODES);
+                   "node count from 1 to %u (e.g. dgx-a100-80g:16), a domain count on a "
+                   "cluster with domains (gb200-nvl72:4), or a device count with 'g' "
+                   "(gb200-nvl72:256g)", arg, MP_CLUSTER_MAX_NODES);
       return NULL;
     }
-  *nodes = (guint) n;
+  *(by_devices ? devices : nodes) = (guint) n;
   return g_strndup (arg, colon - arg);
 }
 
@@ -492,20 +614,20 @@ mp_cluster_load (const char *name_or_path, GError **error)
 {
   g_return_val_if_fail (name_or_path != NULL, NULL);
   if (is_file_arg (name_or_path))
-    return load_path (name_or_path, 0, error);
-  guint nodes = 0;
-  g_autofree char *base = split_suffix (name_or_path, &nodes, error);
+    return load_path (name_or_path, 0, 0, error);
+  guint nodes = 0, devices = 0;
+  g_autofree char *base = split_suffix (name_or_path, &nodes, &devices, error);
   if (base == NULL)
     return NULL;
   if (is_file_arg (base))
-    return load_path (base, nodes, error);
+    return load_path (base, nodes, devices, error);
   g_autofree char *path = mp_zoo_find ("clusters", base);
   if (path == NULL)
     {
       set_not_found (base, error);
       return NULL;
     }
-  return load_path (path, nodes, error);
+  return load_path (path, nodes, devices, error);
 }
 
 gboolean

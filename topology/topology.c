@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const tier_names[MP_TIER_N] = { "node", "cluster" };
+static const char *const tier_names[MP_TIER_N] = { "node", "domain", "cluster" };
 
 const char *
 mp_tier_name (MpTier tier)
@@ -79,6 +79,12 @@ mp_cluster_node_of (const MpCluster *cluster, guint device)
   return g->first_node + (device - g->first_device) / g->devices_per_node;
 }
 
+guint
+mp_cluster_domain_of (const MpCluster *cluster, guint device)
+{
+  return mp_cluster_node_of (cluster, device) / MAX (cluster->nodes_per_domain, 1u);
+}
+
 /* The rate a device is ranked by: bf16 where it has one, else fp32. */
 static double
 device_speed (const MpDevice *d)
@@ -115,25 +121,41 @@ cmp_guint (const void *a, const void *b)
 }
 
 /* Distinct nodes in the sorted array NODES[N], the longest run, and the slowest
- * cluster-tier share among them. */
+ * cluster-tier share among them; then the domains they fall in (nodes sorted, so a
+ * domain's nodes are one run). */
 static void
 count_nodes (const MpCluster *c, const guint *nodes, guint n, MpGroupSpan *span)
 {
   const MpLink *nic = &c->links[MP_TIER_CLUSTER];
+  guint npd = MAX (c->nodes_per_domain, 1u);
   double share = G_MAXDOUBLE;
-  guint run = 0;
+  guint run = 0, domain_run = 0, domain_nodes = 0;
   for (guint i = 0; i < n; i++)
     {
+      gboolean same_domain = i > 0 && nodes[i] / npd == nodes[i - 1] / npd;
+      domain_run = same_domain ? domain_run + 1 : 1;
+      span->ranks_per_domain = MAX (span->ranks_per_domain, domain_run);
+      span->n_domains += same_domain ? 0 : 1;
       run = (i > 0 && nodes[i] == nodes[i - 1]) ? run + 1 : 1;
       span->ranks_per_node = MAX (span->ranks_per_node, run);
       if (run > 1)
         continue;
       span->n_nodes++;
+      domain_nodes = same_domain ? domain_nodes + 1 : 1;
+      span->nodes_per_domain = MAX (span->nodes_per_domain, domain_nodes);
       if (c->has_link[MP_TIER_CLUSTER])
         share = MIN (share, nic_share_Bps (nic, &c->groups[find_group (c, nodes[i], TRUE)]));
     }
   if (c->has_link[MP_TIER_CLUSTER])
     span->bw_Bps[MP_TIER_CLUSTER] = share;
+}
+
+MpTier
+mp_span_widest (const MpGroupSpan *span)
+{
+  g_return_val_if_fail (span != NULL, MP_TIER_NODE);
+  return span->n_domains > 1 ? MP_TIER_CLUSTER
+         : span->n_nodes > 1 ? MP_TIER_DOMAIN : MP_TIER_NODE;
 }
 
 void
@@ -172,5 +194,5 @@ mp_cluster_span (const MpCluster *cluster, const guint *placement, const guint *
     }
   qsort (nodes, n, sizeof *nodes, cmp_guint);
   count_nodes (cluster, nodes, n, span);
-  span->widest = span->n_nodes > 1 ? MP_TIER_CLUSTER : MP_TIER_NODE;
+  span->widest = mp_span_widest (span);
 }

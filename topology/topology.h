@@ -1,4 +1,5 @@
-/* topology.h - a cluster: node groups of devices, and the link tiers between them.
+/* topology.h - a cluster: node groups of devices, NVLink domains of nodes, and the link
+ * tiers between them.
  *
  * Built once by mp_cluster_load() and read-only afterwards. Answers which link tiers a
  * group of ranks crosses under a placement, and the bottleneck bandwidth and latency at
@@ -7,6 +8,10 @@
  * except the cluster tier's, which is per NIC (nics_per_node NICs serve a node, default
  * one per device). When every device of a node talks across nodes at once, each gets
  * min (nic_bw, nic_bw * nics_per_node / devices_per_node).
+ * A domain (GB200 NVL72: 18 compute trays of 4 GPUs on one NVLink switch system) is a run
+ * of nodes_per_domain consecutive nodes whose devices reach each other over the domain
+ * tier's link (per device, the same scale-up ports as the node link); a cluster without a
+ * domain tier has nodes_per_domain 1, so every node is its own domain.
  *
  * The file format is described in examples/README.md; the bundled clusters ("the zoo")
  * are examples/clusters/NAME.yaml. */
@@ -29,15 +34,17 @@ G_BEGIN_DECLS
 /* Link tiers, ordered best -> worst, so "<=" means "at least as good". */
 typedef enum {
   MP_TIER_NODE,      /* inside a node: NVLink/NVSwitch, PCIe, or shared memory */
-  MP_TIER_CLUSTER,   /* between nodes: InfiniBand, RoCE, Ethernet (or a multi-node NVLink
-                      * domain such as GB200 NVL72, declared as one big node) */
+  MP_TIER_DOMAIN,    /* between the nodes of one NVLink domain (NVL72: the trays of a rack,
+                      * through the NVLink switch trays) */
+  MP_TIER_CLUSTER,   /* between domains (nodes, without a domain tier): InfiniBand, RoCE,
+                      * Ethernet */
   MP_TIER_N
 } MpTier;
 
 typedef struct {
   MpTier tier;
   char *name;          /* "nvlink3-nvswitch", "ib-hdr", ... */
-  double bw_Bps;       /* per direction: per device (node tier) or per NIC (cluster tier) */
+  double bw_Bps;       /* per direction: per device (node, domain tier) or per NIC (cluster) */
   double latency_s;    /* one-way latency of a small message */
   guint nics_per_node; /* cluster tier: NICs per node (default devices_per_node) */
 } MpLink;
@@ -70,6 +77,9 @@ struct _MpCluster {
   gboolean has_link[MP_TIER_N];
   guint nodes;                   /* over all groups */
   guint world_size;              /* devices over all groups */
+  guint nodes_per_domain;        /* consecutive nodes per NVLink domain (the last one may
+                                  * hold fewer); 1 without a domain tier */
+  guint domains;                 /* ceil (nodes / nodes_per_domain) */
   double device_overhead_bytes;  /* per device, reserved for the runtime context and
                                   * allocator fragmentation (memory model subtracts it) */
   char *profile;                 /* calibration profile path from the file, or NULL */
@@ -78,7 +88,10 @@ struct _MpCluster {
 
 /* Loads NAME_OR_PATH: a file path, or a zoo name, either with an optional ":N" suffix
  * that sets the number of nodes to N for every cluster ("dgx-a100-80g:16" = 16 DGX
- * nodes, "host:1" = this machine); N > 1 needs a cluster tier and a cluster without
+ * nodes, "host:1" = this machine), or of domains for a cluster with a domain tier
+ * ("gb200-nvl72:4" = 4 racks of 18 trays); ":Ng" sets the devices instead, a whole number
+ * of nodes ("gb200-nvl72:256g" = 64 trays, the last rack short). More than one node needs
+ * a cluster tier (more than one domain, with domains); a suffix needs a cluster without
  * `groups`. Caller owns; NULL with an MP_ERROR_INPUT error listing every problem as
  * FILE:LINE:COLUMN: message (MP_ERROR_IO for a file that cannot be read). */
 MpCluster *mp_cluster_load (const char *name_or_path, GError **error);
@@ -97,6 +110,8 @@ char **mp_cluster_zoo_list (void);
 
 /* Device DEVICE (0 .. world_size-1, node-major) : its node and its node group. */
 guint mp_cluster_node_of (const MpCluster *cluster, guint device);
+/* The NVLink domain of DEVICE (its node without a domain tier). */
+guint mp_cluster_domain_of (const MpCluster *cluster, guint device);
 const MpNodeGroup *mp_cluster_group_of (const MpCluster *cluster, guint device);
 /* The device a plan's rank 0 is measured against: the slowest (lowest bf16 peak; the fp32
  * peak for a device without bf16). Borrowed. */
@@ -108,7 +123,12 @@ typedef struct {
   guint n_ranks;
   guint n_nodes;            /* distinct nodes the group touches */
   guint ranks_per_node;     /* the most group members on one node */
-  MpTier widest;            /* the worst tier crossed (MP_TIER_NODE if all on one node) */
+  guint n_domains;          /* distinct domains it touches (= n_nodes without a domain tier) */
+  guint ranks_per_domain;   /* the most group members in one domain */
+  guint nodes_per_domain;   /* the most of its nodes in one domain (1: it never crosses the
+                             * domain tier) */
+  MpTier widest;            /* the worst tier crossed (MP_TIER_NODE if all on one node,
+                             * MP_TIER_DOMAIN if on several nodes of one domain) */
   /* Bottleneck per tier, for one rank of the group when every device of a node talks at
    * once (all parallel groups of the same kind run together, e.g. the 8 DP groups of a
    * tp=8 plan share the node's NICs): */
@@ -123,7 +143,10 @@ typedef struct {
 void mp_cluster_span (const MpCluster *cluster, const guint *placement, const guint *ranks,
                       guint n, MpGroupSpan *span);
 
-/* "node" or "cluster". */
+/* The worst tier SPAN's counts cross (what mp_cluster_span sets as widest). */
+MpTier mp_span_widest (const MpGroupSpan *span);
+
+/* "node", "domain" or "cluster". */
 const char *mp_tier_name (MpTier tier);
 
 /* Human-readable summary for `mpplan describe`: devices, nodes, world size, per-device
