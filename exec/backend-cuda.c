@@ -23,9 +23,9 @@
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/backend.h"
+#include "exec/backend-mpi.h"
 #include "common/error.h"
 #include "common/units.h"
-#include "costmodel/costmodel.h"     /* MpCollKind, for calibration */
 #include "kernels/cuda/kernels-cuda.h"
 
 #include <cuda_runtime.h>
@@ -991,6 +991,119 @@ cuda_free (MpBackend *be)
   g_free (c);
 }
 
+/* ---- calibration (exec/calibrate*.c) ---------------------------------------------------- */
+
+static char *
+cuda_device_name (MpBackend *be, GError **error)
+{
+  struct cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceProperties (&prop, ((CudaBackend *) be)->device);
+  if (e != cudaSuccess)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "cudaGetDeviceProperties: %s",
+                   cudaGetErrorString (e));
+      return NULL;
+    }
+  return g_strndup (prop.name, sizeof prop.name);
+}
+
+static gboolean
+cuda_set_gemm_dtype (MpBackend *be, MpDtype dtype, GError **error)
+{
+  if (dtype != MP_DTYPE_BF16 && dtype != MP_DTYPE_FP32)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "the cuda backend's GEMM has no %s mode "
+                   "(bf16 or fp32)", mp_dtype_name (dtype));
+      return FALSE;
+    }
+  ((CudaBackend *) be)->precision = dtype == MP_DTYPE_BF16 ? 1 : 0;
+  return TRUE;
+}
+
+/* Queues BLOCKS sends of PER floats (block p of SEND to peer TO + p) and as many receives
+ * (block p of RECV from FROM + p), peers modulo the group, as one NCCL group so that no
+ * order of posting can deadlock. All-to-all: TO = FROM = 0, BLOCKS = size; a ring:
+ * TO = rank + 1, FROM = rank - 1, BLOCKS = 1. */
+static gboolean
+exchange (MpGroup *g, const float *send, float *recv, gsize per, int blocks, int to,
+          int from, GError **error)
+{
+  int n = g->size;
+  MP_NCCL_TRY (ncclGroupStart ());
+  ncclResult_t r = ncclSuccess;
+  for (int p = 0; p < blocks && (r == ncclSuccess || r == ncclInProgress); p++)
+    {
+      r = ncclSend (send + (gsize) p * per, per, ncclFloat32, (to + p) % n, g->comm, g->stream);
+      if (r == ncclSuccess || r == ncclInProgress)
+        r = ncclRecv (recv + (gsize) p * per, per, ncclFloat32, ((from + p) % n + n) % n,
+                      g->comm, g->stream);
+    }
+  ncclResult_t end = ncclGroupEnd ();   /* always: an open group would poison the next call */
+  MP_NCCL_TRY (r);
+  MP_NCCL_TRY (end);
+  return TRUE;
+}
+
+/* One collective of the calibration sweep on G's stream (layouts: backend.h). */
+static gboolean
+enqueue_coll (MpGroup *g, MpCollKind kind, const float *send, float *recv, gsize count,
+              GError **error)
+{
+  switch (kind)
+    {
+    case MP_COLL_ALL_REDUCE:
+      MP_NCCL_TRY (ncclAllReduce (send, recv, count, ncclFloat32, ncclSum, g->comm, g->stream));
+      return TRUE;
+    case MP_COLL_ALL_GATHER:
+      MP_NCCL_TRY (ncclAllGather (send, recv, count, ncclFloat32, g->comm, g->stream));
+      return TRUE;
+    case MP_COLL_REDUCE_SCATTER:
+      MP_NCCL_TRY (ncclReduceScatter (send, recv, count, ncclFloat32, ncclSum, g->comm,
+                                      g->stream));
+      return TRUE;
+    case MP_COLL_ALL_TO_ALL:
+      /* Grouped sends and receives, as nccl-tests' alltoall_perf (older NCCLs have no
+       * ncclAlltoAll). Block p goes to peer p. */
+      return exchange (g, send, recv, count / (gsize) g->size, g->size, 0, 0, error);
+    case MP_COLL_BROADCAST:
+      MP_NCCL_TRY (ncclBroadcast (recv, recv, count, ncclFloat32, 0, g->comm, g->stream));
+      return TRUE;
+    case MP_COLL_SEND_RECV:
+      return exchange (g, send, recv, count, 1, g->rank + 1, g->rank - 1, error);
+    case MP_COLL_N:
+      break;
+    }
+  g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "no such collective (%d)", (int) kind);
+  return FALSE;
+}
+
+static gboolean
+cuda_run_coll (MpBackend *be, MpGroup *g, MpCollKind kind, const float *send, float *recv,
+               gsize count, int iters, GError **error)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  if (!check_sticky (c, error) || !after_compute (c, g->stream, error))
+    return FALSE;
+  if (g->comm == NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "rank %d: no NCCL communicator (a group "
+                   "of one, or aborted)", be->rank);
+      return FALSE;
+    }
+  for (int i = 0; i < iters; i++)
+    if (!enqueue_coll (g, kind, send, recv, count, error))
+      return FALSE;
+  cudaEvent_t done;
+  MP_CUDA_TRY (cudaEventCreateWithFlags (&done, cudaEventDisableTiming));
+  cudaError_t e = cudaEventRecord (done, g->stream);
+  gboolean ok = e == cudaSuccess ? wait_event (c, done, g->comm, error) : FALSE;
+  if (e != cudaSuccess)
+    g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "cudaEventRecord: %s",
+                 cudaGetErrorString (e));
+  cudaEventDestroy (done);
+  return ok;
+}
+
 static const MpBackendOps cuda_ops = {
   .name = "cuda",
   .alloc = cuda_alloc,
@@ -1014,6 +1127,18 @@ static const MpBackendOps cuda_ops = {
   .irecv = cuda_irecv,
   .test = cuda_test,
   .wait = cuda_wait,
+  .run_coll = cuda_run_coll,
+  .run_coll_calls = { [MP_COLL_ALL_REDUCE] = "ncclAllReduce",
+                      [MP_COLL_ALL_GATHER] = "ncclAllGather",
+                      [MP_COLL_REDUCE_SCATTER] = "ncclReduceScatter",
+                      [MP_COLL_ALL_TO_ALL] = "ncclSend/ncclRecv to every peer",
+                      [MP_COLL_BROADCAST] = "ncclBroadcast",
+                      [MP_COLL_SEND_RECV] = "ncclSend/ncclRecv in a ring" },
+  .barrier = mp_mpi_world_barrier,
+  .host_all_reduce = mp_mpi_world_all_reduce,
+  .host_all_gather = mp_mpi_world_all_gather,
+  .device_name = cuda_device_name,
+  .set_gemm_dtype = cuda_set_gemm_dtype,
   .now_s = cuda_now_s,
   .abort = cuda_abort,
   .get_mem = cuda_get_mem,
@@ -1090,115 +1215,3 @@ mp_backend_cuda_new (int rank, int size, gboolean bf16, GError **error)
   return &c->base;
 }
 
-/* ---- calibration (exec/calibrate.c) ---------------------------------------------------- */
-
-char *
-mp_backend_cuda_device_name (MpBackend *be, GError **error)
-{
-  struct cudaDeviceProp prop;
-  cudaError_t e = cudaGetDeviceProperties (&prop, ((CudaBackend *) be)->device);
-  if (e != cudaSuccess)
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "cudaGetDeviceProperties: %s",
-                   cudaGetErrorString (e));
-      return NULL;
-    }
-  return g_strndup (prop.name, sizeof prop.name);
-}
-
-gboolean
-mp_backend_cuda_set_gemm_dtype (MpBackend *be, MpDtype dtype, GError **error)
-{
-  if (dtype != MP_DTYPE_BF16 && dtype != MP_DTYPE_FP32)
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "the cuda backend's GEMM has no %s mode "
-                   "(bf16 or fp32)", mp_dtype_name (dtype));
-      return FALSE;
-    }
-  ((CudaBackend *) be)->precision = dtype == MP_DTYPE_BF16 ? 1 : 0;
-  return TRUE;
-}
-
-/* Queues BLOCKS sends of PER floats (block p of SEND to peer TO + p) and as many receives
- * (block p of RECV from FROM + p), peers modulo the group, as one NCCL group so that no
- * order of posting can deadlock. All-to-all: TO = FROM = 0, BLOCKS = size; a ring:
- * TO = rank + 1, FROM = rank - 1, BLOCKS = 1. */
-static gboolean
-exchange (MpGroup *g, const float *send, float *recv, gsize per, int blocks, int to,
-          int from, GError **error)
-{
-  int n = g->size;
-  MP_NCCL_TRY (ncclGroupStart ());
-  ncclResult_t r = ncclSuccess;
-  for (int p = 0; p < blocks && (r == ncclSuccess || r == ncclInProgress); p++)
-    {
-      r = ncclSend (send + (gsize) p * per, per, ncclFloat32, (to + p) % n, g->comm, g->stream);
-      if (r == ncclSuccess || r == ncclInProgress)
-        r = ncclRecv (recv + (gsize) p * per, per, ncclFloat32, ((from + p) % n + n) % n,
-                      g->comm, g->stream);
-    }
-  ncclResult_t end = ncclGroupEnd ();   /* always: an open group would poison the next call */
-  MP_NCCL_TRY (r);
-  MP_NCCL_TRY (end);
-  return TRUE;
-}
-
-/* One collective of the calibration sweep on G's stream (layouts: backend.h). */
-static gboolean
-enqueue_coll (MpGroup *g, MpCollKind kind, const float *send, float *recv, gsize count,
-              GError **error)
-{
-  switch (kind)
-    {
-    case MP_COLL_ALL_REDUCE:
-      MP_NCCL_TRY (ncclAllReduce (send, recv, count, ncclFloat32, ncclSum, g->comm, g->stream));
-      return TRUE;
-    case MP_COLL_ALL_GATHER:
-      MP_NCCL_TRY (ncclAllGather (send, recv, count, ncclFloat32, g->comm, g->stream));
-      return TRUE;
-    case MP_COLL_REDUCE_SCATTER:
-      MP_NCCL_TRY (ncclReduceScatter (send, recv, count, ncclFloat32, ncclSum, g->comm,
-                                      g->stream));
-      return TRUE;
-    case MP_COLL_ALL_TO_ALL:
-      /* Grouped sends and receives, as nccl-tests' alltoall_perf (older NCCLs have no
-       * ncclAlltoAll). Block p goes to peer p. */
-      return exchange (g, send, recv, count / (gsize) g->size, g->size, 0, 0, error);
-    case MP_COLL_BROADCAST:
-      MP_NCCL_TRY (ncclBroadcast (recv, recv, count, ncclFloat32, 0, g->comm, g->stream));
-      return TRUE;
-    case MP_COLL_SEND_RECV:
-      return exchange (g, send, recv, count, 1, g->rank + 1, g->rank - 1, error);
-    case MP_COLL_N:
-      break;
-    }
-  g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "no such collective (%d)", (int) kind);
-  return FALSE;
-}
-
-gboolean
-mp_backend_cuda_run_coll (MpBackend *be, MpGroup *g, int kind, const float *send, float *recv,
-                          gsize count, int iters, GError **error)
-{
-  CudaBackend *c = (CudaBackend *) be;
-  if (!check_sticky (c, error) || !after_compute (c, g->stream, error))
-    return FALSE;
-  if (g->comm == NULL)
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "rank %d: no NCCL communicator (a group "
-                   "of one, or aborted)", be->rank);
-      return FALSE;
-    }
-  for (int i = 0; i < iters; i++)
-    if (!enqueue_coll (g, (MpCollKind) kind, send, recv, count, error))
-      return FALSE;
-  cudaEvent_t done;
-  MP_CUDA_TRY (cudaEventCreateWithFlags (&done, cudaEventDisableTiming));
-  cudaError_t e = cudaEventRecord (done, g->stream);
-  gboolean ok = e == cudaSuccess ? wait_event (c, done, g->comm, error) : FALSE;
-  if (e != cudaSuccess)
-    g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "cudaEventRecord: %s",
-                 cudaGetErrorString (e));
-  cudaEventDestroy (done);
-  return ok;
-}

@@ -6,6 +6,7 @@
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/backend.h"
+#include "exec/backend-mpi.h"
 #include "common/error.h"
 #include "common/units.h"
 
@@ -299,6 +300,57 @@ host_wait (MpBackend *be, MpRequest *req, GError **error)
   return TRUE;
 }
 
+/* One collective of the calibration sweep (the layouts of backend.h) as its MPI call. */
+static int
+mpi_coll (MpGroup *g, MpCollKind kind, const float *send, float *recv, gsize count)
+{
+  int c = (int) count, n = g->size;
+  switch (kind)
+    {
+    case MP_COLL_ALL_REDUCE:
+      return MPI_Allreduce (send, recv, c, MPI_FLOAT, MPI_SUM, g->comm);
+    case MP_COLL_ALL_GATHER:
+      return MPI_Allgather (send, c, MPI_FLOAT, recv, c, MPI_FLOAT, g->comm);
+    case MP_COLL_REDUCE_SCATTER:
+      return MPI_Reduce_scatter_block (send, recv, c, MPI_FLOAT, MPI_SUM, g->comm);
+    case MP_COLL_ALL_TO_ALL:
+      return MPI_Alltoall (send, c / n, MPI_FLOAT, recv, c / n, MPI_FLOAT, g->comm);
+    case MP_COLL_BROADCAST:   /* MPI_Bcast has no out-of-place form */
+      return MPI_Bcast (recv, c, MPI_FLOAT, 0, g->comm);
+    case MP_COLL_SEND_RECV:
+      return MPI_Sendrecv (send, c, MPI_FLOAT, (g->rank + 1) % n, 7, recv, c, MPI_FLOAT,
+                           (g->rank + n - 1) % n, 7, g->comm, MPI_STATUS_IGNORE);
+    case MP_COLL_N:
+      break;
+    }
+  return MPI_ERR_OP;
+}
+
+static gboolean
+host_run_coll (MpBackend *be, MpGroup *g, MpCollKind kind, const float *send, float *recv,
+               gsize count, int iters, GError **error)
+{
+  if (g->comm == MPI_COMM_NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "rank %d: a collective on a group of "
+                   "one", be->rank);
+      return FALSE;
+    }
+  for (int i = 0; i < iters; i++)
+    MP_MPI_TRY (mpi_coll (g, kind, send, recv, count));
+  return TRUE;
+}
+
+static gboolean
+host_set_gemm_dtype (MpBackend *be, MpDtype dtype, GError **error)
+{
+  if (dtype == MP_DTYPE_FP32)
+    return TRUE;
+  g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "the host backend's GEMM is fp32 only, not %s",
+               mp_dtype_name (dtype));
+  return FALSE;
+}
+
 static double
 host_now_s (MpBackend *be)
 {
@@ -369,6 +421,16 @@ static const MpBackendOps host_ops = {
   .irecv = host_irecv,
   .test = host_test,
   .wait = host_wait,
+  .run_coll = host_run_coll,
+  .run_coll_calls = { [MP_COLL_ALL_REDUCE] = "MPI_Allreduce",
+                      [MP_COLL_ALL_GATHER] = "MPI_Allgather",
+                      [MP_COLL_REDUCE_SCATTER] = "MPI_Reduce_scatter_block",
+                      [MP_COLL_ALL_TO_ALL] = "MPI_Alltoall", [MP_COLL_BROADCAST] = "MPI_Bcast",
+                      [MP_COLL_SEND_RECV] = "MPI_Sendrecv" },
+  .barrier = mp_mpi_world_barrier,
+  .host_all_reduce = mp_mpi_world_all_reduce,
+  .host_all_gather = mp_mpi_world_all_gather,
+  .set_gemm_dtype = host_set_gemm_dtype,
   .now_s = host_now_s,
   .abort = host_abort,
   .get_mem = host_get_mem,

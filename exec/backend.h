@@ -15,6 +15,7 @@
 #include <glib.h>
 #include "kernels/cpu/kernels.h"
 #include "common/units.h"      /* MpDtype */
+#include "costmodel/costmodel.h" /* MpCollKind */
 
 G_BEGIN_DECLS
 
@@ -153,6 +154,29 @@ typedef struct {
   gboolean (*test) (MpBackend *be, MpRequest *req, gboolean *done, GError **error);
   gboolean (*wait) (MpBackend *be, MpRequest *req, GError **error);
 
+  /* Calibration (exec/calibrate-coll.c): collective KIND ITERS times back to back on G,
+   * out of place, returning once the last result is in RECV. Backend buffers, COUNT as
+   * nccl-tests counts it: all_reduce SEND, RECV (count); all_gather SEND (count), RECV
+   * (count * size); reduce_scatter SEND (count * size), RECV (count); all_to_all SEND,
+   * RECV (count, count / size per peer); broadcast in place on RECV (count) from group
+   * rank 0; send_recv a ring, SEND (count) to rank + 1 and RECV (count) from rank - 1. */
+  gboolean (*run_coll) (MpBackend *be, MpGroup *g, MpCollKind kind, const float *send,
+                        float *recv, gsize count, int iters, GError **error);
+  const char *run_coll_calls[MP_COLL_N];             /* what run_coll calls, per kind */
+  /* Host-side exchanges over every world rank (a world of one returns at once), for
+   * figures rather than tensors: a barrier; N doubles of host memory X reduced in place;
+   * BYTES of MINE from every rank into ALL (size * BYTES, in rank order). */
+  gboolean (*barrier) (MpBackend *be, GError **error);
+  gboolean (*host_all_reduce) (MpBackend *be, double *x, gsize n, MpReduceOp op,
+                               GError **error);
+  gboolean (*host_all_gather) (MpBackend *be, const void *mine, gsize bytes, void *all,
+                               GError **error);
+  /* The device's name (caller owns; NULL op: the backend names none, as host) and what
+   * matmul_forward/backward compute from now on (NULL op: one GEMM, fp32): MP_DTYPE_BF16
+   * (bf16 inputs, fp32 accumulation: backend "cuda") or MP_DTYPE_FP32 (no TF32). */
+  char *(*device_name) (MpBackend *be, GError **error);
+  gboolean (*set_gemm_dtype) (MpBackend *be, MpDtype dtype, GError **error);
+
   double (*now_s) (MpBackend *be);                    /* monotonic, seconds */
   /* Ends every rank of the job now (MPI_Abort), after a failure on this one. */
   void (*abort) (MpBackend *be, int status);
@@ -182,21 +206,6 @@ int mp_backend_cuda_device_count (void);
 /* backend-cuda.c: one GPU per rank (local rank % devices), NCCL groups. Caller owns. */
 MpBackend *mp_backend_cuda_new (int rank, int size, gboolean bf16, GError **error);
 int mp_backend_cuda_devices (void);
-/* For calibration (exec/calibrate.c), on a backend from mp_backend_cuda_new. The GPU's
- * name as cudaGetDeviceProperties gives it (caller owns). */
-char *mp_backend_cuda_device_name (MpBackend *be, GError **error);
-/* What matmul_forward/backward compute from now on: MP_DTYPE_BF16 (bf16 inputs, fp32
- * accumulation: backend "cuda") or MP_DTYPE_FP32 (no TF32: "cuda-fp32"). */
-gboolean mp_backend_cuda_set_gemm_dtype (MpBackend *be, MpDtype dtype, GError **error);
-/* Runs collective KIND (an MpCollKind, costmodel/costmodel.h) ITERS times back to back on G's communicator and stream, then
- * waits for the last (ordered after the compute stream; an NCCL error aborts G's
- * communicator). Device buffers, COUNT as nccl-tests counts it: all_reduce SEND, RECV
- * (count); all_gather SEND (count), RECV (count * size); reduce_scatter SEND
- * (count * size), RECV (count); all_to_all SEND, RECV (count, count / size per peer);
- * broadcast in place on RECV (count) from group rank 0; send_recv a ring, SEND (count) to
- * rank + 1 and RECV (count) from rank - 1. */
-gboolean mp_backend_cuda_run_coll (MpBackend *be, MpGroup *g, int kind, const float *send,
-                                   float *recv, gsize count, int iters, GError **error);
 #endif
 
 /* "weights", "gradients", ... (the memory_bytes keys). */
