@@ -47,21 +47,21 @@ shape_of (int N, int C, int OC, gboolean backward, gboolean dinp, gboolean dweig
 }
 
 static void
-timed_forward (float *out, const float *inp, const float *weight, const float *bias, int N,
-               int C, int OC)
+timed_forward (MpBackend *be, float *out, const float *inp, const float *weight,
+               const float *bias, int N, int C, int OC)
 {
   double t0 = bench_now_s ();
-  host->matmul_forward (out, inp, weight, bias, N, C, OC);
+  host->matmul_forward (be, out, inp, weight, bias, N, C, OC);
   double dt = bench_now_s () - t0;
   g_array_append_val (shape_of (N, C, OC, FALSE, FALSE, FALSE)->times, dt);
 }
 
 static void
-timed_backward (float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                const float *weight, int N, int C, int OC)
+timed_backward (MpBackend *be, float *dinp, float *dweight, float *dbias, const float *dout,
+                const float *inp, const float *weight, int N, int C, int OC)
 {
   double t0 = bench_now_s ();
-  host->matmul_backward (dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+  host->matmul_backward (be, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
   double dt = bench_now_s () - t0;
   if (C > 0 && (dinp || dweight))            /* a bias-only call has no GEMM */
     g_array_append_val (shape_of (N, C, OC, TRUE, dinp != NULL, dweight != NULL)->times, dt);

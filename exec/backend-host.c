@@ -6,7 +6,7 @@
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/backend.h"
-#include "exec/backend-mpi.h"
+#include "exec/backend-private.h"
 #include "common/error.h"
 #include "common/units.h"
 
@@ -382,21 +382,6 @@ host_free (MpBackend *be)
   g_free (h);
 }
 
-static const MpKernelOps host_kernels = {
-  mpk_cpu_matmul_forward, mpk_cpu_matmul_backward,
-  mpk_cpu_embedding_forward, mpk_cpu_embedding_backward,
-  mpk_cpu_layernorm_forward, mpk_cpu_layernorm_backward,
-  mpk_cpu_rmsnorm_forward, mpk_cpu_rmsnorm_backward,
-  mpk_cpu_rotary_forward, mpk_cpu_rotary_backward,
-  mpk_cpu_attention_forward, mpk_cpu_attention_backward,
-  mpk_cpu_gelu_forward, mpk_cpu_gelu_backward,
-  mpk_cpu_relu_forward, mpk_cpu_relu_backward,
-  mpk_cpu_swiglu_forward, mpk_cpu_swiglu_backward,
-  mpk_cpu_residual_forward, mpk_cpu_add,
-  mpk_cpu_crossentropy_shard_stats, mpk_cpu_crossentropy_shard_rescale,
-  mpk_cpu_crossentropy_shard_finish, mpk_cpu_crossentropy_shard_backward,
-  mpk_cpu_adamw_update, mpk_cpu_sgd_update, mpk_cpu_sumsq,
-};
 
 static const MpBackendOps host_ops = {
   .name = "host",
@@ -406,7 +391,7 @@ static const MpBackendOps host_ops = {
   .zero = host_zero,
   .upload = host_copy,
   .download = host_copy,
-  .kernels = &host_kernels,
+  .kernels = &mp_backend_host_kernels,
   .group_split = host_group_split,
   .group_free = host_group_free,
   .group_size = host_group_size,

@@ -3,7 +3,7 @@
  * slowest rank's time, the count of wrong elements, every rank's host name). */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
-#include "exec/backend-mpi.h"
+#include "exec/backend-private.h"
 #include "common/error.h"
 
 #include <mpi.h>

@@ -58,56 +58,69 @@ gsize mp_mem_ledger_remove (MpMemLedger *ledger, void *ptr);
 typedef enum { MP_REDUCE_SUM, MP_REDUCE_MAX } MpReduceOp;
 
 /* The kernels, with kernels/cpu/kernels.h's signatures and contracts (forwards write,
- * backwards accumulate); a backend points them at its own implementations. */
+ * backwards accumulate) after their first argument, the backend that runs them (its
+ * stream, its GEMM handle, where a failed launch is kept until the next call that takes a
+ * GError); a backend points them at its own implementations. */
 typedef struct {
-  void (*matmul_forward) (float *out, const float *inp, const float *weight,
+  void (*matmul_forward) (MpBackend *be, float *out, const float *inp, const float *weight,
                           const float *bias, int N, int C, int OC);
-  void (*matmul_backward) (float *dinp, float *dweight, float *dbias, const float *dout,
-                           const float *inp, const float *weight, int N, int C, int OC);
-  void (*embedding_forward) (float *out, const int *tokens, const float *wte,
+  void (*matmul_backward) (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                           const float *dout, const float *inp, const float *weight, int N,
+                           int C, int OC);
+  void (*embedding_forward) (MpBackend *be, float *out, const int *tokens, const float *wte,
                              const float *wpe, int N, int T, int C, int v0, int Vl);
-  void (*embedding_backward) (float *dwte, float *dwpe, const float *dout, const int *tokens,
-                              int N, int T, int C, int v0, int Vl);
-  void (*layernorm_forward) (float *out, float *mean, float *rstd, const float *inp,
-                             const float *weight, const float *bias, int N, int C, float eps);
-  void (*layernorm_backward) (float *dinp, float *dweight, float *dbias, const float *dout,
-                              const float *inp, const float *weight, const float *mean,
-                              const float *rstd, int N, int C);
-  void (*rmsnorm_forward) (float *out, float *rstd, const float *inp, const float *weight,
-                           int N, int C, float eps);
-  void (*rmsnorm_backward) (float *dinp, float *dweight, const float *dout, const float *inp,
-                            const float *weight, const float *rstd, int N, int C);
-  void (*rotary_forward) (float *x, int B, int T, int NHR, int HD, int ld, int pos0,
-                          float theta);
-  void (*rotary_backward) (float *dx, int B, int T, int NHR, int HD, int ld, int pos0,
-                           float theta);
-  void (*attention_forward) (float *out, float *lse, float *probs, const float *q,
-                             const float *k, const float *v, MpkAttnShape s);
-  void (*attention_backward) (float *dq, float *dk, float *dv, const float *dout,
-                              const float *out, const float *lse, const float *probs,
-                              const float *q, const float *k, const float *v, MpkAttnShape s);
-  void (*gelu_forward) (float *out, const float *inp, size_t n);
-  void (*gelu_backward) (float *dinp, const float *inp, const float *dout, size_t n);
-  void (*relu_forward) (float *out, const float *inp, size_t n);
-  void (*relu_backward) (float *dinp, const float *inp, const float *dout, size_t n);
-  void (*swiglu_forward) (float *out, const float *inp, int N, int F);
-  void (*swiglu_backward) (float *dinp, const float *inp, const float *dout, int N, int F);
-  void (*residual_forward) (float *out, const float *a, const float *b, size_t n);
-  void (*add) (float *y, const float *x, size_t n);
-  void (*crossentropy_shard_stats) (float *lmax, float *lsum, float *tlogit,
+  void (*embedding_backward) (MpBackend *be, float *dwte, float *dwpe, const float *dout,
+                              const int *tokens, int N, int T, int C, int v0, int Vl);
+  void (*layernorm_forward) (MpBackend *be, float *out, float *mean, float *rstd,
+                             const float *inp, const float *weight, const float *bias, int N,
+                             int C, float eps);
+  void (*layernorm_backward) (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                              const float *dout, const float *inp, const float *weight,
+                              const float *mean, const float *rstd, int N, int C);
+  void (*rmsnorm_forward) (MpBackend *be, float *out, float *rstd, const float *inp,
+                           const float *weight, int N, int C, float eps);
+  void (*rmsnorm_backward) (MpBackend *be, float *dinp, float *dweight, const float *dout,
+                            const float *inp, const float *weight, const float *rstd, int N,
+                            int C);
+  void (*rotary_forward) (MpBackend *be, float *x, int B, int T, int NHR, int HD, int ld,
+                          int pos0, float theta);
+  void (*rotary_backward) (MpBackend *be, float *dx, int B, int T, int NHR, int HD, int ld,
+                           int pos0, float theta);
+  void (*attention_forward) (MpBackend *be, float *out, float *lse, float *probs,
+                             const float *q, const float *k, const float *v, MpkAttnShape s);
+  void (*attention_backward) (MpBackend *be, float *dq, float *dk, float *dv,
+                              const float *dout, const float *out, const float *lse,
+                              const float *probs, const float *q, const float *k,
+                              const float *v, MpkAttnShape s);
+  void (*gelu_forward) (MpBackend *be, float *out, const float *inp, size_t n);
+  void (*gelu_backward) (MpBackend *be, float *dinp, const float *inp, const float *dout,
+                         size_t n);
+  void (*relu_forward) (MpBackend *be, float *out, const float *inp, size_t n);
+  void (*relu_backward) (MpBackend *be, float *dinp, const float *inp, const float *dout,
+                         size_t n);
+  void (*swiglu_forward) (MpBackend *be, float *out, const float *inp, int N, int F);
+  void (*swiglu_backward) (MpBackend *be, float *dinp, const float *inp, const float *dout,
+                           int N, int F);
+  void (*residual_forward) (MpBackend *be, float *out, const float *a, const float *b,
+                            size_t n);
+  void (*add) (MpBackend *be, float *y, const float *x, size_t n);
+  void (*crossentropy_shard_stats) (MpBackend *be, float *lmax, float *lsum, float *tlogit,
                                     const float *logits, const int *targets, int N, int Vl,
                                     int v0);
-  void (*crossentropy_shard_rescale) (float *lsum, const float *lmax, const float *gmax, int N);
-  void (*crossentropy_shard_finish) (float *losses, float *lse, const float *gmax,
-                                     const float *gsum, const float *tlogit, int N);
-  void (*crossentropy_shard_backward) (float *dlogits, const float *logits, const float *lse,
-                                       const int *targets, float scale, int N, int Vl, int v0);
-  void (*adamw_update) (float *param, const float *grad, float *m, float *v, size_t n,
-                        float lr, float beta1, float beta2, float eps, float weight_decay,
-                        int t);
-  void (*sgd_update) (float *param, const float *grad, float *mom, size_t n, float lr,
-                      float momentum);
-  double (*sumsq) (const float *x, size_t n);
+  void (*crossentropy_shard_rescale) (MpBackend *be, float *lsum, const float *lmax,
+                                      const float *gmax, int N);
+  void (*crossentropy_shard_finish) (MpBackend *be, float *losses, float *lse,
+                                     const float *gmax, const float *gsum,
+                                     const float *tlogit, int N);
+  void (*crossentropy_shard_backward) (MpBackend *be, float *dlogits, const float *logits,
+                                       const float *lse, const int *targets, float scale,
+                                       int N, int Vl, int v0);
+  void (*adamw_update) (MpBackend *be, float *param, const float *grad, float *m, float *v,
+                        size_t n, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, int t);
+  void (*sgd_update) (MpBackend *be, float *param, const float *grad, float *mom, size_t n,
+                      float lr, float momentum);
+  double (*sumsq) (MpBackend *be, const float *x, size_t n);
 } MpKernelOps;
 
 typedef struct {

@@ -52,12 +52,12 @@ time_gemm (Cal *c, float *out, const float *a, const float *w, int m, int n, int
   double flops = 2.0 * m * n * k;
   int reps = (int) CLAMP ((c->quick ? c->dev->gemm_flops_quick : c->dev->gemm_flops) / flops,
                           1, 200);
-  be->ops->kernels->matmul_forward (out, a, w, NULL, m, k, n);
+  be->ops->kernels->matmul_forward (be, out, a, w, NULL, m, k, n);
   if (!be->ops->wait (be, NULL, error) || !cal_barrier (c, error))
     return FALSE;
   double t0 = be->ops->now_s (be);
   for (int r = 0; r < reps; r++)
-    be->ops->kernels->matmul_forward (out, a, w, NULL, m, k, n);
+    be->ops->kernels->matmul_forward (be, out, a, w, NULL, m, k, n);
   *time_s = (be->ops->now_s (be) - t0) / reps;
   if (!be->ops->wait (be, NULL, error))
     return FALSE;
@@ -117,7 +117,8 @@ cal_gemm_grid_init (Cal *c, CalGemmGrid *g, GError **error)
   for (gsize i = 0; i < big; i++)
     pattern[i] = (float) ((i % 17) - 8) / 8.0f;
   MpBackend *be = c->be;
-  if ((g->a = cal_dev_floats (c, big, error)) == NULL || (g->w = cal_dev_floats (c, big, error)) == NULL
+  if ((g->a = cal_dev_floats (c, big, error)) == NULL || (g->w = cal_dev_floats (c, big,
+      error)) == NULL
       || (g->out = cal_dev_floats (c, big, error)) == NULL)
     return FALSE;
   be->ops->upload (be, g->a, pattern, big * sizeof (float));

@@ -272,11 +272,13 @@ measure_passes (Cal *c, GError **error)
           fflush (c->out);
         }
       lo = MIN (lo, probe), hi = MAX (hi, probe);
-      ok = ok && cal_gemm_grid_pass (c, &grid, error) && (jobs == NULL || cal_kjobs_pass (c, jobs, error));
+      ok = ok && cal_gemm_grid_pass (c, &grid, error) && (jobs == NULL || cal_kjobs_pass (c,
+                                     jobs, error));
     }
   if (ok && c->out)
     fputc ('\n', c->out);
-  ok = ok && cal_gemm_grid_finish (c, &grid, error) && (jobs == NULL || cal_kjobs_finish (c, jobs, error));
+  ok = ok && cal_gemm_grid_finish (c, &grid, error) && (jobs == NULL || cal_kjobs_finish (c,
+                                   jobs, error));
   cal_gemm_grid_clear (c, &grid);
   if (ok && c->out && hi > 1.1 * lo)
     fprintf (c->out, "# note: the probe GEMM ran at %.2f to %.2f GFLOP/s over the passes: "

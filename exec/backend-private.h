@@ -1,6 +1,6 @@
-/* backend-mpi.h - the host-side exchanges over the MPI world that every backend offers
- * alike (backend-mpi.c): the barrier, reductions of host doubles and the all-gather of
- * host bytes of MpBackendOps. Private to exec/'s backends; no MPI type appears here. */
+/* backend-private.h - what exec/'s backends share: the host-side exchanges over the MPI
+ * world that every backend offers alike (backend-mpi.c), and the host's kernel table
+ * (backend-host-kernels.c). Private to the backends; no MPI type appears here. */
 #pragma once
 #include "exec/backend.h"
 
@@ -13,5 +13,8 @@ gboolean mp_mpi_world_all_reduce (MpBackend *be, double *x, gsize n, MpReduceOp 
                                   GError **error);
 gboolean mp_mpi_world_all_gather (MpBackend *be, const void *mine, gsize bytes, void *all,
                                   GError **error);
+
+/* kernels/cpu as MpKernelOps (the backend argument unused). */
+extern const MpKernelOps mp_backend_host_kernels;
 
 G_END_DECLS
