@@ -5,22 +5,9 @@
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/backend-cuda-private.h"
+#include "exec/backend-private.h"
 
 #include <mpi.h>
-
-#define MP_MPI_TRY(call)                                                                    \
-  G_STMT_START                                                                              \
-  {                                                                                         \
-    int rc_ = (call);                                                                       \
-    if (rc_ != MPI_SUCCESS)                                                                 \
-      {                                                                                     \
-        g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "%s:%d %s failed (%d)", __FILE__,    \
-                     __LINE__, #call, rc_);                                                 \
-        return FALSE;                                                                       \
-      }                                                                                     \
-  }                                                                                         \
-  G_STMT_END
-
 
 /* ---- groups: an MPI split, then one NCCL communicator per group ------------------------ */
 

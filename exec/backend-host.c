@@ -29,24 +29,6 @@ struct _MpRequest {
   MPI_Request req;
 };
 
-/* Turns a failed MPI call into a GError naming it; assumes a gboolean function with
- * `error` in scope (the STYLE.md MP_*_TRY pattern). */
-#define MP_MPI_TRY(call)                                                                    \
-  G_STMT_START                                                                              \
-  {                                                                                         \
-    int rc_ = (call);                                                                       \
-    if (rc_ != MPI_SUCCESS)                                                                 \
-      {                                                                                     \
-        char text_[MPI_MAX_ERROR_STRING];                                                   \
-        int len_ = 0;                                                                       \
-        MPI_Error_string (rc_, text_, &len_);                                               \
-        g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "%s:%d %s: %.*s", __FILE__,         \
-                     __LINE__, #call, len_, text_);                                         \
-        return FALSE;                                                                       \
-      }                                                                                     \
-  }                                                                                         \
-  G_STMT_END
-
 /* ---- memory ------------------------------------------------------------------------ */
 
 static void *

@@ -9,22 +9,23 @@
 #include <mpi.h>
 #include <string.h>
 
-/* A failed MPI call as a GError naming it; FALSE. */
-static gboolean
-mpi_failed (int rc, const char *call, GError **error)
+gboolean
+mp_mpi_error (int rc, const char *call, const char *file, int line, GError **error)
 {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string (rc, text, &len);
-  g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "%s: %.*s", call, len, text);
+  g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "%s:%d %s: %.*s", file, line, call, len,
+               text);
   return FALSE;
 }
 
 gboolean
 mp_mpi_world_barrier (MpBackend *be, GError **error)
 {
-  int rc = be->size > 1 ? MPI_Barrier (MPI_COMM_WORLD) : MPI_SUCCESS;
-  return rc == MPI_SUCCESS || mpi_failed (rc, "MPI_Barrier", error);
+  if (be->size > 1)
+    MP_MPI_TRY (MPI_Barrier (MPI_COMM_WORLD));
+  return TRUE;
 }
 
 gboolean
@@ -32,9 +33,9 @@ mp_mpi_world_all_reduce (MpBackend *be, double *x, gsize n, MpReduceOp op, GErro
 {
   if (be->size == 1 || n == 0)
     return TRUE;
-  int rc = MPI_Allreduce (MPI_IN_PLACE, x, (int) n, MPI_DOUBLE,
-                          op == MP_REDUCE_MAX ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD);
-  return rc == MPI_SUCCESS || mpi_failed (rc, "MPI_Allreduce", error);
+  MP_MPI_TRY (MPI_Allreduce (MPI_IN_PLACE, x, (int) n, MPI_DOUBLE,
+                             op == MP_REDUCE_MAX ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD));
+  return TRUE;
 }
 
 gboolean
@@ -46,7 +47,7 @@ mp_mpi_world_all_gather (MpBackend *be, const void *mine, gsize bytes, void *all
       memmove (all, mine, bytes);
       return TRUE;
     }
-  int rc = MPI_Allgather (mine, (int) bytes, MPI_BYTE, all, (int) bytes, MPI_BYTE,
-                          MPI_COMM_WORLD);
-  return rc == MPI_SUCCESS || mpi_failed (rc, "MPI_Allgather", error);
+  MP_MPI_TRY (MPI_Allgather (mine, (int) bytes, MPI_BYTE, all, (int) bytes, MPI_BYTE,
+                             MPI_COMM_WORLD));
+  return TRUE;
 }
