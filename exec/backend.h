@@ -2,8 +2,9 @@
  * kernels, collectives over groups of ranks, point-to-point messages and a clock.
  *
  * One table of function pointers (MpBackendOps) per backend, filled at run time, so one
- * binary serves several: "host" (kernels/cpu + OpenBLAS + MPI, backend-host.c) now,
- * "cuda" (kernels/cuda + cuBLAS + NCCL) later. No CUDA, NCCL or MPI type appears here:
+ * binary serves several: "host" (kernels/cpu + OpenBLAS + MPI, backend-host*.c) and
+ * "cuda" (kernels/cuda + cuBLAS + NCCL, backend-cuda*.c, built with the CUDA toolkit);
+ * both share backend-mpi.c's host-side exchanges. No CUDA, NCCL or MPI type appears here:
  * buffers are plain pointers into the backend's memory (host memory for "host", device
  * memory for "cuda"), groups and requests are opaque.
  *
