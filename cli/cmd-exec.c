@@ -36,15 +36,12 @@ fail_once (int rank, GError *error)
 static void
 print_summary (const MpExecResult *r)
 {
-  const MpSpread *t = r->summary.t;
-  printf ("measured %u step%s after %u warm-up: step %.4f s (min %.4f, max %.4f); compute "
-          "%.4f, tp_comm %.4f, pp_comm %.4f, dp_comm %.4f, bubble %.4f, optimizer %.4f; "
-          "peak memory %.1f MiB\n",
+  printf ("measured %u step%s after %u warm-up: step %.4f s (min %.4f, max %.4f); ",
           r->steps, r->steps == 1 ? "" : "s", r->warmup, r->summary.step.median,
-          r->summary.step.min, r->summary.step.max, t[MP_PHASE_COMPUTE].median,
-          t[MP_PHASE_TP].median, t[MP_PHASE_PP].median, t[MP_PHASE_DP].median,
-          t[MP_PHASE_BUBBLE].median, t[MP_PHASE_OPTIMIZER].median,
-          r->ranks[r->mem_rank].mem.peak_total / 1048576.0);
+          r->summary.step.min, r->summary.step.max);
+  for (int p = 0; p < MP_PHASE_N; p++)
+    printf ("%s%s %.4f", p ? ", " : "", mp_phase_name (p), r->summary.t[p].median);
+  printf ("; peak memory %.1f MiB\n", r->ranks[r->mem_rank].mem.peak_total / 1048576.0);
 }
 
 /* --check: both runs side by side, step by step, and the verdict. */

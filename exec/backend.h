@@ -16,23 +16,13 @@
 #include <glib.h>
 #include "kernels/cpu/kernels.h"
 #include "common/units.h"      /* MpDtype */
-#include "costmodel/costmodel.h" /* MpCollKind */
+#include "program/program.h"  /* MpMemKind, MpCollKind */
 
 G_BEGIN_DECLS
 
 typedef struct _MpBackend MpBackend;
 typedef struct _MpGroup MpGroup;         /* an ordered set of world ranks */
 typedef struct _MpRequest MpRequest;     /* a non-blocking operation in flight */
-
-/* What an allocation holds, for the memory breakdown (the planner's memory_bytes keys). */
-typedef enum {
-  MP_MEM_WEIGHTS,
-  MP_MEM_GRADIENTS,
-  MP_MEM_OPTIMIZER,
-  MP_MEM_ACTIVATIONS,
-  MP_MEM_OTHER,          /* transient buffers: gathers, messages, logits, scratch */
-  MP_MEM_N
-} MpMemKind;
 
 /* Bytes in use now, and at the moment the total peaked (with the total's parts then). */
 typedef struct {
@@ -221,8 +211,5 @@ int mp_backend_cuda_device_count (void);
 MpBackend *mp_backend_cuda_new (int rank, int size, gboolean bf16, GError **error);
 int mp_backend_cuda_devices (void);
 #endif
-
-/* "weights", "gradients", ... (the memory_bytes keys). */
-const char *mp_mem_kind_name (MpMemKind kind);
 
 G_END_DECLS

@@ -122,7 +122,7 @@ typedef struct {
 /* Per step: loss and gradient norm; per measured step: one rank's phases. */
 typedef struct {
   double *loss, *grad_norm;
-  MpStepPhases *phases;
+  MpRankStep *phases;
   double last_start;
 } Record;
 
@@ -191,7 +191,7 @@ record_init (Record *rec, guint total)
 {
   rec->loss = g_new0 (double, total);
   rec->grad_norm = g_new0 (double, total);
-  rec->phases = g_new0 (MpStepPhases, total);
+  rec->phases = g_new0 (MpRankStep, total);
 }
 
 static void

@@ -61,17 +61,12 @@ typedef struct {
   const char *backend;     /* "host" (NULL), "cuda", "cuda-fp32": see mp_backend_new */
 } MpExecOptions;
 
-/* The parts of a step (measure.c splits an instruction's time into them). */
-typedef enum {
-  MP_PHASE_COMPUTE, MP_PHASE_TP, MP_PHASE_PP, MP_PHASE_DP, MP_PHASE_BUBBLE,
-  MP_PHASE_OPTIMIZER, MP_PHASE_N
-} MpPhase;
-
-/* One rank's step: its wall time and its parts (they add up to step_s). */
+/* One rank's step: its wall time and its phases (program.h; they add up to step_s;
+ * measure.c splits each instruction's time into them). */
 typedef struct {
   double step_s;
-  double t[MP_PHASE_N];
-} MpStepPhases;
+  MpStepTime time;
+} MpRankStep;
 
 /* The median, smallest and largest of one set of samples (all 0 for none). */
 typedef struct {
@@ -88,7 +83,7 @@ typedef struct {
 /* One measured rank: plain data, gathered at rank 0. */
 typedef struct {
   MpProgram *prog;         /* its program (owned): coordinates and instructions */
-  MpStepPhases *steps;     /* each measured step's parts on this rank */
+  MpRankStep *steps;     /* each measured step's parts on this rank */
   MpInsnTime *times;       /* per instruction of PROG in the last measured step */
   double last_start;       /* that step's start on the rank's clock */
   MpMemStats mem;          /* its allocations, at their peak */
@@ -110,7 +105,7 @@ typedef struct {
   double *grad_norm;       /* warmup + steps: the global gradient norm */
   MpExecRank *ranks;       /* rank 0: n_ranks in rank order; elsewhere NULL, 0 */
   guint n_ranks;
-  MpStepPhases *job;       /* rank 0, steps: the job's step s, the slowest rank's */
+  MpRankStep *job;       /* rank 0, steps: the job's step s, the slowest rank's */
   MpJobSummary summary;    /* rank 0: the spreads of JOB */
   guint mem_rank;          /* rank 0: the rank with the highest peak memory */
   gboolean checked;        /* --check ran */

@@ -7,21 +7,6 @@
 #include "config.h"
 #include "exec/measure.h"
 
-static const char *const phase_names[MP_PHASE_N] = { "compute", "tp_comm", "pp_comm",
-                                                      "dp_comm", "bubble", "optimizer" };
-
-static void
-add_phases (JsonBuilder *b, const double *t)
-{
-  json_builder_begin_object (b);
-  for (int p = 0; p < MP_PHASE_N; p++)
-    {
-      json_builder_set_member_name (b, phase_names[p]);
-      json_builder_add_double_value (b, t[p]);
-    }
-  json_builder_end_object (b);
-}
-
 static void
 add_memory (JsonBuilder *b, const MpMemStats *mem)
 {
@@ -38,13 +23,13 @@ add_memory (JsonBuilder *b, const MpMemStats *mem)
 
 /* The medians, smallest and largest of the six spreads T into MED, LO, HI. */
 static void
-split_spreads (const MpSpread *t, double *med, double *lo, double *hi)
+split_spreads (const MpSpread *t, MpStepTime *med, MpStepTime *lo, MpStepTime *hi)
 {
   for (int p = 0; p < MP_PHASE_N; p++)
     {
-      med[p] = t[p].median;
-      lo[p] = t[p].min;
-      hi[p] = t[p].max;
+      med->t[p] = t[p].median;
+      lo->t[p] = t[p].min;
+      hi->t[p] = t[p].max;
     }
 }
 
@@ -63,12 +48,11 @@ add_rank (JsonBuilder *b, const MpExecRank *rank, guint n_steps)
     }
   MpSpread step, t[MP_PHASE_N];
   mp_measure_spreads (rank->steps, n_steps, &step, t);
-  double med[MP_PHASE_N], lo[MP_PHASE_N], hi[MP_PHASE_N];
-  split_spreads (t, med, lo, hi);
+  MpStepTime med, lo, hi;
+  split_spreads (t, &med, &lo, &hi);
   json_builder_set_member_name (b, "step_s");
   json_builder_add_double_value (b, step.median);
-  json_builder_set_member_name (b, "time_s");
-  add_phases (b, med);
+  mp_step_time_add_json (b, "time_s", &med);
   json_builder_set_member_name (b, "memory_bytes");
   add_memory (b, &rank->mem);
   json_builder_end_object (b);
@@ -106,14 +90,11 @@ mp_exec_result_to_json (const MpExecResult *r, JsonNode *plan_json)
   json_builder_add_int_value (b, r->steps);
   json_builder_set_member_name (b, "warmup_steps");
   json_builder_add_int_value (b, r->warmup);
-  double med[MP_PHASE_N], lo[MP_PHASE_N], hi[MP_PHASE_N];
-  split_spreads (r->summary.t, med, lo, hi);
-  json_builder_set_member_name (b, "time_s");
-  add_phases (b, med);
-  json_builder_set_member_name (b, "time_s_min");
-  add_phases (b, lo);
-  json_builder_set_member_name (b, "time_s_max");
-  add_phases (b, hi);
+  MpStepTime med, lo, hi;
+  split_spreads (r->summary.t, &med, &lo, &hi);
+  mp_step_time_add_json (b, "time_s", &med);
+  mp_step_time_add_json (b, "time_s_min", &lo);
+  mp_step_time_add_json (b, "time_s_max", &hi);
   json_builder_set_member_name (b, "time_s_rank");
   json_builder_add_int_value (b, r->summary.time_rank);
   json_builder_set_member_name (b, "memory_bytes");

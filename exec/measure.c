@@ -25,22 +25,22 @@
 
 /* The bubble of ST: its step less the other five parts. */
 static void
-fill_bubble (MpStepPhases *st)
+fill_bubble (MpRankStep *st)
 {
   double busy = 0;
   for (int p = 0; p < MP_PHASE_N; p++)
     if (p != MP_PHASE_BUBBLE)
-      busy += st->t[p];
-  st->t[MP_PHASE_BUBBLE] = MAX (0.0, st->step_s - busy);
+      busy += st->time.t[p];
+  st->time.t[MP_PHASE_BUBBLE] = MAX (0.0, st->step_s - busy);
 }
 
 void
 mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_start,
-                      double t_end, MpStepPhases *out)
+                      double t_end, MpRankStep *out)
 {
   memset (out, 0, sizeof *out);
   out->step_s = t_end - t_start;
-  double *t = out->t;
+  double *t = out->time.t;
   for (guint i = 0; i < prog->n_insns; i++)
     {
       const MpInsnTime *tm = &times[i];
@@ -91,16 +91,16 @@ mp_measure_spread (const double *v, guint n, MpSpread *out)
 
 /* The spread of part P (MP_PHASE_N: the step itself) over N steps. */
 static void
-column_spread (const MpStepPhases *st, guint n, int p, MpSpread *out)
+column_spread (const MpRankStep *st, guint n, int p, MpSpread *out)
 {
   g_autofree double *v = g_new (double, MAX (n, 1u));
   for (guint s = 0; s < n; s++)
-    v[s] = p == MP_PHASE_N ? st[s].step_s : st[s].t[p];
+    v[s] = p == MP_PHASE_N ? st[s].step_s : st[s].time.t[p];
   mp_measure_spread (v, n, out);
 }
 
 void
-mp_measure_spreads (const MpStepPhases *st, guint n, MpSpread *step, MpSpread *t)
+mp_measure_spreads (const MpRankStep *st, guint n, MpSpread *step, MpSpread *t)
 {
   column_spread (st, n, MP_PHASE_N, step);
   for (int p = 0; p < MP_PHASE_N; p++)
@@ -112,8 +112,8 @@ mp_measure_spreads (const MpStepPhases *st, guint n, MpSpread *step, MpSpread *t
  * step (a median of sums less a sum of medians) is not. Per step the six parts add up to
  * the job's step; their medians need not add up to its median. */
 void
-mp_measure_summarize (const MpStepPhases *const *ranks, guint n_ranks, guint n_steps,
-                      MpStepPhases *job, MpJobSummary *out)
+mp_measure_summarize (const MpRankStep *const *ranks, guint n_ranks, guint n_steps,
+                      MpRankStep *job, MpJobSummary *out)
 {
   memset (out, 0, sizeof *out);
   double most = -1;
@@ -129,7 +129,7 @@ mp_measure_summarize (const MpStepPhases *const *ranks, guint n_ranks, guint n_s
     }
   for (guint s = 0; s < n_steps; s++)
     {
-      job[s] = n_ranks ? ranks[out->time_rank][s] : (MpStepPhases) { 0 };
+      job[s] = n_ranks ? ranks[out->time_rank][s] : (MpRankStep) { 0 };
       for (guint r = 0; r < n_ranks; r++)
         job[s].step_s = MAX (job[s].step_s, ranks[r][s].step_s);
       fill_bubble (&job[s]);
@@ -148,7 +148,7 @@ typedef struct {
 } RankHead;
 
 GBytes *
-mp_measure_rank_pack (const MpStepPhases *steps, guint n_steps, const MpInsnTime *times,
+mp_measure_rank_pack (const MpRankStep *steps, guint n_steps, const MpInsnTime *times,
                       guint n_insns, double last_start, const MpMemStats *mem)
 {
   RankHead h;
@@ -171,7 +171,7 @@ mp_measure_rank_unpack (GBytes *bytes, guint n_steps, MpExecRank *out, GError **
   if (len >= sizeof h)
     memcpy (&h, p, sizeof h);
   if (len < sizeof h || h.n_steps != n_steps || h.n_insns != n_insns
-      || len != sizeof h + n_steps * sizeof (MpStepPhases) + n_insns * sizeof (MpInsnTime))
+      || len != sizeof h + n_steps * sizeof (MpRankStep) + n_insns * sizeof (MpInsnTime))
     {
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "rank %u sent a malformed record (%zu "
                    "bytes for %u steps and %u instructions)", out->prog->rank, len, n_steps,
@@ -180,10 +180,10 @@ mp_measure_rank_unpack (GBytes *bytes, guint n_steps, MpExecRank *out, GError **
     }
   out->last_start = h.last_start;
   out->mem = h.mem;
-  out->steps = g_new0 (MpStepPhases, MAX (n_steps, 1u));
+  out->steps = g_new0 (MpRankStep, MAX (n_steps, 1u));
   out->times = g_new0 (MpInsnTime, MAX (n_insns, 1u));
-  memcpy (out->steps, p + sizeof h, n_steps * sizeof (MpStepPhases));
-  memcpy (out->times, p + sizeof h + n_steps * sizeof (MpStepPhases),
+  memcpy (out->steps, p + sizeof h, n_steps * sizeof (MpRankStep));
+  memcpy (out->times, p + sizeof h + n_steps * sizeof (MpRankStep),
           n_insns * sizeof (MpInsnTime));
   return TRUE;
 }
@@ -193,10 +193,10 @@ mp_measure_rank_unpack (GBytes *bytes, guint n_steps, MpExecRank *out, GError **
 void
 mp_measure_result_summarize (MpExecResult *r)
 {
-  g_autofree const MpStepPhases **steps = g_new0 (const MpStepPhases *, MAX (r->n_ranks, 1u));
+  g_autofree const MpRankStep **steps = g_new0 (const MpRankStep *, MAX (r->n_ranks, 1u));
   for (guint i = 0; i < r->n_ranks; i++)
     steps[i] = r->ranks[i].steps;
-  r->job = g_new0 (MpStepPhases, MAX (r->steps, 1u));
+  r->job = g_new0 (MpRankStep, MAX (r->steps, 1u));
   mp_measure_summarize (steps, r->n_ranks, r->steps, r->job, &r->summary);
   r->mem_rank = 0;
   for (guint i = 1; i < r->n_ranks; i++)

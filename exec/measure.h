@@ -8,20 +8,20 @@ G_BEGIN_DECLS
 
 /* Splits one step of PROG (TIMES per instruction, the step from T_START to T_END). */
 void mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_start,
-                           double t_end, MpStepPhases *out);
+                           double t_end, MpRankStep *out);
 
 void mp_measure_spread (const double *v, guint n, MpSpread *out);
 /* The spreads of the step (*STEP) and of each part (T, MP_PHASE_N) over ST's N steps. */
-void mp_measure_spreads (const MpStepPhases *st, guint n, MpSpread *step, MpSpread *t);
+void mp_measure_spreads (const MpRankStep *st, guint n, MpSpread *step, MpSpread *t);
 
 /* RANKS: N_RANKS arrays of N_STEPS steps. Fills JOB (N_STEPS entries): the job's step s,
  * the slowest rank's, split as time_rank's step s, its bubble taking up the rest. */
-void mp_measure_summarize (const MpStepPhases *const *ranks, guint n_ranks, guint n_steps,
-                           MpStepPhases *job, MpJobSummary *out);
+void mp_measure_summarize (const MpRankStep *const *ranks, guint n_ranks, guint n_steps,
+                           MpRankStep *job, MpJobSummary *out);
 
 /* One rank's record for the gather: its N_STEPS steps, its last step's N_INSNS times and
  * start, its memory. Caller owns. */
-GBytes *mp_measure_rank_pack (const MpStepPhases *steps, guint n_steps, const MpInsnTime *times,
+GBytes *mp_measure_rank_pack (const MpRankStep *steps, guint n_steps, const MpInsnTime *times,
                               guint n_insns, double last_start, const MpMemStats *mem);
 /* The inverse into OUT, whose prog (the rank's program, rebuilt at rank 0) is set: FALSE
  * with MP_ERROR_RUNTIME for a record of other sizes. */
