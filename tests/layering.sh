@@ -1,7 +1,8 @@
 #!/bin/sh
 # layering.sh - the module rooms of ARCHITECTURE.md hold: only exec/ and kernels/ include
 # MPI, CUDA or NCCL headers, and arrows go down the table (model/ and topology/ know no
-# cost model, the cost model knows no planner, nothing below cli/ includes cli/).
+# cost model, the cost model knows no planner, exec/ no report/, nothing below cli/
+# includes cli/).
 . "$top_srcdir/tests/tap.sh"
 cd "$top_srcdir" || exit 1
 
@@ -22,6 +23,8 @@ ok "costmodel/ knows no planner, executor or CLI" \
   includes_none "costmodel" "planner/|exec/|cli/"
 ok "kernels/ know no plans or GLib-level modules" \
   includes_none "kernels" "model/|topology/|costmodel/|planner/|exec/|cli/"
+ok "exec/ knows no report (it returns data; cli/ prints it, report/ draws the trace)" \
+  includes_none "exec" "report/"
 ok "nothing but cli/ includes cli/" \
   includes_none "common model topology costmodel planner exec kernels report" "cli/"
 tap_done
