@@ -52,11 +52,9 @@ spread (guint n, guint c, guint *counts)
     counts[0]++;
 }
 
-void
-cm_chunk_layers (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *first,
-                 guint *counts)
+static void
+chunk_layers_of (const MpModel *m, const MpParallelConfig *cfg, guint *first, guint *counts)
 {
-  const MpModel *m = ctx->model;
   guint chunks = mp_parallel_config_chunks (cfg);
   if (cfg->chunk_layers)
     memcpy (counts, cfg->chunk_layers, chunks * sizeof *counts);
@@ -76,6 +74,42 @@ cm_chunk_layers (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *f
     }
 }
 
+void
+cm_chunk_layers (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *first,
+                 guint *counts)
+{
+  chunk_layers_of (ctx->model, cfg, first, counts);
+}
+
+guint
+cm_recompute_blocks (const MpParallelConfig *cfg)
+{
+  if (cfg->recompute != MP_RECOMPUTE_FULL || cfg->recompute_num_layers == 0
+      || cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM)
+    return G_MAXUINT;
+  return cfg->recompute_num_layers;
+}
+
+gboolean
+mp_recompute_full_layer (const MpParallelConfig *cfg, const MpModel *model, guint layer)
+{
+  g_return_val_if_fail (cfg != NULL && model != NULL && layer < model->n_layers, FALSE);
+  if (cfg->recompute != MP_RECOMPUTE_FULL || !cm_recomputable (&model->layers[layer]))
+    return FALSE;
+  guint limit = cm_recompute_blocks (cfg);
+  if (limit == G_MAXUINT)
+    return TRUE;
+  /* Megatron's block method: the first N transformer layers of each model chunk. */
+  guint chunks = mp_parallel_config_chunks (cfg), first[chunks], counts[chunks], c = 0;
+  chunk_layers_of (model, cfg, first, counts);
+  while (c + 1 < chunks && first[c + 1] <= layer)
+    c++;
+  guint before = 0;
+  for (guint l = first[c]; l < layer; l++)
+    before += cm_recomputable (&model->layers[l]);
+  return before < limit;
+}
+
 /* ---- tensor-parallel roles ---------------------------------------------------------- */
 
 /* Walks every op in order with the state "inside a region" and records each op's role.
@@ -86,6 +120,10 @@ assign_roles (MpCostContext *ctx)
   const MpModel *m = ctx->model;
   gboolean in_region = FALSE;
   double h = (double) m->hidden;
+  /* attention (ir14): the widths replicated GEMMs produced since the last region entry
+   * (MLA's latents, which every rank computes for all heads). The column GEMMs that read
+   * them gather them under SP and all-reduce their gradient: they open an entry. */
+  double replicated = 0;
   for (guint li = 0; li < m->n_layers; li++)
     {
       const MpLayer *layer = &m->layers[li];
@@ -103,8 +141,12 @@ assign_roles (MpCostContext *ctx)
             case MP_SPLIT_HEADS:
               r->split = TRUE;
               r->gemm = gemm ? CM_GEMM_SPLIT_N : CM_GEMM_FULL;
-              if (!in_region && gemm)
+              if (gemm && replicated > 0)
+                r->entry_width = replicated;
+              else if (!in_region && gemm)
                 r->entry_width = op->gemm_k;
+              if (gemm)
+                replicated = 0;
               in_region = TRUE;
               break;
             case MP_SPLIT_ROW:
@@ -155,14 +197,18 @@ assign_roles (MpCostContext *ctx)
               break;
             case MP_SPLIT_NONE:
             default:
-              r->split = in_region;
+              /* Inside a region an op works on the split tensors, unless it is a
+               * replicated GEMM or follows one (MLA's latents and their norms). */
+              r->split = in_region && !gemm && replicated == 0;
               r->gemm = CM_GEMM_FULL;
+              if (gemm && op->kind == MP_OP_GEMM)
+                replicated += op->gemm_n;
               break;
             }
           if (gemm)
             r->out_width = op->gemm_n * MAX (op->count, 1.0);
           else if (op->kind == MP_OP_ATTENTION)
-            r->out_width = op->heads * op->head_dim;
+            r->out_width = op->heads * (op->v_head_dim > 0 ? op->v_head_dim : op->head_dim);
           double *slot = r->split ? &cl->max_out_split : &cl->max_out_width;
           *slot = MAX (*slot, r->out_width);
           /* Parameters by how tensor parallelism divides them. */
@@ -217,6 +263,7 @@ same_op (const MpOp *a, const MpOp *b, const CmOp *ra, const CmOp *rb)
   return a->kind == b->kind && a->split == b->split && a->gemm_n == b->gemm_n
          && a->gemm_k == b->gemm_k && a->count == b->count && a->heads == b->heads
          && a->kv_heads == b->kv_heads && a->head_dim == b->head_dim
+         && a->v_head_dim == b->v_head_dim && a->window == b->window
          && a->params == b->params && a->fwd_flops == b->fwd_flops
          && a->bwd_flops == b->bwd_flops && a->fwd_bytes == b->fwd_bytes
          && a->act_bytes == b->act_bytes && a->act_rep_bytes == b->act_rep_bytes
@@ -635,11 +682,11 @@ mp_cost_layer_recomputes (const MpCostContext *ctx, const MpParallelConfig *cfg,
   g_return_val_if_fail (ctx != NULL && cfg != NULL && layer < ctx->model->n_layers, FALSE);
   const MpLayer *l = &ctx->model->layers[layer];
   if (cfg->recompute == MP_RECOMPUTE_FULL)
-    return cm_recomputable (l);
+    return mp_recompute_full_layer (cfg, ctx->model, layer);
   if (cfg->recompute != MP_RECOMPUTE_SELECTIVE)
     return FALSE;
   for (guint i = 0; i < l->n_ops; i++)
-    if (l->ops[i].kind == MP_OP_ATTENTION)
+    if (cm_op_recompute_share (l, i, cfg) > 0)
       return TRUE;
   return FALSE;
 }

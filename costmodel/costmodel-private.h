@@ -86,6 +86,22 @@ struct _MpCostContext {
 /* Is LAYER one that full recomputation applies to (blocks and mlp layers)? */
 gboolean cm_recomputable (const MpLayer *layer);
 
+/* Full recompute's block limit per chunk (the block method's N), G_MAXUINT: every block. */
+guint cm_recompute_blocks (const MpParallelConfig *cfg);
+/* The share of op OP of LAYER's forward that selective recompute under CFG re-runs in
+ * backward: 1 when its module is in the set, part of a GEMM under the op-level policy
+ * (the linears whose output it does not keep), else 0 (and 0 unless selective). */
+double cm_op_recompute_share (const MpLayer *layer, guint op, const MpParallelConfig *cfg);
+/* Bytes per token a block LAYER keeps under the op-level policy (MP_RECOMPUTE_OP), at
+ * CFG's tensor and sequence split: its input, attention's output, the saved linears'
+ * outputs and the experts' dispatched tokens (what a collective produced). */
+double cm_op_policy_kept (const MpLayer *layer, const MpParallelConfig *cfg);
+/* The activation bytes per token of op OP of LAYER that selective recompute under CFG
+ * does not keep: *SPLIT of its act_bytes (divided by t), *REP of its act_rep_bytes,
+ * *SCORE of its act_score_bytes. */
+void cm_op_dropped (const MpLayer *layer, guint op, const MpParallelConfig *cfg,
+                    double *split, double *rep, double *score);
+
 /* The sizes every function divides by are set (mp_parallel_config_check says more). */
 static inline gboolean
 cm_config_sane (const MpParallelConfig *cfg)

@@ -22,27 +22,92 @@ sp_div (const MpParallelConfig *cfg)
   return cfg->sequence_parallel && cfg->tp > 1 ? cfg->tp : 1;
 }
 
-/* Activation bytes per token that layers [FIRST, FIRST + N) keep under CFG (one
- * micro-batch's worth once multiplied by the tokens). */
+/* Bytes per token layers [FIRST, FIRST + N) keep when they keep every activation; the
+ * attention scores only without flash attention and without SCORES_DROPPED. */
+static double
+kept_all (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, guint n,
+          gboolean scores_dropped)
+{
+  double t = cfg->tp, sd = sp_div (cfg);
+  double kept = cm_sum (ctx, CM_SUM_ACT, first, n) / t + cm_sum (ctx, CM_SUM_ACT_REP, first, n) / sd;
+  if (!scores_dropped && !cfg->flash_attention)
+    kept += cm_sum (ctx, CM_SUM_ACT_SCORE, first, n) / t;
+  return kept;
+}
+
+/* ... when full recompute rebuilds their blocks: a recomputed layer keeps its input
+ * (split by sequence with SP), INPUTS of them (the uniform method keeps one per group);
+ * the embedding and the head keep what they always keep. */
+static double
+kept_full (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, guint n,
+           double inputs)
+{
+  double t = cfg->tp, sd = sp_div (cfg);
+  double kept = inputs * cm_sum (ctx, CM_SUM_FULL_INPUT, first, n) / sd;
+  kept += cm_sum (ctx, CM_SUM_NR_ACT, first, n) / t
+          + cm_sum (ctx, CM_SUM_NR_ACT_REP, first, n) / sd;
+  if (!cfg->flash_attention)
+    kept += cm_sum (ctx, CM_SUM_NR_ACT_SCORE, first, n) / t;
+  return kept;
+}
+
+/* Bytes per token LAYER does not keep under CFG's selective recompute (the modules'
+ * activations that its backward rebuilds). */
+static double
+dropped_per_token (const MpCostContext *ctx, const MpParallelConfig *cfg, guint layer)
+{
+  const MpLayer *l = &ctx->model->layers[layer];
+  double t = cfg->tp, sd = sp_div (cfg), dropped = 0;
+  if (mp_recompute_modules_of (cfg) == MP_RECOMPUTE_OP)
+    {
+      if (l->kind != MP_LAYER_BLOCK)
+        return 0;
+      double all = l->act_bytes / t + l->act_rep_bytes / sd
+                   + (cfg->flash_attention ? 0 : l->act_score_bytes / t);
+      return all - cm_op_policy_kept (l, cfg);
+    }
+  for (guint i = 0; i < l->n_ops; i++)
+    {
+      double split, rep, score;
+      cm_op_dropped (l, i, cfg, &split, &rep, &score);
+      dropped += split / t + rep / sd + (cfg->flash_attention ? 0 : score / t);
+    }
+  return dropped;
+}
+
+/* Activation bytes per token that the layers of one model chunk, [FIRST, FIRST + N),
+ * keep under CFG (one micro-batch's worth once multiplied by the tokens). */
 static double
 kept_per_token (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, guint n)
 {
-  double t = cfg->tp, sd = sp_div (cfg);
   if (cfg->recompute == MP_RECOMPUTE_FULL)
     {
-      /* Recomputed layers keep their input (split by sequence with SP); the embedding
-       * and the head keep what they always keep. */
-      double kept = cm_sum (ctx, CM_SUM_FULL_INPUT, first, n) / sd;
-      kept += cm_sum (ctx, CM_SUM_NR_ACT, first, n) / t
-              + cm_sum (ctx, CM_SUM_NR_ACT_REP, first, n) / sd;
-      if (!cfg->flash_attention)
-        kept += cm_sum (ctx, CM_SUM_NR_ACT_SCORE, first, n) / t;
-      return kept;
+      guint limit = cm_recompute_blocks (cfg), blocks = (guint) cm_sum (ctx,
+                                                                       CM_SUM_RECOMPUTABLE,
+                                                                       first, n);
+      if (limit == G_MAXUINT)
+        {
+          /* Uniform in groups of N: the first block of each group keeps its input. */
+          guint group = cfg->recompute_num_layers;
+          double inputs = group > 1 && blocks > 0
+                          ? (double) ((blocks + group - 1) / group) / blocks : 1;
+          return kept_full (ctx, cfg, first, n, inputs);
+        }
+      /* Block method: the first LIMIT blocks are rebuilt, the rest keep everything. */
+      guint end = first, seen = 0;
+      while (end < first + n && seen < limit)
+        seen += cm_recomputable (&ctx->model->layers[end++]);
+      return kept_full (ctx, cfg, first, end - first, 1)
+             + kept_all (ctx, cfg, end, first + n - end, FALSE);
     }
-  double kept = cm_sum (ctx, CM_SUM_ACT, first, n) / t + cm_sum (ctx, CM_SUM_ACT_REP, first, n) / sd;
-  /* The score terms are dropped by selective recompute and by flash attention. */
-  if (cfg->recompute == MP_RECOMPUTE_NONE && !cfg->flash_attention)
-    kept += cm_sum (ctx, CM_SUM_ACT_SCORE, first, n) / t;
+  if (cfg->recompute == MP_RECOMPUTE_NONE)
+    return kept_all (ctx, cfg, first, n, FALSE);
+  double kept = kept_all (ctx, cfg, first, n, TRUE);
+  for (guint li = first; li < first + n; li++)
+    {
+      double score = cfg->flash_attention ? 0 : ctx->model->layers[li].act_score_bytes / cfg->tp;
+      kept += score - dropped_per_token (ctx, cfg, li);
+    }
   return kept;
 }
 
@@ -52,6 +117,14 @@ mp_cost_layer_activation_bytes (const MpCostContext *ctx, const MpParallelConfig
 {
   g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), 0);
   g_return_val_if_fail (layer < ctx->model->n_layers, 0);
+  if (cfg->recompute == MP_RECOMPUTE_FULL && cm_recompute_blocks (cfg) != G_MAXUINT)
+    {
+      /* The block method: it depends on the layer's place in its chunk. */
+      double tokens = cm_tokens (ctx, cfg);
+      return tokens * (mp_recompute_full_layer (cfg, ctx->model, layer)
+                         ? kept_full (ctx, cfg, layer, 1, 1)
+                         : kept_all (ctx, cfg, layer, 1, FALSE));
+    }
   return cm_tokens (ctx, cfg) * kept_per_token (ctx, cfg, layer, 1);
 }
 
@@ -108,7 +181,7 @@ mp_cost_in_flight (const MpParallelConfig *cfg, guint stage)
 typedef struct {
   double params;        /* this rank's parameters of the layer (before ZeRO) */
   double full_act;      /* its activations without recomputation (full-recompute buffer) */
-  double scores;        /* its attention-score bytes (selective-recompute buffer) */
+  double dropped;       /* what selective recompute rebuilds before its backward */
   double grad_buffers;  /* backward's gradient buffers around its largest op */
 } LayerNeeds;
 
@@ -121,7 +194,8 @@ layer_needs (const MpCostContext *ctx, const MpParallelConfig *cfg, guint li, La
   n->params = cl->params_split / t + cl->params_rep + cl->params_expert / (t * cfg->ep);
   n->full_act = tokens * (l->act_bytes / t + l->act_rep_bytes / sd
                           + (cfg->flash_attention ? 0 : l->act_score_bytes / t));
-  n->scores = tokens * l->act_score_bytes / t;
+  n->dropped = cfg->recompute == MP_RECOMPUTE_SELECTIVE
+               ? tokens * dropped_per_token (ctx, cfg, li) : 0;
   /* The gradient of the largest output and of its input live together; SP also
    * gathers the full-sequence input of a GEMM; unfused attention materialises the
    * score gradient (e bytes per score, twice: dP and dS). */
@@ -171,7 +245,7 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
           worst.params = MAX (worst.params, n.params);
           if (cm_recomputable (&m->layers[li]))
             worst.full_act = MAX (worst.full_act, n.full_act);
-          worst.scores = MAX (worst.scores, n.scores);
+          worst.dropped = MAX (worst.dropped, n.dropped);
           worst.grad_buffers = MAX (worst.grad_buffers, n.grad_buffers);
           has_embedding |= m->layers[li].kind == MP_LAYER_EMBEDDING;
           has_head |= m->layers[li].kind == MP_LAYER_HEAD;
@@ -204,9 +278,13 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
    * workspace, which are always there. */
   double backward = worst.grad_buffers;
   if (cfg->recompute == MP_RECOMPUTE_FULL)
-    backward += worst.full_act;
-  else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE && !cfg->flash_attention)
-    backward += worst.scores;
+    {
+      /* The uniform method rebuilds a group of N blocks at once. */
+      guint group = cm_recompute_blocks (cfg) == G_MAXUINT ? cfg->recompute_num_layers : 1;
+      backward += MAX (group, 1u) * worst.full_act;
+    }
+  else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE)
+    backward += worst.dropped;
   double logits = has_head ? tokens * (double) m->vocab / t * (4 + e) : 0;
   double comm = 0;
   if (cfg->zero >= 3)

@@ -225,6 +225,7 @@ reference_run (const MpPlanResolved *res, const MpPlan *plan, guint total, guint
   cfg.sequence_parallel = FALSE;
   cfg.zero = 0;
   cfg.recompute = MP_RECOMPUTE_NONE;
+  cfg.recompute_num_layers = cfg.recompute_modules = 0;
   cfg.schedule = MP_SCHEDULE_NONE;
   cfg.chunk_layers = NULL;
   cfg.placement = NULL;

@@ -228,7 +228,7 @@ mp_exec_dense_forward (MpExec *ex, guint l, guint mb, GError **error)
     }
   /* Full recompute keeps only the layer's input; the last layer keeps its loss gradient
    * (its forward is the loss, not to be counted twice). */
-  if (ex->cfg.recompute == MP_RECOMPUTE_FULL && !d.last)
+  if (mp_recompute_full_layer (&ex->cfg, ex->model, l) && !d.last)
     mp_exec_acts_free (ex, a);
   else
     ex->layers[l].acts[mb] = a;

@@ -365,12 +365,26 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
   const char *what = NULL;
   if (model->arch == MP_ARCH_MLP && !check_dense (model, cfg, error))
     return FALSE;
+  /* The planner and the simulator cost these; the kernels do not run them yet. */
+  const char *extra = mp_model_attention_extras (model);
+  if (extra != NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "mpplan exec does not run %s (model "
+                   "%s) yet: execute a model without it", extra, model->name);
+      return FALSE;
+    }
   if (model->experts > 0)
     what = "mixture-of-experts blocks (and expert parallelism)";
   else if (cfg->cp > 1)
     what = "context parallelism (cp > 1)";
   else if (cfg->ep > 1)
     what = "expert parallelism (ep > 1)";
+  else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
+           && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM)
+    what = "uniform recompute in groups of blocks (recompute_method=uniform)";
+  else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE
+           && mp_recompute_modules_of (cfg) != MP_RECOMPUTE_CORE_ATTN)
+    what = "selective recompute of modules other than core_attn (recompute_modules)";
   if (what == NULL)
     return TRUE;
   g_set_error (error, MP_ERROR, MP_ERROR_INPUT,

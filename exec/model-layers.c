@@ -396,7 +396,7 @@ block_forward (MpExec *ex, guint l, guint mb, GError **error)
       mp_exec_acts_free (ex, a);
       return FALSE;
     }
-  if (ex->cfg.recompute == MP_RECOMPUTE_FULL)
+  if (mp_recompute_full_layer (&ex->cfg, ex->model, l))
     mp_exec_acts_free (ex, a);             /* only the input (ex->input) is kept */
   else
     ex->layers[l].acts[mb] = a;

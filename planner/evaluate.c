@@ -5,8 +5,9 @@
  * stage i, P = one activation send/recv, m micro-batches, v chunks per stage):
  *   gpipe, 1f1b:  (m - 1) max_i (c_i + 2P) + sum_i c_i + 2 (p - 1) P
  *                 (uniform stages, P = 0: (m + p - 1) c, as in Narayanan et al. 2021)
- *   interleaved:  m max_i (c_i + 2vP) + (p - 1)/v max_i c_i r + 2 (p - 1) P
- *                 (r = the largest chunk's layers over the average chunk's)
+ *   interleaved:  m max_i (c_i + 2vP) + (sum_i c_i - max_i c_i) r / v + 2 (p - 1) P
+ *                 (fill and drain through one chunk of every other stage; r = the largest
+ *                 chunk's blocks over the average chunk's; uniform: (p - 1)/v of c)
  *   none:         m (sum_i c_i + 2 (p - 1) P)   (layer placement, one stage busy at once)
  * Gradient reduction overlaps the last micro-batch's backward, bucket by bucket, as DDP
  * and Megatron's overlap_grad_reduce do; what does not fit under it is exposed. */
@@ -138,8 +139,11 @@ mp_plan_split_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
 gboolean
 pl_split_costs (const MpModel *model, const double *cost, guint chunks, guint *chunk_layers)
 {
-  gboolean transformer = model->arch == MP_ARCH_TRANSFORMER;
-  /* Units are blocks; the embedding rides with the first and the head with the last. */
+  /* Units are blocks; the embedding rides with the first and the head with the last,
+   * unless there are more chunks than blocks (a pinned vpp): then they are units too and
+   * end up alone in the end chunks, as Megatron's account_for_* splits put them. */
+  gboolean transformer = model->arch == MP_ARCH_TRANSFORMER
+                         && model->n_layers - 2 >= chunks;
   guint first = transformer ? 1 : 0;
   guint n_units = transformer ? model->n_layers - 2 : model->n_layers;
   if (n_units < chunks)
@@ -245,8 +249,8 @@ pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageT
         /* Fill and drain run through single chunks: with uneven chunks (blocks that do
          * not divide over p * v) the largest chunk sets them, not the average. */
         double steady = p > 1 ? 2.0 * v * p2p : 0;
-        double chunk = max_c / v * largest_chunk_ratio (cfg, transformer);
-        out->pipe_s = m * (max_c + steady) + (p - 1) * chunk + edge;
+        double rest = (sum - max_c) / v * largest_chunk_ratio (cfg, transformer);
+        out->pipe_s = m * (max_c + steady) + rest + edge;
         out->pp_comm_s = m * steady + edge;
       }
       break;

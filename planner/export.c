@@ -192,12 +192,23 @@ megatron_parallel (GString *s, const Export *e)
   arg (s, "--micro-batch-size", "%u", c->micro_batch_size);
   arg (s, "--global-batch-size", "%u", e->plan->global_batch);
   if (c->recompute == MP_RECOMPUTE_SELECTIVE)
-    arg (s, "--recompute-granularity", "selective");
+    {
+      arg (s, "--recompute-granularity", "selective");
+      if (mp_recompute_modules_of (c) != MP_RECOMPUTE_CORE_ATTN)
+        {
+          g_autofree char *mods = mp_recompute_modules_name (c->recompute_modules);
+          g_strdelimit (mods, "+", ' ');
+          arg (s, "--recompute-modules", "%s", mods);
+        }
+    }
   else if (c->recompute == MP_RECOMPUTE_FULL)
     {
+      /* Every block from its own input is uniform in groups of 1. */
       arg (s, "--recompute-granularity", "full");
-      arg (s, "--recompute-method", "uniform");
-      arg (s, "--recompute-num-layers", "1");
+      arg (s, "--recompute-method", "%s", c->recompute_num_layers > 0
+                                           ? mp_recompute_method_name (c->recompute_method)
+                                           : "uniform");
+      arg (s, "--recompute-num-layers", "%u", MAX (c->recompute_num_layers, 1u));
     }
   if (c->zero == 1)
     arg (s, "--use-distributed-optimizer", NULL);

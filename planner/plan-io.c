@@ -86,6 +86,16 @@ json_config (JsonBuilder *b, const MpPlan *plan)
   mp_json_add_bool (b, "sequence_parallel", c->sequence_parallel);
   mp_json_add_int (b, "zero", c->zero);
   mp_json_add_string (b, "recompute", mp_recompute_name (c->recompute));
+  if (c->recompute_num_layers > 0)
+    {
+      mp_json_add_string (b, "recompute_method", mp_recompute_method_name (c->recompute_method));
+      mp_json_add_int (b, "recompute_num_layers", c->recompute_num_layers);
+    }
+  if (c->recompute == MP_RECOMPUTE_SELECTIVE)
+    {
+      g_autofree char *mods = mp_recompute_modules_name (c->recompute_modules);
+      mp_json_add_string (b, "recompute_modules", mods);
+    }
   mp_json_add_int (b, "micro_batch_size", c->micro_batch_size);
   mp_json_add_int (b, "num_micro_batches", c->num_micro_batches);
   mp_json_add_string (b, "schedule", mp_plan_schedule_name (c->schedule));
@@ -351,6 +361,15 @@ write_parallel (GString *out, const MpParallelConfig *c)
   g_string_append_printf (out, "  sequence_parallel: %s\n  zero: %u\n  recompute: %s\n",
                           c->sequence_parallel ? "true" : "false", c->zero,
                           mp_recompute_name (c->recompute));
+  if (c->recompute_num_layers > 0)
+    g_string_append_printf (out, "  recompute_method: %s\n  recompute_num_layers: %u\n",
+                            mp_recompute_method_name (c->recompute_method),
+                            c->recompute_num_layers);
+  if (c->recompute == MP_RECOMPUTE_SELECTIVE)
+    {
+      g_autofree char *mods = mp_recompute_modules_name (c->recompute_modules);
+      g_string_append_printf (out, "  recompute_modules: %s\n", mods);
+    }
   g_string_append_printf (out, "  micro_batch_size: %u\n  num_micro_batches: %u\n",
                           c->micro_batch_size, c->num_micro_batches);
   g_string_append_printf (out, "  schedule: %s\n  flash_attention: %s\n  fp32_grads: %s\n",

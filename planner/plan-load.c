@@ -18,7 +18,8 @@ static const char *const top_keys[] = { "kind", "version", "model", "cluster", "
 static const char *const parallel_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
   "micro_batch_size", "num_micro_batches", "schedule", "flash_attention", "fp32_grads",
-  "bucket_bytes", "order", NULL
+  "bucket_bytes", "order", "recompute_method", "recompute_num_layers", "recompute_modules",
+  NULL
 };
 static const char *const predicted_keys[] = { "step_s", "tokens_per_s", "tflops_per_gpu",
                                               "mfu", "memory_bytes", "time_s", NULL };
@@ -126,6 +127,27 @@ read_recompute (MpYamlReader *r, const MpYamlNode *map, MpRecompute *out)
     *out = (MpRecompute) i;
 }
 
+/* recompute_method, recompute_num_layers, recompute_modules (optional; the checker
+ * says which recompute they need). */
+static void
+read_recompute_extent (MpYamlReader *r, const MpYamlNode *map, MpParallelConfig *c)
+{
+  static const char *const methods[] = { "block", "uniform", NULL };
+  int i;
+  if (mp_yaml_get_enum (r, map, "recompute_method", FALSE, methods, &i))
+    c->recompute_method = (MpRecomputeMethod) i;
+  guint64 n = 0;
+  if (mp_yaml_get_uint (r, map, "recompute_num_layers", FALSE, 0, G_MAXUINT32, &n))
+    c->recompute_num_layers = (guint) n;
+  const MpYamlNode *mods = mp_yaml_lookup (map, "recompute_modules");
+  if (mods == NULL)
+    return;
+  if (mods->kind != MP_YAML_SCALAR || !mp_recompute_modules_from_name (mods->value,
+                                                                        &c->recompute_modules))
+    mp_yaml_problem (r, mods, "'recompute_modules': names joined by '+' among core_attn, "
+                              "layernorm, mlp, moe_act, moe, shared_experts");
+}
+
 static void
 read_order (MpYamlReader *r, const MpYamlNode *node, MpParallelDim *order)
 {
@@ -181,6 +203,7 @@ read_parallel (Loader *l, const MpYamlNode *map)
   mp_yaml_get_uint (r, map, "zero", FALSE, 0, 3, &zero);
   c->zero = (guint) zero;
   read_recompute (r, map, &c->recompute);
+  read_recompute_extent (r, map, c);
   read_schedule (r, map, &c->schedule);
   mp_yaml_get_bool (r, map, "sequence_parallel", FALSE, &c->sequence_parallel);
   mp_yaml_get_bool (r, map, "flash_attention", FALSE, &c->flash_attention);

@@ -81,15 +81,30 @@ gboolean mp_plan_evaluate (const MpCostContext *ctx, const MpParallelConfig *cfg
 /* ---- the search ---------------------------------------------------------------------- */
 
 /* Pins: "key=value" per JSON plan key (dp, tp, pp, vpp, cp, ep, sequence_parallel, zero,
- * recompute, micro_batch_size, num_micro_batches, schedule). */
+ * recompute, recompute_method, recompute_num_layers, recompute_modules, micro_batch_size,
+ * num_micro_batches, schedule) and the layer split's (first_stage_layers,
+ * last_stage_layers, account_for_embedding, account_for_loss, layers_per_chunk). */
 typedef struct _MpPlanPins MpPlanPins;
 /* Parses "tp=8,pp=8,recompute=full"; NULL with MP_ERROR_USAGE naming a bad key or value.
  * Caller owns. */
 MpPlanPins *mp_plan_pins_parse (const char *text, GError **error);
 void mp_plan_pins_free (MpPlanPins *pins);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlanPins, mp_plan_pins_free)
-/* Does CFG honour every pin? (NULL pins: yes.) */
+/* Does CFG honour every pin but the layer split's? (NULL pins: yes.) */
 gboolean mp_plan_pins_match (const MpPlanPins *pins, const MpParallelConfig *cfg);
+/* The value pinned for KEY (a pin key other than the split's; enums as their values),
+ * FALSE when it is not pinned. */
+gboolean mp_plan_pins_value (const MpPlanPins *pins, const char *key, guint *value);
+/* The pinned layer split of MODEL: model layers per chunk (*N_CHUNKS = pp x vpp of them)
+ * from layers_per_chunk, or from Megatron-LM's flags first_stage_layers /
+ * last_stage_layers (--decoder-first/last-pipeline-num-layers: blocks on the first / last
+ * pipeline rank; the others share the rest evenly) or account_for_embedding /
+ * account_for_loss (--account-for-*-in-pipeline-split: the embedding / loss counts as a
+ * block), by Megatron's rules (every stage's blocks divisible by vpp, ...). Caller owns.
+ * NULL without ERROR when no split is pinned; NULL with MP_ERROR_USAGE naming the rule
+ * broken. */
+guint *mp_plan_pins_split (const MpPlanPins *pins, const MpModel *model, guint *n_chunks,
+                           GError **error);
 
 typedef struct {
   guint global_batch;          /* 0: the model's training.global_batch */

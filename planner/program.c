@@ -181,6 +181,10 @@ emit_compute (Builder *b, MpInsnKind kind, guint chunk, guint layer, guint mb)
   i->recompute = backward && mp_cost_layer_recomputes (b->ctx, b->cfg, layer);
   i->bytes = cost->bytes;
   i->flops = cost->flops;
+  /* A block the block method leaves alone: its backward without the forward again. */
+  if (backward && !i->recompute && b->cfg->recompute == MP_RECOMPUTE_FULL
+      && cost->recompute_s > 0)
+    i->flops -= b->fwd[layer].flops;
 }
 
 static void

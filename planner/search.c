@@ -36,7 +36,21 @@ typedef struct {
   MpSearchResult *res;
   double *layer_cost;          /* per model layer, for the current outer choice */
   guint *split;                /* chunk_layers for the current pp * vpp */
+  guint *pinned_split;         /* the pins' layer split (n_pinned chunks), or NULL */
+  guint n_pinned;
 } Search;
+
+/* Does CFG honour the pins, its layer split included? */
+static gboolean
+honours (const Search *s, const MpParallelConfig *cfg)
+{
+  if (!mp_plan_pins_match (s->opts->pins, cfg))
+    return FALSE;
+  if (s->pinned_split == NULL)
+    return TRUE;
+  return cfg->pp * cfg->vpp == s->n_pinned && cfg->chunk_layers != NULL
+         && memcmp (cfg->chunk_layers, s->pinned_split, s->n_pinned * sizeof (guint)) == 0;
+}
 
 /* ---- bookkeeping of the best plans ---------------------------------------------------- */
 
@@ -90,7 +104,7 @@ visit (Search *s, const MpParallelConfig *cfg)
     return;
   s->accepted++;
   /* Counted before sharding, so that every shard knows whether any config honours them. */
-  if (s->opts->pins != NULL && mp_plan_pins_match (s->opts->pins, cfg))
+  if (s->opts->pins != NULL && honours (s, cfg))
     s->pinned++;
   if (s->opts->n_shards > 1 && i % s->opts->n_shards != s->opts->shard)
     return;
@@ -99,7 +113,7 @@ visit (Search *s, const MpParallelConfig *cfg)
 
   MpSearchStats *st = &s->res->stats;
   g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
-  pl_plan_init (plan, cfg, s->split, s->global_batch);
+  pl_plan_init (plan, cfg, cfg->chunk_layers, s->global_batch);
   pl_plan_memory (s->ctx, plan);
   st->evaluated++;
   /* Timed before it is kept, so that a kept plan has its figures whichever way it is
@@ -118,7 +132,7 @@ visit (Search *s, const MpParallelConfig *cfg)
       return;
     }
   pl_keep_best (&st->free_best, plan);
-  if (mp_plan_pins_match (s->opts->pins, cfg))
+  if (honours (s, cfg))
     pl_keep_top (s->res->plans, s->top_k, plan);
 }
 
@@ -163,7 +177,9 @@ with_split (Search *s, MpParallelConfig *cfg)
 {
   guint chunks = cfg->pp * cfg->vpp;
   cfg->chunk_layers = NULL;
-  if (!s->counting)
+  if (s->pinned_split != NULL && chunks == s->n_pinned)
+    cfg->chunk_layers = s->pinned_split;   /* the split the user pinned */
+  else if (!s->counting)
     {
       if (!pl_split_costs (s->model, s->layer_cost, chunks, s->split))
         return;
@@ -195,11 +211,14 @@ loop_schedule (Search *s, MpParallelConfig *cfg)
   with_split (s, cfg);
   cfg->schedule = MP_SCHEDULE_1F1B;
   with_split (s, cfg);
-  /* Megatron's interleaved schedule needs the micro-batches to be a multiple of pp. */
-  guint per_stage = n_blocks (s->model) / cfg->pp;
+  /* Megatron's interleaved schedule needs the micro-batches to be a multiple of pp. The
+   * search tries up to MAX_VPP chunks per stage that divide its blocks; a pinned vpp is
+   * tried whatever it is (its chunks split unevenly where they must). */
+  guint per_stage = n_blocks (s->model) / cfg->pp, pinned;
+  gboolean pin = mp_plan_pins_value (s->opts->pins, "vpp", &pinned);
   if (cfg->num_micro_batches % cfg->pp == 0)
-    for (guint v = 2; v <= MAX_VPP && v <= per_stage; v++)
-      if (per_stage % v == 0)
+    for (guint v = 2; v <= (pin ? pinned : MIN (MAX_VPP, per_stage)); v++)
+      if (pin ? v == pinned : per_stage % v == 0)
         {
           cfg->schedule = MP_SCHEDULE_INTERLEAVED;
           cfg->vpp = v;
@@ -274,14 +293,27 @@ loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
 static void
 loop_recompute (Search *s, MpParallelConfig *cfg, guint rest)
 {
+  const MpPlanPins *pins = s->opts->pins;
+  guint pinned = 0;
+  gboolean pin = mp_plan_pins_value (pins, "recompute", &pinned);
   for (int r = MP_RECOMPUTE_NONE; r <= MP_RECOMPUTE_FULL; r++)
     {
-      /* Fused attention keeps no score matrix, so selective recompute (Korthikanti's:
-       * the attention core) would save nothing; it is only a choice without it. */
-      if (r == MP_RECOMPUTE_SELECTIVE && cfg->flash_attention)
+      /* Fused attention keeps no score matrix, so selective recompute of the attention
+       * core saves next to nothing: the search tries it only when it is pinned. */
+      if (r == MP_RECOMPUTE_SELECTIVE && cfg->flash_attention && !(pin && pinned == (guint) r))
         continue;
       cfg->recompute = (MpRecompute) r;
+      /* Its extent: the pinned one, else all blocks (full) or the attention core. */
+      guint v = 0;
+      if (r == MP_RECOMPUTE_FULL && mp_plan_pins_value (pins, "recompute_num_layers", &v))
+        cfg->recompute_num_layers = v;
+      if (r == MP_RECOMPUTE_FULL && mp_plan_pins_value (pins, "recompute_method", &v))
+        cfg->recompute_method = (MpRecomputeMethod) v;
+      if (r == MP_RECOMPUTE_SELECTIVE && mp_plan_pins_value (pins, "recompute_modules", &v))
+        cfg->recompute_modules = v;
       loop_pp (s, cfg, rest);
+      cfg->recompute_num_layers = cfg->recompute_modules = 0;
+      cfg->recompute_method = MP_RECOMPUTE_METHOD_BLOCK;
     }
   cfg->recompute = MP_RECOMPUTE_NONE;
 }
@@ -344,6 +376,45 @@ run (Search *s)
 
 /* ---- the entry point ------------------------------------------------------------------ */
 
+/* Why no config honours the pins, when a rule says so: the checker's verdict on the
+ * pinned sizes (the rest as the search's first choice, the micro-batches from the batch).
+ * Caller owns; NULL when the pinned sizes alone break no rule. */
+static char *
+pins_reason (const Search *s)
+{
+  static const char *const keys[] = { "dp", "tp", "pp", "vpp", "cp", "ep",
+                                      "micro_batch_size", "num_micro_batches" };
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  guint *field[] = { &cfg.dp, &cfg.tp, &cfg.pp, &cfg.vpp, &cfg.cp, &cfg.ep,
+                     &cfg.micro_batch_size, &cfg.num_micro_batches };
+  for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
+    mp_plan_pins_value (s->opts->pins, keys[i], field[i]);
+  guint v;
+  if (mp_plan_pins_value (s->opts->pins, "schedule", &v))
+    cfg.schedule = (MpSchedule) v;
+  else if (cfg.vpp > 1)
+    cfg.schedule = MP_SCHEDULE_INTERLEAVED;
+  if (!mp_plan_pins_value (s->opts->pins, "num_micro_batches", &v)
+      && s->global_batch % (cfg.dp * cfg.micro_batch_size) == 0)
+    cfg.num_micro_batches = s->global_batch / (cfg.dp * cfg.micro_batch_size);
+  if (mp_plan_pins_value (s->opts->pins, "recompute", &v))
+    cfg.recompute = (MpRecompute) v;
+  if (mp_plan_pins_value (s->opts->pins, "recompute_num_layers", &v))
+    cfg.recompute_num_layers = v;
+  if (mp_plan_pins_value (s->opts->pins, "recompute_modules", &v))
+    cfg.recompute_modules = v;
+  cfg.chunk_layers = s->pinned_split && s->n_pinned == cfg.pp * cfg.vpp ? s->pinned_split
+                                                                         : NULL;
+  g_autoptr(GError) error = NULL;
+  /* Only the pinned part: a world larger than the pins ask is not a reason. */
+  MpCluster cluster = *s->cluster;
+  cluster.world_size = G_MAXUINT;
+  if (mp_parallel_config_check (&cfg, s->model, &cluster, &error))
+    return NULL;
+  return g_strdup (error->message);
+}
+
 void
 mp_search_result_free (MpSearchResult *result)
 {
@@ -389,7 +460,17 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
     }
   s.res = g_new0 (MpSearchResult, 1);
   s.res->plans = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_plan_free);
-  s.split = g_new (guint, (gsize) n_blocks (model) * MAX_VPP + 2);
+  GError *pin_error = NULL;
+  s.pinned_split = mp_plan_pins_split (opts->pins, model, &s.n_pinned, &pin_error);
+  if (pin_error != NULL)
+    {
+      g_propagate_error (error, pin_error);
+      mp_search_result_free (s.res);
+      return NULL;
+    }
+  guint max_vpp = MAX_VPP;
+  mp_plan_pins_value (opts->pins, "vpp", &max_vpp);
+  s.split = g_new (guint, (gsize) n_blocks (model) * MAX (max_vpp, MAX_VPP) + 2);
   run (&s);
   g_free (s.split);
   s.res->stats.seconds = (g_get_monotonic_time () - start) / 1e6;
@@ -414,11 +495,15 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
     }
   if (opts->pins != NULL && s.pinned == 0)
     {
+      g_autofree char *why = pins_reason (&s);
       mp_search_result_free (s.res);
+      g_free (s.pinned_split);
       g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
                    "no split of %s over %u devices with a global batch of %u honours the "
-                   "pins (--fix)", model->name, s.cluster->world_size, s.global_batch);
+                   "pins (--fix)%s%s", model->name, s.cluster->world_size, s.global_batch,
+                   why ? ": " : "", why ? why : "");
       return NULL;
     }
+  g_free (s.pinned_split);
   return s.res;
 }

@@ -46,6 +46,66 @@ mp_recompute_from_name (const char *name, MpRecompute *out)
   return TRUE;
 }
 
+static const char *const method_names[] = { "block", "uniform", NULL };
+/* Megatron's --recompute-modules names in its order (MpRecomputeModule bits), then
+ * torchtitan's op-level policy. */
+static const char *const module_names[] = { "core_attn", "layernorm", "mlp", "moe_act", "moe",
+                                            "shared_experts", "op", NULL };
+
+const char *
+mp_recompute_method_name (MpRecomputeMethod m)
+{
+  return (guint) m < G_N_ELEMENTS (method_names) - 1 ? method_names[m] : "?";
+}
+
+gboolean
+mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out)
+{
+  int i;
+  if (!index_of (method_names, name, &i))
+    return FALSE;
+  *out = (MpRecomputeMethod) i;
+  return TRUE;
+}
+
+char *
+mp_recompute_modules_name (guint modules)
+{
+  GString *out = g_string_new (NULL);
+  if (modules == 0)
+    modules = MP_RECOMPUTE_CORE_ATTN;
+  for (int i = 0; module_names[i]; i++)
+    if (modules & (1u << i))
+      g_string_append_printf (out, "%s%s", out->len ? "+" : "", module_names[i]);
+  return g_string_free (out, FALSE);
+}
+
+gboolean
+mp_recompute_modules_from_name (const char *names, guint *out)
+{
+  g_return_val_if_fail (names != NULL && out != NULL, FALSE);
+  g_auto (GStrv) parts = g_strsplit_set (names, "+:", -1);
+  guint set = 0;
+  for (int p = 0; parts[p]; p++)
+    {
+      int i;
+      if (!index_of (module_names, g_strstrip (parts[p]), &i))
+        return FALSE;
+      set |= 1u << i;
+    }
+  if (set == 0)
+    return FALSE;
+  *out = set;
+  return TRUE;
+}
+
+guint
+mp_recompute_modules_of (const MpParallelConfig *cfg)
+{
+  g_return_val_if_fail (cfg != NULL, 0);
+  return cfg->recompute_modules ? cfg->recompute_modules : MP_RECOMPUTE_CORE_ATTN;
+}
+
 gboolean
 mp_schedule_from_name (const char *name, MpSchedule *out)
 {
@@ -143,6 +203,19 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
          "micro_batch_size and num_micro_batches must be at least 1");
   CHECK (cfg->zero <= 3, "zero stage %u: must be 0, 1, 2 or 3", cfg->zero);
   CHECK ((guint) cfg->recompute <= MP_RECOMPUTE_FULL, "unknown recompute mode");
+  /* Megatron: --recompute-num-layers and --recompute-method are for full granularity,
+   * --recompute-modules for selective. */
+  CHECK (cfg->recompute_num_layers == 0 || cfg->recompute == MP_RECOMPUTE_FULL,
+         "recompute_num_layers = %u needs recompute = full", cfg->recompute_num_layers);
+  CHECK ((guint) cfg->recompute_method <= MP_RECOMPUTE_METHOD_UNIFORM,
+         "unknown recompute method");
+  CHECK (cfg->recompute_modules == 0 || cfg->recompute == MP_RECOMPUTE_SELECTIVE,
+         "recompute_modules need recompute = selective");
+  CHECK ((cfg->recompute_modules & ~(guint) MP_RECOMPUTE_MODULES_ALL) == 0,
+         "unknown recompute module");
+  CHECK (!(cfg->recompute_modules & MP_RECOMPUTE_OP) || cfg->recompute_modules == MP_RECOMPUTE_OP,
+         "recompute_modules: op (torchtitan's op-level policy) covers every module and "
+         "takes no others");
   CHECK ((guint) cfg->schedule <= MP_SCHEDULE_NONE, "unknown schedule");
   guint64 world = (guint64) cfg->dp * cfg->tp * cfg->pp * cfg->cp;
   CHECK (world <= cluster->world_size, "dp * tp * pp * cp = %" G_GUINT64_FORMAT
@@ -151,7 +224,8 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
          "vpp = %u needs the interleaved schedule", cfg->vpp);
   /* Megatron-LM's interleaved schedule runs micro-batches in groups of pp. */
   CHECK (cfg->schedule != MP_SCHEDULE_INTERLEAVED || cfg->num_micro_batches % cfg->pp == 0,
-         "the interleaved schedule needs num_micro_batches (%u) divisible by pp (%u)",
+         "the interleaved schedule needs num_micro_batches (%u) divisible by pp (%u) "
+         "(Megatron-LM runs them in groups of microbatch_group_size_per_vp_stage = pp)",
          cfg->num_micro_batches, cfg->pp);
   if (model->arch == MP_ARCH_TRANSFORMER)
     {
@@ -230,11 +304,13 @@ mp_parallel_config_compare (const MpParallelConfig *x, const MpParallelConfig *y
   const guint kx[] = { x->tp, x->pp, x->dp, x->cp, x->ep, x->vpp, x->sequence_parallel,
                        x->zero, x->recompute, x->micro_batch_size, x->schedule,
                        x->order[0], x->order[1], x->order[2], x->order[3],
-                       x->num_micro_batches, x->flash_attention, x->fp32_grads };
+                       x->num_micro_batches, x->flash_attention, x->fp32_grads,
+                       x->recompute_num_layers, x->recompute_method, x->recompute_modules };
   const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
                        y->zero, y->recompute, y->micro_batch_size, y->schedule,
                        y->order[0], y->order[1], y->order[2], y->order[3],
-                       y->num_micro_batches, y->flash_attention, y->fp32_grads };
+                       y->num_micro_batches, y->flash_attention, y->fp32_grads,
+                       y->recompute_num_layers, y->recompute_method, y->recompute_modules };
   G_STATIC_ASSERT (MP_DIM_N == 4);
   for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)
     if (kx[i] != ky[i])

@@ -37,6 +37,31 @@ typedef enum {
   MP_RECOMPUTE_FULL,       /* keep only each block's input; recompute the block */
 } MpRecompute;
 
+/* Which blocks full recompute applies to when recompute_num_layers = N > 0 (Megatron
+ * --recompute-method; with N = 0 every block is recomputed and its input kept). */
+typedef enum {
+  MP_RECOMPUTE_METHOD_BLOCK,    /* the first N blocks of each model chunk; the rest keep
+                                 * every activation */
+  MP_RECOMPUTE_METHOD_UNIFORM,  /* every block, in groups of N checkpointed together: one
+                                 * input kept per group, a group rebuilt at a time */
+} MpRecomputeMethod;
+
+/* What selective recompute re-runs (Megatron --recompute-modules); a set of these bits.
+ * Output-discarding ones (layernorm, moe_act) drop the op's output that the next op
+ * keeps; the others checkpoint a submodule: its input is kept, what is inside is not. */
+typedef enum {
+  MP_RECOMPUTE_CORE_ATTN = 1 << 0,       /* the attention core (Megatron's default) */
+  MP_RECOMPUTE_LAYERNORM = 1 << 1,       /* the two norms of a block */
+  MP_RECOMPUTE_MLP = 1 << 2,             /* a dense MLP: fc1, activation, fc2 */
+  MP_RECOMPUTE_MOE_ACT = 1 << 3,         /* the experts' activation function */
+  MP_RECOMPUTE_MOE = 1 << 4,             /* the MoE layer: router, dispatch, experts */
+  MP_RECOMPUTE_SHARED_EXPERTS = 1 << 5,  /* the shared experts of an MoE layer */
+  MP_RECOMPUTE_OP = 1 << 6,              /* torchtitan's op-level policy (alone): a block
+                                          * keeps its input, attention's output and every
+                                          * other linear's output; the rest is re-run */
+  MP_RECOMPUTE_MODULES_ALL = (1 << 7) - 1
+} MpRecomputeModule;
+
 typedef enum {
   MP_SCHEDULE_1F1B,        /* PipeDream-flush: stage i of p holds min(p - i, m) */
   MP_SCHEDULE_GPIPE,       /* all forwards, then all backwards: every stage holds m */
@@ -58,6 +83,10 @@ typedef struct {
   gboolean sequence_parallel;  /* Megatron SP: norms/dropout split by sequence over tp */
   guint zero;                  /* ZeRO stage 0-3 over the dp * cp replicas */
   MpRecompute recompute;
+  /* Recompute's extent (zero: every block, full; the attention core, selective). */
+  MpRecomputeMethod recompute_method;  /* full with recompute_num_layers > 0 */
+  guint recompute_num_layers;  /* full: N of the method; 0: every block */
+  guint recompute_modules;     /* selective: MpRecomputeModule bits; 0: core_attn */
   guint micro_batch_size;      /* sequences per micro-batch */
   guint num_micro_batches;     /* micro-batches per optimizer step per replica */
   MpSchedule schedule;
@@ -95,7 +124,8 @@ guint mp_parallel_config_chunks (const MpParallelConfig *cfg);
 void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DIM_N]);
 /* A total order on configs, over every field: the sizes and choices (tp, pp, dp, cp, ep,
  * vpp, sequence_parallel, zero, recompute, micro_batch_size, schedule, then the rank
- * order, num_micro_batches, flash_attention, fp32_grads, bucket_bytes), then the layer
+ * order, num_micro_batches, flash_attention, fp32_grads, bucket_bytes, the recompute
+ * extent), then the layer
  * split (mp_parallel_config_chunks entries; NULL, the balanced split, first) and the
  * placement (world entries; NULL, the identity, first). 0: the same plan. */
 int mp_parallel_config_compare (const MpParallelConfig *a, const MpParallelConfig *b);
@@ -107,6 +137,14 @@ const char *mp_recompute_name (MpRecompute r);
 const char *mp_schedule_name (MpSchedule s);
 gboolean mp_recompute_from_name (const char *name, MpRecompute *out);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
+const char *mp_recompute_method_name (MpRecomputeMethod m);
+gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);
+/* A module set as "core_attn+mlp" (Megatron's order; 0 prints as "core_attn"), and back
+ * from names joined by '+' (or ':'). Caller owns the string. FALSE on an unknown name. */
+char *mp_recompute_modules_name (guint modules);
+gboolean mp_recompute_modules_from_name (const char *names, guint *out);
+/* The selective module set CFG means (its recompute_modules, or core_attn for 0). */
+guint mp_recompute_modules_of (const MpParallelConfig *cfg);
 
 /* ==== phases of a step (program.c) ====================================================== */
 

@@ -64,9 +64,23 @@ noflash='s/flash_attention: true/flash_attention: false/'
 ok "attention probabilities kept" check pk 2 dp=1,tp=2,pp=1,recompute=none "$noflash"
 ok "recompute selective" check rs 2 dp=1,tp=1,pp=2,recompute=none,num_micro_batches=2 \
   "$noflash;s/recompute: none/recompute: selective/"
+# Megatron's --recompute-method block --recompute-num-layers 1: the first block of each
+# stage rebuilt, the other kept; selective recompute pinned with flash attention.
+ok "recompute full, first block per stage" check rf1 2 \
+  dp=1,tp=1,pp=2,recompute=full,recompute_num_layers=1,num_micro_batches=2
+ok "recompute selective with flash attention" check rsf 2 dp=1,tp=2,pp=1,recompute=selective
+ok "selective modules it does not run are refused by name" sh -c "
+  '$MPPLAN' plan -q -m '$model' -b 2 -c '$data/cluster-host1.yaml' -o '$tmp/rsm.yaml' \
+    --fix recompute=selective,recompute_modules=mlp >/dev/null &&
+  { '$MPPLAN' exec -p '$tmp/rsm.yaml' --steps 1 2>'$tmp/rsm.err'; [ \$? -eq 2 ]; } &&
+  grep -q 'recompute_modules' '$tmp/rsm.err'"
 # Four micro-batches for interleaving (two chunks per stage), two per data rank below.
 batch=4
 ok "pp2 interleaved" check pp2i 2 dp=1,tp=1,pp=2,vpp=2,schedule=interleaved-1f1b,num_micro_batches=4
+ok "pp2 interleaved, first block of each chunk recomputed" check pp2ir 2 \
+  dp=1,tp=1,pp=2,vpp=2,num_micro_batches=4,recompute=full,recompute_num_layers=1
+ok "pp2 interleaved, embedding and loss counted in the split (uneven chunks)" check pp2ia 2 \
+  dp=1,tp=1,pp=2,vpp=3,num_micro_batches=4,account_for_embedding=true,account_for_loss=true
 ok "dp2 x pp2" check dp2pp2 4 dp=2,tp=1,pp=2,num_micro_batches=2,zero=0
 ok "zero 3, dp2" check z3 2 dp=2,tp=1,pp=1,zero=3,num_micro_batches=2
 
@@ -137,4 +151,20 @@ oom () {
   [ $st -ne 0 ] && [ $st -ne 124 ] && grep -q 'out of memory on rank .*: asked .* bytes' "$tmp/oom.err"
 }
 ok "out of memory: named, with the size asked" oom
+# What the planner costs but the kernels do not run is refused by name (exit 2), never run
+# as something else: a sliding window, multi-head latent attention.
+refuses () {
+  { cat "$data/model-exec.yaml"; printf '%s\n' "$2"; } >"$tmp/$1.model.yaml" || return 1
+  "$MPPLAN" plan -q -m "$tmp/$1.model.yaml" -c "$data/cluster-host1.yaml" \
+    -o "$tmp/$1.yaml" >/dev/null || return 1
+  "$MPPLAN" exec -p "$tmp/$1.yaml" --steps 1 >"$tmp/$1.out" 2>"$tmp/$1.err"
+  st=$?
+  sed 's/^/# /' "$tmp/$1.err" | head -2
+  [ $st -eq 2 ] && grep -q "does not run $3" "$tmp/$1.err"
+}
+ok "a windowed model is refused by name" refuses win 'attention: {window: 8}' \
+  'sliding-window attention'
+ok "an MLA model is refused by name" refuses mla \
+  'attention: {mla: {kv_lora_rank: 8, qk_nope_head_dim: 4, qk_rope_head_dim: 4, v_head_dim: 8}}' \
+  'multi-head latent attention'
 tap_done

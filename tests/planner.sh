@@ -92,6 +92,44 @@ ok "--fix whose plans do not fit exits 3" status_is 3 "$MPPLAN" plan -m llama3-8
   -c dgx-h100:1 --fix tp=1,pp=1,zero=0
 ok "... saying so" err_has 'no plan honouring --fix tp=1,pp=1,zero=0 fits'
 
+# Configurations published runs use (issue 14): Megatron-Core's uneven and interleaved
+# pipelines, recompute of the first N blocks, selective recompute with flash attention.
+m94="$top_srcdir/tests/data/model-94.yaml"
+for fix in "pp=16,vpp=8" "pp=16,vpp=8,account_for_embedding=true,account_for_loss=true"; do
+  ok "--fix $fix: llama3-405b (126 blocks) plans" status_is 0 "$MPPLAN" plan -q \
+    -m llama3-405b -c dgx-h100:128 --fix "$fix" --refine 0 --top 1
+done
+for fix in "pp=8,vpp=4" "pp=32,vpp=3" "pp=8,vpp=4,account_for_embedding=true,account_for_loss=true" \
+           "pp=8,vpp=2,first_stage_layers=10,last_stage_layers=12"; do
+  ok "--fix $fix: 94 blocks plan" status_is 0 "$MPPLAN" plan -q -m "$m94" -c dgx-h100:64 \
+    --fix "$fix" --refine 0 --top 1
+done
+ok "--fix pp=8,vpp=12: gpt3-175b (96 blocks) plans" status_is 0 "$MPPLAN" plan -q \
+  -m gpt3-175b -c dgx-h100:128 --fix pp=8,vpp=12 --refine 0 --top 1
+ok "--fix recompute=selective,sequence_parallel=true with flash attention plans" \
+  status_is 0 "$MPPLAN" plan -q -m gpt3-175b -c dgx-h100:128 --refine 0 --top 1 \
+  --fix tp=8,recompute=selective,sequence_parallel=true
+ok "... and is that plan" out_has ' y +[0-9]+ selective '
+ok "--fix recompute_num_layers plans, the plan file says so" status_is 0 "$MPPLAN" plan -q \
+  -m llama3-8b -c dgx-h100:2 --fix pp=4,recompute=full,recompute_num_layers=2 --refine 0 \
+  -o "$tmp/rc.yaml"
+ok "... recompute_num_layers: 2 in it" grep -q '^  recompute_num_layers: 2$' "$tmp/rc.yaml"
+ok "... which validates" status_is 0 "$MPPLAN" validate "$tmp/rc.yaml"
+ok "... and simulates" status_is 0 "$MPPLAN" simulate -p "$tmp/rc.yaml"
+ok "--fix recompute_modules plans" status_is 0 "$MPPLAN" plan -q -m llama3-8b \
+  -c dgx-h100:1 --fix recompute=selective,recompute_modules=core_attn+layernorm+mlp \
+  --refine 0 --json
+ok "... and says the modules" out_has '"recompute_modules" : "core_attn\+layernorm\+mlp"'
+ok "--fix vpp that no stage's blocks divide exits 2" status_is 2 "$MPPLAN" plan -q -m "$m94" \
+  -c dgx-h100:64 --fix pp=8,vpp=4,first_stage_layers=8,last_stage_layers=14
+ok "... naming the rule" err_has 'blocks of pipeline stage 7 must be divisible by vpp = 4'
+ok "--fix layers_per_chunk not summing exits 2" status_is 2 "$MPPLAN" plan -q -m "$m94" \
+  -c dgx-h100:64 --fix pp=2,layers_per_chunk=48:47
+ok "... naming the rule" err_has 'layers_per_chunk sums to 95 layers, the model has 96'
+ok "--fix interleaved micro-batches pp does not divide exits 2" status_is 2 "$MPPLAN" plan \
+  -q -m "$m94" -c dgx-h100:64 --fix pp=8,vpp=4,num_micro_batches=12
+ok "... naming the rule" err_has 'num_micro_batches \(12\) divisible by pp \(8\)'
+
 # ---- other options --------------------------------------------------------------------
 ok "-b -1 exits 2" status_is 2 "$MPPLAN" plan -b -1
 ok "-b 0 exits 2" status_is 2 "$MPPLAN" plan -b 0

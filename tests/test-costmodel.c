@@ -701,6 +701,251 @@ test_costmodel_korthikanti_activations (void **state)
                    1e-12);
 }
 
+/* An uneven split (Megatron's --decoder-first/last-pipeline-num-layers): a stage's time
+ * is its layers', so a first stage with fewer blocks takes its blocks' time plus the
+ * embedding's, and the closed form's bottleneck is the fullest stage. */
+static void
+test_costmodel_uneven_stage_times (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = gpt (8, 1024, 16, 2048, 50304, FALSE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  static const guint chunks[] = { 1 + 2, 4, 2 + 1 };   /* blocks 2, 4, 2 */
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.pp = 3;
+  cfg.num_micro_batches = 6;
+  cfg.chunk_layers = chunks;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageTime st[3];
+  mp_cost_stage_times (ctx, &cfg, st);
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+  MpPhaseCost ef, eb, bf, bb, hf, hb;
+  mp_cost_layer (ctx, &cfg, &spans, 0, &ef, &eb);
+  mp_cost_layer (ctx, &cfg, &spans, 1, &bf, &bb);
+  mp_cost_layer (ctx, &cfg, &spans, m->n_layers - 1, &hf, &hb);
+  assert_int_equal (st[0].layers, 3);
+  mp_assert_close (st[0].fwd.total_s, ef.total_s + 2 * bf.total_s, 1e-12);
+  mp_assert_close (st[0].bwd.total_s, eb.total_s + 2 * bb.total_s, 1e-12);
+  mp_assert_close (st[1].fwd.total_s + st[1].bwd.total_s, 4 * (bf.total_s + bb.total_s), 1e-12);
+  mp_assert_close (st[2].fwd.total_s, 2 * bf.total_s + hf.total_s, 1e-12);
+  /* The closed form: (m - 1) x the slowest stage + every stage once (+ p2p). */
+  g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
+  assert_true (mp_plan_evaluate (ctx, &cfg, 6, plan, NULL));
+  double sum = 0, slowest = 0;
+  for (guint i = 0; i < 3; i++)
+    {
+      sum += st[i].fwd.total_s + st[i].bwd.total_s;
+      slowest = MAX (slowest, st[i].fwd.total_s + st[i].bwd.total_s);
+    }
+  double p2p = MAX (st[0].p2p_s, st[1].p2p_s);
+  double pipe = 5 * (slowest + 2 * p2p) + sum + 4 * p2p;
+  const double *t = plan->time.t;
+  mp_assert_close (t[MP_PHASE_COMPUTE] + t[MP_PHASE_TP] + t[MP_PHASE_PP]
+                   + t[MP_PHASE_BUBBLE], pipe, 1e-9);
+}
+
+/* Full recompute of only the first N blocks of each chunk (Megatron --recompute-method
+ * block --recompute-num-layers N) and in groups of N (uniform). */
+static void
+test_costmodel_recompute_first_n (void **state)
+{
+  (void) state;
+  const double h = 1024, s = 2048, b = 2;
+  g_autoptr(MpModel) m = gpt (8, (guint) h, 16, (guint) s, 4096, FALSE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  static const guint chunks[] = { 5, 5 };   /* embedding + 4 blocks, 4 blocks + head */
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.micro_batch_size = (guint) b;
+  cfg.pp = 2;
+  cfg.num_micro_batches = 4;
+  cfg.chunk_layers = chunks;
+  double emb = mp_cost_layer_activation_bytes (ctx, &cfg, 0);
+  double all = mp_cost_layer_activation_bytes (ctx, &cfg, 1);
+  MpStageMemory none;
+  mp_cost_stage_memory (ctx, &cfg, 0, &none);
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+  MpPhaseCost f, bw;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f, &bw);
+
+  cfg.recompute = MP_RECOMPUTE_FULL;
+  cfg.recompute_num_layers = 1;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  /* Stage 0 (2 micro-batches in flight): 1 block at its input, 2 s b h, 3 with all. */
+  mp_assert_close (mp_cost_layer_activation_bytes (ctx, &cfg, 1), 2 * s * b * h, 1e-12);
+  mp_assert_close (mp_cost_layer_activation_bytes (ctx, &cfg, 2), all, 1e-12);
+  MpStageMemory mem;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  mp_assert_close (mem.in_flight, 2, 1e-15);
+  mp_assert_close (mem.activations_bytes, 2 * (emb + 2 * s * b * h + 3 * all), 1e-12);
+  assert_true (mem.activations_bytes < none.activations_bytes);
+  /* Which layers recompute: the first block of each chunk only. */
+  for (guint l = 0; l < m->n_layers; l++)
+    assert_int_equal (mp_cost_layer_recomputes (ctx, &cfg, l), l == 1 || l == 5);
+  /* Its time: one block's forward again per micro-batch, not four. */
+  MpStageTime st[2];
+  mp_cost_stage_times (ctx, &cfg, st);
+  mp_assert_close (st[0].bwd.recompute_s, f.total_s, 1e-12);
+  cfg.recompute_num_layers = 0;
+  mp_cost_stage_times (ctx, &cfg, st);
+  mp_assert_close (st[0].bwd.recompute_s, 4 * f.total_s, 1e-12);
+  /* Hardware FLOPs: N = 1 re-runs 2 of the 8 blocks' forward. */
+  cfg.recompute_num_layers = 1;
+  MpParallelConfig plain = cfg;
+  plain.recompute = MP_RECOMPUTE_NONE;
+  plain.recompute_num_layers = 0;
+  double tokens = b * s * cfg.num_micro_batches;
+  mp_assert_close (mp_cost_step_flops (ctx, &cfg, TRUE) - mp_cost_step_flops (ctx, &plain, TRUE),
+                   2 * m->layers[1].fwd_flops * tokens, 1e-12);
+  /* Uniform in groups of 2: every block recomputed, one input kept per 2 blocks. */
+  cfg.recompute_method = MP_RECOMPUTE_METHOD_UNIFORM;
+  cfg.recompute_num_layers = 2;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  mp_assert_close (mem.activations_bytes, 2 * (emb + 2 * 2 * s * b * h), 1e-12);
+  mp_cost_stage_times (ctx, &cfg, st);
+  mp_assert_close (st[0].bwd.recompute_s, 4 * f.total_s, 1e-12);
+  /* N needs full recompute. */
+  cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+  g_autoptr(GError) error = NULL;
+  assert_false (mp_parallel_config_check (&cfg, m, c, &error));
+  assert_non_null (strstr (error->message, "recompute_num_layers"));
+}
+
+/* The forward time of block 1's ops, each times SHARE (op) of it. */
+static double
+rerun_time (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *spans,
+            double (*share) (const MpOp *op))
+{
+  const MpLayer *blk = &mp_cost_context_model (ctx)->layers[1];
+  double t = 0;
+  for (guint i = 0; i < blk->n_ops; i++)
+    {
+      MpOpCost oc;
+      mp_cost_op (ctx, cfg, spans, 1, i, &oc);
+      t += share (&blk->ops[i]) * oc.fwd.time_s;
+    }
+  return t;
+}
+
+/* layernorm + mlp on a GPT block: the norms, fc1, gelu, fc2. */
+static double
+share_norms_mlp (const MpOp *op)
+{
+  gboolean mlp = !strcmp (op->name, "fc1") || !strcmp (op->name, "fc2")
+                 || !strcmp (op->name, "gelu");
+  return op->kind == MP_OP_NORM || mlp ? 1 : 0;
+}
+
+/* torchtitan's op-level policy on a Llama 3 8B block (q 4096, kv 1024): all but the
+ * attention core, k's share of qkv, w3's half of fc1 and w2 (fc2). */
+static double
+share_op_policy (const MpOp *op)
+{
+  if (op->kind == MP_OP_ATTENTION || !strcmp (op->name, "fc2"))
+    return 0;
+  if (!strcmp (op->name, "qkv"))
+    return 1024.0 / (4096 + 2 * 1024);
+  return !strcmp (op->name, "fc1") ? 0.5 : 1;
+}
+
+/* Selective recompute by module (Megatron --recompute-modules): what each keeps and
+ * re-runs, on a GPT block (gelu, ffn = 4h, layernorm: 34 s b h kept without scores) and
+ * on an MoE block. */
+static void
+test_costmodel_selective_modules (void **state)
+{
+  (void) state;
+  const double h = 1024, s = 2048, b = 2, e = 2;
+  g_autoptr(MpModel) m = gpt (4, (guint) h, 16, (guint) s, 4096, FALSE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const struct { guint modules; gboolean flash; double kept_sbh; } rows[] = {
+    { MP_RECOMPUTE_CORE_ATTN, TRUE, 34 },                  /* flash: no scores to drop */
+    { MP_RECOMPUTE_CORE_ATTN, FALSE, 34 },                 /* Korthikanti: scores dropped */
+    { MP_RECOMPUTE_LAYERNORM, TRUE, 34 - 2 - 2 },          /* qkv's and fc1's inputs */
+    { MP_RECOMPUTE_MLP, TRUE, 34 - 8 - 8 },                /* gelu's and fc2's inputs */
+    { MP_RECOMPUTE_LAYERNORM | MP_RECOMPUTE_MLP, TRUE, 34 - 4 - 16 },
+  };
+  MpParallelConfig cfg;
+  for (guint i = 0; i < G_N_ELEMENTS (rows); i++)
+    {
+      mp_parallel_config_init (&cfg);
+      cfg.micro_batch_size = (guint) b;
+      cfg.flash_attention = rows[i].flash;
+      cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+      cfg.recompute_modules = rows[i].modules;
+      assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+      mp_assert_close (mp_cost_layer_activation_bytes (ctx, &cfg, 1), rows[i].kept_sbh * s * b * h,
+                       1e-12);
+    }
+  /* The time: the modules' forward kernels again (tp = 1: no collectives). */
+  mp_parallel_config_init (&cfg);
+  cfg.micro_batch_size = (guint) b;
+  cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+  cfg.recompute_modules = MP_RECOMPUTE_LAYERNORM | MP_RECOMPUTE_MLP;
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+  double want = rerun_time (ctx, &cfg, &spans, share_norms_mlp);
+  MpPhaseCost f, bw;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f, &bw);
+  assert_true (want > 0);
+  mp_assert_close (bw.recompute_s, want, 1e-12);
+  /* The core under flash attention: its forward kernel again, though it saves nothing. */
+  cfg.recompute_modules = 0;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f, &bw);
+  assert_true (bw.recompute_s > 0);
+  /* MoE (gelu, ffn 512, top-2): moe_act drops what the second expert GEMM keeps, the
+   * activation's output (e ffn k); moe drops everything inside but the router's input:
+   * the dispatched copies (e h k), the activation's input (e ffn k), its output. */
+  g_autofree char *path = g_build_filename (MPPLAN_SRCDIR, "tests", "data", "model-moe.yaml",
+                                            NULL);
+  g_autoptr(MpModel) moe = model_ok (path);
+  g_autoptr(MpCostContext) mctx = mp_cost_context_new (moe, c, NULL);
+  double mh = (double) moe->hidden, ffn = (double) moe->ffn_hidden, k = 2;
+  double mtokens = (double) moe->seq_len;
+  mp_parallel_config_init (&cfg);
+  double kept = mp_cost_layer_activation_bytes (mctx, &cfg, 1);
+  cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+  cfg.recompute_modules = MP_RECOMPUTE_MOE_ACT;
+  mp_assert_close (kept - mp_cost_layer_activation_bytes (mctx, &cfg, 1),
+                   mtokens * e * ffn * k, 1e-12);
+  cfg.recompute_modules = MP_RECOMPUTE_MOE;
+  mp_assert_close (kept - mp_cost_layer_activation_bytes (mctx, &cfg, 1),
+                   mtokens * e * (mh + 2 * ffn) * k, 1e-12);
+  /* torchtitan's op-level policy on a Llama block (h 4096, q 4096, kv 1024, ffn 14336,
+   * swiglu): its input, q and v of qkv (k is the second linear), attention's output, w1
+   * of the gated MLP (w3 is the sixth), w2's output (the seventh). Re-run: everything but
+   * attention, k's share of qkv, o, w3's half of fc1. */
+  g_autoptr(MpModel) llama = model_ok ("llama3-8b");
+  g_autoptr(MpCostContext) lctx = mp_cost_context_new (llama, c, NULL);
+  mp_parallel_config_init (&cfg);
+  cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+  cfg.recompute_modules = MP_RECOMPUTE_OP;
+  assert_true (mp_parallel_config_check (&cfg, llama, c, NULL));
+  double lt = (double) llama->seq_len;
+  mp_assert_close (mp_cost_layer_activation_bytes (lctx, &cfg, 1),
+                   lt * e * (4096 + (4096 + 1024) + 4096 + 14336 + 4096), 1e-12);
+  MpStageSpans ls;
+  mp_cost_stage_spans (lctx, &cfg, 0, &ls);
+  want = rerun_time (lctx, &cfg, &ls, share_op_policy);
+  mp_cost_layer (lctx, &cfg, &ls, 1, &f, &bw);
+  mp_assert_close (bw.recompute_s, want, 1e-12);
+  /* It takes no other module. */
+  cfg.recompute_modules = MP_RECOMPUTE_OP | MP_RECOMPUTE_MLP;
+  assert_false (mp_parallel_config_check (&cfg, llama, c, NULL));
+  /* Selective modules need selective recompute. */
+  cfg.recompute_modules = MP_RECOMPUTE_MOE;
+  cfg.recompute = MP_RECOMPUTE_FULL;
+  g_autoptr(GError) error = NULL;
+  assert_false (mp_parallel_config_check (&cfg, moe, c, &error));
+  assert_non_null (strstr (error->message, "recompute_modules"));
+}
+
 static void
 test_costmodel_pipeline_in_flight (void **state)
 {
@@ -1239,6 +1484,145 @@ test_costmodel_describe (void **state)
   json_node_unref (root);
 }
 
+/* ---- attention (ir14) ------------------------------------------------------------ */
+
+static MpModel *
+model_text (const char *yaml)
+{
+  g_autoptr(GError) error = NULL;
+  MpModel *m = mp_model_load_data ("inline.yaml", yaml, strlen (yaml), &error);
+  if (m == NULL)
+    fail_msg ("inline model: %s", error->message);
+  return m;
+}
+
+static guint
+op_index (const MpModel *m, guint layer, const char *name)
+{
+  for (guint i = 0; i < m->layers[layer].n_ops; i++)
+    if (strcmp (m->layers[layer].ops[i].name, name) == 0)
+      return i;
+  fail_msg ("layer %u has no op %s", layer, name);
+  return 0;
+}
+
+/* A causal kernel with a sliding window computes the 128 x 128 blocks that meet the
+ * band: counted here block by block, against the causal pairs it must at least cover,
+ * and equal to the plain causal count once the window covers the sequence. */
+static void
+test_costmodel_window_attention_flops (void **state)
+{
+  (void) state;
+  double s = 8192, w = 1024, d = 128;
+  double blocks = 0;
+  for (int r = 0; r < 64; r++)          /* query block rows */
+    for (int c = 0; c <= r; c++)        /* key blocks left of the diagonal */
+      {
+        /* Does block (r, c) hold a pair with 0 <= i - j < w? */
+        double i_max = r * 128 + 127, j_min = c * 128, j_max = c * 128 + 127;
+        double i_min = r * 128;
+        if (i_max - j_min >= 0 && i_min - j_max < w)
+          blocks++;
+      }
+  double fwd = mp_cost_attention_flops_window (1, 1, d, s, s, w, TRUE, FALSE);
+  mp_assert_close (fwd, 4 * d * 128 * 128 * blocks, 1e-12);
+  double pairs = w * (w + 1) / 2 + (s - w) * w;
+  assert_true (fwd >= 4 * d * pairs && fwd < 4 * d * pairs * 1.13);
+  mp_assert_close (mp_cost_attention_flops_window (1, 1, d, s, s, w, TRUE, TRUE), 2.5 * fwd,
+                   1e-12);
+  mp_assert_close (mp_cost_attention_flops_window (1, 1, d, s, s, s, TRUE, FALSE),
+                   mp_cost_attention_flops (1, 1, d, s, s, TRUE, FALSE), 0);
+
+  /* In a model: a windowed block's flash core executes the band, its model FLOPs are
+   * the IR's; the full block's are the causal triangle's; unfused attention masks a
+   * full square, so a window saves it nothing. */
+  g_autoptr(MpModel) m = model_text ("layers: 2\nhidden: 1024\nheads: 8\nvocab: 1000\n"
+                                     "seq_len: 8192\nattention: {window: 1024, pattern: "
+                                     "[window, full]}\n");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  guint core = op_index (m, 1, "attn_core");
+  MpOpCost win, full, unfused_w, unfused_f;
+  cfg.flash_attention = TRUE;
+  mp_cost_op (ctx, &cfg, &sp, 1, core, &win);
+  mp_cost_op (ctx, &cfg, &sp, 2, core, &full);
+  mp_assert_close (win.fwd.flops, mp_cost_attention_flops_window (1, 8, 128, s, s, w, TRUE,
+                                                                   FALSE), 1e-12);
+  mp_assert_close (full.fwd.flops, mp_cost_attention_flops (1, 8, 128, s, s, TRUE, FALSE),
+                   1e-12);
+  mp_assert_close (win.model_fwd_flops, m->layers[1].ops[core].fwd_flops * s, 1e-12);
+  mp_assert_close (full.model_fwd_flops, m->layers[2].ops[core].fwd_flops * s, 1e-12);
+  assert_true (win.fwd.time_s < full.fwd.time_s && win.bwd.time_s < full.bwd.time_s);
+  cfg.flash_attention = FALSE;
+  mp_cost_op (ctx, &cfg, &sp, 1, core, &unfused_w);
+  mp_cost_op (ctx, &cfg, &sp, 2, core, &unfused_f);
+  assert_true (unfused_w.fwd.time_s == unfused_f.fwd.time_s);
+}
+
+/* MLA under tensor parallelism (DeepSeek-V3's attention, a dense MLP): every rank runs
+ * the down projections (on its sequence shard with SP), the entry gathers the 2112-wide
+ * latents instead of the 7168-wide hidden state, and the core's FLOPs are the IR's. */
+static void
+test_costmodel_mla (void **state)
+{
+  (void) state;
+  static const char mla[] =
+    "layers: 1\nhidden: 7168\nheads: 128\nvocab: 129280\nseq_len: 4096\nffn_hidden: 18432\n"
+    "activation: swiglu\nnorm: rmsnorm\nposition: rotary\nbias: false\n"
+    "tied_embeddings: false\n"
+    "attention: {mla: {q_lora_rank: 1536, kv_lora_rank: 512, qk_nope_head_dim: 128,"
+    " qk_rope_head_dim: 64, v_head_dim: 128}}\n";
+  static const char mha[] =
+    "layers: 1\nhidden: 7168\nheads: 128\nvocab: 129280\nseq_len: 4096\nffn_hidden: 18432\n"
+    "activation: swiglu\nnorm: rmsnorm\nposition: rotary\nbias: false\n"
+    "tied_embeddings: false\nhead_dim: 128\n";
+  g_autoptr(MpModel) m = model_text (mla);
+  g_autoptr(MpModel) h = model_text (mha);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  g_autoptr(MpCostContext) hctx = mp_cost_context_new (h, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 8;
+  cfg.flash_attention = TRUE;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  MpOpCost down, core;
+  mp_cost_op (ctx, &cfg, &sp, 1, op_index (m, 1, "q_down"), &down);
+  assert_true (down.m == 4096 && down.n == 1536);        /* all tokens, not split */
+  mp_cost_op (ctx, &cfg, &sp, 1, op_index (m, 1, "attn_core"), &core);
+  guint ci = op_index (m, 1, "attn_core");
+  mp_assert_close (core.model_fwd_flops, m->layers[1].ops[ci].fwd_flops * 4096 / 8, 1e-12);
+  mp_assert_close (core.fwd.flops, mp_cost_attention_flops (1, 16, 160, 4096, 4096, TRUE,
+                                                            FALSE), 1e-12);
+  cfg.sequence_parallel = TRUE;
+  mp_cost_op (ctx, &cfg, &sp, 1, op_index (m, 1, "q_down"), &down);
+  assert_true (down.m == 4096 / 8);                      /* its sequence shard */
+  MpStageSpans hsp;
+  mp_cost_stage_spans (hctx, &cfg, 0, &hsp);
+  MpPhaseCost f, b, hf, hb;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &f, &b);
+  mp_cost_layer (hctx, &cfg, &hsp, 1, &hf, &hb);
+  assert_true (f.tp_comm_s > 0 && f.tp_comm_s < hf.tp_comm_s);
+  /* A rank holds the replicated down projections whole, the rest split 8 ways. */
+  MpStageTime st;
+  cfg.sequence_parallel = FALSE;
+  mp_cost_stage_times (ctx, &cfg, &st);
+  double want = 0;
+  for (guint l = 0; l < m->n_layers; l++)
+    for (guint i = 0; i < m->layers[l].n_ops; i++)
+      {
+        const MpOp *op = &m->layers[l].ops[i];
+        want += op->split == MP_SPLIT_NONE ? op->params : op->params / 8;
+      }
+  mp_assert_close (st.params, want, 1e-12);
+}
+
 int
 main (void)
 {
@@ -1263,6 +1647,9 @@ main (void)
     cmocka_unit_test (test_costmodel_korthikanti_end_to_end_mfu),
     cmocka_unit_test (test_costmodel_adam_zero_bytes),
     cmocka_unit_test (test_costmodel_korthikanti_activations),
+    cmocka_unit_test (test_costmodel_uneven_stage_times),
+    cmocka_unit_test (test_costmodel_recompute_first_n),
+    cmocka_unit_test (test_costmodel_selective_modules),
     cmocka_unit_test (test_costmodel_pipeline_in_flight),
     cmocka_unit_test (test_costmodel_memory_stages),
     cmocka_unit_test (test_costmodel_training_flops),
@@ -1275,6 +1662,8 @@ main (void)
     cmocka_unit_test (test_costmodel_config_check),
     cmocka_unit_test (test_costmodel_stage_times),
     cmocka_unit_test (test_costmodel_describe),
+    cmocka_unit_test (test_costmodel_window_attention_flops),
+    cmocka_unit_test (test_costmodel_mla),
   };
   return cmocka_run_group_tests_name ("costmodel", tests, NULL, NULL);
 }

@@ -759,6 +759,8 @@ test_planner_bad_pins_refused (void **state)
     "foo=1", "tensor=2", "tp", "tp=", "=2", "tp=0", "tp=x", "tp=2x", "tp=-1",
     "tp=99999999999", "zero=4", "recompute=sometimes", "schedule=round-robin",
     "sequence_parallel=maybe", "sequence_parallel=2", "pp=2,bogus=1",
+    "recompute_method=sometimes", "recompute_modules=core_attn+fast", "recompute_modules=",
+    "layers_per_chunk=4:x", "layers_per_chunk=4:0", "account_for_loss=2",
   };
   for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
     {
@@ -779,6 +781,68 @@ test_planner_bad_pins_refused (void **state)
   MpParallelConfig cfg;
   mp_parallel_config_init (&cfg);
   assert_true (mp_plan_pins_match (none, &cfg));
+}
+
+/* The layer split as Megatron-LM's flags make it (transformer_block.py
+ * get_num_layers_to_build), in model layers per chunk: embedding and head included. */
+static void
+test_planner_megatron_split_pins (void **state)
+{
+  (void) state;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MpModel) l405 = mp_model_load ("llama3-405b", &error);
+  assert_non_null (l405);
+  /* 126 blocks + embedding + loss = 128 over pp16 vpp8: one each; the first chunk holds
+   * only the embedding, the last only the head. */
+  g_autoptr(MpPlanPins) acc = pins_ok ("pp=16,vpp=8,account_for_embedding=true,"
+                                       "account_for_loss=true");
+  guint n = 0;
+  g_autofree guint *split = mp_plan_pins_split (acc, l405, &n, &error);
+  assert_non_null (split);
+  assert_int_equal (n, 128);
+  for (guint c = 0; c < n; c++)
+    assert_int_equal (split[c], 1);
+  /* 94 blocks at pp8 vpp2, first stage 10 and last 12: the other six get 12 each, 6 per
+   * chunk; the first chunk adds the embedding, the last the head. */
+  g_autofree char *path = g_build_filename (MPPLAN_SRCDIR, "tests", "data", "model-94.yaml",
+                                            NULL);
+  g_autoptr(MpModel) m94 = mp_model_load (path, &error);
+  assert_non_null (m94);
+  g_autoptr(MpPlanPins) uneven = pins_ok ("pp=8,vpp=2,first_stage_layers=10,"
+                                          "last_stage_layers=12");
+  g_autofree guint *u = mp_plan_pins_split (uneven, m94, &n, &error);
+  assert_non_null (u);
+  assert_int_equal (n, 16);
+  const guint want[16] = { 6, 6, 6, 6, 6, 6, 6, 6, 5, 6, 6, 6, 6, 6, 6, 7 };
+  for (guint c = 0; c < n; c++)
+    assert_int_equal (u[c], want[c]);
+  /* No split pinned: NULL, no error. */
+  g_autoptr(MpPlanPins) plain = pins_ok ("pp=8,vpp=4");
+  assert_null (mp_plan_pins_split (plain, m94, &n, &error));
+  assert_null (error);
+  /* Broken rules are named. */
+  static const struct { const char *fix, *rule; } bad[] = {
+    { "pp=8,vpp=4,first_stage_layers=8,last_stage_layers=14", "divisible by vpp = 4" },
+    { "pp=8,first_stage_layers=8,last_stage_layers=12", "left-over stages (6)" },
+    { "pp=8,vpp=5,account_for_embedding=true,account_for_loss=true", "divisible by vpp" },
+    { "pp=7,account_for_embedding=true", "divisible by pp = 7" },
+    { "pp=2,first_stage_layers=10,account_for_loss=true", "do not combine" },
+    { "pp=2,layers_per_chunk=48:47", "sums to 95 layers, the model has 96" },
+    { "pp=2,vpp=2,layers_per_chunk=48:48", "2 entries but pp x vpp = 2 x 2" },
+    { "pp=4,layers_per_chunk=1:95", "not a multiple of pp = 4" },
+    { "first_stage_layers=4", "needs pp pinned" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (bad); i++)
+    {
+      g_autoptr(MpPlanPins) pins = pins_ok (bad[i].fix);
+      g_autoptr(GError) err = NULL;
+      g_autofree guint *none = mp_plan_pins_split (pins, m94, &n, &err);
+      if (none != NULL || err == NULL)
+        fail_msg ("--fix %s was accepted", bad[i].fix);
+      if (strstr (err->message, bad[i].rule) == NULL)
+        fail_msg ("--fix %s: '%s' does not say '%s'", bad[i].fix, err->message, bad[i].rule);
+      assert_true (g_error_matches (err, MP_ERROR, MP_ERROR_USAGE));
+    }
 }
 
 /* Pins that no valid config honours are an impossible request (planner.h), unlike pins
@@ -862,6 +926,7 @@ main (void)
     cmocka_unit_test (test_planner_merge_refuses_malformed),
     cmocka_unit_test (test_planner_pins_honoured),
     cmocka_unit_test (test_planner_bad_pins_refused),
+    cmocka_unit_test (test_planner_megatron_split_pins),
     cmocka_unit_test (test_planner_unmatched_pins_refused),
     cmocka_unit_test (test_planner_impossible_request),
     cmocka_unit_test (test_planner_indivisible_batch_refused),

@@ -1039,6 +1039,42 @@ test_program_experts (void **state)
   check_plan (e->ctx, all_ep);
 }
 
+/* Megatron's --recompute-method block --recompute-num-layers 1: only the first block of
+ * each chunk is marked, and the programs' FLOPs still add up to the stage figures. */
+static void
+test_program_recompute_first_n (void **state)
+{
+  (void) state;
+  g_autoptr(Env) e = env_new ("gpt3-125m", "dgx-a100-80g:1");
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.pp = 2;
+  cfg.vpp = 2;
+  cfg.schedule = MP_SCHEDULE_INTERLEAVED;
+  cfg.num_micro_batches = 4;
+  cfg.recompute = MP_RECOMPUTE_FULL;
+  cfg.recompute_num_layers = 1;
+  g_autoptr(MpPlan) plan = try_plan (e->ctx, &cfg);
+  assert_non_null (plan);
+  check_plan (e->ctx, plan);
+  guint first[4], marked = 0;
+  for (guint c = 0, at = 0; c < 4; at += plan->chunk_layers[c], c++)
+    first[c] = at + (c == 0);                 /* chunk 0 starts with the embedding */
+  for (guint s = 0; s < 2; s++)
+    {
+      g_autoptr(MpProgram) p = mp_program_build (e->ctx, plan, s);
+      for (guint i = 0; i < p->n_insns; i++)
+        {
+          const MpInsn *in = &p->insns[i];
+          if (in->kind != MP_INSN_BACKWARD)
+            continue;
+          assert_int_equal (in->recompute, in->layer == first[in->chunk]);
+          marked += in->recompute;
+        }
+    }
+  assert_int_equal (marked, 4 * cfg.num_micro_batches);
+}
+
 /* The symbolic run has teeth: a last stage that holds back its first gradient send until
  * the end of its program deadlocks 1F1B. */
 static void
@@ -1226,6 +1262,7 @@ main (void)
     cmocka_unit_test (test_program_zero),
     cmocka_unit_test (test_program_tied),
     cmocka_unit_test (test_program_experts),
+    cmocka_unit_test (test_program_recompute_first_n),
     cmocka_unit_test (test_program_deadlock_found),
     cmocka_unit_test (test_program_grid),
     cmocka_unit_test (test_program_searched),

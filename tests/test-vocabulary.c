@@ -47,6 +47,18 @@ test_config_order_every_field (void **state)
   b.bucket_bytes = 1e6;
   assert_false (mp_parallel_config_equal (&a, &b));
   assert_antisymmetric (&a, &b);
+  /* The recompute extent too (first N blocks, the method, the modules). */
+  b = a;
+  b.recompute_num_layers = 2;
+  assert_false (mp_parallel_config_equal (&a, &b));
+  assert_antisymmetric (&a, &b);
+  b = a;
+  b.recompute_method = MP_RECOMPUTE_METHOD_UNIFORM;
+  assert_false (mp_parallel_config_equal (&a, &b));
+  b = a;
+  b.recompute_modules = MP_RECOMPUTE_MLP;
+  assert_false (mp_parallel_config_equal (&a, &b));
+  assert_antisymmetric (&a, &b);
 }
 
 static void
