@@ -13,7 +13,7 @@
  * against the executor here, so the ratio is a lower bound. */
 #include "config.h"
 #include "bench/bench-util.h"
-#include "exec/runner.h"
+#include "exec/exec.h"
 #include "planner/planner.h"
 
 #include <cblas.h>
@@ -47,21 +47,21 @@ shape_of (int N, int C, int OC, gboolean backward, gboolean dinp, gboolean dweig
 }
 
 static void
-timed_forward (float *out, const float *inp, const float *weight, const float *bias, int N,
-               int C, int OC)
+timed_forward (MpBackend *be, float *out, const float *inp, const float *weight,
+               const float *bias, int N, int C, int OC)
 {
   double t0 = bench_now_s ();
-  host->matmul_forward (out, inp, weight, bias, N, C, OC);
+  host->matmul_forward (be, out, inp, weight, bias, N, C, OC);
   double dt = bench_now_s () - t0;
   g_array_append_val (shape_of (N, C, OC, FALSE, FALSE, FALSE)->times, dt);
 }
 
 static void
-timed_backward (float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                const float *weight, int N, int C, int OC)
+timed_backward (MpBackend *be, float *dinp, float *dweight, float *dbias, const float *dout,
+                const float *inp, const float *weight, int N, int C, int OC)
 {
   double t0 = bench_now_s ();
-  host->matmul_backward (dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+  host->matmul_backward (be, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
   double dt = bench_now_s () - t0;
   if (C > 0 && (dinp || dweight))            /* a bias-only call has no GEMM */
     g_array_append_val (shape_of (N, C, OC, TRUE, dinp != NULL, dweight != NULL)->times, dt);
@@ -136,10 +136,10 @@ report_gemms (guint steps)
 
 /* Step wall time, and the part of it outside every instruction. */
 static void
-step_overhead (const MpRunner *r, guint n_insns, double t0, double t1, double *step,
+step_overhead (const MpExecSession *r, guint n_insns, double t0, double t1, double *step,
                double *outside)
 {
-  const MpInsnTime *tm = mp_runner_times (r);
+  const MpInsnTime *tm = mp_exec_session_times (r);
   double inside = 0;
   for (guint i = 0; i < n_insns; i++)
     inside += tm[i].t1 - tm[i].t0;
@@ -155,7 +155,8 @@ run (const char *path, guint steps)
   g_autoptr(MpPlanResolved) res = file ? mp_plan_file_resolve (file, &error) : NULL;
   if (res == NULL || res->plan->world_size != 1)
     {
-      fprintf (stderr, "bench-exec: %s\n", error ? error->message : "the plan must be for one rank");
+      fprintf (stderr, "bench-exec: %s\n",
+               error ? error->message : "the plan must be for one rank");
       g_clear_error (&error);
       return 2;
     }
@@ -168,23 +169,20 @@ run (const char *path, guint steps)
   MpBackendOps ops = *be->ops;
   ops.kernels = &wrapped;
   be->ops = &ops;
-  guint *stage_of = g_new0 (guint, res->model->n_layers);
-  MpExec *ex = mp_exec_new (be, res->model, &plan->cfg, plan->global_batch, 0, 0, 0, stage_of,
-                            1, &error);
-  MpProgram *prog = ex ? mp_program_build (res->ctx, plan, 0) : NULL;
-  if (prog == NULL)
+  MpExecSession *r = mp_exec_session_new (be, res, plan, 1, &error);
+  if (r == NULL)
     {
-      fprintf (stderr, "bench-exec: %s\n", error ? error->message : "no program");
+      fprintf (stderr, "bench-exec: %s\n", error->message);
       return 2;
     }
-  MpRunner *r = mp_runner_new (ex, prog, plan->chunk_layers, 1);
+  const MpProgram *prog = mp_exec_session_program (r);
   double *step = g_new (double, steps), *outside = g_new (double, steps), frac_max = 0;
   for (guint s = 0; s < steps + 1; s++)
     {
       double t0, t1;
       if (s == 1)                               /* step 0 warms up, uncounted */
         g_hash_table_remove_all (shapes);
-      if (!mp_runner_step (r, s, &t0, &t1, &error))
+      if (!mp_exec_session_step (r, s, &t0, &t1, &error))
         {
           fprintf (stderr, "bench-exec: %s\n", error->message);
           return 1;
@@ -201,10 +199,8 @@ run (const char *path, guint steps)
   double ms = bench_median (step, steps), mo = bench_median (outside, steps);
   printf ("step %.1f ms (median); interpreter outside instructions %.3f ms = %.3f%% of a step "
           "(max %.3f%%; target < 2%%)\n", ms * 1e3, mo * 1e3, 100 * mo / ms, 100 * frac_max);
-  g_free (step), g_free (outside), g_free (stage_of);
-  mp_runner_free (r);
-  mp_program_free (prog);
-  mp_exec_free (ex);
+  g_free (step), g_free (outside);
+  mp_exec_session_free (r);
   be->ops->free (be);
   return 0;
 }

@@ -19,12 +19,13 @@ int mp_cmd_plan (int argc, char **argv, gboolean do_help);
 int mp_cmd_simulate (int argc, char **argv, gboolean do_help);
 int mp_cmd_calibrate (int argc, char **argv, gboolean do_help);
 
-/* The calibration profile for CLUSTER (cli/profile.c): EXPLICIT_PATH (--profile), else the
- * cluster's own or, for `host`, this machine's (mp_cost_profile_for_cluster); applied to
- * CLUSTER (its devices marked calibrated). NULL without error when none applies. */
+/* The calibration profile for *CLUSTER (cli/profile.c): EXPLICIT_PATH (--profile), else
+ * the cluster's own or, for `host`, this machine's (mp_cost_profile_for_cluster); *CLUSTER
+ * is then replaced by the copy the profile calibrates (mp_cost_profile_apply; the loaded
+ * one freed). NULL without error when none applies (*CLUSTER unchanged). */
 struct _MpCluster;
 struct _MpCostProfile;
-struct _MpCostProfile *mp_cli_cluster_profile (struct _MpCluster *cluster,
+struct _MpCostProfile *mp_cli_cluster_profile (struct _MpCluster **cluster,
                                                const char *explicit_path, GError **error);
 /* What most commands start from: a model and a cluster (paths or zoo names), the
  * calibration profile for the cluster (as mp_cli_cluster_profile) and the cost context

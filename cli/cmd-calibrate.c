@@ -1,5 +1,5 @@
 /* cmd-calibrate.c - `mpirun -np N mpplan calibrate --backend host|cuda [-o FILE] [--quick]
- * [--device NAME]`: measure this machine (exec/calibrate.c) and write the profile the cost
+ * [--device NAME]`: measure this machine (exec/calibrate*.c) and write the profile the cost
  * model then uses in place of its built-in curves (rank 0 writes it, whole or not at all). */
 #include "config.h"
 #include "cli/cli.h"

@@ -97,7 +97,7 @@ describe_costs (const MpModel *model, const char *cluster_arg, const char *profi
   g_autoptr(MpCluster) cluster = mp_cluster_load (cluster_arg, &error);
   if (cluster == NULL)
     return mp_cli_fail (error);
-  g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, profile_arg, &error);
+  g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (&cluster, profile_arg, &error);
   if (profile == NULL && error != NULL)
     return mp_cli_fail (error);
   g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, profile);
@@ -163,7 +163,7 @@ mp_cmd_describe (int argc, char **argv, gboolean do_help)
         if (cluster == NULL)
           return mp_cli_fail (error);
         /* A profile that applies makes the cluster calibrated, with its measured numbers. */
-        g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (cluster, profile_arg, &error);
+        g_autoptr(MpCostProfile) profile = mp_cli_cluster_profile (&cluster, profile_arg, &error);
         if (profile == NULL && error != NULL)
           return mp_cli_fail (error);
         return as_json ? emit (NULL, mp_cluster_describe_json (cluster))

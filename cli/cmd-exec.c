@@ -1,6 +1,7 @@
 /* cmd-exec.c - `mpirun -np N mpplan exec -p plan.yaml [--steps S] [--warmup W] [--seed X]
- * [-o measured.json] [--trace trace.json] [--check]`: run a plan for real on the host
- * backend (exec/), one process per rank; without mpirun, a world of one.
+ * [-o measured.json] [--trace trace.json] [--check]`: run a plan for real (exec/), one
+ * process per rank (without mpirun, a world of one); rank 0 prints what it measured and
+ * writes measured.json and the trace (report/ draws it).
  *
  * Every rank reads the plan and reaches the same verdict on bad input, so each exits 2
  * with no communication; only rank 0 prints the message. */
@@ -10,8 +11,15 @@
 #include "exec/exec.h"
 #include "exec/backend.h"
 #include "planner/planner.h"
+#include "report/report.h"
+#include "common/output.h"
 
 #include <stdio.h>
+
+/* Where the figures go (rank 0): measured.json and the trace, or NULL. */
+typedef struct {
+  const char *output_path, *trace_path;
+} ExecFiles;
 
 /* Prints ERROR on rank 0 only (every rank has the same one) and returns its status. */
 static int
@@ -24,8 +32,78 @@ fail_once (int rank, GError *error)
   return status;
 }
 
+/* The summary line of a run (rank 0's result). */
+static void
+print_summary (const MpExecResult *r)
+{
+  printf ("measured %u step%s after %u warm-up: step %.4f s (min %.4f, max %.4f); ",
+          r->steps, r->steps == 1 ? "" : "s", r->warmup, r->summary.step.median,
+          r->summary.step.min, r->summary.step.max);
+  for (int p = 0; p < MP_PHASE_N; p++)
+    printf ("%s%s %.4f", p ? ", " : "", mp_phase_name (p), r->summary.t[p].median);
+  printf ("; peak memory %.1f MiB\n", r->ranks[r->mem_rank].mem.peak_total / 1048576.0);
+}
+
+/* --check: both runs side by side, step by step, and the verdict. */
+static void
+print_check (const MpExecResult *r)
+{
+  printf ("check against one rank on the host backend (relative tolerance %g):\n",
+          r->check_rtol);
+  printf ("%4s  %14s %14s %9s  %14s %14s %9s\n", "step", "loss", "loss (1 rank)", "rel",
+          "grad norm", "(1 rank)", "rel");
+  for (guint s = 0; s < r->warmup + r->steps; s++)
+    {
+      const MpExecCheckStep *c = &r->check[s];
+      printf ("%4u  %14.8f %14.8f %9.2e  %14.8g %14.8g %9.2e%s\n", s, c->loss, c->ref_loss,
+              c->rel_loss, c->grad_norm, c->ref_grad_norm, c->rel_grad_norm,
+              c->mismatch ? "  MISMATCH" : "");
+    }
+  printf ("check: %s\n", r->check_ok ? "ok, every step matches" : "MISMATCH");
+  fflush (stdout);
+}
+
+/* measured.json and the trace of the last measured step (report/ draws it). */
+static gboolean
+write_files (const MpExecResult *r, const MpPlanResolved *res, const ExecFiles *files,
+             GError **error)
+{
+  g_autoptr(JsonNode) plan_json = mp_plan_to_json (res->plan);
+  if (files->output_path)
+    {
+      g_autoptr(JsonNode) measured = mp_exec_result_to_json (r, plan_json);
+      if (!mp_json_write (files->output_path, measured, error))
+        return FALSE;
+    }
+  if (files->trace_path == NULL)
+    return TRUE;
+  g_autofree MpTraceRank *ranks = g_new0 (MpTraceRank, r->n_ranks);
+  for (guint i = 0; i < r->n_ranks; i++)
+    ranks[i] = (MpTraceRank) { r->ranks[i].prog, r->ranks[i].times, r->ranks[i].last_start,
+                               r->ranks[i].mem.peak_total };
+  g_autoptr(JsonNode) trace = mp_trace_measured_run (ranks, r->n_ranks, res->model, plan_json,
+                                                     r->summary.step.median);
+  return mp_json_write (files->trace_path, trace, error);
+}
+
+/* Rank 0 prints and writes what the run measured. */
+static gboolean
+report_run (const MpExecResult *r, const MpPlanResolved *res, const ExecFiles *files,
+            GError **error)
+{
+  print_summary (r);
+  if (!write_files (r, res, files, error))
+    return FALSE;
+  if (r->checked)
+    print_check (r);
+  else
+    printf ("loss: first %.6f, last %.6f\n", r->loss[0], r->loss[r->warmup + r->steps - 1]);
+  return TRUE;
+}
+
 static int
-run (int *argc, char ***argv, const char *plan_path, const MpExecOptions *opts)
+run (int *argc, char ***argv, const char *plan_path, const MpExecOptions *opts,
+     const ExecFiles *files)
 {
   GError *error = NULL;
   g_autoptr(MpWorld) world = mp_world_join (argc, argv, &error);
@@ -38,7 +116,12 @@ run (int *argc, char ***argv, const char *plan_path, const MpExecOptions *opts)
   g_autoptr(MpPlanResolved) res = mp_plan_file_resolve (file, &error);
   if (res == NULL)
     return fail_once (rank, error);
-  if (!mp_exec_plan (world, res, opts, &error))
+  g_autoptr(MpExecResult) result = mp_exec_plan (world, res, opts, &error);
+  if (result == NULL)
+    return fail_once (rank, error);
+  if (rank == 0 && !report_run (result, res, files, &error))
+    return mp_cli_fail (error);
+  if (!mp_exec_result_check (result, &error))
     return fail_once (rank, error);
   return 0;
 }
@@ -90,7 +173,7 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
                                               backend);
       return mp_cli_usage (ctx, msg);
     }
-  MpExecOptions opts = { (guint) steps, (guint) warmup, (guint64) seed, check, output, trace,
-                         backend };
-  return run (&argc, &argv, plan_path, &opts);
+  MpExecOptions opts = { (guint) steps, (guint) warmup, (guint64) seed, check, backend };
+  ExecFiles files = { output, trace };
+  return run (&argc, &argv, plan_path, &opts, &files);
 }

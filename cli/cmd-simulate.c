@@ -101,7 +101,7 @@ print_text (const MpPlanResolved *res, const char *path, const MpSimResult *sim)
 
 /* The profile for the plan's cluster: --profile, the cluster's own, or this machine's. */
 static MpCostProfile *
-profile_for (MpCluster *cluster, gpointer data, GError **error)
+profile_for (MpCluster **cluster, gpointer data, GError **error)
 {
   const SimArgs *a = data;
   return mp_cli_cluster_profile (cluster, a->profile, error);

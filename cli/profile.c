@@ -1,5 +1,6 @@
 /* profile.c - a command's inputs: model, cluster, which calibration profile applies to
- * the cluster (applied to it), and the cost context over them. Shared by plan, compare,
+ * the cluster (the cluster replaced by its calibrated copy), and the cost context over
+ * them. Shared by plan, compare,
  * verify, describe and simulate. The lookup rules are the cost model's
  * (mp_cost_profile_for_cluster); this file only joins them to the cluster. */
 #include "config.h"
@@ -11,17 +12,21 @@
 #include <string.h>
 
 MpCostProfile *
-mp_cli_cluster_profile (MpCluster *cluster, const char *explicit_path, GError **error)
+mp_cli_cluster_profile (MpCluster **cluster, const char *explicit_path, GError **error)
 {
   g_autofree char *path = NULL;
-  g_autoptr(MpCostProfile) profile = mp_cost_profile_for_cluster (cluster, explicit_path,
+  g_autoptr(MpCostProfile) profile = mp_cost_profile_for_cluster (*cluster, explicit_path,
                                                                   &path, error);
   if (profile == NULL)
     return NULL;
+  guint applied = 0;
+  MpCluster *calibrated = mp_cost_profile_apply (profile, *cluster, path, &applied);
+  mp_cluster_free (*cluster);
+  *cluster = calibrated;
   /* A profile for another device changes nothing; say so rather than look calibrated. */
-  if (mp_cost_profile_apply (profile, cluster, path) == 0)
+  if (applied == 0)
     fprintf (stderr, "mpplan: warning: %s measured '%s', which cluster %s does not have: "
-             "not used\n", path, mp_cost_profile_device (profile), cluster->name);
+             "not used\n", path, mp_cost_profile_device (profile), calibrated->name);
   return g_steal_pointer (&profile);
 }
 
@@ -37,7 +42,7 @@ mp_cli_inputs_load (MpCliInputs *in, const char *model, const char *cluster,
   in->cluster = mp_cluster_load (cluster, &error);
   if (in->cluster == NULL)
     return mp_cli_fail (error);
-  in->profile = mp_cli_cluster_profile (in->cluster, profile_path, &error);
+  in->profile = mp_cli_cluster_profile (&in->cluster, profile_path, &error);
   if (in->profile == NULL && error != NULL)
     return mp_cli_fail (error);
   in->ctx = mp_cost_context_new (in->model, in->cluster, in->profile);

@@ -206,13 +206,14 @@ char *mp_cost_profile_host_path (void);
 MpCostProfile *mp_cost_profile_for_cluster (const MpCluster *cluster,
                                             const char *explicit_path, char **path_out,
                                             GError **error);
-/* Marks the devices of CLUSTER that PROFILE applies to as calibrated. Placeholder numbers
- * (an uncalibrated device, such as the host's cpu-core) are replaced by the measured
- * ones: the copy bandwidth, and every non-zero peak by the fastest GEMM rate measured
- * (the host computes 16-bit formats in fp32). Sets cluster->profile to PATH (may be NULL).
- * Returns how many node groups it applies to. */
-guint mp_cost_profile_apply (const MpCostProfile *profile, MpCluster *cluster,
-                             const char *path);
+/* CLUSTER as PROFILE calibrates it: a copy (caller owns; CLUSTER is left as loaded) whose
+ * devices PROFILE applies to are marked calibrated, their placeholder numbers (an
+ * uncalibrated device, such as the host's cpu-core) replaced by the measured ones: the
+ * copy bandwidth, and every non-zero peak by the fastest GEMM rate measured (the host
+ * computes 16-bit formats in fp32). The copy's profile is PATH (may be NULL). *APPLIED
+ * (may be NULL): how many node groups PROFILE applies to. */
+MpCluster *mp_cost_profile_apply (const MpCostProfile *profile, const MpCluster *cluster,
+                                  const char *path, guint *applied);
 
 /* ==== the context ====================================================================== */
 

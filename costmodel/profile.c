@@ -4,7 +4,7 @@
  * element-wise classes, the optimizer step). Interpolation is log-log, as these quantities are close to
  * power laws between samples.
  *
- * `mpplan calibrate` measures them (exec/calibrate.c) and profile-yaml.c reads and writes
+ * `mpplan calibrate` measures them (exec/calibrate*.c) and profile-yaml.c reads and writes
  * them; here are the setters (which check what they are given) and the interpolation.
  * Units: FLOP/s, bytes, bytes/s. */
 #define G_LOG_DOMAIN "mpplan-costmodel"

@@ -6,6 +6,7 @@
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/backend.h"
+#include "exec/backend-private.h"
 #include "common/error.h"
 #include "common/units.h"
 
@@ -27,24 +28,6 @@ struct _MpGroup {
 struct _MpRequest {
   MPI_Request req;
 };
-
-/* Turns a failed MPI call into a GError naming it; assumes a gboolean function with
- * `error` in scope (the STYLE.md MP_*_TRY pattern). */
-#define MP_MPI_TRY(call)                                                                    \
-  G_STMT_START                                                                              \
-  {                                                                                         \
-    int rc_ = (call);                                                                       \
-    if (rc_ != MPI_SUCCESS)                                                                 \
-      {                                                                                     \
-        char text_[MPI_MAX_ERROR_STRING];                                                   \
-        int len_ = 0;                                                                       \
-        MPI_Error_string (rc_, text_, &len_);                                               \
-        g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "%s:%d %s: %.*s", __FILE__,         \
-                     __LINE__, #call, len_, text_);                                         \
-        return FALSE;                                                                       \
-      }                                                                                     \
-  }                                                                                         \
-  G_STMT_END
 
 /* ---- memory ------------------------------------------------------------------------ */
 
@@ -299,6 +282,57 @@ host_wait (MpBackend *be, MpRequest *req, GError **error)
   return TRUE;
 }
 
+/* One collective of the calibration sweep (the layouts of backend.h) as its MPI call. */
+static int
+mpi_coll (MpGroup *g, MpCollKind kind, const float *send, float *recv, gsize count)
+{
+  int c = (int) count, n = g->size;
+  switch (kind)
+    {
+    case MP_COLL_ALL_REDUCE:
+      return MPI_Allreduce (send, recv, c, MPI_FLOAT, MPI_SUM, g->comm);
+    case MP_COLL_ALL_GATHER:
+      return MPI_Allgather (send, c, MPI_FLOAT, recv, c, MPI_FLOAT, g->comm);
+    case MP_COLL_REDUCE_SCATTER:
+      return MPI_Reduce_scatter_block (send, recv, c, MPI_FLOAT, MPI_SUM, g->comm);
+    case MP_COLL_ALL_TO_ALL:
+      return MPI_Alltoall (send, c / n, MPI_FLOAT, recv, c / n, MPI_FLOAT, g->comm);
+    case MP_COLL_BROADCAST:   /* MPI_Bcast has no out-of-place form */
+      return MPI_Bcast (recv, c, MPI_FLOAT, 0, g->comm);
+    case MP_COLL_SEND_RECV:
+      return MPI_Sendrecv (send, c, MPI_FLOAT, (g->rank + 1) % n, 7, recv, c, MPI_FLOAT,
+                           (g->rank + n - 1) % n, 7, g->comm, MPI_STATUS_IGNORE);
+    case MP_COLL_N:
+      break;
+    }
+  return MPI_ERR_OP;
+}
+
+static gboolean
+host_run_coll (MpBackend *be, MpGroup *g, MpCollKind kind, const float *send, float *recv,
+               gsize count, int iters, GError **error)
+{
+  if (g->comm == MPI_COMM_NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "rank %d: a collective on a group of "
+                   "one", be->rank);
+      return FALSE;
+    }
+  for (int i = 0; i < iters; i++)
+    MP_MPI_TRY (mpi_coll (g, kind, send, recv, count));
+  return TRUE;
+}
+
+static gboolean
+host_set_gemm_dtype (MpBackend *be, MpDtype dtype, GError **error)
+{
+  if (dtype == MP_DTYPE_FP32)
+    return TRUE;
+  g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "the host backend's GEMM is fp32 only, not %s",
+               mp_dtype_name (dtype));
+  return FALSE;
+}
+
 static double
 host_now_s (MpBackend *be)
 {
@@ -330,21 +364,6 @@ host_free (MpBackend *be)
   g_free (h);
 }
 
-static const MpKernelOps host_kernels = {
-  mpk_cpu_matmul_forward, mpk_cpu_matmul_backward,
-  mpk_cpu_embedding_forward, mpk_cpu_embedding_backward,
-  mpk_cpu_layernorm_forward, mpk_cpu_layernorm_backward,
-  mpk_cpu_rmsnorm_forward, mpk_cpu_rmsnorm_backward,
-  mpk_cpu_rotary_forward, mpk_cpu_rotary_backward,
-  mpk_cpu_attention_forward, mpk_cpu_attention_backward,
-  mpk_cpu_gelu_forward, mpk_cpu_gelu_backward,
-  mpk_cpu_relu_forward, mpk_cpu_relu_backward,
-  mpk_cpu_swiglu_forward, mpk_cpu_swiglu_backward,
-  mpk_cpu_residual_forward, mpk_cpu_add,
-  mpk_cpu_crossentropy_shard_stats, mpk_cpu_crossentropy_shard_rescale,
-  mpk_cpu_crossentropy_shard_finish, mpk_cpu_crossentropy_shard_backward,
-  mpk_cpu_adamw_update, mpk_cpu_sgd_update, mpk_cpu_sumsq,
-};
 
 static const MpBackendOps host_ops = {
   .name = "host",
@@ -354,7 +373,7 @@ static const MpBackendOps host_ops = {
   .zero = host_zero,
   .upload = host_copy,
   .download = host_copy,
-  .kernels = &host_kernels,
+  .kernels = &mp_backend_host_kernels,
   .group_split = host_group_split,
   .group_free = host_group_free,
   .group_size = host_group_size,
@@ -369,6 +388,16 @@ static const MpBackendOps host_ops = {
   .irecv = host_irecv,
   .test = host_test,
   .wait = host_wait,
+  .run_coll = host_run_coll,
+  .run_coll_calls = { [MP_COLL_ALL_REDUCE] = "MPI_Allreduce",
+                      [MP_COLL_ALL_GATHER] = "MPI_Allgather",
+                      [MP_COLL_REDUCE_SCATTER] = "MPI_Reduce_scatter_block",
+                      [MP_COLL_ALL_TO_ALL] = "MPI_Alltoall", [MP_COLL_BROADCAST] = "MPI_Bcast",
+                      [MP_COLL_SEND_RECV] = "MPI_Sendrecv" },
+  .barrier = mp_mpi_world_barrier,
+  .host_all_reduce = mp_mpi_world_all_reduce,
+  .host_all_gather = mp_mpi_world_all_gather,
+  .set_gemm_dtype = host_set_gemm_dtype,
   .now_s = host_now_s,
   .abort = host_abort,
   .get_mem = host_get_mem,

@@ -2,8 +2,9 @@
  * kernels, collectives over groups of ranks, point-to-point messages and a clock.
  *
  * One table of function pointers (MpBackendOps) per backend, filled at run time, so one
- * binary serves several: "host" (kernels/cpu + OpenBLAS + MPI, backend-host.c) now,
- * "cuda" (kernels/cuda + cuBLAS + NCCL) later. No CUDA, NCCL or MPI type appears here:
+ * binary serves several: "host" (kernels/cpu + OpenBLAS + MPI, backend-host*.c) and
+ * "cuda" (kernels/cuda + cuBLAS + NCCL, backend-cuda*.c, built with the CUDA toolkit);
+ * both share backend-mpi.c's host-side exchanges. No CUDA, NCCL or MPI type appears here:
  * buffers are plain pointers into the backend's memory (host memory for "host", device
  * memory for "cuda"), groups and requests are opaque.
  *
@@ -15,7 +16,7 @@
 #include <glib.h>
 #include "kernels/cpu/kernels.h"
 #include "common/units.h"      /* MpDtype */
-#include "program/program.h"  /* MpMemKind: what an allocation holds */
+#include "program/program.h"  /* MpMemKind, MpCollKind */
 
 G_BEGIN_DECLS
 
@@ -48,56 +49,69 @@ gsize mp_mem_ledger_remove (MpMemLedger *ledger, void *ptr);
 typedef enum { MP_REDUCE_SUM, MP_REDUCE_MAX } MpReduceOp;
 
 /* The kernels, with kernels/cpu/kernels.h's signatures and contracts (forwards write,
- * backwards accumulate); a backend points them at its own implementations. */
+ * backwards accumulate) after their first argument, the backend that runs them (its
+ * stream, its GEMM handle, where a failed launch is kept until the next call that takes a
+ * GError); a backend points them at its own implementations. */
 typedef struct {
-  void (*matmul_forward) (float *out, const float *inp, const float *weight,
+  void (*matmul_forward) (MpBackend *be, float *out, const float *inp, const float *weight,
                           const float *bias, int N, int C, int OC);
-  void (*matmul_backward) (float *dinp, float *dweight, float *dbias, const float *dout,
-                           const float *inp, const float *weight, int N, int C, int OC);
-  void (*embedding_forward) (float *out, const int *tokens, const float *wte,
+  void (*matmul_backward) (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                           const float *dout, const float *inp, const float *weight, int N,
+                           int C, int OC);
+  void (*embedding_forward) (MpBackend *be, float *out, const int *tokens, const float *wte,
                              const float *wpe, int N, int T, int C, int v0, int Vl);
-  void (*embedding_backward) (float *dwte, float *dwpe, const float *dout, const int *tokens,
-                              int N, int T, int C, int v0, int Vl);
-  void (*layernorm_forward) (float *out, float *mean, float *rstd, const float *inp,
-                             const float *weight, const float *bias, int N, int C, float eps);
-  void (*layernorm_backward) (float *dinp, float *dweight, float *dbias, const float *dout,
-                              const float *inp, const float *weight, const float *mean,
-                              const float *rstd, int N, int C);
-  void (*rmsnorm_forward) (float *out, float *rstd, const float *inp, const float *weight,
-                           int N, int C, float eps);
-  void (*rmsnorm_backward) (float *dinp, float *dweight, const float *dout, const float *inp,
-                            const float *weight, const float *rstd, int N, int C);
-  void (*rotary_forward) (float *x, int B, int T, int NHR, int HD, int ld, int pos0,
-                          float theta);
-  void (*rotary_backward) (float *dx, int B, int T, int NHR, int HD, int ld, int pos0,
-                           float theta);
-  void (*attention_forward) (float *out, float *lse, float *probs, const float *q,
-                             const float *k, const float *v, MpkAttnShape s);
-  void (*attention_backward) (float *dq, float *dk, float *dv, const float *dout,
-                              const float *out, const float *lse, const float *probs,
-                              const float *q, const float *k, const float *v, MpkAttnShape s);
-  void (*gelu_forward) (float *out, const float *inp, size_t n);
-  void (*gelu_backward) (float *dinp, const float *inp, const float *dout, size_t n);
-  void (*relu_forward) (float *out, const float *inp, size_t n);
-  void (*relu_backward) (float *dinp, const float *inp, const float *dout, size_t n);
-  void (*swiglu_forward) (float *out, const float *inp, int N, int F);
-  void (*swiglu_backward) (float *dinp, const float *inp, const float *dout, int N, int F);
-  void (*residual_forward) (float *out, const float *a, const float *b, size_t n);
-  void (*add) (float *y, const float *x, size_t n);
-  void (*crossentropy_shard_stats) (float *lmax, float *lsum, float *tlogit,
+  void (*embedding_backward) (MpBackend *be, float *dwte, float *dwpe, const float *dout,
+                              const int *tokens, int N, int T, int C, int v0, int Vl);
+  void (*layernorm_forward) (MpBackend *be, float *out, float *mean, float *rstd,
+                             const float *inp, const float *weight, const float *bias, int N,
+                             int C, float eps);
+  void (*layernorm_backward) (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                              const float *dout, const float *inp, const float *weight,
+                              const float *mean, const float *rstd, int N, int C);
+  void (*rmsnorm_forward) (MpBackend *be, float *out, float *rstd, const float *inp,
+                           const float *weight, int N, int C, float eps);
+  void (*rmsnorm_backward) (MpBackend *be, float *dinp, float *dweight, const float *dout,
+                            const float *inp, const float *weight, const float *rstd, int N,
+                            int C);
+  void (*rotary_forward) (MpBackend *be, float *x, int B, int T, int NHR, int HD, int ld,
+                          int pos0, float theta);
+  void (*rotary_backward) (MpBackend *be, float *dx, int B, int T, int NHR, int HD, int ld,
+                           int pos0, float theta);
+  void (*attention_forward) (MpBackend *be, float *out, float *lse, float *probs,
+                             const float *q, const float *k, const float *v, MpkAttnShape s);
+  void (*attention_backward) (MpBackend *be, float *dq, float *dk, float *dv,
+                              const float *dout, const float *out, const float *lse,
+                              const float *probs, const float *q, const float *k,
+                              const float *v, MpkAttnShape s);
+  void (*gelu_forward) (MpBackend *be, float *out, const float *inp, size_t n);
+  void (*gelu_backward) (MpBackend *be, float *dinp, const float *inp, const float *dout,
+                         size_t n);
+  void (*relu_forward) (MpBackend *be, float *out, const float *inp, size_t n);
+  void (*relu_backward) (MpBackend *be, float *dinp, const float *inp, const float *dout,
+                         size_t n);
+  void (*swiglu_forward) (MpBackend *be, float *out, const float *inp, int N, int F);
+  void (*swiglu_backward) (MpBackend *be, float *dinp, const float *inp, const float *dout,
+                           int N, int F);
+  void (*residual_forward) (MpBackend *be, float *out, const float *a, const float *b,
+                            size_t n);
+  void (*add) (MpBackend *be, float *y, const float *x, size_t n);
+  void (*crossentropy_shard_stats) (MpBackend *be, float *lmax, float *lsum, float *tlogit,
                                     const float *logits, const int *targets, int N, int Vl,
                                     int v0);
-  void (*crossentropy_shard_rescale) (float *lsum, const float *lmax, const float *gmax, int N);
-  void (*crossentropy_shard_finish) (float *losses, float *lse, const float *gmax,
-                                     const float *gsum, const float *tlogit, int N);
-  void (*crossentropy_shard_backward) (float *dlogits, const float *logits, const float *lse,
-                                       const int *targets, float scale, int N, int Vl, int v0);
-  void (*adamw_update) (float *param, const float *grad, float *m, float *v, size_t n,
-                        float lr, float beta1, float beta2, float eps, float weight_decay,
-                        int t);
-  void (*sgd_update) (float *param, const float *grad, float *mom, size_t n, float lr,
-                      float momentum);
-  double (*sumsq) (const float *x, size_t n);
+  void (*crossentropy_shard_rescale) (MpBackend *be, float *lsum, const float *lmax,
+                                      const float *gmax, int N);
+  void (*crossentropy_shard_finish) (MpBackend *be, float *losses, float *lse,
+                                     const float *gmax, const float *gsum,
+                                     const float *tlogit, int N);
+  void (*crossentropy_shard_backward) (MpBackend *be, float *dlogits, const float *logits,
+                                       const float *lse, const int *targets, float scale,
+                                       int N, int Vl, int v0);
+  void (*adamw_update) (MpBackend *be, float *param, const float *grad, float *m, float *v,
+                        size_t n, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, int t);
+  void (*sgd_update) (MpBackend *be, float *param, const float *grad, float *mom, size_t n,
+                      float lr, float momentum);
+  double (*sumsq) (MpBackend *be, const float *x, size_t n);
 } MpKernelOps;
 
 typedef struct {
@@ -144,6 +158,29 @@ typedef struct {
   gboolean (*test) (MpBackend *be, MpRequest *req, gboolean *done, GError **error);
   gboolean (*wait) (MpBackend *be, MpRequest *req, GError **error);
 
+  /* Calibration (exec/calibrate-coll.c): collective KIND ITERS times back to back on G,
+   * out of place, returning once the last result is in RECV. Backend buffers, COUNT as
+   * nccl-tests counts it: all_reduce SEND, RECV (count); all_gather SEND (count), RECV
+   * (count * size); reduce_scatter SEND (count * size), RECV (count); all_to_all SEND,
+   * RECV (count, count / size per peer); broadcast in place on RECV (count) from group
+   * rank 0; send_recv a ring, SEND (count) to rank + 1 and RECV (count) from rank - 1. */
+  gboolean (*run_coll) (MpBackend *be, MpGroup *g, MpCollKind kind, const float *send,
+                        float *recv, gsize count, int iters, GError **error);
+  const char *run_coll_calls[MP_COLL_N];             /* what run_coll calls, per kind */
+  /* Host-side exchanges over every world rank (a world of one returns at once), for
+   * figures rather than tensors: a barrier; N doubles of host memory X reduced in place;
+   * BYTES of MINE from every rank into ALL (size * BYTES, in rank order). */
+  gboolean (*barrier) (MpBackend *be, GError **error);
+  gboolean (*host_all_reduce) (MpBackend *be, double *x, gsize n, MpReduceOp op,
+                               GError **error);
+  gboolean (*host_all_gather) (MpBackend *be, const void *mine, gsize bytes, void *all,
+                               GError **error);
+  /* The device's name (caller owns; NULL op: the backend names none, as host) and what
+   * matmul_forward/backward compute from now on (NULL op: one GEMM, fp32): MP_DTYPE_BF16
+   * (bf16 inputs, fp32 accumulation: backend "cuda") or MP_DTYPE_FP32 (no TF32). */
+  char *(*device_name) (MpBackend *be, GError **error);
+  gboolean (*set_gemm_dtype) (MpBackend *be, MpDtype dtype, GError **error);
+
   double (*now_s) (MpBackend *be);                    /* monotonic, seconds */
   /* Ends every rank of the job now (MPI_Abort), after a failure on this one. */
   void (*abort) (MpBackend *be, int status);
@@ -173,21 +210,6 @@ int mp_backend_cuda_device_count (void);
 /* backend-cuda.c: one GPU per rank (local rank % devices), NCCL groups. Caller owns. */
 MpBackend *mp_backend_cuda_new (int rank, int size, gboolean bf16, GError **error);
 int mp_backend_cuda_devices (void);
-/* For calibration (exec/calibrate.c), on a backend from mp_backend_cuda_new. The GPU's
- * name as cudaGetDeviceProperties gives it (caller owns). */
-char *mp_backend_cuda_device_name (MpBackend *be, GError **error);
-/* What matmul_forward/backward compute from now on: MP_DTYPE_BF16 (bf16 inputs, fp32
- * accumulation: backend "cuda") or MP_DTYPE_FP32 (no TF32: "cuda-fp32"). */
-gboolean mp_backend_cuda_set_gemm_dtype (MpBackend *be, MpDtype dtype, GError **error);
-/* Runs collective KIND (an MpCollKind, program/program.h) ITERS times back to back on G's communicator and stream, then
- * waits for the last (ordered after the compute stream; an NCCL error aborts G's
- * communicator). Device buffers, COUNT as nccl-tests counts it: all_reduce SEND, RECV
- * (count); all_gather SEND (count), RECV (count * size); reduce_scatter SEND
- * (count * size), RECV (count); all_to_all SEND, RECV (count, count / size per peer);
- * broadcast in place on RECV (count) from group rank 0; send_recv a ring, SEND (count) to
- * rank + 1 and RECV (count) from rank - 1. */
-gboolean mp_backend_cuda_run_coll (MpBackend *be, MpGroup *g, int kind, const float *send,
-                                   float *recv, gsize count, int iters, GError **error);
 #endif
 
 G_END_DECLS

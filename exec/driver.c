@@ -1,7 +1,8 @@
 /* driver.c - `mpplan exec`: every rank builds its share of the model and its program,
- * runs warm-up and measured steps, and rank 0 writes measured.json and the trace; with
- * --check rank 0 then runs the same model, seed and data alone (one rank, the same
- * micro-batches accumulated) and compares every step's loss and gradient norm.
+ * runs warm-up and measured steps, and sends its figures to rank 0, which returns them
+ * with the job's summary (cli/cmd-exec.c prints them and writes the files); with --check
+ * rank 0 then runs the same model, seed and data alone (one rank, the same micro-batches
+ * accumulated) and compares every step's loss and gradient norm.
  *
  * A failure after the ranks started working together (out of memory, an MPI error, a
  * program error) cannot be returned politely: the other ranks may be waiting in a
@@ -12,7 +13,6 @@
 #include "exec/exec.h"
 #include "exec/measure.h"
 #include "common/error.h"
-#include "common/output.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,13 +27,96 @@
 #define CHECK_RTOL_HOST 1e-5
 #define CHECK_RTOL_FP32 1e-4
 #define CHECK_RTOL_BF16 3e-2
-static double CHECK_RTOL = CHECK_RTOL_HOST;
 
-typedef struct {
-  MpBackend *be;
+static double
+check_rtol (const char *backend)
+{
+  return g_str_equal (backend, "cuda") ? CHECK_RTOL_BF16
+         : g_str_equal (backend, "cuda-fp32") ? CHECK_RTOL_FP32 : CHECK_RTOL_HOST;
+}
+
+/* ---- one rank's share -------------------------------------------------------------- */
+
+struct _MpExecSession {
+  MpBackend *be;            /* borrowed */
   MpExec *ex;
   MpProgram *prog;
   MpRunner *runner;
+};
+
+void
+mp_exec_session_free (MpExecSession *s)
+{
+  if (s == NULL)
+    return;
+  mp_runner_free (s->runner);
+  mp_program_free (s->prog);
+  mp_exec_free (s->ex);
+  g_free (s);
+}
+
+MpExecSession *
+mp_exec_session_new (MpBackend *be, const MpPlanResolved *res, const MpPlan *plan,
+                     guint64 seed, GError **error)
+{
+  const MpParallelConfig *cfg = &plan->cfg;
+  const MpModel *model = res->model;
+  guint tp, cp, dp, pp;
+  mp_plan_rank_coords (cfg, (guint) be->rank, &tp, &cp, &dp, &pp);
+  guint n_chunks = cfg->pp * MAX (cfg->vpp, 1u);
+  g_autofree guint *stage_of = g_new0 (guint, model->n_layers);
+  for (guint c = 0, at = 0; c < n_chunks; at += plan->chunk_layers[c], c++)
+    for (guint l = at; l < at + plan->chunk_layers[c] && l < model->n_layers; l++)
+      stage_of[l] = c % cfg->pp;
+  double cap = 0;
+  for (guint g = 0; g < res->cluster->n_groups; g++)
+    if (cap == 0 || res->cluster->groups[g].device.memory_bytes < cap)
+      cap = res->cluster->groups[g].device.memory_bytes;
+  be->mem_limit_bytes = cap;
+  MpExecSession *s = g_new0 (MpExecSession, 1);
+  s->be = be;
+  s->ex = mp_exec_new (be, model, cfg, plan->global_batch, tp, dp, pp, stage_of, seed, error);
+  if (s->ex == NULL)
+    {
+      mp_exec_session_free (s);
+      return NULL;
+    }
+  s->prog = mp_program_build (res->ctx, plan, (guint) be->rank);
+  if (s->prog == NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "no program for rank %d of this plan",
+                   be->rank);
+      mp_exec_session_free (s);
+      return NULL;
+    }
+  s->runner = mp_runner_new (s->ex, s->prog, plan->chunk_layers, n_chunks);
+  return s;
+}
+
+gboolean
+mp_exec_session_step (MpExecSession *s, guint step, double *t_start, double *t_end,
+                      GError **error)
+{
+  return mp_runner_step (s->runner, step, t_start, t_end, error);
+}
+
+const MpProgram *
+mp_exec_session_program (const MpExecSession *s)
+{
+  return s->prog;
+}
+
+const MpInsnTime *
+mp_exec_session_times (const MpExecSession *s)
+{
+  return mp_runner_times (s->runner);
+}
+
+/* ---- the job ----------------------------------------------------------------------- */
+
+typedef struct {
+  MpBackend *be;
+  MpExecSession *s;
 } Job;
 
 /* Per step: loss and gradient norm; per measured step: one rank's phases. */
@@ -46,9 +129,7 @@ typedef struct {
 static void
 job_close (Job *j)
 {
-  mp_runner_free (j->runner);
-  mp_program_free (j->prog);
-  mp_exec_free (j->ex);
+  mp_exec_session_free (j->s);
   if (j->be)
     j->be->ops->free (j->be);
 }
@@ -57,42 +138,15 @@ static gboolean
 job_open (Job *j, const char *backend, int rank, int size, const MpPlanResolved *res,
           const MpPlan *plan, guint64 seed, GError **error)
 {
-  const MpParallelConfig *cfg = &plan->cfg;
-  const MpModel *model = res->model;
-  guint tp, cp, dp, pp;
-  mp_plan_rank_coords (cfg, (guint) rank, &tp, &cp, &dp, &pp);
-  guint n_chunks = cfg->pp * MAX (cfg->vpp, 1u);
-  g_autofree guint *stage_of = g_new0 (guint, model->n_layers);
-  for (guint c = 0, at = 0; c < n_chunks; at += plan->chunk_layers[c], c++)
-    for (guint l = at; l < at + plan->chunk_layers[c] && l < model->n_layers; l++)
-      stage_of[l] = c % cfg->pp;
   j->be = mp_backend_new (backend, rank, size, error);
-  if (j->be == NULL)
-    return FALSE;
-  double cap = 0;
-  for (guint g = 0; g < res->cluster->n_groups; g++)
-    if (cap == 0 || res->cluster->groups[g].device.memory_bytes < cap)
-      cap = res->cluster->groups[g].device.memory_bytes;
-  j->be->mem_limit_bytes = cap;
-  j->ex = mp_exec_new (j->be, model, cfg, plan->global_batch, tp, dp, pp, stage_of, seed,
-                       error);
-  if (j->ex == NULL)
-    return FALSE;
-  j->prog = mp_program_build (res->ctx, plan, (guint) rank);
-  if (j->prog == NULL)
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "no program for rank %d of this plan", rank);
-      return FALSE;
-    }
-  j->runner = mp_runner_new (j->ex, j->prog, plan->chunk_layers, n_chunks);
-  return TRUE;
+  return j->be != NULL && (j->s = mp_exec_session_new (j->be, res, plan, seed, error)) != NULL;
 }
 
 static gboolean
 barrier (Job *j, GError **error)
 {
   float one = 1;
-  return j->be->ops->all_reduce (j->be, j->ex->world_group, &one, 1, MP_REDUCE_SUM, error);
+  return j->be->ops->all_reduce (j->be, j->s->ex->world_group, &one, 1, MP_REDUCE_SUM, error);
 }
 
 /* The test hook for a rank failing mid-run (tests/exec.sh): MPPLAN_EXEC_FAIL_RANK=R makes
@@ -117,16 +171,16 @@ run_steps (Job *j, guint total, guint warmup, Record *rec, GError **error)
     {
       double t0, t1;
       if (injected_failure (j, s, error) || !barrier (j, error)
-          || !mp_runner_step (j->runner, s, &t0, &t1, error))
+          || !mp_runner_step (j->s->runner, s, &t0, &t1, error))
         return FALSE;
       if (s >= warmup)
         {
-          mp_measure_attribute (j->prog, mp_runner_times (j->runner), t0, t1,
+          mp_measure_attribute (j->s->prog, mp_runner_times (j->s->runner), t0, t1,
                                 &rec->phases[s - warmup]);
           rec->last_start = t0;
         }
-      rec->grad_norm[s] = mp_runner_grad_norm (j->runner);
-      if (!mp_exec_step_loss (j->ex, &rec->loss[s], error))
+      rec->grad_norm[s] = mp_runner_grad_norm (j->s->runner);
+      if (!mp_exec_step_loss (j->s->ex, &rec->loss[s], error))
         return FALSE;
     }
   return TRUE;
@@ -187,70 +241,145 @@ reference_run (const MpPlanResolved *res, const MpPlan *plan, guint total, guint
   return ok;
 }
 
-/* Prints both runs side by side; FALSE when a step differs by more than CHECK_RTOL. */
+/* Both runs side by side into R->check (TOTAL steps); FALSE when a step differs by more
+ * than R->check_rtol. */
 static gboolean
-compare (const Record *par, const Record *ref, guint total, GString *report)
+compare (const Record *par, const Record *ref, guint total, MpExecResult *r)
 {
   gboolean ok = TRUE;
-  g_string_append_printf (report, "%4s  %14s %14s %9s  %14s %14s %9s\n", "step",
-                          "loss", "loss (1 rank)", "rel", "grad norm", "(1 rank)", "rel");
+  r->check = g_new0 (MpExecCheckStep, MAX (total, 1u));
   for (guint s = 0; s < total; s++)
     {
-      double rl = fabs (par->loss[s] - ref->loss[s]) / MAX (fabs (ref->loss[s]), 1e-30);
-      double rg = fabs (par->grad_norm[s] - ref->grad_norm[s])
-                  / MAX (fabs (ref->grad_norm[s]), 1e-30);
-      gboolean bad = !(rl <= CHECK_RTOL) || !(rg <= CHECK_RTOL);
-      ok = ok && !bad;
-      g_string_append_printf (report, "%4u  %14.8f %14.8f %9.2e  %14.8g %14.8g %9.2e%s\n", s,
-                              par->loss[s], ref->loss[s], rl, par->grad_norm[s],
-                              ref->grad_norm[s], rg, bad ? "  MISMATCH" : "");
+      MpExecCheckStep *c = &r->check[s];
+      c->loss = par->loss[s], c->ref_loss = ref->loss[s];
+      c->grad_norm = par->grad_norm[s], c->ref_grad_norm = ref->grad_norm[s];
+      c->rel_loss = fabs (c->loss - c->ref_loss) / MAX (fabs (c->ref_loss), 1e-30);
+      c->rel_grad_norm = fabs (c->grad_norm - c->ref_grad_norm)
+                         / MAX (fabs (c->ref_grad_norm), 1e-30);
+      c->mismatch = !(c->rel_loss <= r->check_rtol) || !(c->rel_grad_norm <= r->check_rtol);
+      ok = ok && !c->mismatch;
     }
   return ok;
 }
 
-/* Gathers every rank's figures; rank 0 writes measured.json and the trace. */
+/* Every rank's figures to rank 0, which rebuilds each rank's program (the same plan gives
+ * the same programs) and sums the job up in R. */
 static gboolean
-write_results (MpWorld *world, Job *j, const MpPlanResolved *res, const Record *rec,
-               const MpExecOptions *opts, GError **error)
+gather_results (MpWorld *world, Job *j, const MpPlanResolved *res, const Record *rec,
+                MpExecResult *r, GError **error)
 {
   MpMemStats mem;
   j->be->ops->get_mem (j->be, &mem);
-  g_autofree char *mine = mp_measure_rank_json (j->prog, res->model, rec->phases, opts->steps,
-                                                mp_runner_times (j->runner), rec->last_start,
-                                                &mem);
-  g_autoptr(GBytes) bytes = g_bytes_new (mine, strlen (mine));
-  g_autoptr(GPtrArray) all = mp_world_gather (world, bytes, error);
+  const MpProgram *prog = j->s->prog;
+  g_autoptr(GBytes) mine = mp_measure_rank_pack (rec->phases, r->steps,
+                                                 mp_runner_times (j->s->runner),
+                                                 prog->n_insns, rec->last_start, &mem);
+  g_autoptr(GPtrArray) all = mp_world_gather (world, mine, error);
   if (all == NULL)
     return FALSE;
   if (mp_world_rank (world) != 0)
     return TRUE;
-  g_autoptr(JsonNode) plan_json = mp_plan_to_json (res->plan);
-  g_autoptr(JsonNode) trace = NULL;
-  g_autoptr(JsonNode) root = mp_measure_job_json (all, plan_json, rec->loss, rec->grad_norm,
-                                                  opts->steps, opts->warmup,
-                                                  opts->backend ? opts->backend : "host",
-                                                  opts->trace_path ? &trace : NULL, error);
-  if (root == NULL)
-    return FALSE;
-  JsonObject *o = json_node_get_object (root);
-  JsonObject *t = json_object_get_object_member (o, "time_s");
-  printf ("measured %u step%s after %u warm-up: step %.4f s (min %.4f, max %.4f); ",
-          opts->steps, opts->steps == 1 ? "" : "s", opts->warmup,
-          json_object_get_double_member (o, "step_s"),
-          json_object_get_double_member (o, "step_s_min"),
-          json_object_get_double_member (o, "step_s_max"));
-  for (int p = 0; p < MP_PHASE_N; p++)
-    printf ("%s%s %.4f", p ? ", " : "", mp_phase_name (p),
-            json_object_get_double_member (t, mp_phase_name (p)));
-  printf ("; peak memory %.1f MiB\n",
-          json_object_get_double_member (json_object_get_object_member (o, "memory_bytes"),
-                                         "peak") / 1048576.0);
-  if (opts->output_path && !mp_json_write (opts->output_path, root, error))
-    return FALSE;
-  return opts->trace_path == NULL || mp_json_write (opts->trace_path, trace, error);
+  r->ranks = g_new0 (MpExecRank, all->len);
+  r->n_ranks = all->len;
+  for (guint i = 0; i < all->len; i++)
+    {
+      r->ranks[i].prog = mp_program_build (res->ctx, res->plan, i);
+      if (r->ranks[i].prog == NULL)
+        {
+          g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "no program for rank %u", i);
+          return FALSE;
+        }
+      if (!mp_measure_rank_unpack (g_ptr_array_index (all, i), r->steps, &r->ranks[i],
+                                   error))
+        return FALSE;
+    }
+  mp_measure_result_summarize (r);
+  return TRUE;
+}
+
+void
+mp_exec_result_free (MpExecResult *r)
+{
+  if (r == NULL)
+    return;
+  for (guint i = 0; i < r->n_ranks; i++)
+    {
+      mp_program_free (r->ranks[i].prog);
+      g_free (r->ranks[i].steps);
+      g_free (r->ranks[i].times);
+    }
+  g_free (r->ranks);
+  g_free (r->job);
+  g_free (r->loss);
+  g_free (r->grad_norm);
+  g_free (r->check);
+  g_free (r->backend);
+  g_free (r);
 }
 
 gboolean
+mp_exec_result_check (const MpExecResult *r, GError **error)
+{
+  if (!r->checked || r->check_ok)
+    return TRUE;
+  g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
+               "mpplan exec --check: the parallel run does not compute what one rank "
+               "computes (loss or gradient norm off by more than %g relative; see the "
+               "table above)", r->check_rtol);
+  return FALSE;
+}
+
+/* The same verdict on every rank, before anyone waits for anyone: a cuda backend needs a
+ * GPU per rank. */
+static gboolean
+devices_present (const char *backend, int rank, GError **error)
+{
+  if (!g_str_has_prefix (backend, "cuda") || mp_backend_cuda_device_count () > 0)
+    return TRUE;
+  g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
+               "no CUDA device: --backend %s needs an NVIDIA GPU per rank (none visible "
+               "to rank %d%s); use --backend host", backend, rank,
+#ifdef HAVE_CUDA
+               ""
+#else
+               ", and this mpplan was built without CUDA"
+#endif
+               );
+  return FALSE;
+}
+
+/* --check on rank 0 against the reference run; the verdict to every rank. FALSE (a world
+ * of one) when the reference run fails; with several ranks that ends the job. */
+static gboolean
+check_job (Job *j, const MpPlanResolved *res, const Record *rec, guint64 seed,
+           MpExecResult *r, GError **error)
+{
+  GError *local = NULL;
+  guint total = r->warmup + r->steps;
+  float bad = 0;
+  if (j->be->rank == 0)
+    {
+      Record ref;
+      record_init (&ref, total);
+      if (!reference_run (res, res->plan, total, seed, &ref, &local))
+        {
+          record_clear (&ref);
+          if (j->be->size > 1)
+            fail_job (j, local);
+          g_propagate_error (error, local);
+          return FALSE;
+        }
+      bad = compare (rec, &ref, total, r) ? 0 : 1;
+      record_clear (&ref);
+    }
+  if (!j->be->ops->all_reduce (j->be, j->s->ex->world_group, &bad, 1, MP_REDUCE_MAX, &local))
+    fail_job (j, local);
+  r->checked = TRUE;
+  r->check_ok = bad == 0;
+  return TRUE;
+}
+
+MpExecResult *
 mp_exec_plan (MpWorld *world, const MpPlanResolved *res, const MpExecOptions *opts,
               GError **error)
 {
@@ -262,26 +391,12 @@ mp_exec_plan (MpWorld *world, const MpPlanResolved *res, const MpExecOptions *op
                    "the plan runs on %u rank%s but %d %s started: use mpirun -np %u",
                    plan->world_size, plan->world_size == 1 ? "" : "s", size,
                    size == 1 ? "was" : "were", plan->world_size);
-      return FALSE;
+      return NULL;
     }
   guint total = opts->warmup + opts->steps;
   const char *backend = opts->backend ? opts->backend : "host";
-  CHECK_RTOL = g_str_equal (backend, "cuda") ? CHECK_RTOL_BF16
-               : g_str_equal (backend, "cuda-fp32") ? CHECK_RTOL_FP32 : CHECK_RTOL_HOST;
-  if (g_str_has_prefix (backend, "cuda") && mp_backend_cuda_device_count () <= 0)
-    {
-      /* The same verdict on every rank, before anyone waits for anyone. */
-      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
-                   "no CUDA device: --backend %s needs an NVIDIA GPU per rank (none visible "
-                   "to rank %d%s); use --backend host", backend, rank,
-#ifdef HAVE_CUDA
-                   ""
-#else
-                   ", and this mpplan was built without CUDA"
-#endif
-                   );
-      return FALSE;
-    }
+  if (!devices_present (backend, rank, error))
+    return NULL;
   Job j = { 0 };
   GError *local = NULL;
   if (!job_open (&j, opts->backend, rank, size, res, plan, opts->seed, &local))
@@ -290,68 +405,33 @@ mp_exec_plan (MpWorld *world, const MpPlanResolved *res, const MpExecOptions *op
         {
           g_propagate_error (error, local);
           job_close (&j);
-          return FALSE;
+          return NULL;
         }
       fail_job (&j, local);
     }
+  g_autoptr(MpExecResult) r = g_new0 (MpExecResult, 1);
+  r->backend = g_strdup (backend);
+  r->steps = opts->steps;
+  r->warmup = opts->warmup;
+  r->check_rtol = check_rtol (backend);
   Record rec;
   record_init (&rec, total);
   if (!run_steps (&j, total, opts->warmup, &rec, &local)
-      || !write_results (world, &j, res, &rec, opts, &local))
+      || !gather_results (world, &j, res, &rec, r, &local))
     {
       if (size == 1)
         {
           g_propagate_error (error, local);
           record_clear (&rec);
           job_close (&j);
-          return FALSE;
+          return NULL;
         }
       fail_job (&j, local);
     }
-  gboolean ok = TRUE;
-  if (opts->check)
-    {
-      float bad = 0;
-      if (rank == 0)
-        {
-          Record ref;
-          record_init (&ref, total);
-          if (!reference_run (res, plan, total, opts->seed, &ref, &local))
-            {
-              if (size == 1)
-                {
-                  g_propagate_error (error, local);
-                  record_clear (&ref);
-                  record_clear (&rec);
-                  job_close (&j);
-                  return FALSE;
-                }
-              fail_job (&j, local);
-            }
-          g_autoptr(GString) report = g_string_new (NULL);
-          bad = compare (&rec, &ref, total, report) ? 0 : 1;
-          printf ("check against one rank on the host backend (relative tolerance %g):\n%s", CHECK_RTOL,
-                  report->str);
-          printf ("check: %s\n", bad ? "MISMATCH" : "ok, every step matches");
-          fflush (stdout);
-          record_clear (&ref);
-        }
-      if (!j.be->ops->all_reduce (j.be, j.ex->world_group, &bad, 1, MP_REDUCE_MAX, &local))
-        fail_job (&j, local);
-      if (bad > 0)
-        {
-          g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
-                       "mpplan exec --check: the parallel run does not compute what one rank "
-                       "computes (loss or gradient norm off by more than %g relative; see the "
-                       "table above)", CHECK_RTOL);
-          ok = FALSE;
-        }
-    }
-  else if (rank == 0)
-    {
-      printf ("loss: first %.6f, last %.6f\n", rec.loss[0], rec.loss[total - 1]);
-    }
+  gboolean ok = !opts->check || check_job (&j, res, &rec, opts->seed, r, error);
+  r->loss = g_steal_pointer (&rec.loss);
+  r->grad_norm = g_steal_pointer (&rec.grad_norm);
   record_clear (&rec);
   job_close (&j);
-  return ok;
+  return ok ? g_steal_pointer (&r) : NULL;
 }

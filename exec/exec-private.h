@@ -93,7 +93,7 @@ gboolean mp_exec_step_loss (MpExec *ex, double *loss, GError **error);
 /* Elements of the activation crossing from LAYER to LAYER + 1 (Ns * C for a transformer). */
 gsize mp_exec_boundary_n (const MpExec *ex, guint layer);
 
-/* ---- shared by the layer kinds (model-layers.c) ---- */
+/* ---- shared by the layer kinds (model-shared.c) ---- */
 float *mp_exec_act_alloc (MpExec *ex, Acts *a, int slot, gsize n, GError **error);
 void mp_exec_acts_free (MpExec *ex, Acts *a);      /* NULL-safe */
 void mp_exec_release_acts (MpExec *ex, guint layer, guint mb);

@@ -1,12 +1,14 @@
-/* exec.h - running things on many processes: the MPI world (and, in later issues, the
- * backends that execute plans). The only module besides kernels/ that knows MPI exists;
- * no MPI type appears in this header.
+/* exec.h - running things on many processes: the MPI world, calibration, and running a
+ * plan, which returns what it measured as plain data (cli/ prints it and writes
+ * measured.json, report/ draws the trace). The only module besides kernels/ that knows
+ * MPI exists; no MPI type appears in this header (nor in backend.h, the backends).
  *
  * Processes are started the way HPC users start them, `mpirun -np N mpplan ...`; a
  * process started without mpirun is a world of one and never touches MPI. */
 #pragma once
 #include <glib.h>
 #include "planner/planner.h"
+#include "exec/backend.h"
 #include <stdio.h>
 
 G_BEGIN_DECLS
@@ -56,17 +58,98 @@ typedef struct {
   guint warmup;            /* steps run first and left out of the timings */
   guint64 seed;            /* weights and data */
   gboolean check;          /* compare loss and gradient norm with one rank, every step */
-  const char *output_path; /* measured.json, or NULL */
-  const char *trace_path;  /* Chrome trace, or NULL */
   const char *backend;     /* "host" (NULL), "cuda", "cuda-fp32": see mp_backend_new */
 } MpExecOptions;
 
-/* Runs RESOLVED's plan on WORLD (every rank calls it): the host backend, seeded synthetic
- * data, the plan's programs, then the figures written by rank 0. FALSE with MP_ERROR_INPUT
- * (the same on every rank: a world of the wrong size, a model or form not supported) or
- * MP_ERROR_RUNTIME (--check mismatch; also the message of a failure after the run began,
- * which has already ended the job with MPI_Abort when the world has several ranks). */
-gboolean mp_exec_plan (MpWorld *world, const MpPlanResolved *resolved,
-                       const MpExecOptions *opts, GError **error);
+/* One rank's step: its wall time and its phases (program.h; they add up to step_s;
+ * measure.c splits each instruction's time into them). */
+typedef struct {
+  double step_s;
+  MpStepTime time;
+} MpRankStep;
+
+/* The median, smallest and largest of one set of samples (all 0 for none). */
+typedef struct {
+  double median, min, max;
+} MpSpread;
+
+/* What measured.json reports: each figure's spread over the same measured steps. */
+typedef struct {
+  guint time_rank;             /* the rank the parts are of: the most compute (median) */
+  MpSpread step;               /* the job's steps: in each, the slowest rank's */
+  MpSpread t[MP_PHASE_N];      /* time_rank's parts of each job step */
+} MpJobSummary;
+
+/* One measured rank: plain data, gathered at rank 0. */
+typedef struct {
+  MpProgram *prog;         /* its program (owned): coordinates and instructions */
+  MpRankStep *steps;     /* each measured step's parts on this rank */
+  MpInsnTime *times;       /* per instruction of PROG in the last measured step */
+  double last_start;       /* that step's start on the rank's clock */
+  MpMemStats mem;          /* its allocations, at their peak */
+} MpExecRank;
+
+/* One step of --check: the parallel run against one rank, relative differences. */
+typedef struct {
+  double loss, ref_loss, rel_loss;
+  double grad_norm, ref_grad_norm, rel_grad_norm;
+  gboolean mismatch;       /* either relative difference above the tolerance */
+} MpExecCheckStep;
+
+/* What a run measured. Every rank has the losses and the check verdict; rank 0 also every
+ * rank's figures, the job's summary and (with --check) the step-by-step comparison. */
+typedef struct {
+  char *backend;           /* "host", "cuda", "cuda-fp32" */
+  guint steps, warmup;
+  double *loss;            /* warmup + steps: the step loss (mean over the global batch) */
+  double *grad_norm;       /* warmup + steps: the global gradient norm */
+  MpExecRank *ranks;       /* rank 0: n_ranks in rank order; elsewhere NULL, 0 */
+  guint n_ranks;
+  MpRankStep *job;       /* rank 0, steps: the job's step s, the slowest rank's */
+  MpJobSummary summary;    /* rank 0: the spreads of JOB */
+  guint mem_rank;          /* rank 0: the rank with the highest peak memory */
+  gboolean checked;        /* --check ran */
+  double check_rtol;       /* its relative tolerance (depends on the backend) */
+  MpExecCheckStep *check;  /* rank 0, warmup + steps */
+  gboolean check_ok;       /* every step within the tolerance (every rank) */
+} MpExecResult;
+
+void mp_exec_result_free (MpExecResult *result);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpExecResult, mp_exec_result_free)
+
+/* Runs RESOLVED's plan on WORLD (every rank calls it): the backend, seeded synthetic data,
+ * the plan's programs, the figures gathered at rank 0; with OPTS->check rank 0 then runs
+ * the same model, seed and data alone (one rank on the host backend, the same
+ * micro-batches accumulated) and compares every step. Caller owns the result, also when
+ * the check found a mismatch (mp_exec_result_check says so). NULL with MP_ERROR_INPUT (the
+ * same on every rank: a world of the wrong size, a model or form not supported) or
+ * MP_ERROR_RUNTIME (the message of a failure after the run began, which has already ended
+ * the job with MPI_Abort when the world has several ranks). */
+MpExecResult *mp_exec_plan (MpWorld *world, const MpPlanResolved *resolved,
+                            const MpExecOptions *opts, GError **error);
+/* FALSE with MP_ERROR_RUNTIME when RESULT's --check found a step off by more than its
+ * tolerance (the same on every rank). */
+gboolean mp_exec_result_check (const MpExecResult *result, GError **error);
+/* measured.json of rank 0's RESULT (the planner's keys: step_s, time_s, memory_bytes, with
+ * their spreads and per-rank figures; PLAN_JSON copied in when not NULL). Caller owns. */
+JsonNode *mp_exec_result_to_json (const MpExecResult *result, JsonNode *plan_json);
+
+/* ---- one rank's share of a plan, stepped by hand (driver.c) ----------------------------
+ * What mp_exec_plan runs on each rank, for tools that time the executor from inside
+ * (bench/bench-exec.c wraps the backend's kernel table): the model state of rank
+ * BE->rank under PLAN (its model, cost context and cluster from RESOLVED), its program
+ * and the interpreter. BE, RESOLVED and PLAN are borrowed and must outlive it; BE's
+ * memory limit becomes the cluster's smallest device memory. */
+typedef struct _MpExecSession MpExecSession;
+
+MpExecSession *mp_exec_session_new (MpBackend *be, const MpPlanResolved *resolved,
+                                    const MpPlan *plan, guint64 seed, GError **error);
+void mp_exec_session_free (MpExecSession *session);   /* NULL-safe; BE stays */
+/* One training step; *T_START, *T_END on the backend's clock. */
+gboolean mp_exec_session_step (MpExecSession *session, guint step, double *t_start,
+                               double *t_end, GError **error);
+const MpProgram *mp_exec_session_program (const MpExecSession *session);
+/* Per instruction of the program, the last step's record. */
+const MpInsnTime *mp_exec_session_times (const MpExecSession *session);
 
 G_END_DECLS

@@ -128,9 +128,9 @@ activate (MpExec *ex, const Dense *d, float *y, const float *z)
 {
   gsize n = (gsize) d->R * d->W;
   if (d->act == MP_ACT_RELU)
-    ex->k->relu_forward (y, z, n);
+    ex->k->relu_forward (ex->be, y, z, n);
   else if (d->act == MP_ACT_GELU)
-    ex->k->gelu_forward (y, z, n);
+    ex->k->gelu_forward (ex->be, y, z, n);
   else
     ex->be->ops->copy (ex->be, y, z, n * sizeof (float));
 }
@@ -146,7 +146,7 @@ dense_run (MpExec *ex, guint l, guint mb, Acts *a, float *y, GError **error)
     return FALSE;
   if (d.column)
     {
-      ex->k->matmul_forward (a->buf[D_Z], x, W_ (L), B_ (ex, L), ex->N, d.in, d.W);
+      ex->k->matmul_forward (ex->be, a->buf[D_Z], x, W_ (L), B_ (ex, L), ex->N, d.in, d.W);
       activate (ex, &d, y, a->buf[D_Z]);
       return TRUE;
     }
@@ -156,7 +156,7 @@ dense_run (MpExec *ex, guint l, guint mb, Acts *a, float *y, GError **error)
                        : a->buf[D_Z];
   if (full == NULL)
     return FALSE;
-  ex->k->matmul_forward (full, x, W_ (L), NULL, ex->N, d.in, d.W);
+  ex->k->matmul_forward (ex->be, full, x, W_ (L), NULL, ex->N, d.in, d.W);
   gboolean ok = mp_exec_tp_reduce_width (ex, full, a->buf[D_Z], d.W, error) != NULL;
   if (ex->sp)
     ex->be->ops->release (ex->be, full);
@@ -164,7 +164,7 @@ dense_run (MpExec *ex, guint l, guint mb, Acts *a, float *y, GError **error)
     return FALSE;
   const float *b = B_ (ex, L);
   for (int r = 0; b && r < d.R; r++)
-    ex->k->add (a->buf[D_Z] + (gsize) r * d.W, b, (gsize) d.W);
+    ex->k->add (ex->be, a->buf[D_Z] + (gsize) r * d.W, b, (gsize) d.W);
   activate (ex, &d, y, a->buf[D_Z]);
   return TRUE;
 }
@@ -184,7 +184,7 @@ dense_loss (MpExec *ex, guint mb, const Dense *d, Acts *a, const float *y, GErro
       return FALSE;
     }
   float *dy = a->buf[D_DY];
-  ex->k->matmul_forward (dy, x, ex->teacher, NULL, d->R, (int) ex->model->input, d->W);
+  ex->k->matmul_forward (ex->be, dy, x, ex->teacher, NULL, d->R, (int) ex->model->input, d->W);
   ex->be->ops->release (ex->be, x);
   g_autofree float *h = g_new (float, n);
   g_autofree float *t = g_new (float, n);
@@ -263,9 +263,9 @@ deactivate (MpExec *ex, const Dense *d, const float *z, float *dy, gboolean *own
   if (dz == NULL)
     return NULL;
   if (d->act == MP_ACT_RELU)
-    ex->k->relu_backward (dz, z, dy, n);
+    ex->k->relu_backward (ex->be, dz, z, dy, n);
   else
-    ex->k->gelu_backward (dz, z, dy, n);
+    ex->k->gelu_backward (ex->be, dz, z, dy, n);
   return dz;
 }
 
@@ -279,7 +279,7 @@ column_backward (MpExec *ex, guint l, guint mb, const Dense *d, const float *x,
   const ExLayer *L = &ex->layers[l];
   if (l == 0)
     {
-      ex->k->matmul_backward (NULL, GW (L), GB (ex, L), dz, x, W_ (L), ex->N, d->in, d->W);
+      ex->k->matmul_backward (ex->be, NULL, GW (L), GB (ex, L), dz, x, W_ (L), ex->N, d->in, d->W);
       return TRUE;
     }
   float **dslot = &ex->dinput[l * ex->M + mb];
@@ -289,7 +289,7 @@ column_backward (MpExec *ex, guint l, guint mb, const Dense *d, const float *x,
   float *full = ex->sp ? alloc_floats (ex, (gsize) ex->N * d->in, MP_MEM_OTHER, error) : *dslot;
   if (*dslot == NULL || full == NULL)
     return FALSE;
-  ex->k->matmul_backward (full, GW (L), GB (ex, L), dz, x, W_ (L), ex->N, d->in, d->W);
+  ex->k->matmul_backward (ex->be, full, GW (L), GB (ex, L), dz, x, W_ (L), ex->N, d->in, d->W);
   gboolean ok = mp_exec_tp_reduce_width (ex, full, *dslot, d->in, error) != NULL;
   if (ex->sp)
     ex->be->ops->release (ex->be, full);
@@ -313,14 +313,14 @@ row_backward (MpExec *ex, guint l, guint mb, const Dense *d, const float *x, con
   gboolean ok = *dslot && (!ex->sp || full) && (!ex->sp || !gb || part);
   if (ok && gb)
     {
-      ex->k->matmul_backward (NULL, NULL, part ? part : gb, dz, NULL, NULL, d->R, 0, d->W);
+      ex->k->matmul_backward (ex->be, NULL, NULL, part ? part : gb, dz, NULL, NULL, d->R, 0, d->W);
       ok = part == NULL || mp_exec_tp_all_reduce (ex, part, (gsize) d->W, MP_REDUCE_SUM, error);
       if (ok && part)
-        ex->k->add (gb, part, (gsize) d->W);
+        ex->k->add (ex->be, gb, part, (gsize) d->W);
     }
   const float *dzf = ok ? mp_exec_tp_gather_width (ex, dz, full, d->W, error) : NULL;
   if (dzf)
-    ex->k->matmul_backward (*dslot, GW (L), NULL, dzf, x, W_ (L), ex->N, d->in, d->W);
+    ex->k->matmul_backward (ex->be, *dslot, GW (L), NULL, dzf, x, W_ (L), ex->N, d->in, d->W);
   ex->be->ops->release (ex->be, part);
   ex->be->ops->release (ex->be, full);
   return dzf != NULL;

@@ -608,7 +608,7 @@ local_sumsq (const MpExec *ex)
         continue;
       gsize n;
       const float *g = reduced_grad (ex, t, &n);
-      s += ex->k->sumsq (g, n);
+      s += ex->k->sumsq (ex->be, g, n);
     }
   return s;
 }
@@ -641,10 +641,10 @@ mp_exec_optimizer (MpExec *ex, double *grad_norm, GError **error)
       const float *g = reduced_grad (ex, t, &n);
       float *p = updated_params (ex, t);
       if (ex->model->optimizer == MP_OPTIM_ADAM)
-        ex->k->adamw_update (p, g, t->m, t->v, n, ex->lr, 0.9f, 0.95f, 1e-8f, 0.0f,
+        ex->k->adamw_update (ex->be, p, g, t->m, t->v, n, ex->lr, 0.9f, 0.95f, 1e-8f, 0.0f,
                              (int) ex->step + 1);
       else
-        ex->k->sgd_update (p, g, t->m, n, ex->lr, 0.9f);
+        ex->k->sgd_update (ex->be, p, g, t->m, n, ex->lr, 0.9f);
     }
   return TRUE;
 }

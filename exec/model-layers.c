@@ -51,68 +51,6 @@ tmp_release (Tmp *t)
   t->n = 0;
 }
 
-float *
-mp_exec_act_alloc (MpExec *ex, Acts *a, int slot, gsize n, GError **error)
-{
-  a->buf[slot] = ex->be->ops->alloc (ex->be, n * sizeof (float), MP_MEM_ACTIVATIONS, error);
-  return a->buf[slot];
-}
-
-void
-mp_exec_acts_free (MpExec *ex, Acts *a)
-{
-  if (a == NULL)
-    return;
-  for (int i = 0; i < MAX_BUFS; i++)
-    ex->be->ops->release (ex->be, a->buf[i]);
-  g_free (a);
-}
-
-void
-mp_exec_release_acts (MpExec *ex, guint layer, guint mb)
-{
-  mp_exec_acts_free (ex, ex->layers[layer].acts[mb]);
-  ex->layers[layer].acts[mb] = NULL;
-}
-
-/* ---- tensor-parallel collectives, timed -------------------------------------------- */
-
-gboolean
-mp_exec_tp_all_reduce (MpExec *ex, float *buf, gsize n, MpReduceOp op, GError **error)
-{
-  double t0 = ex->be->ops->now_s (ex->be);
-  gboolean ok = ex->be->ops->all_reduce (ex->be, ex->tp_group, buf, n, op, error);
-  ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
-  return ok;
-}
-
-float *
-mp_exec_tp_reduce_width (MpExec *ex, float *full, float *out, int width, GError **error)
-{
-  if (!ex->sp)
-    return mp_exec_tp_all_reduce (ex, full, (gsize) ex->N * width, MP_REDUCE_SUM, error) ? full
-                                                                                         : NULL;
-  double t0 = ex->be->ops->now_s (ex->be);
-  gboolean ok = ex->be->ops->reduce_scatter (ex->be, ex->tp_group, full, out,
-                                             (gsize) ex->Ns * width, error);
-  ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
-  return ok ? out : NULL;
-}
-
-float *
-mp_exec_tp_gather_width (MpExec *ex, const float *shard, float *full, int width,
-                         GError **error)
-{
-  if (!ex->sp)
-    return (float *) shard;
-  gsize n = (gsize) ex->Ns * width;
-  ex->be->ops->copy (ex->be, full + ex->tp_rank * n, shard, n * sizeof (float));
-  double t0 = ex->be->ops->now_s (ex->be);
-  gboolean ok = ex->be->ops->all_gather (ex->be, ex->tp_group, full, n, error);
-  ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
-  return ok ? full : NULL;
-}
-
 /* The transformer's residual stream is C wide. */
 static float *
 tp_reduce_rows (MpExec *ex, float *full, float *out, GError **error)
@@ -147,7 +85,7 @@ add_rows (MpExec *ex, float *x, const float *bias, int rows, int C)
   if (bias == NULL)
     return;
   for (int r = 0; r < rows; r++)
-    ex->k->add (x + (gsize) r * C, bias, (gsize) C);
+    ex->k->add (ex->be, x + (gsize) r * C, bias, (gsize) C);
 }
 
 static void
@@ -155,9 +93,9 @@ norm_forward (MpExec *ex, float *out, float *mean, float *rstd, const float *inp
               const float *w, const float *b, int rows)
 {
   if (ex->model->norm == MP_NORM_LAYERNORM)
-    ex->k->layernorm_forward (out, mean, rstd, inp, w, b, rows, ex->C, NORM_EPS);
+    ex->k->layernorm_forward (ex->be, out, mean, rstd, inp, w, b, rows, ex->C, NORM_EPS);
   else
-    ex->k->rmsnorm_forward (out, rstd, inp, w, rows, ex->C, NORM_EPS);
+    ex->k->rmsnorm_forward (ex->be, out, rstd, inp, w, rows, ex->C, NORM_EPS);
 }
 
 /* Norm backward; under sequence parallelism each rank saw only its rows, so the weight
@@ -179,18 +117,18 @@ norm_backward (MpExec *ex, float *dinp, float *dw, float *db, const float *dout,
       gb = gw + C;
     }
   if (ln)
-    ex->k->layernorm_backward (dinp, gw, gb, dout, inp, w, mean, rstd, ex->Ns, C);
+    ex->k->layernorm_backward (ex->be, dinp, gw, gb, dout, inp, w, mean, rstd, ex->Ns, C);
   else
-    ex->k->rmsnorm_backward (dinp, gw, dout, inp, w, rstd, ex->Ns, C);
+    ex->k->rmsnorm_backward (ex->be, dinp, gw, dout, inp, w, rstd, ex->Ns, C);
   gboolean ok = TRUE;
   if (ex->sp)
     {
       ok = mp_exec_tp_all_reduce (ex, gw, 2 * (gsize) C, MP_REDUCE_SUM, error);
       if (ok)
         {
-          ex->k->add (dw, gw, (gsize) C);
+          ex->k->add (ex->be, dw, gw, (gsize) C);
           if (ln)
-            ex->k->add (db, gb, (gsize) C);
+            ex->k->add (ex->be, db, gb, (gsize) C);
         }
     }
   tmp_release (&t);
@@ -271,7 +209,8 @@ embedding_forward (MpExec *ex, guint l, guint mb, GError **error)
   if (full == NULL)
     goto fail;
   /* (N, C): this rank's vocabulary rows, zeros for the others' tokens; summed over tp. */
-  ex->k->embedding_forward (full, tokens, P (L, 0), NULL, ex->N, ex->T, ex->C, ex->v0, ex->Vl);
+  ex->k->embedding_forward (ex->be, full, tokens, P (L, 0), NULL, ex->N, ex->T, ex->C, ex->v0,
+                            ex->Vl);
   float *rows = tp_reduce_rows (ex, full, out, error);
   if (rows == NULL)
     goto fail;
@@ -281,8 +220,8 @@ embedding_forward (MpExec *ex, guint l, guint mb, GError **error)
     {
       int row0 = ex->sp ? (int) ex->tp_rank * ex->Ns : 0;
       for (int r = 0; r < ex->Ns; r++)
-        ex->k->add (out + (gsize) r * ex->C, P (L, 1) + (gsize) ((row0 + r) % ex->T) * ex->C,
-                    (gsize) ex->C);
+        ex->k->add (ex->be, out + (gsize) r * ex->C,
+                    P (L, 1) + (gsize) ((row0 + r) % ex->T) * ex->C, (gsize) ex->C);
     }
   tmp_release (&t);
   return TRUE;
@@ -305,10 +244,12 @@ embedding_backward (MpExec *ex, guint l, guint mb, GError **error)
   const float *d = tp_gather_rows (ex, *dy, full, error);
   if (d == NULL)
     goto fail;
-  ex->k->embedding_backward (G (L, 0), NULL, d, tokens, ex->N, ex->T, ex->C, ex->v0, ex->Vl);
+  ex->k->embedding_backward (ex->be, G (L, 0), NULL, d, tokens, ex->N, ex->T, ex->C, ex->v0,
+                             ex->Vl);
   if (L->uses->len > 1)            /* from all N rows, so identical on every tp rank */
     for (int r = 0; r < ex->N; r++)
-      ex->k->add (G (L, 1) + (gsize) (r % ex->T) * ex->C, d + (gsize) r * ex->C, (gsize) ex->C);
+      ex->k->add (ex->be, G (L, 1) + (gsize) (r % ex->T) * ex->C, d + (gsize) r * ex->C,
+                  (gsize) ex->C);
   drop (ex, dy);
   tmp_release (&t);
   return TRUE;
@@ -405,37 +346,37 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   const float *h1 = tp_gather_rows (ex, a->buf[A_LN1], a->buf[A_H1], error);
   if (h1 == NULL)
     goto fail;
-  k->matmul_forward (a->buf[A_QKV], h1, Pi (L, I.wqkv), Pi (L, I.bqkv), N, C, s.ldq);
+  k->matmul_forward (ex->be, a->buf[A_QKV], h1, Pi (L, I.wqkv), Pi (L, I.bqkv), N, C, s.ldq);
   if (ex->model->position == MP_POS_ROTARY)
-    k->rotary_forward (a->buf[A_QKV], ex->mbs, ex->T, ex->NHl + ex->NKVl, ex->HD, s.ldq, 0,
+    k->rotary_forward (ex->be, a->buf[A_QKV], ex->mbs, ex->T, ex->NHl + ex->NKVl, ex->HD, s.ldq, 0,
                        ROPE_THETA);
   float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
-  k->attention_forward (a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q, kk, v, s);
-  k->matmul_forward (proj, a->buf[A_ATT], Pi (L, I.wo), NULL, N, s.ldo, C);
+  k->attention_forward (ex->be, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q, kk, v, s);
+  k->matmul_forward (ex->be, proj, a->buf[A_ATT], Pi (L, I.wo), NULL, N, s.ldo, C);
   float *pr = tp_reduce_rows (ex, proj, y, error);   /* y is free until the end */
   if (pr == NULL)
     goto fail;
   add_rows (ex, pr, Pi (L, I.bo), Ns, C);
-  k->residual_forward (a->buf[A_X2], x, pr, (gsize) Ns * C);
+  k->residual_forward (ex->be, a->buf[A_X2], x, pr, (gsize) Ns * C);
   /* MLP: norm2, (gather), fc1, activation, fc2, reduce, residual */
   norm_forward (ex, a->buf[A_LN2], a->buf[A_M2], a->buf[A_R2], a->buf[A_X2], Pi (L, I.ln2w),
                 Pi (L, I.ln2b), Ns);
   const float *h2 = tp_gather_rows (ex, a->buf[A_LN2], a->buf[A_H2], error);
   if (h2 == NULL)
     goto fail;
-  k->matmul_forward (a->buf[A_FC1], h2, Pi (L, I.w1), Pi (L, I.b1), N, C, f1);
+  k->matmul_forward (ex->be, a->buf[A_FC1], h2, Pi (L, I.w1), Pi (L, I.b1), N, C, f1);
   if (ex->swiglu)
-    k->swiglu_forward (a->buf[A_ACT], a->buf[A_FC1], N, ex->Fl);
+    k->swiglu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], N, ex->Fl);
   else if (ex->model->activation == MP_ACT_RELU)
-    k->relu_forward (a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+    k->relu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
   else
-    k->gelu_forward (a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
-  k->matmul_forward (proj, a->buf[A_ACT], Pi (L, I.w2), NULL, N, ex->Fl, C);
+    k->gelu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+  k->matmul_forward (ex->be, proj, a->buf[A_ACT], Pi (L, I.w2), NULL, N, ex->Fl, C);
   float *mr = tp_reduce_rows (ex, proj, y, error);
   if (mr == NULL)
     goto fail;
   add_rows (ex, mr, Pi (L, I.b2), Ns, C);
-  k->residual_forward (y, a->buf[A_X2], mr, (gsize) Ns * C);
+  k->residual_forward (ex->be, y, a->buf[A_X2], mr, (gsize) Ns * C);
   tmp_release (&t);
   return TRUE;
 fail:
@@ -499,15 +440,15 @@ block_backward_mlp (MpExec *ex, const ExLayer *L, Acts *a, const float *dy, floa
   if (d == NULL)
     return FALSE;
   const float *h2 = ex->sp ? a->buf[A_H2] : a->buf[A_LN2];
-  k->matmul_backward (dact, Gi (L, I.w2), Gi (L, I.b2), d, a->buf[A_ACT], Pi (L, I.w2), N, Fl,
-                      C);
+  k->matmul_backward (ex->be, dact, Gi (L, I.w2), Gi (L, I.b2), d, a->buf[A_ACT], Pi (L, I.w2),
+                      N, Fl, C);
   if (ex->swiglu)
-    k->swiglu_backward (dfc1, a->buf[A_FC1], dact, N, Fl);
+    k->swiglu_backward (ex->be, dfc1, a->buf[A_FC1], dact, N, Fl);
   else if (ex->model->activation == MP_ACT_RELU)
-    k->relu_backward (dfc1, a->buf[A_FC1], dact, (gsize) N * Fl);
+    k->relu_backward (ex->be, dfc1, a->buf[A_FC1], dact, (gsize) N * Fl);
   else
-    k->gelu_backward (dfc1, a->buf[A_FC1], dact, (gsize) N * Fl);
-  k->matmul_backward (dh2, Gi (L, I.w1), Gi (L, I.b1), dfc1, h2, Pi (L, I.w1), N, C, f1);
+    k->gelu_backward (ex->be, dfc1, a->buf[A_FC1], dact, (gsize) N * Fl);
+  k->matmul_backward (ex->be, dh2, Gi (L, I.w1), Gi (L, I.b1), dfc1, h2, Pi (L, I.w1), N, C, f1);
   float *dn = tp_reduce_rows (ex, dh2, dh2s, error);
   return dn != NULL
          && norm_backward (ex, dx2, Gi (L, I.ln2w), Gi (L, I.ln2b), dn, a->buf[A_X2],
@@ -532,24 +473,24 @@ block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, cons
   const float *d = tp_gather_rows (ex, dx2, full, error);
   if (d == NULL)
     return FALSE;
-  k->matmul_backward (datt, Gi (L, I.wo), Gi (L, I.bo), d, a->buf[A_ATT], Pi (L, I.wo), N,
+  k->matmul_backward (ex->be, datt, Gi (L, I.wo), Gi (L, I.bo), d, a->buf[A_ATT], Pi (L, I.wo), N,
                       s.ldo, C);
   float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
   float *dq = dqkv, *dk = dq + ex->NHl * ex->HD, *dv = dk + ex->NKVl * ex->HD;
-  k->attention_backward (dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q,
+  k->attention_backward (ex->be, dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q,
                          kk, v, s);
   if (ex->model->position == MP_POS_ROTARY)
-    k->rotary_backward (dqkv, ex->mbs, ex->T, ex->NHl + ex->NKVl, ex->HD, s.ldq, 0,
+    k->rotary_backward (ex->be, dqkv, ex->mbs, ex->T, ex->NHl + ex->NKVl, ex->HD, s.ldq, 0,
                         ROPE_THETA);
   const float *h1 = ex->sp ? a->buf[A_H1] : a->buf[A_LN1];
-  k->matmul_backward (dh1, Gi (L, I.wqkv), Gi (L, I.bqkv), dqkv, h1, Pi (L, I.wqkv), N, C,
+  k->matmul_backward (ex->be, dh1, Gi (L, I.wqkv), Gi (L, I.bqkv), dqkv, h1, Pi (L, I.wqkv), N, C,
                       s.ldq);
   float *dn = tp_reduce_rows (ex, dh1, dh1s, error);
   if (dn == NULL
       || !norm_backward (ex, dx, Gi (L, I.ln1w), Gi (L, I.ln1b), dn, x, Pi (L, I.ln1w),
                          a->buf[A_M1], a->buf[A_R1], error))
     return FALSE;
-  k->add (dx, dx2, (gsize) ex->Ns * C);     /* the residual path */
+  k->add (ex->be, dx, dx2, (gsize) ex->Ns * C);     /* the residual path */
   return TRUE;
 }
 
@@ -612,18 +553,18 @@ head_forward (MpExec *ex, guint l, guint mb, GError **error)
   const float *h = tp_gather_rows (ex, a->buf[H_LN], a->buf[H_H], error);
   if (h == NULL)
     goto fail;
-  ex->k->matmul_forward (a->buf[H_LOGITS], h, W, NULL, N, ex->C, ex->Vl);
+  ex->k->matmul_forward (ex->be, a->buf[H_LOGITS], h, W, NULL, N, ex->C, ex->Vl);
   float *lmax = st, *lsum = st + N, *tlogit = st + 2 * N, *gmax = st + 3 * N;
   float *losses = st + 4 * N;
-  ex->k->crossentropy_shard_stats (lmax, lsum, tlogit, a->buf[H_LOGITS], targets, N, ex->Vl,
+  ex->k->crossentropy_shard_stats (ex->be, lmax, lsum, tlogit, a->buf[H_LOGITS], targets, N, ex->Vl,
                                    ex->v0);
   ex->be->ops->copy (ex->be, gmax, lmax, (gsize) N * sizeof (float));
   if (!mp_exec_tp_all_reduce (ex, gmax, N, MP_REDUCE_MAX, error))
     goto fail;
-  ex->k->crossentropy_shard_rescale (lsum, lmax, gmax, N);
+  ex->k->crossentropy_shard_rescale (ex->be, lsum, lmax, gmax, N);
   if (!mp_exec_tp_all_reduce (ex, lsum, 2 * (gsize) N, MP_REDUCE_SUM, error))  /* lsum, tlogit */
     goto fail;
-  ex->k->crossentropy_shard_finish (losses, a->buf[H_LSE], gmax, lsum, tlogit, N);
+  ex->k->crossentropy_shard_finish (ex->be, losses, a->buf[H_LSE], gmax, lsum, tlogit, N);
   if (ex->tp_rank == 0)
     {
       g_autofree float *host = g_new (float, N);
@@ -658,11 +599,11 @@ head_backward (MpExec *ex, guint l, guint mb, GError **error)
     goto fail;
   /* the loss is the mean over every token of the global batch */
   float scale = 1.0f / (float) ((double) ex->global_batch * ex->T);
-  ex->k->crossentropy_shard_backward (dlogits, a->buf[H_LOGITS], a->buf[H_LSE], targets, scale,
-                                      N, ex->Vl, ex->v0);
+  ex->k->crossentropy_shard_backward (ex->be, dlogits, a->buf[H_LOGITS], a->buf[H_LSE], targets,
+                                      scale, N, ex->Vl, ex->v0);
   const float *h = ex->sp ? a->buf[H_H] : a->buf[H_LN];
   guint wi = ln ? 2 : 1;
-  ex->k->matmul_backward (dh, G (L, wi), NULL, dlogits, h, P (L, wi), N, C, ex->Vl);
+  ex->k->matmul_backward (ex->be, dh, G (L, wi), NULL, dlogits, h, P (L, wi), N, C, ex->Vl);
   float *dn = tp_reduce_rows (ex, dh, dhs, error);
   if (dn == NULL
       || !norm_backward (ex, dx, G (L, 0), ln ? G (L, 1) : NULL, dn, ex->input[l * ex->M + mb],

@@ -112,7 +112,7 @@ dp_finish (MpRunner *r, DpOp *op, GError **error)
       /* ZeRO-3: this micro-batch's reduced shard joins the step's; the full gradient is
        * let go (the next backward of the layer starts a new one from zero). */
       ExTensor *t = op->t;
-      r->ex->k->add (t->gshard, t->rs_tmp, t->shard_n);
+      r->ex->k->add (r->ex->be, t->gshard, t->rs_tmp, t->shard_n);
       r->be->ops->release (r->be, t->rs_tmp);
       r->be->ops->release (r->be, t->grad);
       t->rs_tmp = t->grad = NULL;

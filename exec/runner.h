@@ -4,17 +4,6 @@
 
 G_BEGIN_DECLS
 
-/* Wall-clock record of one instruction in the last step (seconds, backend clock). */
-typedef struct {
-  double t0, t1;           /* issue and end */
-  double tp_s;             /* inside tensor-parallel collectives (FORWARD / BACKWARD) */
-  double pp_s;             /* completing a receive whose data had arrived */
-  double wait_pp_s;        /* blocked on a receive whose data had not arrived, or on the
-                            * other pipeline end before the tied embedding's reduction
-                            * (bubble) */
-  double wait_dp_s;        /* blocked on a ZeRO-3 gather or a reduction still in flight */
-} MpInsnTime;
-
 typedef struct _MpRunner MpRunner;
 
 /* Runs PROG on EX; CHUNK_LAYERS (N_CHUNKS entries) as the plan's. Borrowed, all three. */

@@ -545,7 +545,7 @@ mp_plan_file_resolve_full (const MpPlanFile *file, MpProfileFor profile_for, gpo
   if (profile_for != NULL)
     {
       GError *local = NULL;
-      res->profile = profile_for (res->cluster, data, &local);
+      res->profile = profile_for (&res->cluster, data, &local);
       if (local != NULL)
         {
           g_propagate_error (error, local);

@@ -290,9 +290,10 @@ typedef struct {
  * `parallel:`). */
 MpPlanResolved *mp_plan_file_resolve (const MpPlanFile *file, GError **error);
 /* The same with a calibration profile: once the cluster is loaded, PROFILE_FOR (may be
- * NULL) returns the profile to apply to it (caller of it owns; NULL and no error: none),
- * which the cost model then uses; the result owns it. */
-typedef MpCostProfile *(*MpProfileFor) (MpCluster *cluster, gpointer data, GError **error);
+ * NULL) returns the profile for it (caller of it owns; NULL and no error: none), which the
+ * cost model then uses, and may replace *CLUSTER by the copy it calibrates (freeing the
+ * loaded one); the result owns both. */
+typedef MpCostProfile *(*MpProfileFor) (MpCluster **cluster, gpointer data, GError **error);
 MpPlanResolved *mp_plan_file_resolve_full (const MpPlanFile *file, MpProfileFor profile_for,
                                            gpointer data, GError **error);
 void mp_plan_resolved_free (MpPlanResolved *resolved);

@@ -291,6 +291,18 @@ typedef struct {
 
 void mp_program_free (MpProgram *program);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpProgram, mp_program_free)
+
+/* Wall-clock record of one instruction of a program as the executor ran it (seconds, the
+ * backend's clock); exec/ measures it, report/ draws it. */
+typedef struct {
+  double t0, t1;           /* issue and end */
+  double tp_s;             /* inside tensor-parallel collectives (FORWARD / BACKWARD) */
+  double pp_s;             /* completing a receive whose data had arrived */
+  double wait_pp_s;        /* blocked on a receive whose data had not arrived, or on the
+                            * other pipeline end before the tied embedding's reduction
+                            * (bubble) */
+  double wait_dp_s;        /* blocked on a ZeRO-3 gather or a reduction still in flight */
+} MpInsnTime;
 const char *mp_insn_kind_name (MpInsnKind kind);
 const char *mp_stream_name (MpStream stream);
 const char *mp_comm_group_name (MpCommGroup group);

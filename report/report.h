@@ -43,7 +43,7 @@ enum {
   MP_TRACE_MEASURED_PID = 100000,
 };
 
-/* ---- building blocks of a trace, shared with the measured one (exec/measure.c) ---- */
+/* ---- building blocks of a trace, shared by the predicted and measured ones ---- */
 
 /* The metadata of a process: its name, sort index, and the names of the four streams. */
 void mp_trace_process (JsonBuilder *b, guint pid, const char *name, gint64 sort_index);
@@ -61,6 +61,20 @@ void mp_trace_counter (JsonBuilder *b, const char *name, guint pid, double ts_s,
  * measured STEP_S. Caller owns. */
 JsonNode *mp_trace_measured (JsonArray *const *rank_events, guint n, JsonNode *plan,
                              double step_s);
+/* One measured rank for the trace (exec/'s figures as plain data, borrowed): its
+ * program, each instruction's record in its last measured step and that step's start
+ * (the same clock), and its peak memory. */
+typedef struct {
+  const MpProgram *prog;
+  const MpInsnTime *times;
+  double t_start;
+  double peak_bytes;
+} MpTraceRank;
+
+/* The measured trace of RANKS[N] (trace-measured.c; layer names from MODEL) through
+ * mp_trace_measured. Caller owns. */
+JsonNode *mp_trace_measured_run (const MpTraceRank *ranks, guint n, const MpModel *model,
+                                 JsonNode *plan, double step_s);
 /* One trace holding a predicted and a measured trace side by side (ECOSYSTEM.md 4.3): the
  * predicted ranks keep pids < 100000, the measured ones pids 100000 + r; both start their
  * step at t = 0. NULL with MP_ERROR_INPUT when either is not a trace of its kind. Caller

@@ -121,7 +121,7 @@ process_metadata (JsonBuilder *b, const MpProgram *p, gboolean cp)
   mp_trace_process (b, p->rank, name, 2 * (gint64) p->rank);
 }
 
-/* ---- building blocks, shared with the measured trace (exec/measure.c) ------------ */
+/* ---- building blocks, shared with the measured trace (trace-measured.c) --------- */
 
 void
 mp_trace_process (JsonBuilder *b, guint pid, const char *name, gint64 sort_index)

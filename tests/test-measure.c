@@ -77,23 +77,14 @@ test_measure_summary_same_steps (void **state)
     assert_within (mp_phase_name (p), sum.t[p].min, sum.t[p].median, sum.t[p].max);
 }
 
-/* One rank's text as mp_measure_rank_json writes it (the keys the job reads). */
-static GBytes *
-rank_text (guint rank, const MpRankStep *steps)
+/* One rank's figures as the gather leaves them at rank 0 (what measured.json reads). */
+static MpExecRank
+rank_of (MpProgram *prog, guint rank, const MpRankStep *steps)
 {
-  GString *s = g_string_new (NULL);
-  g_string_append_printf (s, "{\"rank\":%u,\"stage\":0,\"tp_rank\":%u,\"dp_rank\":0,"
-                          "\"steps\":[", rank, rank);
-  for (guint i = 0; i < N_STEPS; i++)
-    {
-      g_string_append_printf (s, "%s{\"step_s\":%.17g,\"time_s\":{", i ? "," : "",
-                              steps[i].step_s);
-      for (int p = 0; p < MP_PHASE_N; p++)
-        g_string_append_printf (s, "%s\"%s\":%.17g", p ? "," : "", mp_phase_name (p), steps[i].time.t[p]);
-      g_string_append (s, "}}");
-    }
-  g_string_append (s, "],\"memory_bytes\":{\"peak\":1},\"trace\":[]}");
-  return g_string_free_to_bytes (s);
+  *prog = (MpProgram) { .rank = rank, .tp_rank = rank };
+  MpExecRank r = { .prog = prog, .steps = (MpRankStep *) steps };
+  r.mem.peak_total = 1;
+  return r;
 }
 
 static double
@@ -106,13 +97,14 @@ static void
 test_measure_job_json_spread_holds (void **state)
 {
   (void) state;
-  g_autoptr(GPtrArray) texts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-  g_ptr_array_add (texts, rank_text (0, rank0));
-  g_ptr_array_add (texts, rank_text (1, rank1));
+  MpProgram progs[2];
+  MpExecRank ranks[2] = { rank_of (&progs[0], 0, rank0), rank_of (&progs[1], 1, rank1) };
   double losses[N_STEPS] = { 0 }, norms[N_STEPS] = { 0 };
-  g_autoptr(GError) error = NULL;
-  g_autoptr(JsonNode) root = mp_measure_job_json (texts, NULL, losses, norms, N_STEPS, 0,
-                                                  "host", NULL, &error);
+  MpExecResult r = { .backend = (char *) "host", .steps = N_STEPS, .loss = losses,
+                     .grad_norm = norms, .ranks = ranks, .n_ranks = 2 };
+  mp_measure_result_summarize (&r);
+  g_autoptr(JsonNode) root = mp_exec_result_to_json (&r, NULL);
+  g_free (r.job);
   assert_non_null (root);
   JsonObject *m = json_node_get_object (root);
   assert_int_equal (json_object_get_int_member (m, "time_s_rank"), 1);

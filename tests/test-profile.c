@@ -263,10 +263,15 @@ test_profile_collective_from_table (void **state)
 static void
 test_profile_apply_replaces_placeholders (void **state)
 {
-  g_autoptr(MpCluster) cluster = two_cores ();
+  g_autoptr(MpCluster) loaded = two_cores ();
   g_autoptr(MpCostProfile) p = sample_profile ("box");
-  assert_false (cluster->groups[0].device.calibrated);
-  assert_int_equal (mp_cost_profile_apply (p, cluster, "p.yaml"), 1);
+  assert_false (loaded->groups[0].device.calibrated);
+  guint applied = 0;
+  g_autoptr(MpCluster) cluster = mp_cost_profile_apply (p, loaded, "p.yaml", &applied);
+  assert_int_equal (applied, 1);
+  /* the loaded cluster stays as it was */
+  assert_false (loaded->groups[0].device.calibrated);
+  assert_null (loaded->profile);
   const MpDevice *d = &cluster->groups[0].device;
   assert_true (d->calibrated);
   assert_true (d->mem_bw_Bps == mp_cost_profile_mem_bw (p));

@@ -1,7 +1,8 @@
 /* topology.c - questions about a loaded cluster: where a device sits, and what a group of
  * ranks spans.
  *
- * The cluster is read-only here; loading and checking it is topology-yaml.c. Devices are
+ * The cluster is read-only here (a changed one is a copy, mp_cluster_copy); loading and
+ * checking it is topology-yaml.c. Devices are
  * numbered node-major over the node groups in file order, so group g holds devices
  * [first_device, first_device + nodes * devices_per_node). Units: bytes/s, seconds. */
 #define G_LOG_DOMAIN "mpplan-topology"
@@ -37,6 +38,24 @@ mp_cluster_free (MpCluster *cluster)
   g_free (cluster->source);
   g_free (cluster->profile);
   g_free (cluster);
+}
+
+MpCluster *
+mp_cluster_copy (const MpCluster *cluster)
+{
+  MpCluster *c = g_memdup2 (cluster, sizeof *cluster);
+  c->groups = g_memdup2 (cluster->groups, MAX (cluster->n_groups, 1u) * sizeof *c->groups);
+  for (guint i = 0; i < c->n_groups; i++)
+    {
+      c->groups[i].name = g_strdup (cluster->groups[i].name);
+      c->groups[i].device.name = g_strdup (cluster->groups[i].device.name);
+    }
+  for (int t = 0; t < MP_TIER_N; t++)
+    c->links[t].name = g_strdup (cluster->links[t].name);
+  c->name = g_strdup (cluster->name);
+  c->source = g_strdup (cluster->source);
+  c->profile = g_strdup (cluster->profile);
+  return c;
 }
 
 char **

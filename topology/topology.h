@@ -97,6 +97,10 @@ struct _MpCluster {
 MpCluster *mp_cluster_load (const char *name_or_path, GError **error);
 MpCluster *mp_cluster_load_file (const char *path, GError **error);
 MpCluster *mp_cluster_load_data (const char *name, const char *data, gsize len, GError **error);
+/* A deep copy (caller owns): how a variant of a loaded cluster is made, such as one a
+ * calibration profile applies to (mp_cost_profile_apply), the loaded one staying as it
+ * was. */
+MpCluster *mp_cluster_copy (const MpCluster *cluster);
 void mp_cluster_free (MpCluster *cluster);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpCluster, mp_cluster_free)
 

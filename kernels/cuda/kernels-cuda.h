@@ -3,7 +3,7 @@
  * pointers), its contract (forwards write, backwards accumulate, row-major fp32, packed
  * [q|k|v] heads, [gate|up] SwiGLU, vocabulary shards [v0, v0+Vl)) and a stream last.
  * Every launcher returns the launch's cudaError_t (cudaSuccess, or the first failure);
- * none allocates, synchronizes or touches GLib: exec/backend-cuda.c turns the codes into
+ * none allocates, synchronizes or touches GLib: exec/backend-cuda*.c turn the codes into
  * GError messages naming the launcher. Compiled by nvcc for sm_80 and sm_90.
  *
  * Not here: anything that needs state (streams, handles, memory) beyond its arguments.

@@ -1,0 +1,337 @@
+/* backend-cuda-kernels.c - the cuda backend's kernels: the kernels/cuda launchers and the
+ * cuBLAS GEMMs, queued in order on the backend's compute stream. A failed launch is kept
+ * as the backend's sticky error (the kernels take no GError). Token ids from host memory
+ * are staged to the device first. */
+#define G_LOG_DOMAIN "mpplan-exec"
+#include "config.h"
+#include "exec/backend-cuda-private.h"
+#include "kernels/cuda/kernels-cuda.h"
+
+/* Token ids from host memory on the device (stream-ordered, so one buffer serves). */
+static const int *
+device_ints (CudaBackend *c, const int *p, gsize n)
+{
+  if (mpcu_is_device (p))
+    return p;
+  GError *err = NULL;
+  if (!mpcu_ensure (c, &c->stage, &c->stage_bytes, n * sizeof (int), &err))
+    {
+      if (c->sticky == NULL)
+        c->sticky = err;
+      else
+        g_error_free (err);
+      return NULL;
+    }
+  mpcu_note (
+      c, cudaMemcpyAsync (c->stage, p, n * sizeof (int), cudaMemcpyHostToDevice, c->compute),
+      "cudaMemcpyAsync (tokens)");
+  return c->stage;
+}
+
+/* ---- kernels: the launchers on the compute stream -------------------------------------- */
+
+static void
+k_matmul_forward (MpBackend *be, float *out, const float *inp, const float *weight,
+                  const float *bias, int N, int C, int OC)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  GError *err = NULL;
+  if (c->precision == 1
+      && !mpcu_ensure (c, &c->scratch, &c->scratch_bytes,
+                       mpk_cuda_matmul_scratch_bytes (N, C, OC), &err))
+    {
+      mpcu_note (c, cudaErrorMemoryAllocation, "mpk_cuda_matmul_forward (bf16 scratch)");
+      g_error_free (err);
+      return;
+    }
+  mpcu_note (c,
+             mpk_cuda_matmul_forward (c->blas, c->precision, c->scratch, out, inp, weight, bias,
+                                      N, C, OC, c->compute),
+             "mpk_cuda_matmul_forward");
+}
+
+static void
+k_matmul_backward (MpBackend *be, float *dinp, float *dweight, float *dbias, const float *dout,
+                   const float *inp, const float *weight, int N, int C, int OC)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  GError *err = NULL;
+  if (c->precision == 1
+      && !mpcu_ensure (c, &c->scratch, &c->scratch_bytes,
+                       mpk_cuda_matmul_scratch_bytes (N, C, OC), &err))
+    {
+      mpcu_note (c, cudaErrorMemoryAllocation, "mpk_cuda_matmul_backward (bf16 scratch)");
+      g_error_free (err);
+      return;
+    }
+  mpcu_note (c,
+             mpk_cuda_matmul_backward (c->blas, c->precision, c->scratch, dinp, dweight, dbias,
+                                       dout, inp, weight, N, C, OC, c->compute),
+             "mpk_cuda_matmul_backward");
+}
+
+static void
+k_embedding_forward (MpBackend *be, float *out, const int *tokens, const float *wte,
+                     const float *wpe, int N, int T, int C, int v0, int Vl)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  const int *d = device_ints (c, tokens, (gsize) N);
+  if (d != NULL)
+    mpcu_note (c, mpk_cuda_embedding_forward (out, d, wte, wpe, N, T, C, v0, Vl, c->compute),
+               "mpk_cuda_embedding_forward");
+}
+
+static void
+k_embedding_backward (MpBackend *be, float *dwte, float *dwpe, const float *dout,
+                      const int *tokens, int N, int T, int C, int v0, int Vl)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  const int *d = device_ints (c, tokens, (gsize) N);
+  if (d != NULL)
+    mpcu_note (c,
+               mpk_cuda_embedding_backward (dwte, dwpe, dout, d, N, T, C, v0, Vl, c->compute),
+               "mpk_cuda_embedding_backward");
+}
+
+static void
+k_layernorm_forward (MpBackend *be, float *out, float *mean, float *rstd, const float *inp,
+                     const float *w, const float *b, int N, int C, float eps)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_layernorm_forward (out, mean, rstd, inp, w, b, N, C, eps, c->compute),
+             "mpk_cuda_layernorm_forward");
+}
+
+static void
+k_layernorm_backward (MpBackend *be, float *dinp, float *dw, float *db, const float *dout,
+                      const float *inp, const float *w, const float *mean, const float *rstd,
+                      int N, int C)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (
+      c, mpk_cuda_layernorm_backward (dinp, dw, db, dout, inp, w, mean, rstd, N, C, c->compute),
+      "mpk_cuda_layernorm_backward");
+}
+
+static void
+k_rmsnorm_forward (MpBackend *be, float *out, float *rstd, const float *inp, const float *w,
+                   int N, int C, float eps)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_rmsnorm_forward (out, rstd, inp, w, N, C, eps, c->compute),
+             "mpk_cuda_rmsnorm_forward");
+}
+
+static void
+k_rmsnorm_backward (MpBackend *be, float *dinp, float *dw, const float *dout, const float *inp,
+                    const float *w, const float *rstd, int N, int C)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_rmsnorm_backward (dinp, dw, dout, inp, w, rstd, N, C, c->compute),
+             "mpk_cuda_rmsnorm_backward");
+}
+
+static void
+k_rotary_forward (MpBackend *be, float *x, int B, int T, int NHR, int HD, int ld, int pos0,
+                  float theta)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_rotary_forward (x, B, T, NHR, HD, ld, pos0, theta, c->compute),
+             "mpk_cuda_rotary_forward");
+}
+
+static void
+k_rotary_backward (MpBackend *be, float *x, int B, int T, int NHR, int HD, int ld, int pos0,
+                   float theta)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_rotary_backward (x, B, T, NHR, HD, ld, pos0, theta, c->compute),
+             "mpk_cuda_rotary_backward");
+}
+
+static void
+k_attention_forward (MpBackend *be, float *out, float *lse, float *probs, const float *q,
+                     const float *k, const float *v, MpkAttnShape s)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_attention_forward (out, lse, probs, q, k, v, s, c->compute),
+             "mpk_cuda_attention_forward");
+}
+
+static void
+k_attention_backward (MpBackend *be, float *dq, float *dk, float *dv, const float *dout,
+                      const float *out, const float *lse, const float *probs, const float *q,
+                      const float *k, const float *v, MpkAttnShape s)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (
+      c,
+      mpk_cuda_attention_backward (dq, dk, dv, dout, out, lse, probs, q, k, v, s, c->compute),
+      "mpk_cuda_attention_backward");
+}
+
+static void
+k_gelu_forward (MpBackend *be, float *out, const float *inp, size_t n)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_gelu_forward (out, inp, n, c->compute), "mpk_cuda_gelu_forward");
+}
+
+static void
+k_gelu_backward (MpBackend *be, float *dinp, const float *inp, const float *dout, size_t n)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_gelu_backward (dinp, inp, dout, n, c->compute),
+             "mpk_cuda_gelu_backward");
+}
+
+static void
+k_relu_forward (MpBackend *be, float *out, const float *inp, size_t n)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_relu_forward (out, inp, n, c->compute), "mpk_cuda_relu_forward");
+}
+
+static void
+k_relu_backward (MpBackend *be, float *dinp, const float *inp, const float *dout, size_t n)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_relu_backward (dinp, inp, dout, n, c->compute),
+             "mpk_cuda_relu_backward");
+}
+
+static void
+k_swiglu_forward (MpBackend *be, float *out, const float *inp, int N, int F)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_swiglu_forward (out, inp, N, F, c->compute),
+             "mpk_cuda_swiglu_forward");
+}
+
+static void
+k_swiglu_backward (MpBackend *be, float *dinp, const float *inp, const float *dout, int N,
+                   int F)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_swiglu_backward (dinp, inp, dout, N, F, c->compute),
+             "mpk_cuda_swiglu_backward");
+}
+
+static void
+k_residual_forward (MpBackend *be, float *out, const float *a, const float *b, size_t n)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_residual_forward (out, a, b, n, c->compute),
+             "mpk_cuda_residual_forward");
+}
+
+static void
+k_add (MpBackend *be, float *y, const float *x, size_t n)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_add (y, x, n, c->compute), "mpk_cuda_add");
+}
+
+static void
+k_ce_stats (MpBackend *be, float *lmax, float *lsum, float *tlogit, const float *logits,
+            const int *targets, int N, int Vl, int v0)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  const int *d = device_ints (c, targets, (gsize) N);
+  if (d != NULL)
+    mpcu_note (c,
+               mpk_cuda_crossentropy_shard_stats (lmax, lsum, tlogit, logits, d, N, Vl, v0,
+                                                  c->compute),
+               "mpk_cuda_crossentropy_shard_stats");
+}
+
+static void
+k_ce_rescale (MpBackend *be, float *lsum, const float *lmax, const float *gmax, int N)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_crossentropy_shard_rescale (lsum, lmax, gmax, N, c->compute),
+             "mpk_cuda_crossentropy_shard_rescale");
+}
+
+static void
+k_ce_finish (MpBackend *be, float *losses, float *lse, const float *gmax, const float *gsum,
+             const float *tlogit, int N)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (
+      c, mpk_cuda_crossentropy_shard_finish (losses, lse, gmax, gsum, tlogit, N, c->compute),
+      "mpk_cuda_crossentropy_shard_finish");
+}
+
+static void
+k_ce_backward (MpBackend *be, float *dlogits, const float *logits, const float *lse,
+               const int *targets, float scale, int N, int Vl, int v0)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  const int *d = device_ints (c, targets, (gsize) N);
+  if (d != NULL)
+    mpcu_note (c,
+               mpk_cuda_crossentropy_shard_backward (dlogits, logits, lse, d, scale, N, Vl, v0,
+                                                     c->compute),
+               "mpk_cuda_crossentropy_shard_backward");
+}
+
+static void
+k_adamw (MpBackend *be, float *p, const float *g, float *m, float *v, size_t n, float lr,
+         float b1, float b2, float eps, float wd, int t)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_adamw_update (p, g, m, v, n, lr, b1, b2, eps, wd, t, c->compute),
+             "mpk_cuda_adamw_update");
+}
+
+static void
+k_sgd (MpBackend *be, float *p, const float *g, float *mom, size_t n, float lr, float momentum)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_sgd_update (p, g, mom, n, lr, momentum, c->compute),
+             "mpk_cuda_sgd_update");
+}
+
+/* Synchronous: the norm is needed on the host before the update. */
+static double
+k_sumsq (MpBackend *be, const float *x, size_t n)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  double s = 0;
+  mpcu_note (c, mpk_cuda_sumsq (c->d_sumsq, x, n, c->compute), "mpk_cuda_sumsq");
+  mpcu_note (c, cudaMemcpyAsync (&s, c->d_sumsq, sizeof s, cudaMemcpyDeviceToHost, c->compute),
+             "cudaMemcpyAsync (sumsq)");
+  mpcu_note (c, cudaStreamSynchronize (c->compute), "cudaStreamSynchronize (sumsq)");
+  return s;
+}
+
+const MpKernelOps mpcu_kernels = {
+  k_matmul_forward,
+  k_matmul_backward,
+  k_embedding_forward,
+  k_embedding_backward,
+  k_layernorm_forward,
+  k_layernorm_backward,
+  k_rmsnorm_forward,
+  k_rmsnorm_backward,
+  k_rotary_forward,
+  k_rotary_backward,
+  k_attention_forward,
+  k_attention_backward,
+  k_gelu_forward,
+  k_gelu_backward,
+  k_relu_forward,
+  k_relu_backward,
+  k_swiglu_forward,
+  k_swiglu_backward,
+  k_residual_forward,
+  k_add,
+  k_ce_stats,
+  k_ce_rescale,
+  k_ce_finish,
+  k_ce_backward,
+  k_adamw,
+  k_sgd,
+  k_sumsq,
+};
