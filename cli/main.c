@@ -102,21 +102,6 @@ mp_cli_fail (GError *error)
   return status;
 }
 
-JsonNode *
-mp_cli_load_json (const char *path, GError **error)
-{
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  if (!json_parser_load_from_file (parser, path, error))
-    {
-      int code = (*error)->domain == G_FILE_ERROR ? MP_ERROR_IO : MP_ERROR_INPUT;
-      g_autofree char *msg = g_strdup_printf ("%s: %s", path, (*error)->message);
-      g_clear_error (error);
-      g_set_error_literal (error, MP_ERROR, code, msg);
-      return NULL;
-    }
-  return json_node_copy (json_parser_get_root (parser));
-}
-
 int
 main (int argc, char **argv)
 {

@@ -26,6 +26,7 @@
 #include "config.h"
 #include "model/model-private.h"
 #include "common/error.h"
+#include "common/jsonread.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -51,11 +52,12 @@ static const Family families[] = {
   { "qwen3_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
 };
 
-/* Reading state: the file name for messages, the first problem, notes for stderr. */
+/* Reading state: the file name for messages, the first problem (common/jsonread.h), notes
+ * for stderr. */
 typedef struct {
   const char *name;
   JsonObject *root;
-  GError *error;
+  MpJsonReader json;
   GPtrArray *notes;
 } Reader;
 
@@ -65,13 +67,11 @@ static void problem (Reader *r, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 static void
 problem (Reader *r, const char *fmt, ...)
 {
-  if (r->error != NULL)
-    return;
   va_list ap;
   va_start (ap, fmt);
   g_autofree char *msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
-  r->error = g_error_new (MP_ERROR, MP_ERROR_INPUT, "%s: %s", r->name, msg);
+  mp_json_problem (&r->json, NULL, "%s", msg);
 }
 
 /* The first of the NULL-terminated KEYS present with a non-null value, or NULL. */
@@ -91,17 +91,6 @@ lookup (Reader *r, const char *const *keys, const char **found)
   return NULL;
 }
 
-static const char *
-node_type_name (JsonNode *n)
-{
-  if (JSON_NODE_HOLDS_OBJECT (n))
-    return "an object";
-  if (JSON_NODE_HOLDS_ARRAY (n))
-    return "an array";
-  GType t = json_node_get_value_type (n);
-  return t == G_TYPE_STRING ? "a string" : t == G_TYPE_BOOLEAN ? "a boolean" : "a number";
-}
-
 /* A whole number in [1, MAX] under one of KEYS; *OUT untouched when absent. FALSE when
  * absent (a problem if REQUIRED) or bad. */
 static gboolean
@@ -115,21 +104,7 @@ get_count (Reader *r, const char *const *keys, gboolean required, guint64 max, g
         problem (r, "missing required key '%s'", key);
       return FALSE;
     }
-  GType t = JSON_NODE_HOLDS_VALUE (n) ? json_node_get_value_type (n) : G_TYPE_INVALID;
-  if (t != G_TYPE_INT64 && t != G_TYPE_DOUBLE)
-    {
-      problem (r, "'%s' must be a whole number, not %s", key, node_type_name (n));
-      return FALSE;
-    }
-  double x = json_node_get_double (n);
-  if (x != floor (x) || x < 1 || x > (double) max)
-    {
-      problem (r, "'%s' = %g must be a whole number from 1 to %" G_GUINT64_FORMAT, key, x,
-               max);
-      return FALSE;
-    }
-  *out = (guint64) x;
-  return TRUE;
+  return mp_json_node_uint (&r->json, n, key, 1, max, out);
 }
 
 static gboolean
@@ -145,12 +120,9 @@ get_bool (Reader *r, const char *key, gboolean def)
   JsonNode *n = json_object_get_member (r->root, key);
   if (n == NULL || JSON_NODE_HOLDS_NULL (n))
     return def;
-  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN)
-    {
-      problem (r, "'%s' must be true or false, not %s", key, node_type_name (n));
-      return def;
-    }
-  return json_node_get_boolean (n);
+  gboolean v = def;
+  mp_json_node_bool (&r->json, n, key, &v);
+  return v;
 }
 
 /* A string under one of KEYS, or NULL when absent (a problem when of another type). */
@@ -159,14 +131,7 @@ get_string (Reader *r, const char *const *keys)
 {
   const char *key;
   JsonNode *n = lookup (r, keys, &key);
-  if (n == NULL)
-    return NULL;
-  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
-    {
-      problem (r, "'%s' must be a string, not %s", key, node_type_name (n));
-      return NULL;
-    }
-  return json_node_get_string (n);
+  return n ? mp_json_node_string (&r->json, n, key) : NULL;
 }
 
 /* Is KEY present with a value that turns a feature on (a non-zero number, true, a
@@ -332,7 +297,7 @@ read_ffn (Reader *r, MpModel *m)
                                           NULL };
   static const char *const dense_keys[] = { "intermediate_size", "n_inner", NULL };
   const char *const *keys = m->experts > 0 ? moe_keys : dense_keys;
-  if (!get_dim (r, keys, FALSE, &m->ffn_hidden) && r->error == NULL)
+  if (!get_dim (r, keys, FALSE, &m->ffn_hidden) && r->json.error == NULL)
     {
       if (m->activation == MP_ACT_SWIGLU)
         problem (r, "missing required key '%s'", keys[0]);
@@ -430,31 +395,22 @@ mp_model_load_hf_data (const char *name, const char *data, gsize len, GPtrArray 
                        GError **error)
 {
   g_return_val_if_fail (name != NULL && data != NULL, NULL);
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  GError *parse_error = NULL;
-  if (!json_parser_load_from_data (parser, data, (gssize) len, &parse_error))
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s: not valid JSON: %s", name,
-                   parse_error->message);
-      g_error_free (parse_error);
-      return NULL;
-    }
-  JsonNode *root = json_parser_get_root (parser);
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+  g_autoptr(JsonNode) root = mp_json_load_data (name, data, len, error);
+  if (root == NULL)
+    return NULL;
+  if (!JSON_NODE_HOLDS_OBJECT (root))
     {
       g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s: a config.json must be one JSON "
-                   "object", name);
+                   "object, not %s", name, mp_json_type_name (root));
       return NULL;
     }
   g_autoptr(GPtrArray) own_notes = g_ptr_array_new_with_free_func (g_free);
-  Reader r = { name, json_node_get_object (root), NULL, notes ? notes : own_notes };
+  Reader r = { name, json_node_get_object (root), { 0 }, notes ? notes : own_notes };
+  mp_json_reader_init (&r.json, name);
   g_autoptr(MpModel) m = g_new0 (MpModel, 1);
   read_config (&r, m);
-  if (r.error != NULL)
-    {
-      g_propagate_error (error, r.error);
-      return NULL;
-    }
+  if (!mp_json_reader_finish (&r.json, error))
+    return NULL;
   m->name = name_from_path (name);
   m->source = g_strdup (name);
   mp_model_build_ir (m);

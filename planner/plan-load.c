@@ -514,6 +514,12 @@ mp_plan_file_resolve_full (const MpPlanFile *file, MpProfileFor profile_for, gpo
 {
   g_return_val_if_fail (file != NULL && file->model != NULL && file->cluster != NULL, NULL);
   g_autoptr(MpPlanResolved) res = g_new0 (MpPlanResolved, 1);
+  GError *too_big = NULL;
+  if (!mp_plan_check_program_size (&file->cfg, &too_big))
+    {
+      fail_at (error, file, file->parallel_at, too_big, "this plan cannot run");
+      return NULL;
+    }
   if (!load_inputs (file, res, error) || !check_placement (file, res->cluster, error))
     return NULL;
   if (profile_for != NULL)
