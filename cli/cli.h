@@ -75,6 +75,10 @@ int mp_cli_usage (GOptionContext *ctx, const char *message);
  * stderr and returns its exit status. Takes ownership of ERROR. */
 int mp_cli_fail (GError *error);
 
+/* The largest --batch (sequences per optimizer step) a command takes: a model file's
+ * training.global_batch has the same bound (model/). */
+#define MP_CLI_MAX_BATCH 1000000000
+
 /* The text shared by every command's --help about exit codes. */
 #define MP_CLI_EXIT_CODES \
   "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input, 3 no plan fits."

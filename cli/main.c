@@ -7,6 +7,7 @@
 #include "common/error.h"   /* defines: mp_error_exit_code */
 #include "common/log.h"     /* defines: mp_log_init */
 
+#include <errno.h>
 #include <locale.h>
 #include <stdio.h>
 #include <string.h>
@@ -102,6 +103,17 @@ mp_cli_fail (GError *error)
   return status;
 }
 
+/* What the command printed must have reached standard output (a full disk, a closed
+ * pipe): else exit 1 with the reason, never 0 over a truncated result. */
+static int
+flush_stdout (int status)
+{
+  if (fflush (stdout) == 0 && !ferror (stdout))
+    return status;
+  fprintf (stderr, "mpplan: cannot write standard output: %s\n", g_strerror (errno));
+  return status != 0 ? status : 1;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -140,5 +152,6 @@ main (int argc, char **argv)
   g_autofree char *prgname = g_strconcat ("mpplan ", cmd->name, NULL);
   g_set_prgname (prgname);
   /* The command sees argv from its own name on. */
-  return cmd->func (do_help ? 1 : argc - 1, do_help ? &argv[2] : &argv[1], do_help);
+  int status = cmd->func (do_help ? 1 : argc - 1, do_help ? &argv[2] : &argv[1], do_help);
+  return flush_stdout (status);
 }
