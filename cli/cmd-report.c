@@ -29,10 +29,12 @@ load_run (const ReportArgs *a, guint i, GError **error)
   guint np = a->predicted_traces ? g_strv_length (a->predicted_traces) : 0;
   guint nm = a->measured_traces ? g_strv_length (a->measured_traces) : 0;
   if (i < np
-      && (run->predicted_trace = mp_json_load (a->predicted_traces[i], error)) == NULL)
+      && ((run->predicted_trace = mp_json_load (a->predicted_traces[i], error)) == NULL
+          || !mp_trace_check (run->predicted_trace, a->predicted_traces[i], FALSE, error)))
     goto fail;
   if (i < nm
-      && (run->measured_trace = mp_json_load (a->measured_traces[i], error)) == NULL)
+      && ((run->measured_trace = mp_json_load (a->measured_traces[i], error)) == NULL
+          || !mp_trace_check (run->measured_trace, a->measured_traces[i], TRUE, error)))
     goto fail;
   return run;
 fail:

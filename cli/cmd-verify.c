@@ -295,6 +295,8 @@ join (const Verify *v, Subject *s, GError **error)
       g_autofree char *trace_path = file_path (v, "trace", s, chosen + 1);
       run->predicted_trace = json_node_ref (s->trace);
       run->measured_trace = mp_json_load (trace_path, NULL);
+      if (run->measured_trace && !mp_trace_check (run->measured_trace, trace_path, TRUE, NULL))
+        g_clear_pointer (&run->measured_trace, json_node_unref);
     }
   return run;
 }

@@ -65,6 +65,11 @@ JsonNode *mp_trace_measured (JsonArray *const *rank_events, guint n, JsonNode *p
  * step at t = 0. NULL with MP_ERROR_INPUT when either is not a trace of its kind. Caller
  * owns. */
 JsonNode *mp_trace_merge (JsonNode *predicted, JsonNode *measured, GError **error);
+/* Is TRACE (the file NAME) a trace of its kind (MEASURED: pids >= 100000) that the report
+ * can read: traceEvents an array of objects, their pid, tid, ts, dur, ph, name, cat and
+ * args of the right types and ranges? FALSE with MP_ERROR_INPUT "NAME: key
+ * 'traceEvents[3].pid': ..." otherwise. */
+gboolean mp_trace_check (JsonNode *trace, const char *name, gboolean measured, GError **error);
 
 /* ==== predicted against measured (report.c, html.c) =================================== */
 

@@ -9,6 +9,7 @@
 # What reads each file, by its name:
 #   measured-*        report -p tests/data/predicted-pp2.json -m FILE
 #   predicted-*       report -p FILE -m tests/data/measured-pp2.json
+#   trace-*           report ... --measured-trace FILE --html (a measured Chrome trace)
 #   hf-*              import hf FILE (a Hugging Face config.json)
 #   plan-*.json       simulate -p FILE (JSON where a plan YAML is expected)
 #   profile-*.json, profile-device-*
@@ -27,6 +28,9 @@ read_as () {
   case $(basename "$1") in
     measured-*) "$MPPLAN" report -p "$data/predicted-pp2.json" -m "$1" ;;
     predicted-*) "$MPPLAN" report -p "$1" -m "$data/measured-pp2.json" ;;
+    trace-*) "$MPPLAN" report -p "$data/predicted-pp2.json" -m "$data/measured-pp2.json" \
+      --predicted-trace "$data/trace-predicted-pp2.json" --measured-trace "$1" \
+      --html /dev/null ;;
     hf-*) "$MPPLAN" import hf "$1" ;;
     plan-*.json) "$MPPLAN" simulate -p "$1" ;;
     profile-*.json | profile-device-*)
@@ -46,7 +50,7 @@ refused () {
     *) located="^$1:[0-9]+:[0-9]+: " ;;
   esac
   case $(basename "$1") in
-    measured-* | predicted-* | hf-*) located="^$1:([0-9]+:[0-9]+:)? " ;;
+    measured-* | predicted-* | trace-* | hf-*) located="^$1:([0-9]+:[0-9]+:)? " ;;
   esac
   if ! grep -Eq "$located" "$err"; then
     echo "# $1: no located message:" >&2; cat "$err" >&2; return 1
@@ -76,6 +80,9 @@ done
 # The good files the JSON cases are mutants of are read, so each refusal is the mutation's.
 ok "the good prediction and measurement join" \
   "$MPPLAN" report -p "$data/predicted-pp2.json" -m "$data/measured-pp2.json"
+ok "... with their traces" "$MPPLAN" report -p "$data/predicted-pp2.json" \
+  -m "$data/measured-pp2.json" --predicted-trace "$data/trace-predicted-pp2.json" \
+  --measured-trace "$data/trace-measured-pp2.json" --html /dev/null
 ok "the good profile is valid" "$MPPLAN" validate -q "$data/profile-host.yaml"
 
 # status_is N COMMAND...: COMMAND exits with N.
