@@ -228,6 +228,18 @@ read_activation (Reader *r, const Family *f, MpModel *m)
              f->gated ? "gated" : "plain");
 }
 
+/* KEY, when present and not null, is a number > 0: only its presence is used (an
+ * epsilon names the norm, a rope base the positions), but a wrong one is still wrong. */
+static void
+check_positive (Reader *r, const char *key)
+{
+  JsonNode *n = json_object_get_member (r->root, key);
+  double v = 0;
+  if (n != NULL && !JSON_NODE_HOLDS_NULL (n)
+      && mp_json_node_number (&r->json, n, key, 0, G_MAXDOUBLE, &v) && v <= 0)
+    mp_json_problem (&r->json, key, "%g is not above 0", v);
+}
+
 /* Positions: rope keys mean rotary, else the family's kind; norm from the epsilon key. */
 static void
 read_position_norm (Reader *r, const Family *f, MpModel *m)
@@ -240,6 +252,10 @@ read_position_norm (Reader *r, const Family *f, MpModel *m)
   if (pos != NULL && strcmp (pos, "absolute") != 0)
     problem (r, "unsupported feature: %s position embeddings (position_embedding_type)",
              pos);
+  check_positive (r, "rms_norm_eps");
+  check_positive (r, "layer_norm_epsilon");
+  check_positive (r, "layer_norm_eps");
+  check_positive (r, "rope_theta");
   if (json_object_has_member (r->root, "rms_norm_eps"))
     m->norm = MP_NORM_RMSNORM;
   else if (json_object_has_member (r->root, "layer_norm_epsilon")

@@ -162,6 +162,27 @@ plan_label (const PlanKeys *k)
   return g_string_free (s, FALSE);
 }
 
+/* What else a rank lists (exec: step_s, time_s, tp_rank, dp_rank; simulate: end_s,
+ * busy_s): not joined, but checked like the rest. */
+static void
+read_rank_figures (MpJsonReader *r, JsonObject *e, const char *at)
+{
+  double v = 0, busy[MP_REPORT_N];
+  guint64 i = 0;
+  mp_json_get_number (r, e, at, "step_s", FALSE, 0, MAX_SECONDS, &v);
+  mp_json_get_number (r, e, at, "end_s", FALSE, 0, MAX_SECONDS, &v);
+  mp_json_get_uint (r, e, at, "tp_rank", FALSE, 0, MAX_SIZE, &i);
+  mp_json_get_uint (r, e, at, "dp_rank", FALSE, 0, MAX_SIZE, &i);
+  if (mp_json_member (r, e, at, "time_s", FALSE))
+    read_phases (r, e, at, "time_s", TRUE, busy);
+  JsonObject *b = mp_json_get_object (r, e, at, "busy_s", FALSE);
+  g_autofree char *bat = g_strconcat (at, ".busy_s", NULL);
+  static const char *const streams[] = { "compute", "tp", "pp", "dp", NULL };
+  for (guint k = 0; b && streams[k]; k++)
+    mp_json_get_number (r, b, bat, streams[k], FALSE, 0, MAX_SECONDS, &v);
+  known_keys_only (r, b, bat, "stream", streams);
+}
+
 /* O's ranks (optional): each rank's id (distinct, below the count) and stage (below pp
  * when the plan is known) into SHAPE; each rank's memory into RUN when RUN is not NULL. */
 static void
@@ -195,6 +216,7 @@ read_ranks (MpJsonReader *r, JsonObject *o, Shape *shape, MpReportRun *run)
       seen[rank] = TRUE;
       mp_json_get_uint (r, e, at, "stage", FALSE, 0, max_stage, &stage);
       shape->stages_seen = MAX (shape->stages_seen, stage + 1);
+      read_rank_figures (r, e, at);
       if (run)
         {
           run->ranks[i].rank = (guint) rank;

@@ -20,12 +20,19 @@
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize (int *argc, char ***argv);
 
+/* Does MESSAGE start with "NAME:"? */
+static int
+names (const char *message, const char *name)
+{
+  size_t n = strlen (name);
+  return strncmp (message, name, n) == 0 && message[n] == ':';
+}
+
 /* The error must exist and start with "NAME:"; anything else is a finding. */
 static void
 check_refusal (const char *name, GError *error)
 {
-  size_t n = strlen (name);
-  if (error == NULL || strncmp (error->message, name, n) != 0 || error->message[n] != ':')
+  if (error == NULL || !names (error->message, name))
     __builtin_trap ();
   g_error_free (error);
 }
@@ -47,14 +54,20 @@ static const char good_measured[] =
   "{\"rank\":1,\"stage\":0,\"memory_bytes\":{\"peak\":9e8}}],"
   "\"plan\":{\"dp\":2,\"tp\":1,\"pp\":1}}";
 
+/* The join of the two; a refusal names one of them (a measured file of another plan is
+ * refused naming the measured file, whichever was fuzzed). */
 static void
 join (const char *pname, const char *p, size_t plen, const char *mname, const char *m,
-      size_t mlen, const char *fuzzed)
+      size_t mlen)
 {
   GError *error = NULL;
   MpReportRun *run = mp_report_run_load_data (pname, p, plen, mname, m, mlen, &error);
   if (run == NULL)
-    check_refusal (fuzzed, error);
+    {
+      if (error == NULL || !(names (error->message, pname) || names (error->message, mname)))
+        __builtin_trap ();
+      g_error_free (error);
+    }
   else
     {
       g_free (mp_report_text (run));
@@ -97,10 +110,8 @@ load (const char *data, size_t size)
     check_refusal ("fuzz.json", error);
   mp_model_free (m);
 #elif defined FUZZ_REPORT
-  join ("good.json", good_predicted, strlen (good_predicted), "fuzz.json", data, size,
-        "fuzz.json");
-  join ("fuzz.json", data, size, "good.json", good_measured, strlen (good_measured),
-        "fuzz.json");
+  join ("good.json", good_predicted, strlen (good_predicted), "fuzz.json", data, size);
+  join ("fuzz.json", data, size, "good.json", good_measured, strlen (good_measured));
 #else
   MpModel *m = mp_model_load_data ("fuzz.yaml", data, size, &error);
   if (m == NULL)
