@@ -22,10 +22,6 @@ static const char *const parallel_keys[] = {
 };
 static const char *const predicted_keys[] = { "step_s", "tokens_per_s", "tflops_per_gpu",
                                               "mfu", "memory_bytes", "time_s", NULL };
-static const char *const memory_keys[] = { "peak", "weights", "gradients", "optimizer",
-                                           "activations", "other", NULL };
-static const char *const time_keys[] = { "compute", "tp_comm", "pp_comm", "dp_comm",
-                                         "bubble", "optimizer", NULL };
 
 typedef struct {
   MpYamlReader r;
@@ -314,6 +310,12 @@ read_predicted (Loader *l, const MpYamlNode *map)
   read_figure (r, map, "tokens_per_s", MP_UNIT_COUNT, NULL);
   read_figure (r, map, "tflops_per_gpu", MP_UNIT_FLOPS, NULL);
   read_figure (r, map, "mfu", MP_UNIT_COUNT, NULL);
+  /* memory_bytes: peak and the memory kinds; time_s: the phases (program.h's names). */
+  const char *memory_keys[MP_MEM_N + 2] = { "peak" }, *time_keys[MP_PHASE_N + 1] = { 0 };
+  for (int k = 0; k < MP_MEM_N; k++)
+    memory_keys[k + 1] = mp_mem_kind_name (k);
+  for (int p = 0; p < MP_PHASE_N; p++)
+    time_keys[p] = mp_phase_name (p);
   read_figures (r, map, "memory_bytes", memory_keys, MP_UNIT_BYTES);
   read_figures (r, map, "time_s", time_keys, MP_UNIT_SECONDS);
 }
