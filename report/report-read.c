@@ -43,7 +43,7 @@ typedef struct {
  * memory_bytes are closed sets, and a typo there would silently read as 0. */
 static void
 known_keys_only (MpJsonReader *r, JsonObject *o, const char *where, const char *what,
-                 const char *const *known)
+                 const char **known)
 {
   if (o == NULL)
     return;
@@ -59,43 +59,42 @@ known_keys_only (MpJsonReader *r, JsonObject *o, const char *where, const char *
     }
 }
 
-/* The six parts of WHERE.KEY (a time_s object) into V[0..5]; absent parts are 0. */
+/* A closed set of figures, WHERE.KEY: the members NAME (0) .. NAME (N - 1), each a number
+ * from 0 to MAX, into V (absent ones 0); any other member is refused as an unknown WHAT.
+ * NULL when absent. */
+static JsonObject *
+read_set (MpJsonReader *r, JsonObject *o, const char *where, const char *key,
+          gboolean required, const char *(*name) (guint), guint n, double max,
+          const char *what, double *v)
+{
+  JsonObject *set = mp_json_get_object (r, o, where, key, required);
+  g_autofree char *at = where ? g_strconcat (where, ".", key, NULL) : g_strdup (key);
+  g_autofree const char **names = g_new0 (const char *, n + 1);
+  for (guint i = 0; i < n; i++)
+    {
+      names[i] = name (i);
+      v[i] = 0;
+      mp_json_get_number (r, set, at, names[i], FALSE, 0, max, &v[i]);
+    }
+  known_keys_only (r, set, at, what, names);
+  return set;
+}
+
+/* The six parts of WHERE.KEY (a time_s object) into V; absent parts are 0. */
 static void
 read_phases (MpJsonReader *r, JsonObject *o, const char *where, const char *key,
              gboolean required, double *v)
 {
-  g_autofree char *at = where ? g_strconcat (where, ".", key, NULL) : g_strdup (key);
-  JsonObject *t = mp_json_get_object (r, o, where, key, required);
-  const char *names[MP_REPORT_STEP + 1];
-  for (int p = 0; p < MP_REPORT_STEP; p++)
-    {
-      names[p] = mp_report_phase_name (p);
-      v[p] = 0;
-      mp_json_get_number (r, t, at, names[p], FALSE, 0, MAX_SECONDS, &v[p]);
-    }
-  names[MP_REPORT_STEP] = NULL;
-  known_keys_only (r, t, at, "phase", names);
+  read_set (r, o, where, key, required, mp_report_phase_name, MP_REPORT_STEP, MAX_SECONDS,
+            "phase", v);
 }
 
 /* WHERE.memory_bytes into V; FALSE when absent. */
 static gboolean
 read_memory (MpJsonReader *r, JsonObject *o, const char *where, double *v)
 {
-  JsonObject *mem = mp_json_get_object (r, o, where, "memory_bytes", FALSE);
-  if (mem == NULL)
-    return FALSE;
-  g_autofree char *at = where ? g_strconcat (where, ".memory_bytes", NULL)
-                              : g_strdup ("memory_bytes");
-  const char *names[MP_REPORT_MEM_N + 1];
-  for (int k = 0; k < MP_REPORT_MEM_N; k++)
-    {
-      names[k] = mp_report_mem_name (k);
-      v[k] = 0;
-      mp_json_get_number (r, mem, at, names[k], FALSE, 0, MAX_BYTES, &v[k]);
-    }
-  names[MP_REPORT_MEM_N] = NULL;
-  known_keys_only (r, mem, at, "kind of memory", names);
-  return TRUE;
+  return read_set (r, o, where, "memory_bytes", FALSE, mp_report_mem_name, MP_REPORT_MEM_N,
+                   MAX_BYTES, "kind of memory", v) != NULL;
 }
 
 /* The plan's identifying keys of O (at WHERE): dp, tp, pp required, the rest optional. */
@@ -177,7 +176,7 @@ read_rank_figures (MpJsonReader *r, JsonObject *e, const char *at)
     read_phases (r, e, at, "time_s", TRUE, busy);
   JsonObject *b = mp_json_get_object (r, e, at, "busy_s", FALSE);
   g_autofree char *bat = g_strconcat (at, ".busy_s", NULL);
-  static const char *const streams[] = { "compute", "tp", "pp", "dp", NULL };
+  static const char *streams[] = { "compute", "tp", "pp", "dp", NULL };
   for (guint k = 0; b && streams[k]; k++)
     mp_json_get_number (r, b, bat, streams[k], FALSE, 0, MAX_SECONDS, &v);
   known_keys_only (r, b, bat, "stream", streams);
