@@ -3,8 +3,10 @@
 #include "common/jsonread.h"
 #include "common/error.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- parsing ---------------------------------------------------------------------- */
 
@@ -160,9 +162,17 @@ mp_json_load (const char *path, GError **error)
   g_autofree char *data = NULL;
   gsize len = 0;
   GError *io = NULL;
-  if (g_file_test (path, G_FILE_TEST_IS_DIR))
+  GStatBuf st;
+  if (g_stat (path, &st) == 0 && S_ISDIR (st.st_mode))
     {
       g_set_error (error, MP_ERROR, MP_ERROR_IO, "%s: is a directory, not a JSON file", path);
+      return NULL;
+    }
+  /* Refused before it is read: a huge file would be held whole in memory first. */
+  if (g_stat (path, &st) == 0 && S_ISREG (st.st_mode) && st.st_size > MP_JSON_MAX_BYTES)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s: larger than %d MiB", path,
+                   MP_JSON_MAX_BYTES >> 20);
       return NULL;
     }
   if (!g_file_get_contents (path, &data, &len, &io))

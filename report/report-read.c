@@ -118,12 +118,15 @@ read_plan_keys (MpJsonReader *r, JsonObject *o, const char *where, PlanKeys *k)
   k->schedule = mp_json_get_string (r, o, where, "schedule", FALSE);
   if (r->error != NULL)
     return;
-  guint64 world = k->dp * k->tp * k->pp * k->cp;   /* each < 2^24: no overflow */
+  /* The product, saturated above MAX_RANKS (four factors of up to 2^24 would overflow). */
+  const guint64 sizes[] = { k->dp, k->tp, k->pp, k->cp };
+  guint64 world = 1;
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++)
+    world = world > MAX_RANKS / sizes[i] ? MAX_RANKS + 1 : world * sizes[i];
   if (world > MAX_RANKS)
     {
       g_autofree char *name = where ? g_strconcat (where, ".dp", NULL) : g_strdup ("dp");
-      mp_json_problem (r, name, "dp x tp x pp x cp = %" G_GUINT64_FORMAT " ranks, more than "
-                       "%u", world, MAX_RANKS);
+      mp_json_problem (r, name, "dp x tp x pp x cp is more than %u ranks", MAX_RANKS);
     }
   if (mp_json_get_uint (r, o, where, "world_size", FALSE, 1, MAX_RANKS, &k->world)
       && k->world != world)
