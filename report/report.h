@@ -29,7 +29,11 @@ typedef struct {
  * order). Caller owns (json_node_unref). */
 JsonNode *mp_trace_predicted (MpProgram *const *programs, guint n, const MpSimResult *sim,
                               const MpTraceInfo *info);
-/* The same, written atomically to PATH ("-": stdout). FALSE with MP_ERROR_IO. */
+/* The most slices mp_trace_write_predicted writes (about 300 MB of JSON). */
+#define MP_TRACE_MAX_SLICES (1u << 21)
+/* The same, written to PATH (common/output.h; "-": stdout). FALSE with MP_ERROR_INPUT
+ * when SIM has more than MP_TRACE_MAX_SLICES instructions, MP_ERROR_RUNTIME when the file
+ * cannot be written. */
 gboolean mp_trace_write_predicted (const char *path, MpProgram *const *programs, guint n,
                                    const MpSimResult *sim, const MpTraceInfo *info,
                                    GError **error);

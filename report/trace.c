@@ -473,6 +473,14 @@ gboolean
 mp_trace_write_predicted (const char *path, MpProgram *const *programs, guint n,
                           const MpSimResult *sim, const MpTraceInfo *info, GError **error)
 {
+  /* A slice is ~150 bytes of JSON and several JSON nodes while built: bounded first. */
+  if (sim->n_insns > MP_TRACE_MAX_SLICES)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s: the trace would hold %"
+                   G_GUINT64_FORMAT " slices, more than %u: trace a plan of fewer "
+                   "micro-batches", path, sim->n_insns, MP_TRACE_MAX_SLICES);
+      return FALSE;
+    }
   g_autoptr(JsonNode) root = mp_trace_predicted (programs, n, sim, info);
   return mp_json_write (path, root, error);
 }
