@@ -228,9 +228,12 @@ def kinds(mpplan, work, env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mpplan", default=os.path.join(TOP, "build-asan", "mpplan"))
-    ap.add_argument("--per-seed", type=int, default=0,
-                    help="mutants per seed (default: about 375 per kind)")
+    ap.add_argument("--per-seed", type=int, default=0, help="mutants per seed")
     ap.add_argument("--seed", type=int, default=19)
+    ap.add_argument("--per-kind", type=int, default=375,
+                    help="mutants per kind when --per-seed is not given (default 375)")
+    ap.add_argument("--kinds", help="only the kinds whose name contains one of these "
+                    "comma-separated words (e.g. measured,plan)")
     ap.add_argument("--keep", help="copy counted mutants here")
     a = ap.parse_args()
     env = dict(os.environ, G_DEBUG="fatal-criticals", MPPLAN_PROFILE="",
@@ -243,7 +246,9 @@ def main():
     print("%-16s %7s %6s %8s %7s %9s %s" % ("kind", "mutants", "crash", "critical", "exit 0",
                                            "unlocated", "(accepted, not malformed)"))
     for name, seeds, command, mutate in kinds(a.mpplan, work, env):
-        per = a.per_seed or max(1, 375 // len(seeds))
+        if a.kinds and not any(w in name for w in a.kinds.split(",")):
+            continue
+        per = a.per_seed or max(1, a.per_kind // len(seeds))
         c = dict.fromkeys(totals, 0)
         benign = 0
         for sname, text in seeds:
