@@ -53,23 +53,31 @@ mp_cmd_import (int argc, char **argv, gboolean do_help)
   g_option_context_set_help_enabled (ctx, FALSE);
   g_option_context_set_summary (
       ctx, "Turn a Hugging Face config.json (gpt2, llama, mistral, mixtral, qwen2, qwen3, "
-           "qwen3_moe, bert) into mpplan's model YAML. `plan -m`, `compare -m` and "
-           "`describe` also read a config.json directly.");
+           "qwen3_moe, bert, gemma2, gemma3, gpt_oss, deepseek_v2, deepseek_v3) into "
+           "mpplan's model YAML. `plan -m`, `compare -m` and `describe` also read a "
+           "config.json directly.");
   g_option_context_set_description (
       ctx, "Keys and aliases: num_hidden_layers|n_layer, hidden_size|n_embd, "
            "num_attention_heads|n_head, num_key_value_heads, head_dim, intermediate_size|"
            "n_inner (MoE: moe_intermediate_size first), num_local_experts|num_experts, "
            "num_experts_per_tok, vocab_size, max_position_embeddings|n_positions, "
-           "hidden_act|activation_function (silu in a gated family: swiglu; gelu*: gelu), "
+           "hidden_activation|hidden_act|activation_function (silu in a gated family: "
+           "swiglu, gelu*: geglu; else gelu*: gelu), "
            "rms_norm_eps (rmsnorm) or layer_norm_epsilon|layer_norm_eps (layernorm), "
            "rope_theta|rope_parameters|rope_scaling (rotary), tie_word_embeddings, "
-           "attention_bias|mlp_bias, torch_dtype.\n"
-           "Refused by name (exit 2): multi-head latent attention (q_lora_rank, "
-           "kv_lora_rank), shared experts, dense layers in an MoE (first_k_dense_replace, "
-           "decoder_sparse_step != 1, mlp_only_layers), encoder-decoder models, other "
-           "model types. A sliding window shorter than the context sets seq_len to the "
-           "window (a note on stderr): up to it, windowed attention costs what full "
-           "attention does.\n" MP_CLI_EXIT_CODES);
+           "attention_bias (attention projections), mlp_bias, torch_dtype; "
+           "sliding_window (off with use_sliding_window: false) on the blocks layer_types "
+           "or the family makes windowed (Gemma 2: every other, Gemma 3: 5 of 6, "
+           "sliding_window_pattern), kv_lora_rank, q_lora_rank, qk_nope_head_dim, "
+           "qk_rope_head_dim, v_head_dim (multi-head latent attention), "
+           "attn_logit_softcapping, final_logit_softcapping; Gemma 3's text_config. "
+           "Qwen3 and Gemma 3 get qk-norm, Qwen2 q/k/v biases, GPT-OSS attention sinks, "
+           "Gemma post-norms and scaled embeddings.\n"
+           "Refused by name (exit 2): shared experts, dense layers in an MoE "
+           "(first_k_dense_replace, decoder_sparse_step != 1, mlp_only_layers), chunked "
+           "attention layers, encoder-decoder models, other model types. Noted on stderr: "
+           "a window covering the context (full attention), a vision tower left out.\n"
+           MP_CLI_EXIT_CODES);
   g_option_context_add_main_entries (ctx, entries, NULL);
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)

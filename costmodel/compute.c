@@ -227,19 +227,44 @@ head_factor (const MpDeviceCurve *c, double d)
   return (d / (d + 64)) / (128.0 / (128 + 64));
 }
 
+/* attention (ir14): the part of the full score matrix of S_KV keys a causal kernel in
+ * 128 x 128 blocks computes when each query sees only the last WINDOW keys (< S_KV):
+ * block row r touches min(r + 1, ceil(W / 128) + 1) blocks. Over the whole sequence, which
+ * context parallelism balances over its ranks like the triangle. */
+static double
+window_fraction (double s_kv, double window)
+{
+  double rows = MAX (ceil (s_kv / 128), 1.0), wb = ceil (window / 128) + 1;
+  double blocks = rows <= wb ? rows * (rows + 1) / 2 : wb * (wb + 1) / 2 + (rows - wb) * wb;
+  return blocks / (rows * rows);
+}
+
+double
+mp_cost_attention_flops_window (double batch, double heads, double head_dim, double s_q,
+                                double s_kv, double window, gboolean causal,
+                                gboolean backward)
+{
+  double counted = 4 * batch * heads * s_q * s_kv * head_dim;
+  double part = causal ? causal_fraction (s_q) : 1;
+  if (window > 0 && window < s_kv)
+    part = causal ? window_fraction (s_kv, window) : MIN (1.0, 2 * window / s_kv);
+  /* Backward redoes Q K^T and adds dV, dP, dQ, dK: 5 products to forward's 2. */
+  return counted * part * (backward ? 2.5 : 1);
+}
+
 double
 mp_cost_attention_flops (double batch, double heads, double head_dim, double s_q,
                          double s_kv, gboolean causal, gboolean backward)
 {
-  double counted = 4 * batch * heads * s_q * s_kv * head_dim;
-  /* Backward redoes Q K^T and adds dV, dP, dQ, dK: 5 products to forward's 2. */
-  return counted * (causal ? causal_fraction (s_q) : 1) * (backward ? 2.5 : 1);
+  return mp_cost_attention_flops_window (batch, heads, head_dim, s_q, s_kv, 0, causal,
+                                         backward);
 }
 
 void
-mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch, double heads,
-                         double kv_heads, double head_dim, double s_q, double s_kv,
-                         gboolean causal, gboolean backward, MpKernelCost *out)
+mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double batch,
+                                double heads, double kv_heads, double head_dim, double s_q,
+                                double s_kv, double window, gboolean causal,
+                                gboolean backward, MpKernelCost *out)
 {
   g_return_if_fail (dev != NULL && out != NULL);
   memset (out, 0, sizeof *out);
@@ -247,9 +272,11 @@ mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch, d
     return;
   const MpDeviceCurve *c = dev->curve;
   double elt = mp_dtype_bytes (dtype);
-  double executed = mp_cost_attention_flops (batch, heads, head_dim, s_q, s_kv, causal,
-                                             backward);
-  double eff = (backward ? c->attn_bwd_eff : c->attn_fwd_eff) * s_kv / (s_kv + c->attn_seq_half)
+  double executed = mp_cost_attention_flops_window (batch, heads, head_dim, s_q, s_kv, window,
+                                                    causal, backward);
+  /* A query's keys: the sequence, or its window (what a short-sequence kernel lacks). */
+  double keys = window > 0 && window < s_kv ? window : s_kv;
+  double eff = (backward ? c->attn_bwd_eff : c->attn_fwd_eff) * keys / (keys + c->attn_seq_half)
                * head_factor (c, head_dim);
   eff = MIN (eff, 1.0);
   /* Forward reads Q, K, V and writes O (and the fp32 log-sum-exp); backward reads Q, K,
@@ -261,7 +288,7 @@ mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch, d
   double math = executed / (pk * eff), stream = bytes / mem_rate (dev);
   out->kernels = backward ? 2 : 1;       /* FA2 backward: a preprocessing kernel + main */
   out->time_s = MAX (math, stream) + out->kernels * c->launch_s;
-  double measured = mp_cost_profile_attention_flops (dev->profile, s_kv, backward);
+  double measured = mp_cost_profile_attention_flops (dev->profile, keys, backward);
   if (measured > 0)
     {
       /* The device's own kernel, timed: overheads and memory traffic included. */
@@ -273,6 +300,15 @@ mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch, d
   out->bytes = bytes;
   out->efficiency = eff;
   out->memory_bound = stream > math;
+}
+
+void
+mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double batch, double heads,
+                         double kv_heads, double head_dim, double s_q, double s_kv,
+                         gboolean causal, gboolean backward, MpKernelCost *out)
+{
+  mp_cost_flash_attention_window (dev, dtype, batch, heads, kv_heads, head_dim, s_q, s_kv, 0,
+                                  causal, backward, out);
 }
 
 /* ---- ops ----------------------------------------------------------------------------- */
@@ -289,12 +325,20 @@ sequence_parallel (const MpParallelConfig *cfg)
  * passes in reverse. */
 static void
 unfused_attention (const MpCostDevice *dev, MpDtype dtype, double elt, double b, double s_q,
-                   double s_kv, double d, MpOpCost *out)
+                   double s_kv, double d, gboolean softcap, MpOpCost *out)
 {
   MpKernelCost k;
   double scores = b * s_q * s_kv;
   mp_cost_gemm (dev, dtype, s_q, s_kv, d, b, &k);
   kernel_add (&out->fwd, &k);
+  if (softcap)
+    {
+      /* Gemma 2's cap tanh (scores / cap): one more pass over the scores each way. */
+      mp_cost_memory_kernel (dev, scores * 2 * elt, 0, &k);
+      kernel_add (&out->fwd, &k);
+      mp_cost_memory_kernel (dev, scores * 3 * elt, 0, &k);
+      kernel_add (&out->bwd, &k);
+    }
   mp_cost_memory_kernel (dev, scores * 2 * elt, 0, &k);
   kernel_add (&out->fwd, &k);
   mp_cost_memory_kernel (dev, scores * (2 * elt + 1), 0, &k);
@@ -317,29 +361,40 @@ unfused_attention (const MpCostDevice *dev, MpDtype dtype, double elt, double b,
   out->fwd.memory_bound = out->bwd.memory_bound = FALSE;
 }
 
+/* The attention core. Heads (and kv heads) divide over tp, queries over cp. MLA's values
+ * are narrower than its queries and keys: the kernel is costed at their mean width, which
+ * gives its FLOPs exactly (2 s (d_qk + d_v) per query head and key). A sliding window
+ * (ir14) saves work only in a kernel that skips the blocks outside the band (flash
+ * attention with a window, as FlashAttention-2's window_size and Transformer Engine's);
+ * unfused attention masks a full square, as Megatron's and Hugging Face's eager
+ * attention do. */
 static void
 cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
                 const MpOp *op, MpOpCost *out)
 {
   double t = cfg->tp, b = cfg->micro_batch_size, d = op->head_dim;
+  if (op->v_head_dim > 0 && op->v_head_dim != op->head_dim)
+    d = (op->head_dim + op->v_head_dim) / 2;
   double heads = op->heads / t, kv = MAX (op->kv_heads / t, 1.0);
   double s_kv = (double) MAX (ctx->model->seq_len, 1u), s_q = s_kv / cfg->cp;
+  double keys = op->window > 0 && op->window < s_kv ? op->window : s_kv;
   out->m = s_q;
   out->n = s_kv;
   out->k = d;
   out->batch = b * heads;
-  out->model_fwd_flops = 4 * b * heads * s_q * s_kv * d;
+  out->model_fwd_flops = 4 * b * heads * s_q * keys * d;
   /* A measured attention kernel is what the device runs for the core, with or without
    * flash attention (the host executor's one kernel stores or recomputes the scores). */
   if (cfg->flash_attention || mp_cost_profile_attention_flops (dev->profile, s_kv, FALSE) > 0)
     {
-      mp_cost_flash_attention (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, ctx->causal,
-                               FALSE, &out->fwd);
-      mp_cost_flash_attention (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, ctx->causal,
-                               TRUE, &out->bwd);
+      mp_cost_flash_attention_window (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, op->window,
+                                      ctx->causal, FALSE, &out->fwd);
+      mp_cost_flash_attention_window (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, op->window,
+                                      ctx->causal, TRUE, &out->bwd);
     }
   else
-    unfused_attention (dev, dev->dtype, ctx->elt, b * heads, s_q, s_kv, d, out);
+    unfused_attention (dev, dev->dtype, ctx->elt, b * heads, s_q, s_kv, d,
+                       ctx->model->attn_softcap > 0, out);
 }
 
 /* A GEMM (or the router's) at its split shape. MoE experts: each rank holds experts / ep
@@ -539,12 +594,18 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
                * while the current block is computed; backward passes K, V and their
                * gradients. Only the part the computation does not hide counts. */
               double cp = cfg->cp, kv = MAX (op->kv_heads / cfg->tp, 1.0);
-              double block = cfg->micro_batch_size * ((double) ctx->model->seq_len / cp)
-                             * 2 * kv * op->head_dim * e;
+              double chunk = (double) ctx->model->seq_len / cp;
+              double width = op->v_head_dim > 0 ? op->head_dim + op->v_head_dim
+                                                : 2 * op->head_dim;
+              double block = cfg->micro_batch_size * chunk * kv * width * e;
               double step = coll (ctx, dev, MP_COLL_SEND_RECV, block, &spans->cp);
               double step2 = coll (ctx, dev, MP_COLL_SEND_RECV, 2 * block, &spans->cp);
-              fwd->cp_comm_s += MAX (0, (cp - 1) * (step - oc.fwd.time_s / cp));
-              bwd->cp_comm_s += MAX (0, (cp - 1) * (step2 - oc.bwd.time_s / cp));
+              /* A window reaches back only over the chunks it spans (ir14). */
+              double steps = cp - 1;
+              if (op->window > 0)
+                steps = MIN (steps, ceil (op->window / chunk));
+              fwd->cp_comm_s += MAX (0, steps * (step - oc.fwd.time_s / cp));
+              bwd->cp_comm_s += MAX (0, steps * (step2 - oc.bwd.time_s / cp));
             }
         }
     }

@@ -86,6 +86,10 @@ assign_roles (MpCostContext *ctx)
   const MpModel *m = ctx->model;
   gboolean in_region = FALSE;
   double h = (double) m->hidden;
+  /* attention (ir14): the widths replicated GEMMs produced since the last region entry
+   * (MLA's latents, which every rank computes for all heads). The column GEMMs that read
+   * them gather them under SP and all-reduce their gradient: they open an entry. */
+  double replicated = 0;
   for (guint li = 0; li < m->n_layers; li++)
     {
       const MpLayer *layer = &m->layers[li];
@@ -103,8 +107,12 @@ assign_roles (MpCostContext *ctx)
             case MP_SPLIT_HEADS:
               r->split = TRUE;
               r->gemm = gemm ? CM_GEMM_SPLIT_N : CM_GEMM_FULL;
-              if (!in_region && gemm)
+              if (gemm && replicated > 0)
+                r->entry_width = replicated;
+              else if (!in_region && gemm)
                 r->entry_width = op->gemm_k;
+              if (gemm)
+                replicated = 0;
               in_region = TRUE;
               break;
             case MP_SPLIT_ROW:
@@ -155,14 +163,18 @@ assign_roles (MpCostContext *ctx)
               break;
             case MP_SPLIT_NONE:
             default:
-              r->split = in_region;
+              /* Inside a region an op works on the split tensors, unless it is a
+               * replicated GEMM or follows one (MLA's latents and their norms). */
+              r->split = in_region && !gemm && replicated == 0;
               r->gemm = CM_GEMM_FULL;
+              if (gemm && op->kind == MP_OP_GEMM)
+                replicated += op->gemm_n;
               break;
             }
           if (gemm)
             r->out_width = op->gemm_n * MAX (op->count, 1.0);
           else if (op->kind == MP_OP_ATTENTION)
-            r->out_width = op->heads * op->head_dim;
+            r->out_width = op->heads * (op->v_head_dim > 0 ? op->v_head_dim : op->head_dim);
           double *slot = r->split ? &cl->max_out_split : &cl->max_out_width;
           *slot = MAX (*slot, r->out_width);
           /* Parameters by how tensor parallelism divides them. */
@@ -217,6 +229,7 @@ same_op (const MpOp *a, const MpOp *b, const CmOp *ra, const CmOp *rb)
   return a->kind == b->kind && a->split == b->split && a->gemm_n == b->gemm_n
          && a->gemm_k == b->gemm_k && a->count == b->count && a->heads == b->heads
          && a->kv_heads == b->kv_heads && a->head_dim == b->head_dim
+         && a->v_head_dim == b->v_head_dim && a->window == b->window
          && a->params == b->params && a->fwd_flops == b->fwd_flops
          && a->bwd_flops == b->bwd_flops && a->fwd_bytes == b->fwd_bytes
          && a->act_bytes == b->act_bytes && a->act_rep_bytes == b->act_rep_bytes

@@ -281,6 +281,11 @@ void mp_cost_elementwise_kernel (const MpCostDevice *dev, MpEwClass klass, gbool
  * mp_cost_flash_attention is charged for, and what a measured attention rate counts. */
 double mp_cost_attention_flops (double batch, double heads, double head_dim, double s_q,
                                 double s_kv, gboolean causal, gboolean backward);
+/* The same when each query sees only the last WINDOW keys (0, or >= S_KV: all of them):
+ * a causal kernel computes the 128 x 128 blocks that meet the band (ir14). */
+double mp_cost_attention_flops_window (double batch, double heads, double head_dim,
+                                       double s_q, double s_kv, double window,
+                                       gboolean causal, gboolean backward);
 /* Fused (flash) attention forward or backward: BATCH sequences, HEADS query heads of
  * HEAD_DIM over S_Q queries and S_KV keys, causal or not. With a measured attention rate
  * in DEV's profile: its FLOPs at that rate. */
@@ -288,6 +293,12 @@ void mp_cost_flash_attention (const MpCostDevice *dev, MpDtype dtype, double bat
                               double heads, double kv_heads, double head_dim, double s_q,
                               double s_kv, gboolean causal, gboolean backward,
                               MpKernelCost *out);
+/* The same with a sliding WINDOW of keys per query (0: none); its efficiency is that of
+ * a sequence as long as the window. */
+void mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double batch,
+                                     double heads, double kv_heads, double head_dim,
+                                     double s_q, double s_kv, double window,
+                                     gboolean causal, gboolean backward, MpKernelCost *out);
 
 /* The groups that one stage's first rank belongs to, and its device. Spans follow
  * topology's mp_cluster_span (per-rank bandwidth when all groups of the kind run). */

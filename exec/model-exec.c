@@ -365,6 +365,14 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
   const char *what = NULL;
   if (model->arch == MP_ARCH_MLP && !check_dense (model, cfg, error))
     return FALSE;
+  /* The planner and the simulator cost these; the kernels do not run them yet. */
+  const char *extra = mp_model_attention_extras (model);
+  if (extra != NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "mpplan exec does not run %s (model "
+                   "%s) yet: execute a model without it", extra, model->name);
+      return FALSE;
+    }
   if (model->experts > 0)
     what = "mixture-of-experts blocks (and expert parallelism)";
   else if (cfg->cp > 1)

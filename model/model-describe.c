@@ -85,7 +85,8 @@ layer_act_per_token (const MpLayer *l)
 static gboolean
 same_layer (const MpLayer *a, const MpLayer *b)
 {
-  return a->kind == b->kind && a->n_ops == b->n_ops && a->params == b->params
+  return a->kind == b->kind && a->window == b->window && a->n_ops == b->n_ops
+         && a->params == b->params
          && a->active_params == b->active_params && a->fwd_flops == b->fwd_flops
          && a->bwd_flops == b->bwd_flops && layer_act_per_token (a) == layer_act_per_token (b);
 }
@@ -110,6 +111,62 @@ precision_text (const MpModel *m)
 }
 
 /* ---- text -------------------------------------------------------------------------- */
+
+/* Blocks with a sliding window. */
+static guint
+windowed_blocks (const MpModel *m)
+{
+  guint n = 0;
+  for (guint i = 0; i < m->n_layers; i++)
+    n += m->layers[i].window > 0;
+  return n;
+}
+
+/* attention (ir14): windows, MLA, the options beyond plain attention. */
+static void
+text_attention (GString *out, const MpModel *m)
+{
+  GString *a = g_string_new (NULL);
+  guint windowed = windowed_blocks (m);
+  if (windowed > 0)
+    {
+      g_string_append_printf (a, ", sliding window %" G_GUINT64_FORMAT " on %u of %"
+                              G_GUINT64_FORMAT " blocks", m->window, windowed, m->n_blocks);
+      if (m->n_window_pattern > 0)
+        {
+          g_string_append (a, " (pattern");
+          for (guint i = 0; i < m->n_window_pattern; i++)
+            g_string_append_printf (a, " %s", m->window_pattern[i] ? "window" : "full");
+          g_string_append (a, ")");
+        }
+    }
+  if (m->kv_lora_rank > 0)
+    g_string_append_printf (a, ", latent (MLA): q rank %" G_GUINT64_FORMAT ", kv rank %"
+                            G_GUINT64_FORMAT ", qk %" G_GUINT64_FORMAT " nope + %"
+                            G_GUINT64_FORMAT " rope, v %" G_GUINT64_FORMAT, m->q_lora_rank,
+                            m->kv_lora_rank, m->qk_nope_head_dim, m->qk_rope_head_dim,
+                            m->v_head_dim);
+  if (m->qk_norm)
+    g_string_append (a, ", qk-norm");
+  if (m->attn_sinks)
+    g_string_append (a, ", sinks");
+  if (m->attn_bias == MP_ATTN_BIAS_QKV)
+    g_string_append (a, ", q/k/v biases");
+  else if (m->attn_bias != MP_ATTN_BIAS_AS_MODEL)
+    g_string_append_printf (a, ", %s", m->attn_bias == MP_ATTN_BIAS_ALL ? "biases"
+                                                                        : "no biases");
+  if (m->attn_softcap > 0)
+    g_string_append_printf (a, ", scores soft-capped at %g", m->attn_softcap);
+  if (m->post_norms)
+    g_string_append (a, ", post-norms");
+  if (m->embed_scale)
+    g_string_append (a, ", embeddings x sqrt(hidden)");
+  if (m->logit_softcap > 0)
+    g_string_append_printf (a, ", logits soft-capped at %g", m->logit_softcap);
+  if (a->len > 0)
+    g_string_append_printf (out, "  attention        %s\n", a->str + 2);
+  g_string_free (a, TRUE);
+}
 
 static void
 text_shape (GString *out, const MpModel *m)
@@ -144,6 +201,7 @@ text_shape (GString *out, const MpModel *m)
                           mp_model_position_name (m->position),
                           m->bias ? "biases" : "no biases",
                           m->tied_embeddings ? "tied" : "untied");
+  text_attention (out, m);
 }
 
 static void
@@ -184,6 +242,15 @@ text_flops (GString *out, const MpModel *m)
                           "  training         %s (forward + backward, no recompute)\n"
                           "  per step         %s (%s %ss)\n", token_word (m), fwd, train, step,
                           tok, token_word (m));
+  if (m->arch == MP_ARCH_TRANSFORMER)
+    {
+      g_autofree char *causal = format_flop (m->train_flops_per_token_causal);
+      g_autofree char *kv = format_bytes (m->kv_cache_bytes_per_token);
+      g_string_append_printf (out, "  training, causal %s (only the pairs the mask keeps; mfu "
+                              "counts the full square above)\n"
+                              "  KV cache         %s per token, all blocks (inference)\n",
+                              causal, kv);
+    }
 }
 
 static void
@@ -257,7 +324,8 @@ text_layers (GString *out, const MpModel *m)
       g_autofree char *bwd = format_flop (l->bwd_flops);
       g_autofree char *act = format_bytes (layer_act_per_token (l));
       g_string_append_printf (out, "  %-24s %-9s %10s %13s %13s %11s\n", name,
-                              mp_layer_kind_name (l->kind), params, fwd, bwd, act);
+                              l->window ? "block/win" : mp_layer_kind_name (l->kind), params,
+                              fwd, bwd, act);
       i = j;
     }
 }
@@ -315,6 +383,44 @@ mp_model_describe_text (const MpModel *m)
 
 /* ---- JSON -------------------------------------------------------------------------- */
 
+/* shape.attention (ir14). */
+static void
+json_attention (JsonBuilder *b, const MpModel *m)
+{
+  static const char *const bias_names[] = { NULL, "none", "qkv", "all" };
+  json_builder_set_member_name (b, "attention");
+  json_builder_begin_object (b);
+  mp_json_add_int (b, "window", m->window);
+  mp_json_add_int (b, "windowed_blocks", windowed_blocks (m));
+  json_builder_set_member_name (b, "pattern");
+  json_builder_begin_array (b);
+  for (guint i = 0; i < m->n_window_pattern; i++)
+    json_builder_add_string_value (b, m->window_pattern[i] ? "window" : "full");
+  json_builder_end_array (b);
+  mp_json_add_bool (b, "sinks", m->attn_sinks);
+  mp_json_add_bool (b, "qk_norm", m->qk_norm);
+  mp_json_add_string (b, "bias", m->attn_bias ? bias_names[m->attn_bias]
+                                              : m->bias ? "all" : "none");
+  mp_json_add_double (b, "softcap", m->attn_softcap);
+  mp_json_add_double (b, "logit_softcap", m->logit_softcap);
+  mp_json_add_bool (b, "post_norms", m->post_norms);
+  mp_json_add_bool (b, "embed_scale", m->embed_scale);
+  json_builder_set_member_name (b, "mla");
+  if (m->kv_lora_rank > 0)
+    {
+      json_builder_begin_object (b);
+      mp_json_add_int (b, "q_lora_rank", m->q_lora_rank);
+      mp_json_add_int (b, "kv_lora_rank", m->kv_lora_rank);
+      mp_json_add_int (b, "qk_nope_head_dim", m->qk_nope_head_dim);
+      mp_json_add_int (b, "qk_rope_head_dim", m->qk_rope_head_dim);
+      mp_json_add_int (b, "v_head_dim", m->v_head_dim);
+      json_builder_end_object (b);
+    }
+  else
+    json_builder_add_null_value (b);
+  json_builder_end_object (b);
+}
+
 static void
 json_shape (JsonBuilder *b, const MpModel *m)
 {
@@ -351,6 +457,7 @@ json_shape (JsonBuilder *b, const MpModel *m)
       mp_json_add_bool (b, "tied_embeddings", m->tied_embeddings);
       mp_json_add_int (b, "experts", m->experts);
       mp_json_add_int (b, "experts_per_token", m->experts_per_token);
+      json_attention (b, m);
     }
   json_builder_end_object (b);
 }
@@ -390,6 +497,11 @@ json_op (JsonBuilder *b, const MpOp *op)
       mp_json_add_double (b, "kv_heads", op->kv_heads);
       mp_json_add_double (b, "head_dim", op->head_dim);
     }
+  if (op->kind == MP_OP_ATTENTION)
+    {
+      mp_json_add_double (b, "v_head_dim", op->v_head_dim);
+      mp_json_add_double (b, "window", op->window);
+    }
   json_figures (b, op->params, op->active_params, op->fwd_flops, op->bwd_flops, op->fwd_bytes,
                 op->act_bytes, op->act_rep_bytes, op->act_score_bytes);
   json_builder_end_object (b);
@@ -407,6 +519,7 @@ json_layers (JsonBuilder *b, const MpModel *m)
       mp_json_add_string (b, "name", l->name);
       mp_json_add_string (b, "kind", mp_layer_kind_name (l->kind));
       mp_json_add_bool (b, "moe", l->moe);
+      mp_json_add_int (b, "window", l->window);
       json_figures (b, l->params, l->active_params, l->fwd_flops, l->bwd_flops, l->fwd_bytes,
                     l->act_bytes, l->act_rep_bytes, l->act_score_bytes);
       json_builder_set_member_name (b, "ops");
@@ -433,7 +546,9 @@ json_totals (JsonBuilder *b, const MpModel *m)
   json_builder_begin_object (b);
   mp_json_add_double (b, "forward", m->fwd_flops_per_token);
   mp_json_add_double (b, "training", m->train_flops_per_token);
+  mp_json_add_double (b, "training_causal", m->train_flops_per_token_causal);
   json_builder_end_object (b);
+  mp_json_add_double (b, "kv_cache_bytes_per_token", m->kv_cache_bytes_per_token);
 
   const MpLayer *l = reference_layer (m);
   double s = (double) m->seq_len;

@@ -2,7 +2,7 @@
  * model back to the model YAML of examples/models (what `mpplan import hf` prints).
  *
  * Families read: gpt2, llama (2 and 3), mistral, mixtral, qwen2, qwen3, qwen3_moe, bert,
- * with the key aliases of transformers' configuration_*.py (ECOSYSTEM.md 2.1): GPT-2's
+ * gemma2, gemma3 (its text_config), gpt_oss, deepseek_v2, deepseek_v3, with the key aliases of transformers' configuration_*.py (ECOSYSTEM.md 2.1): GPT-2's
  * n_layer / n_embd / n_head / n_inner / n_positions, num_key_value_heads (absent or null:
  * multi-head), head_dim (null: hidden / heads), MoE widths (Mixtral: intermediate_size
  * per expert; Qwen3-MoE: moe_intermediate_size), num_local_experts or num_experts,
@@ -11,15 +11,22 @@
  * rope_scaling / rope_parameters, max_position_embeddings, vocab_size, torch_dtype.
  *
  * Decisions (each also in --help and docs/mpplan.1):
- *  - What mpplan cannot cost is refused by name, never dropped: multi-head latent
- *    attention (q_lora_rank / kv_lora_rank), shared experts, dense-first or interleaved
- *    dense layers in an MoE (first_k_dense_replace, decoder_sparse_step != 1,
- *    mlp_only_layers), encoder-decoder models.
- *  - Sliding-window attention (Mistral v0.1: 4096 of 32768) costs the same as full
- *    attention for sequences up to the window, so seq_len is capped at the window and a
- *    note says so; longer sequences would be costed as full attention otherwise.
- *  - One bias flag covers every linear layer: attention_bias || mlp_bias. Qwen2's bias
- *    on q/k/v alone (0.002% of its parameters) is left out.
+ *  - What mpplan cannot cost is refused by name, never dropped: shared experts, dense-first
+ *    or interleaved dense layers in an MoE (first_k_dense_replace, decoder_sparse_step !=
+ *    1, mlp_only_layers), chunked attention layers, encoder-decoder models.
+ *  - Attention as the families' modeling code builds it (ir14): sliding_window is real
+ *    windowed attention (Mistral v0.1: 4096 of 32768) on the blocks layer_types (or the
+ *    family's period, Gemma 2: every other block, Gemma 3: 5 of 6, GPT-OSS: every other)
+ *    makes windowed; a window covering the context is full attention (a note says so).
+ *    Multi-head latent attention from kv_lora_rank, q_lora_rank (null: direct q),
+ *    qk_nope_head_dim, qk_rope_head_dim, v_head_dim. Qwen3 and Gemma 3 normalise q and k
+ *    per head; Qwen2 biases q, k, v only; GPT-OSS has a sink per head; Gemma 2/3 scale
+ *    the embeddings, normalise the attention and MLP outputs, and (2) soft-cap scores and
+ *    logits. query_pre_attn_scalar only changes a scale: it costs nothing.
+ *  - attention_bias sets the attention projections' biases, mlp_bias the MLP's (and the
+ *    router's).
+ *  - Gemma 3's vision tower (vision_config) is left out with a note: the text decoder
+ *    (text_config) is the model.
  *  - BERT's token-type embeddings, pooler and MLM transform (~2M) are left out, as in
  *    examples/models/bert-large.yaml. */
 #define G_LOG_DOMAIN "mpplan-model"
@@ -34,12 +41,34 @@
 
 typedef struct {
   const char *type;          /* model_type */
-  gboolean gated;            /* silu means a gated (swiglu) MLP */
+  gboolean gated;            /* silu means a gated (swiglu) MLP, gelu geglu */
   gboolean learned;          /* learned positions (no rope keys) */
   gboolean tied;             /* tie_word_embeddings default of its config class */
   gboolean bias;             /* biases when no attention_bias / mlp_bias key */
   MpNorm norm;               /* when no epsilon key says */
+  /* attention (ir14); zero for the families above. */
+  const struct _HfAttention *attn;
 } Family;
+
+/* What an attention-side family's modeling_*.py builds beyond its config keys (ir14). */
+typedef struct _HfAttention {
+  MpAttnBias bias;           /* attention biases when no attention_bias key */
+  gboolean qk_norm;          /* q_norm / k_norm per head (Qwen3, Gemma 3) */
+  gboolean gemma;            /* post-norms and sqrt(hidden)-scaled embeddings */
+  gboolean sinks;            /* a learned sink per head (GPT-OSS) */
+  guint period;              /* a full-attention block every PERIOD blocks (Gemma 2: 2,
+                              * Gemma 3: 6), the others windowed; 0: all windowed */
+  guint64 vocab, context;    /* vocab_size, max_position_embeddings defaults, 0: none */
+} HfAttention;
+
+static const HfAttention qwen2_attn = { MP_ATTN_BIAS_QKV, FALSE, FALSE, FALSE, 0, 0, 0 };
+static const HfAttention qwen3_attn = { MP_ATTN_BIAS_AS_MODEL, TRUE, FALSE, FALSE, 0, 0, 0 };
+/* Gemma2Config / Gemma3TextConfig defaults (transformers 4.50). */
+static const HfAttention gemma2_attn = { MP_ATTN_BIAS_AS_MODEL, FALSE, TRUE, FALSE, 2, 256000,
+                                         8192 };
+static const HfAttention gemma3_attn = { MP_ATTN_BIAS_AS_MODEL, TRUE, TRUE, FALSE, 6, 262208,
+                                         131072 };
+static const HfAttention gpt_oss_attn = { MP_ATTN_BIAS_AS_MODEL, FALSE, FALSE, TRUE, 2, 0, 0 };
 
 static const Family families[] = {
   { "gpt2", FALSE, TRUE, TRUE, TRUE, MP_NORM_LAYERNORM },
@@ -47,9 +76,15 @@ static const Family families[] = {
   { "llama", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
   { "mistral", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
   { "mixtral", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "qwen2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "qwen3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "qwen3_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
+  { "qwen2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, &qwen2_attn },
+  { "qwen3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, &qwen3_attn },
+  { "qwen3_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, &qwen3_attn },
+  { "gemma2", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, &gemma2_attn },
+  { "gemma3_text", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, &gemma3_attn },
+  { "gemma3", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, &gemma3_attn },
+  { "gpt_oss", TRUE, FALSE, FALSE, TRUE, MP_NORM_RMSNORM, &gpt_oss_attn },
+  { "deepseek_v2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
+  { "deepseek_v3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
 };
 
 /* Reading state: the file name for messages, the first problem (common/jsonread.h), notes
@@ -161,8 +196,6 @@ refuse_unsupported (Reader *r)
   static const struct {
     const char *key, *feature;
   } refused[] = {
-    { "kv_lora_rank", "multi-head latent attention" },
-    { "q_lora_rank", "multi-head latent attention" },
     { "n_shared_experts", "shared experts" },
     { "shared_expert_intermediate_size", "shared experts" },
     { "first_k_dense_replace", "dense layers before the MoE layers" },
@@ -202,7 +235,8 @@ find_family (Reader *r)
     if (strcmp (type, families[i].type) == 0)
       return &families[i];
   problem (r, "unsupported model_type '%s' (supported: gpt2, llama, mistral, mixtral, "
-           "qwen2, qwen3, qwen3_moe, bert)", type);
+           "qwen2, qwen3, qwen3_moe, bert, gemma2, gemma3, gpt_oss, deepseek_v2, "
+           "deepseek_v3)", type);
   return NULL;
 }
 
@@ -211,14 +245,17 @@ find_family (Reader *r)
 static void
 read_activation (Reader *r, const Family *f, MpModel *m)
 {
-  static const char *const keys[] = { "hidden_act", "activation_function", NULL };
+  static const char *const keys[] = { "hidden_activation", "hidden_act", "activation_function",
+                                      NULL };
   const char *act = get_string (r, keys);
   if (act == NULL)
-    act = f->gated ? "silu" : "gelu";
+    act = f->attn && f->attn->gemma ? "gelu_pytorch_tanh" : f->gated ? "silu" : "gelu";
   gboolean silu = strcmp (act, "silu") == 0 || strcmp (act, "swish") == 0;
   gboolean gelu = g_str_has_prefix (act, "gelu");
   if (f->gated && silu)
     m->activation = MP_ACT_SWIGLU;
+  else if (f->gated && gelu)
+    m->activation = MP_ACT_GEGLU;       /* Gemma's gelu_pytorch_tanh gate */
   else if (!f->gated && gelu)
     m->activation = MP_ACT_GELU;
   else if (!f->gated && strcmp (act, "relu") == 0)
@@ -280,6 +317,48 @@ read_experts (Reader *r, MpModel *m)
              G_GUINT64_FORMAT " experts", m->experts_per_token, m->experts);
 }
 
+/* A positive number under KEY (soft-capping values), 0 when absent or null. */
+static double
+get_positive (Reader *r, const char *key)
+{
+  JsonNode *n = json_object_get_member (r->root, key);
+  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
+    return 0;
+  GType t = JSON_NODE_HOLDS_VALUE (n) ? json_node_get_value_type (n) : G_TYPE_INVALID;
+  if ((t != G_TYPE_INT64 && t != G_TYPE_DOUBLE) || !(json_node_get_double (n) > 0))
+    {
+      problem (r, "'%s' must be a positive number or null", key);
+      return 0;
+    }
+  return json_node_get_double (n);
+}
+
+/* Multi-head latent attention (DeepSeek-V2/V3, ir14): kv_lora_rank turns it on;
+ * q_lora_rank null means q is projected directly (V2-Lite); the head widths are required.
+ * K and V are per head: kv_heads = heads, whatever num_key_value_heads says. */
+static gboolean
+read_mla (Reader *r, MpModel *m)
+{
+  static const char *const kv_key[] = { "kv_lora_rank", NULL };
+  static const char *const q_key[] = { "q_lora_rank", NULL };
+  static const char *const nope_key[] = { "qk_nope_head_dim", NULL };
+  static const char *const rope_key[] = { "qk_rope_head_dim", NULL };
+  static const char *const v_key[] = { "v_head_dim", NULL };
+  guint64 kv = 0;
+  if (!get_dim (r, kv_key, FALSE, &kv))
+    return FALSE;
+  get_dim (r, q_key, FALSE, &m->q_lora_rank);
+  if (get_dim (r, nope_key, TRUE, &m->qk_nope_head_dim)
+      && get_dim (r, rope_key, TRUE, &m->qk_rope_head_dim)
+      && get_dim (r, v_key, TRUE, &m->v_head_dim))
+    {
+      m->kv_lora_rank = kv;
+      m->kv_heads = m->heads;
+      m->head_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
+    }
+  return TRUE;
+}
+
 /* The attention shape: heads, kv heads (GQA), head_dim; with the checks the IR needs. */
 static void
 read_attention (Reader *r, MpModel *m)
@@ -288,6 +367,8 @@ read_attention (Reader *r, MpModel *m)
   static const char *const kv_keys[] = { "num_key_value_heads", NULL };
   static const char *const dim_keys[] = { "head_dim", NULL };
   if (!get_dim (r, heads_keys, TRUE, &m->heads))
+    return;
+  if (read_mla (r, m))
     return;
   m->kv_heads = m->heads;
   if (get_dim (r, kv_keys, FALSE, &m->kv_heads) && m->heads % m->kv_heads != 0)
@@ -302,6 +383,131 @@ read_attention (Reader *r, MpModel *m)
       return;
     }
   m->head_dim = m->hidden / m->heads;
+}
+
+/* The smallest period P with types[i] == types[i % P]: a short pattern for the YAML. */
+static guint
+pattern_period (const gboolean *types, guint n)
+{
+  for (guint p = 1; p < n; p++)
+    {
+      guint i = p;
+      while (i < n && types[i] == types[i % p])
+        i++;
+      if (i == n)
+        return p;
+    }
+  return n;
+}
+
+/* layer_types (transformers >= 4.53): "sliding_attention" / "full_attention" per block,
+ * into a pattern; TRUE when the key was there. */
+static gboolean
+read_layer_types (Reader *r, MpModel *m)
+{
+  JsonNode *n = json_object_get_member (r->root, "layer_types");
+  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
+    return FALSE;
+  JsonArray *a = JSON_NODE_HOLDS_ARRAY (n) ? json_node_get_array (n) : NULL;
+  guint len = a ? json_array_get_length (a) : 0;
+  if (a == NULL || len != m->n_blocks)
+    {
+      problem (r, "'layer_types' must be a list of one kind per layer (%" G_GUINT64_FORMAT ")",
+               m->n_blocks);
+      return TRUE;
+    }
+  g_autofree gboolean *types = g_new0 (gboolean, len);
+  for (guint i = 0; i < len; i++)
+    {
+      JsonNode *e = json_array_get_element (a, i);
+      const char *t = JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_STRING
+                      ? json_node_get_string (e) : "";
+      if (strcmp (t, "sliding_attention") == 0)
+        types[i] = TRUE;
+      else if (strcmp (t, "full_attention") != 0)
+        {
+          problem (r, "unsupported feature: '%s' layers (layer_types)", t);
+          return TRUE;
+        }
+    }
+  m->n_window_pattern = pattern_period (types, len);
+  m->window_pattern = g_memdup2 (types, m->n_window_pattern * sizeof *types);
+  return TRUE;
+}
+
+/* Which blocks a sliding window applies to: layer_types, else Qwen2's max_window_layers
+ * (the blocks from it on), else the family's period (sliding_window_pattern overrides it:
+ * the last of each PERIOD blocks is full), else all of them. */
+static void
+read_window_pattern (Reader *r, const Family *f, MpModel *m)
+{
+  static const char *const period_key[] = { "sliding_window_pattern", NULL };
+  static const char *const full_key[] = { "max_window_layers", NULL };
+  if (read_layer_types (r, m))
+    return;
+  guint64 period = f->attn ? f->attn->period : 0, full = 0;
+  get_count (r, period_key, FALSE, MP_MODEL_MAX_LAYERS, &period);
+  gboolean qwen = get_count (r, full_key, FALSE, MP_MODEL_MAX_LAYERS, &full)
+                  && full < m->n_blocks;
+  guint n = qwen ? (guint) m->n_blocks : (guint) period;
+  if (n <= 1 || n > m->n_blocks)
+    return;                                /* every block windowed */
+  g_autofree gboolean *types = g_new (gboolean, n);
+  for (guint i = 0; i < n; i++)
+    types[i] = qwen ? i >= full : i + 1 < period;
+  m->n_window_pattern = pattern_period (types, n);
+  m->window_pattern = g_memdup2 (types, m->n_window_pattern * sizeof *types);
+}
+
+/* sliding_window (Mistral, Gemma 2/3, GPT-OSS; off with use_sliding_window: false, as
+ * Qwen2/3 ship): real windowed attention; a window that covers the context is full
+ * attention, said in a note. */
+static void
+read_window (Reader *r, const Family *f, MpModel *m)
+{
+  static const char *const window_key[] = { "sliding_window", NULL };
+  guint64 window = 0;
+  if (!get_bool (r, "use_sliding_window", TRUE)
+      || !get_count (r, window_key, FALSE, G_MAXUINT32, &window))
+    return;
+  if (window >= m->seq_len)
+    {
+      g_ptr_array_add (r->notes, g_strdup_printf (
+          "%s: the sliding window (%" G_GUINT64_FORMAT " tokens) covers the %" G_GUINT64_FORMAT
+          "-token context: full attention", r->name, window, m->seq_len));
+      return;
+    }
+  m->window = window;
+  read_window_pattern (r, f, m);
+  if (m->n_window_pattern == 1)
+    {
+      /* Every block alike: windowed (no pattern needed) or full (no window). */
+      if (!m->window_pattern[0])
+        m->window = 0;
+      g_clear_pointer (&m->window_pattern, g_free);
+      m->n_window_pattern = 0;
+    }
+}
+
+/* What Gemma, GPT-OSS and the Qwens build beyond the shape (ir14): qk-norm, attention
+ * biases, sinks, post-norms, scaled embeddings, soft-capping. */
+static void
+read_attention_extras (Reader *r, const Family *f, MpModel *m)
+{
+  const HfAttention *a = f->attn;
+  gboolean attn_bias = get_bool (r, "attention_bias", f->bias);
+  MpAttnBias bias = attn_bias ? MP_ATTN_BIAS_ALL : MP_ATTN_BIAS_NONE;
+  if (!json_object_has_member (r->root, "attention_bias") && a && a->bias)
+    bias = a->bias;
+  if (bias != (m->bias ? MP_ATTN_BIAS_ALL : MP_ATTN_BIAS_NONE))
+    m->attn_bias = bias;
+  if (a == NULL)
+    return;
+  m->qk_norm = a->qk_norm;
+  m->attn_sinks = a->sinks;
+  m->post_norms = m->embed_scale = a->gemma;
+  m->attn_softcap = get_positive (r, "attn_logit_softcapping");
+  m->logit_softcap = get_positive (r, "final_logit_softcapping");
 }
 
 /* FFN width: per expert for an MoE (moe_intermediate_size before intermediate_size),
@@ -322,25 +528,15 @@ read_ffn (Reader *r, MpModel *m)
     }
 }
 
-/* seq_len: the context, capped at a sliding window (see the file comment). */
+/* seq_len: the context (the family's default when the key is absent). */
 static void
-read_seq_len (Reader *r, MpModel *m)
+read_seq_len (Reader *r, const Family *f, MpModel *m)
 {
   static const char *const keys[] = { "max_position_embeddings", "n_positions", "n_ctx",
                                       NULL };
-  static const char *const window_key[] = { "sliding_window", NULL };
-  if (!get_dim (r, keys, TRUE, &m->seq_len))
-    return;
-  guint64 window = 0;
-  if (get_bool (r, "use_sliding_window", TRUE)
-      && get_count (r, window_key, FALSE, G_MAXUINT32, &window) && window < m->seq_len)
-    {
-      g_ptr_array_add (r->notes, g_strdup_printf (
-          "%s: sliding-window attention (%" G_GUINT64_FORMAT " tokens): seq_len set to the "
-          "window, where it costs what full attention costs (the context is %"
-          G_GUINT64_FORMAT ")", r->name, window, m->seq_len));
-      m->seq_len = window;
-    }
+  guint64 def = f->attn ? f->attn->context : 0;
+  if (!get_dim (r, keys, def == 0, &m->seq_len) && r->error == NULL)
+    m->seq_len = def;
 }
 
 static void
@@ -365,6 +561,17 @@ read_config (Reader *r, MpModel *m)
   static const char *const layer_keys[] = { "num_hidden_layers", "n_layer", NULL };
   static const char *const hidden_keys[] = { "hidden_size", "n_embd", NULL };
   static const char *const vocab_keys[] = { "vocab_size", NULL };
+  JsonNode *text = json_object_get_member (r->root, "text_config");
+  if (text != NULL && JSON_NODE_HOLDS_OBJECT (text))
+    {
+      /* A vision-language checkpoint (Gemma 3): the text decoder is the model trained
+       * here; a vision tower is not costed. */
+      if (json_object_has_member (r->root, "vision_config"))
+        g_ptr_array_add (r->notes, g_strdup_printf ("%s: the vision tower (vision_config) is "
+                                                    "left out: this is its text decoder",
+                                                    r->name));
+      r->root = json_node_get_object (text);
+    }
   refuse_unsupported (r);
   const Family *f = find_family (r);
   if (f == NULL)
@@ -373,18 +580,21 @@ read_config (Reader *r, MpModel *m)
   get_count (r, layer_keys, TRUE, MP_MODEL_MAX_LAYERS, &m->n_blocks);
   get_dim (r, hidden_keys, TRUE, &m->hidden);
   read_attention (r, m);
-  get_dim (r, vocab_keys, TRUE, &m->vocab);
-  read_seq_len (r, m);
+  guint64 vocab = f->attn ? f->attn->vocab : 0;
+  if (!get_dim (r, vocab_keys, vocab == 0, &m->vocab) && r->error == NULL)
+    m->vocab = vocab;
+  read_seq_len (r, f, m);
+  read_window (r, f, m);
   read_activation (r, f, m);
   read_position_norm (r, f, m);
   read_experts (r, m);
   read_ffn (r, m);
   m->tied_embeddings = get_bool (r, "tie_word_embeddings", f->tied);
-  gboolean attn_bias = get_bool (r, "attention_bias", f->bias);
-  m->bias = get_bool (r, "mlp_bias", f->bias) || attn_bias;
-  if (m->position == MP_POS_ROTARY && m->head_dim % 2 != 0)
-    problem (r, "rotary positions need an even head width, not %" G_GUINT64_FORMAT,
-             m->head_dim);
+  m->bias = get_bool (r, "mlp_bias", f->bias);
+  read_attention_extras (r, f, m);
+  guint64 rotary = m->kv_lora_rank > 0 ? m->qk_rope_head_dim : m->head_dim;
+  if (m->position == MP_POS_ROTARY && rotary % 2 != 0)
+    problem (r, "rotary positions need an even head width, not %" G_GUINT64_FORMAT, rotary);
   read_training (r, m);
 }
 
@@ -467,6 +677,52 @@ mp_model_file_is_hf (const char *path)
 
 /* ---- model -> YAML ---------------------------------------------------------------- */
 
+/* The `attention:` block and Gemma's keys, when the model has any of them (ir14). */
+static void
+append_attention (GString *s, const MpModel *m)
+{
+  static const char *const bias_names[] = { NULL, "false", "qkv", "true" };
+  gboolean any = m->window || m->attn_sinks || m->qk_norm || m->attn_bias
+                 || m->attn_softcap > 0 || m->kv_lora_rank;
+  if (any)
+    g_string_append (s, "attention:\n");
+  if (m->window)
+    g_string_append_printf (s, "  window: %" G_GUINT64_FORMAT "\n", m->window);
+  if (m->window && m->n_window_pattern)
+    {
+      g_string_append (s, "  pattern: [");
+      for (guint i = 0; i < m->n_window_pattern; i++)
+        g_string_append_printf (s, "%s%s", i ? ", " : "",
+                                m->window_pattern[i] ? "window" : "full");
+      g_string_append (s, "]\n");
+    }
+  if (m->attn_sinks)
+    g_string_append (s, "  sinks: true\n");
+  if (m->qk_norm)
+    g_string_append (s, "  qk_norm: true\n");
+  if (m->attn_bias)
+    g_string_append_printf (s, "  bias: %s\n", bias_names[m->attn_bias]);
+  if (m->attn_softcap > 0)
+    g_string_append_printf (s, "  softcap: %.17g\n", m->attn_softcap);
+  if (m->kv_lora_rank)
+    {
+      g_string_append (s, "  mla:\n");
+      if (m->q_lora_rank)
+        g_string_append_printf (s, "    q_lora_rank: %" G_GUINT64_FORMAT "\n", m->q_lora_rank);
+      g_string_append_printf (s, "    kv_lora_rank: %" G_GUINT64_FORMAT "\n"
+                              "    qk_nope_head_dim: %" G_GUINT64_FORMAT "\n"
+                              "    qk_rope_head_dim: %" G_GUINT64_FORMAT "\n"
+                              "    v_head_dim: %" G_GUINT64_FORMAT "\n", m->kv_lora_rank,
+                              m->qk_nope_head_dim, m->qk_rope_head_dim, m->v_head_dim);
+    }
+  if (m->post_norms)
+    g_string_append (s, "post_norms: true\n");
+  if (m->embed_scale)
+    g_string_append (s, "embed_scale: true\n");
+  if (m->logit_softcap > 0)
+    g_string_append_printf (s, "logit_softcap: %.17g\n", m->logit_softcap);
+}
+
 static void
 append_transformer (GString *s, const MpModel *m)
 {
@@ -485,6 +741,7 @@ append_transformer (GString *s, const MpModel *m)
   if (m->experts > 0)
     g_string_append_printf (s, "experts: %" G_GUINT64_FORMAT "\nexperts_per_token: %"
                             G_GUINT64_FORMAT "\n", m->experts, m->experts_per_token);
+  append_attention (s, m);
 }
 
 static void

@@ -13,13 +13,30 @@
  *   ffn_hidden: 49152          # default 4 hidden; swiglu: 8/3 hidden rounded up to 256
  *   vocab: 51200               # required
  *   seq_len: 2048              # required
- *   activation: gelu           # gelu (default) | swiglu | relu
+ *   activation: gelu           # gelu (default) | swiglu | relu | geglu
  *   norm: layernorm            # layernorm (default) | rmsnorm
  *   position: learned          # learned (default) | rotary
  *   bias: true                 # biases on linear layers (default true)
  *   tied_embeddings: true      # output projection shares the token embedding (default true)
  *   experts: 0                 # MoE experts per block (default 0: dense)
  *   experts_per_token: 2       # MoE top-k; required when experts > 0
+ *   attention:                 # optional (ir14); every key optional
+ *     window: 4096             # sliding window, keys per query (at most seq_len)
+ *     pattern: [window, full]  # which blocks are windowed, repeated over the blocks
+ *                              # (default: all); as long as `layers`: one per block
+ *     sinks: true              # a learned sink logit per head (GPT-OSS)
+ *     qk_norm: true            # RMSNorm of each q and k head (Qwen3, Gemma 3)
+ *     bias: qkv                # true | false | qkv (q, k, v only); default `bias`
+ *     softcap: 50              # tanh soft-capping of the scores (Gemma 2)
+ *     mla:                     # multi-head latent attention (DeepSeek-V2/V3)
+ *       q_lora_rank: 1536      # optional: without it q is projected directly
+ *       kv_lora_rank: 512      # required
+ *       qk_nope_head_dim: 128  # required
+ *       qk_rope_head_dim: 64   # required; head_dim = nope + rope
+ *       v_head_dim: 128        # required
+ *   post_norms: true           # Gemma 2/3: also normalise attention and MLP outputs
+ *   embed_scale: true          # Gemma: embeddings x sqrt(hidden)
+ *   logit_softcap: 30          # tanh soft-capping of the output logits (Gemma 2)
  *   training:                  # optional
  *     global_batch: 1536       # sequences per step; default ~1M tokens (2^20 / seq_len),
  *                              # 256 samples for an mlp
@@ -45,19 +62,29 @@ static const char *const common_keys[] = { "name", "architecture", "layers", "bi
                                            "training", NULL };
 static const char *const transformer_keys[] = {
   "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "seq_len", "activation",
-  "norm", "position", "tied_embeddings", "experts", "experts_per_token", NULL
+  "norm", "position", "tied_embeddings", "experts", "experts_per_token", "attention",
+  "post_norms", "embed_scale", "logit_softcap", NULL
 };
 static const char *const mlp_keys[] = { "input", NULL };
 static const char *const all_keys[] = {
   "name", "architecture", "layers", "bias", "training", "hidden", "heads", "kv_heads",
   "head_dim", "ffn_hidden", "vocab", "seq_len", "activation", "norm", "position",
-  "tied_embeddings", "experts", "experts_per_token", "input", NULL
+  "tied_embeddings", "experts", "experts_per_token", "input", "attention", "post_norms",
+  "embed_scale", "logit_softcap", NULL
 };
 static const char *const training_keys[] = { "global_batch", "precision", "optimizer", NULL };
 static const char *const mlp_layer_keys[] = { "out", "activation", NULL };
+static const char *const attention_keys[] = { "window", "pattern", "sinks", "qk_norm", "bias",
+                                              "softcap", "mla", NULL };
+static const char *const mla_keys[] = { "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+                                        "qk_rope_head_dim", "v_head_dim", NULL };
+static const char *const attn_bias_names[] = { "false", "true", "qkv", NULL };
+static const MpAttnBias attn_bias_values[] = { MP_ATTN_BIAS_NONE, MP_ATTN_BIAS_ALL,
+                                               MP_ATTN_BIAS_QKV };
+static const char *const pattern_names[] = { "full", "window", NULL };
 
 static const char *const arch_names[] = { "transformer", "mlp", NULL };
-static const char *const act_names[] = { "gelu", "swiglu", "relu", NULL };   /* MpActivation */
+static const char *const act_names[] = { "gelu", "swiglu", "relu", "geglu", NULL }; /* MpActivation */
 static const char *const norm_names[] = { "layernorm", "rmsnorm", NULL };    /* MpNorm */
 static const char *const pos_names[] = { "learned", "rotary", NULL };        /* MpPosition */
 static const char *const optim_names[] = { "adam", "sgd", NULL };            /* MpOptimizer */
@@ -139,12 +166,27 @@ read_training (MpYamlReader *r, const MpYamlNode *root, MpModel *m, gboolean *ba
     m->optimizer = (MpOptimizer) i;
 }
 
-/* head_dim: given, or hidden / heads when heads divides hidden. */
+/* head_dim: given, or nope + rope with MLA, or hidden / heads when heads divides hidden. */
 static gboolean
 read_head_dim (MpYamlReader *r, const MpYamlNode *root, MpModel *m, gboolean shape_ok)
 {
-  if (mp_yaml_lookup (root, "head_dim") != NULL)
-    return get_dim (r, root, "head_dim", FALSE, &m->head_dim);
+  guint64 mla_dim = m->qk_nope_head_dim + m->qk_rope_head_dim;
+  const MpYamlNode *v = mp_yaml_lookup (root, "head_dim");
+  if (v != NULL)
+    {
+      if (!get_dim (r, root, "head_dim", FALSE, &m->head_dim))
+        return FALSE;
+      if (m->kv_lora_rank > 0 && m->head_dim != mla_dim)
+        mp_yaml_problem (r, v, "'head_dim' = %" G_GUINT64_FORMAT " is not qk_nope_head_dim + "
+                         "qk_rope_head_dim = %" G_GUINT64_FORMAT " (leave it out with mla)",
+                         m->head_dim, mla_dim);
+      return TRUE;
+    }
+  if (m->kv_lora_rank > 0)
+    {
+      m->head_dim = mla_dim;
+      return TRUE;
+    }
   if (!shape_ok)
     return FALSE;
   if (m->hidden % m->heads != 0)
@@ -159,7 +201,8 @@ read_head_dim (MpYamlReader *r, const MpYamlNode *root, MpModel *m, gboolean sha
   return TRUE;
 }
 
-/* kv_heads: default heads; must divide heads (grouped-query attention). */
+/* kv_heads: default heads; must divide heads (grouped-query attention); = heads with
+ * MLA, whose K and V are per head. */
 static void
 read_kv_heads (MpYamlReader *r, const MpYamlNode *root, MpModel *m, gboolean heads_ok)
 {
@@ -167,7 +210,11 @@ read_kv_heads (MpYamlReader *r, const MpYamlNode *root, MpModel *m, gboolean hea
   const MpYamlNode *v = mp_yaml_lookup (root, "kv_heads");
   if (v == NULL || !get_dim (r, root, "kv_heads", FALSE, &m->kv_heads) || !heads_ok)
     return;
-  if (m->kv_heads > m->heads)
+  if (m->kv_lora_rank > 0 && m->kv_heads != m->heads)
+    mp_yaml_problem (r, v, "'kv_heads' = %" G_GUINT64_FORMAT " with mla: latent attention "
+                     "has a key and a value per head (kv_heads = heads = %" G_GUINT64_FORMAT
+                     ")", m->kv_heads, m->heads);
+  else if (m->kv_heads > m->heads)
     mp_yaml_problem (r, v, "'kv_heads' = %" G_GUINT64_FORMAT " is more than 'heads' = %"
                      G_GUINT64_FORMAT, m->kv_heads, m->heads);
   else if (m->heads % m->kv_heads != 0)
@@ -197,11 +244,112 @@ read_experts (MpYamlReader *r, const MpYamlNode *root, MpModel *m)
                      "'experts' = %" G_GUINT64_FORMAT, m->experts_per_token, m->experts);
 }
 
+/* attention.mla: the latent ranks and head widths (all required but q_lora_rank). */
+static void
+read_mla (MpYamlReader *r, const MpYamlNode *mla, MpModel *m)
+{
+  if (!mp_yaml_expect_map (r, mla, "'mla'"))
+    return;
+  mp_yaml_check_keys (r, mla, mla_keys);
+  const MpYamlNode *q = mp_yaml_lookup (mla, "q_lora_rank");
+  if (q != NULL && get_count (r, mla, "q_lora_rank", FALSE, 0, MP_MODEL_MAX_DIM,
+                              &m->q_lora_rank) && m->q_lora_rank == 0)
+    mp_yaml_problem (r, q, "'q_lora_rank' must be greater than zero (leave it out when q "
+                     "is projected directly, as in DeepSeek-V2-Lite)");
+  guint64 kv = 0;
+  gboolean ok = get_dim (r, mla, "kv_lora_rank", TRUE, &kv);
+  ok &= get_dim (r, mla, "qk_nope_head_dim", TRUE, &m->qk_nope_head_dim);
+  ok &= get_dim (r, mla, "qk_rope_head_dim", TRUE, &m->qk_rope_head_dim);
+  ok &= get_dim (r, mla, "v_head_dim", TRUE, &m->v_head_dim);
+  if (ok)
+    m->kv_lora_rank = kv;
+  else
+    m->qk_nope_head_dim = m->qk_rope_head_dim = m->v_head_dim = 0;
+}
+
+/* attention.pattern: `window` / `full` per block, repeated over the blocks. */
+static void
+read_pattern (MpYamlReader *r, const MpYamlNode *v, MpModel *m)
+{
+  guint n = v->kind == MP_YAML_SEQ ? v->items->len : 0;
+  if (v->kind != MP_YAML_SEQ || n == 0 || (m->n_blocks > 0 && n > m->n_blocks))
+    {
+      mp_yaml_problem (r, v, "'pattern' must be a list of 1 to 'layers' entries like "
+                       "[window, window, full] (repeated over the blocks)");
+      return;
+    }
+  g_autofree gboolean *pattern = g_new0 (gboolean, n);
+  gboolean ok = TRUE;
+  for (guint i = 0; i < n; i++)
+    {
+      const MpYamlNode *item = g_ptr_array_index (v->items, i);
+      int k = -1;
+      for (int j = 0; item->kind == MP_YAML_SCALAR && pattern_names[j]; j++)
+        if (strcmp (item->value, pattern_names[j]) == 0)
+          k = j;
+      if (k < 0)
+        {
+          mp_yaml_problem (r, item, "pattern entry %u must be 'window' or 'full'", i);
+          ok = FALSE;
+        }
+      pattern[i] = k == 1;
+    }
+  if (!ok)
+    return;
+  m->window_pattern = g_steal_pointer (&pattern);
+  m->n_window_pattern = n;
+}
+
+/* attention.window: at most seq_len (a window covering the sequence is full attention;
+ * a longer one is a mistake, not a window). */
+static void
+read_window (MpYamlReader *r, const MpYamlNode *attn, MpModel *m)
+{
+  const MpYamlNode *v = mp_yaml_lookup (attn, "window");
+  const MpYamlNode *p = mp_yaml_lookup (attn, "pattern");
+  if (v != NULL && get_dim (r, attn, "window", FALSE, &m->window) && m->seq_len > 0
+      && m->window > m->seq_len)
+    {
+      mp_yaml_problem (r, v, "'window' = %" G_GUINT64_FORMAT " is longer than seq_len = %"
+                       G_GUINT64_FORMAT " (a window covering the sequence is full "
+                       "attention: lower it or leave it out)", m->window, m->seq_len);
+      m->window = 0;
+    }
+  if (p != NULL && v == NULL)
+    mp_yaml_problem (r, p, "'pattern' needs 'window' (the width of the windowed blocks)");
+  else if (p != NULL)
+    read_pattern (r, p, m);
+}
+
+/* The optional `attention:` block. */
+static void
+read_attention (MpYamlReader *r, const MpYamlNode *root, MpModel *m)
+{
+  const MpYamlNode *attn = mp_yaml_lookup (root, "attention");
+  if (attn == NULL || !mp_yaml_expect_map (r, attn, "'attention'"))
+    return;
+  mp_yaml_check_keys (r, attn, attention_keys);
+  read_window (r, attn, m);
+  mp_yaml_get_bool (r, attn, "sinks", FALSE, &m->attn_sinks);
+  mp_yaml_get_bool (r, attn, "qk_norm", FALSE, &m->qk_norm);
+  int i;
+  if (mp_yaml_get_enum (r, attn, "bias", FALSE, attn_bias_names, &i))
+    m->attn_bias = attn_bias_values[i];
+  if (mp_yaml_lookup (attn, "softcap") != NULL)
+    mp_yaml_get_quantity (r, attn, "softcap", MP_UNIT_COUNT, FALSE, FALSE, &m->attn_softcap);
+  const MpYamlNode *mla = mp_yaml_lookup (attn, "mla");
+  if (mla != NULL)
+    read_mla (r, mla, m);
+  if (mla != NULL && m->qk_norm)
+    mp_yaml_problem (r, mp_yaml_lookup (attn, "qk_norm"), "'qk_norm' does not apply to "
+                     "mla (its latents have their own norms)");
+}
+
 /* Swiglu's customary width (Llama): 2/3 of 4h, rounded up to a multiple of 256. */
 static guint64
 default_ffn (const MpModel *m)
 {
-  if (m->activation != MP_ACT_SWIGLU)
+  if (!mp_activation_gated (m->activation))
     return 4 * m->hidden;
   guint64 w = (8 * m->hidden + 2) / 3;
   return (w + 255) / 256 * 256;
@@ -235,12 +383,20 @@ read_transformer (MpYamlReader *r, const MpYamlNode *root, MpModel *m)
   m->tied_embeddings = TRUE;
   mp_yaml_get_bool (r, root, "tied_embeddings", FALSE, &m->tied_embeddings);
 
+  read_attention (r, root, m);
+  mp_yaml_get_bool (r, root, "post_norms", FALSE, &m->post_norms);
+  mp_yaml_get_bool (r, root, "embed_scale", FALSE, &m->embed_scale);
+  if (mp_yaml_lookup (root, "logit_softcap") != NULL)
+    mp_yaml_get_quantity (r, root, "logit_softcap", MP_UNIT_COUNT, FALSE, FALSE,
+                          &m->logit_softcap);
   gboolean head_dim_ok = read_head_dim (r, root, m, hidden_ok && heads_ok);
   read_kv_heads (r, root, m, heads_ok);
-  if (head_dim_ok && m->position == MP_POS_ROTARY && m->head_dim % 2 != 0)
+  /* The rotary part of a head: all of it, or MLA's decoupled qk_rope_head_dim. */
+  guint64 rotary = m->kv_lora_rank > 0 ? m->qk_rope_head_dim : m->head_dim;
+  if (head_dim_ok && m->position == MP_POS_ROTARY && rotary % 2 != 0)
     mp_yaml_problem (r, mp_yaml_lookup (root, "position"),
                      "rotary positions need an even head width, not %" G_GUINT64_FORMAT,
-                     m->head_dim);
+                     rotary);
   read_experts (r, root, m);
 
   if (mp_yaml_lookup (root, "ffn_hidden") != NULL)

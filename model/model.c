@@ -4,8 +4,10 @@
  * Conventions (so the planner's sums agree with the papers it is checked against):
  *  - FLOPs are "model FLOPs": matrix products only (GEMMs, the attention core, the router
  *    and output GEMMs), 2 FLOP per multiply-add, attention scores without causal halving
- *    (Korthikanti et al. 2022, eq. 7). Norms, activations, residuals, embeddings and the
- *    loss are memory-bound: their cost is fwd_bytes, their fwd_flops are 0.
+ *    (Korthikanti et al. 2022, eq. 7), over min(seq_len, window) keys in a windowed
+ *    block; train_flops_per_token_causal is the causal count (model.h). Norms,
+ *    activations, residuals, embeddings and the loss are memory-bound: their cost is
+ *    fwd_bytes, their fwd_flops are 0.
  *  - Backward is 2x forward for every matrix product (input gradient + weight gradient).
  *  - Activation bytes follow Korthikanti et al. 2022 (sec. 4.1): 16-bit tensors (here the
  *    activation dtype, 4 bytes in fp32 training), 1-byte dropout masks. For a GPT block
@@ -57,17 +59,23 @@ add_linear (GArray *ops, const char *name, MpSplit split, double n, double k, do
   return op;
 }
 
-/* A layernorm (gain + bias: 2h) or rmsnorm (gain: h). Keeps its input for backward, which
- * is replicated under tensor parallelism (Korthikanti: 2sbh per layernorm). */
+/* A layernorm (gain + bias: 2 w) or rmsnorm (gain: w) over WIDTH features (the hidden
+ * size, or an MLA latent). Keeps its input for backward, which is replicated under tensor
+ * parallelism (Korthikanti: 2sbh per layernorm). */
+static MpOp *
+add_norm_width (GArray *ops, const char *name, const MpModel *m, double width, double e)
+{
+  MpOp *op = add_op (ops, name, MP_OP_NORM, MP_SPLIT_NONE);
+  op->params = op->active_params = (m->norm == MP_NORM_LAYERNORM ? 2 : 1) * width;
+  op->fwd_bytes = 2 * e * width;
+  op->act_rep_bytes = e * width;
+  return op;
+}
+
 static MpOp *
 add_norm (GArray *ops, const char *name, const MpModel *m, double e)
 {
-  double h = (double) m->hidden;
-  MpOp *op = add_op (ops, name, MP_OP_NORM, MP_SPLIT_NONE);
-  op->params = op->active_params = (m->norm == MP_NORM_LAYERNORM ? 2 : 1) * h;
-  op->fwd_bytes = 2 * e * h;
-  op->act_rep_bytes = e * h;
-  return op;
+  return add_norm_width (ops, name, m, (double) m->hidden, e);
 }
 
 /* Dropout + residual add: reads two h-wide tensors, writes one and a 1-byte mask; the mask
@@ -86,7 +94,13 @@ add_residual (GArray *ops, const char *name, const MpModel *m, double e)
 static double
 fc1_width (const MpModel *m, double ffn)
 {
-  return m->activation == MP_ACT_SWIGLU ? 2 * ffn : ffn;
+  return mp_activation_gated (m->activation) ? 2 * ffn : ffn;
+}
+
+gboolean
+mp_activation_gated (MpActivation act)
+{
+  return act == MP_ACT_SWIGLU || act == MP_ACT_GEGLU;
 }
 
 /* The activation between fc1 and fc2. It keeps its input (gelu/relu: ffn wide; swiglu:
@@ -103,43 +117,222 @@ add_activation (GArray *ops, const char *name, MpSplit split, const MpModel *m, 
   return op;
 }
 
-/* Attention half of a block: norm1, qkv, [rotary], core, out-projection, residual.
- * With q = heads * head_dim and kv = kv_heads * head_dim (GQA: kv < q), the saved
- * activations generalise Korthikanti's 11h + 5as: qkv input e*h (replicated), Q, K and V
- * for the core e*(q + 2 kv), the core output as out-proj input e*q, and per query head
- * softmax output (e s), its dropout mask (s) and dropout output (e s). */
-static void
-add_attention (GArray *ops, const MpModel *m, double e)
+/* ---- attention (ir14) ------------------------------------------------------------- */
+
+static gboolean
+qkv_bias (const MpModel *m)
 {
-  double h = (double) m->hidden, s = (double) m->seq_len, d = (double) m->head_dim;
+  return m->attn_bias == MP_ATTN_BIAS_AS_MODEL ? m->bias : m->attn_bias >= MP_ATTN_BIAS_QKV;
+}
+
+static gboolean
+out_bias (const MpModel *m)
+{
+  return m->attn_bias == MP_ATTN_BIAS_AS_MODEL ? m->bias : m->attn_bias == MP_ATTN_BIAS_ALL;
+}
+
+guint64
+mp_model_block_window (const MpModel *m, guint64 block)
+{
+  g_return_val_if_fail (m != NULL, 0);
+  if (m->window == 0 || m->n_window_pattern == 0)
+    return m->window;
+  return m->window_pattern[block % m->n_window_pattern] ? m->window : 0;
+}
+
+/* Keys one query is scored against in the full-square count: the sequence, or the
+ * window when it is shorter. */
+static double
+attended_keys (const MpModel *m, guint64 window)
+{
+  return window > 0 && window < m->seq_len ? (double) window : (double) m->seq_len;
+}
+
+/* The (query, key) pairs a causal mask keeps in one sequence: query i sees keys
+ * max(0, i - W + 1) .. i. */
+static double
+causal_pairs (const MpModel *m, guint64 window)
+{
+  double s = (double) m->seq_len, w = attended_keys (m, window);
+  return w * (w + 1) / 2 + (s - w) * w;
+}
+
+/* The attention core over A query heads of width D (queries and keys) and KV_H kv heads,
+ * values and outputs DV wide. Per query head: Q K^T and P V, 2 keys (d + dv) FLOP (keys:
+ * min(s, window), the full-square count, see model.h). A fused kernel reads Q, K, V and
+ * writes O. Saved for backward: Q, K, V, and per query head the softmax output (e s),
+ * its dropout mask (s) and dropout output (e s) - over the whole sequence even in a
+ * windowed block, since an unfused kernel scores the full square and masks it. Sinks
+ * (GPT-OSS) add one learned logit per head to the softmax denominator: parameters, no
+ * matrix FLOPs. */
+static void
+add_core (GArray *ops, const MpModel *m, double a, double kv_h, double d, double dv,
+          guint64 window, double e)
+{
+  double s = (double) m->seq_len;
+  MpOp *op = add_op (ops, "attn_core", MP_OP_ATTENTION, MP_SPLIT_HEADS);
+  op->heads = a;
+  op->kv_heads = kv_h;
+  op->head_dim = d;
+  op->v_head_dim = dv;
+  op->window = window > 0 && window < m->seq_len ? (double) window : 0;
+  op->fwd_flops = 2 * attended_keys (m, window) * a * (d + dv);
+  op->bwd_flops = 2 * op->fwd_flops;
+  op->fwd_bytes = e * (a * d + kv_h * d + kv_h * dv + a * dv);
+  op->act_bytes = e * (a * d + kv_h * d + kv_h * dv);
+  op->act_score_bytes = a * s * (2 * e + 1);
+  if (m->attn_sinks)
+    op->params = op->active_params = a;
+}
+
+/* Rotary positions on N_Q query and N_K key features; linear, so backward needs only the
+ * cos/sin tables. */
+static void
+add_rotary (GArray *ops, double a, double kv_h, double d, double n_q, double n_k, double e)
+{
+  MpOp *op = add_op (ops, "rotary", MP_OP_ELEMENTWISE, MP_SPLIT_HEADS);
+  op->heads = a;
+  op->kv_heads = kv_h;
+  op->head_dim = d;
+  op->fwd_bytes = 2 * e * (n_q + n_k);
+}
+
+/* Multi-/grouped-query attention: norm1, qkv, [qk-norm], [rotary], core, out-projection,
+ * [post-norm], residual. With q = heads * head_dim and kv = kv_heads * head_dim (GQA:
+ * kv < q), the saved activations generalise Korthikanti's 11h + 5as: qkv input e*h
+ * (replicated), Q, K and V for the core e*(q + 2 kv), the core output as out-proj input
+ * e*q, and the score terms. */
+static void
+add_attention (GArray *ops, const MpModel *m, guint64 window, double e)
+{
+  double h = (double) m->hidden, d = (double) m->head_dim;
   double a = (double) m->heads, kv_h = (double) m->kv_heads;
   double q = a * d, kv = kv_h * d;
   MpOp *op;
 
   add_norm (ops, "norm1", m, e);
-  op = add_linear (ops, "qkv", MP_SPLIT_COLUMN, q + 2 * kv, h, 1, 1, m->bias, e);
+  op = add_linear (ops, "qkv", MP_SPLIT_COLUMN, q + 2 * kv, h, 1, 1, qkv_bias (m), e);
   op->act_rep_bytes = e * h;
-  if (m->position == MP_POS_ROTARY)
+  if (m->qk_norm)
     {
-      /* Rotates Q and K in place; linear, so backward needs only cos/sin tables. */
-      op = add_op (ops, "rotary", MP_OP_ELEMENTWISE, MP_SPLIT_HEADS);
-      op->heads = a;
-      op->kv_heads = kv_h;
-      op->head_dim = d;
+      /* One gain of head_dim for q and one for k, shared by the heads (Qwen3): on this
+       * rank's heads, keeping the q and k it normalises. */
+      op = add_op (ops, "qk_norm", MP_OP_NORM, MP_SPLIT_NONE);
+      op->params = op->active_params = 2 * d;
       op->fwd_bytes = 2 * e * (q + kv);
+      op->act_bytes = e * (q + kv);
     }
-  op = add_op (ops, "attn_core", MP_OP_ATTENTION, MP_SPLIT_HEADS);
-  op->heads = a;
-  op->kv_heads = kv_h;
-  op->head_dim = d;
-  op->fwd_flops = 4 * s * q;               /* Q K^T and P V: 2 s d per query head each */
-  op->bwd_flops = 2 * op->fwd_flops;
-  op->fwd_bytes = e * (2 * q + 2 * kv);    /* fused kernel: read Q, K, V; write O */
-  op->act_bytes = e * (q + 2 * kv);
-  op->act_score_bytes = a * s * (2 * e + 1);
-  op = add_linear (ops, "attn_out", MP_SPLIT_ROW, h, q, 1, 1, m->bias, e);
+  if (m->position == MP_POS_ROTARY)
+    add_rotary (ops, a, kv_h, d, q, kv, e);
+  add_core (ops, m, a, kv_h, d, d, window, e);
+  op = add_linear (ops, "attn_out", MP_SPLIT_ROW, h, q, 1, 1, out_bias (m), e);
   op->act_bytes = e * q;
+  if (m->post_norms)
+    add_norm (ops, "post_attn_norm", m, e);
   add_residual (ops, "attn_residual", m, e);
+}
+
+/* Multi-head latent attention (DeepSeek-V2 sec. 2.1; Megatron-Core's MLASelfAttention).
+ * Every tensor-parallel rank computes the down projections to the latents for all heads
+ * (replicated: q_down h -> q_lora_rank, kv_down h -> kv_lora_rank + the rotary key shared
+ * by the heads) and normalises them; the up projections to the heads are column-split
+ * (q_up: q_lora_rank -> heads (nope + rope); kv_up: kv_lora_rank -> heads (nope + v));
+ * the core scores nope + rope wide queries and keys and averages v wide values; the
+ * output projection is row-split. Without q_lora_rank (V2-Lite) q is projected directly.
+ * Training materialises K and V from the latent (no weight absorption, an inference
+ * trick); what an inference cache keeps is the latent and the rotary key
+ * (kv_cache_bytes_per_token). */
+static void
+add_mla (GArray *ops, const MpModel *m, guint64 window, double e)
+{
+  double h = (double) m->hidden, a = (double) m->heads;
+  double nope = (double) m->qk_nope_head_dim, rope = (double) m->qk_rope_head_dim;
+  double dv = (double) m->v_head_dim, d = nope + rope;
+  double qr = (double) m->q_lora_rank, kvr = (double) m->kv_lora_rank;
+  gboolean bias = qkv_bias (m);
+  MpOp *op;
+
+  add_norm (ops, "norm1", m, e);
+  if (qr > 0)
+    {
+      op = add_linear (ops, "q_down", MP_SPLIT_NONE, qr, h, 1, 1, bias, e);
+      op->act_rep_bytes = e * h;
+    }
+  else
+    {
+      op = add_linear (ops, "q_proj", MP_SPLIT_COLUMN, a * d, h, 1, 1, bias, e);
+      op->act_rep_bytes = e * h;
+    }
+  add_linear (ops, "kv_down", MP_SPLIT_NONE, kvr + rope, h, 1, 1, bias, e);
+  if (qr > 0)
+    add_norm_width (ops, "q_norm", m, qr, e);
+  add_norm_width (ops, "kv_norm", m, kvr, e);
+  if (qr > 0)
+    {
+      op = add_linear (ops, "q_up", MP_SPLIT_COLUMN, a * d, qr, 1, 1, bias, e);
+      op->act_rep_bytes = e * qr;
+    }
+  op = add_linear (ops, "kv_up", MP_SPLIT_COLUMN, a * (nope + dv), kvr, 1, 1, bias, e);
+  op->act_rep_bytes = e * kvr;
+  add_rotary (ops, a, a, rope, a * rope, rope, e);
+  add_core (ops, m, a, a, d, dv, window, e);
+  op = add_linear (ops, "attn_out", MP_SPLIT_ROW, h, a * dv, 1, 1, out_bias (m), e);
+  op->act_bytes = e * a * dv;
+  if (m->post_norms)
+    add_norm (ops, "post_attn_norm", m, e);
+  add_residual (ops, "attn_residual", m, e);
+}
+
+/* Bytes a block adds to an inference KV cache per token (see model.h). */
+static double
+kv_cache_bytes (const MpModel *m, double e)
+{
+  if (m->kv_lora_rank > 0)
+    return e * (double) (m->kv_lora_rank + m->qk_rope_head_dim);
+  return 2 * e * (double) m->kv_heads * (double) m->head_dim;
+}
+
+/* Training FLOPs per token of LAYER's attention core under the causal convention, minus
+ * those under the full-square one (model.h). */
+static double
+causal_correction (const MpModel *m, const MpLayer *layer)
+{
+  double delta = 0;
+  for (guint i = 0; i < layer->n_ops; i++)
+    {
+      const MpOp *op = &layer->ops[i];
+      if (op->kind != MP_OP_ATTENTION)
+        continue;
+      double per_key = (op->fwd_flops + op->bwd_flops) / attended_keys (m, layer->window);
+      delta += per_key * (causal_pairs (m, layer->window) / (double) m->seq_len
+                          - attended_keys (m, layer->window));
+    }
+  return delta;
+}
+
+const char *
+mp_model_attention_extras (const MpModel *m)
+{
+  g_return_val_if_fail (m != NULL, NULL);
+  if (m->window > 0)
+    return "sliding-window attention";
+  if (m->kv_lora_rank > 0)
+    return "multi-head latent attention";
+  if (m->attn_sinks)
+    return "attention sinks";
+  if (m->qk_norm)
+    return "qk-norm";
+  if (qkv_bias (m) != m->bias || out_bias (m) != m->bias)
+    return "attention biases unlike the MLP's";
+  if (m->post_norms)
+    return "post-norms";
+  if (m->embed_scale)
+    return "scaled embeddings";
+  if (m->attn_softcap > 0 || m->logit_softcap > 0)
+    return "logit soft-capping";
+  if (m->activation == MP_ACT_GEGLU)
+    return "a geglu MLP";
+  return NULL;
 }
 
 /* Dense MLP: fc1 (its input e*h replicated), activation, fc2 (its input e*ffn split).
@@ -233,6 +426,11 @@ build_embedding (const MpModel *m, MpLayer *layer, double e)
       op->params = op->active_params = (double) m->seq_len * h;
       op->fwd_bytes = 3 * e * h;                  /* read a row and the token row, write */
     }
+  if (m->embed_scale)
+    {
+      op = add_op (ops, "embed_scale", MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
+      op->fwd_bytes = 2 * e * h;                  /* x sqrt(h): read, write */
+    }
   op = add_op (ops, "embed_dropout", MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
   op->fwd_bytes = 2 * e * h + h;
   op->act_rep_bytes = h;                        /* the 1-byte mask */
@@ -243,16 +441,23 @@ static void
 build_block (const MpModel *m, MpLayer *layer, guint index, double e)
 {
   GArray *ops = ops_new ();
-  add_attention (ops, m, e);
+  guint64 window = mp_model_block_window (m, index);
+  if (m->kv_lora_rank > 0)
+    add_mla (ops, m, window, e);
+  else
+    add_attention (ops, m, window, e);
   add_norm (ops, "norm2", m, e);
   if (m->experts > 0)
     add_moe_mlp (ops, m, e);
   else
     add_dense_mlp (ops, m, e);
+  if (m->post_norms)
+    add_norm (ops, "post_mlp_norm", m, e);
   add_residual (ops, "mlp_residual", m, e);
   g_autofree char *name = g_strdup_printf ("block.%u", index);
   layer_finish (layer, name, MP_LAYER_BLOCK, ops);
   layer->moe = m->experts > 0;
+  layer->window = window > 0 && window < m->seq_len ? window : 0;
 }
 
 /* Final norm, output projection (vocab-split; no bias, as in GPT-2 and Llama) and loss.
@@ -268,6 +473,13 @@ build_head (const MpModel *m, MpLayer *layer, double e)
   op->act_rep_bytes = e * h;
   if (m->tied_embeddings)
     op->params = op->active_params = 0;
+  if (m->logit_softcap > 0)
+    {
+      /* Gemma 2: logits = cap tanh (logits / cap); backward needs the tanh output. */
+      op = add_op (ops, "logit_softcap", MP_OP_ELEMENTWISE, MP_SPLIT_VOCAB);
+      op->fwd_bytes = 2 * e * v;
+      op->act_bytes = e * v;
+    }
   op = add_op (ops, "loss", MP_OP_LOSS, MP_SPLIT_VOCAB);
   op->fwd_bytes = e * v + 4 * v;                /* read logits, write fp32 softmax */
   op->act_bytes = 4 * v;
@@ -339,6 +551,7 @@ mp_model_build_ir (MpModel *m)
 
   m->params_total = m->params_embedding = m->params_active = 0;
   m->fwd_flops_per_token = m->train_flops_per_token = 0;
+  m->train_flops_per_token_causal = m->kv_cache_bytes_per_token = 0;
   for (guint i = 0; i < m->n_layers; i++)
     {
       const MpLayer *l = &m->layers[i];
@@ -346,8 +559,14 @@ mp_model_build_ir (MpModel *m)
       m->params_active += l->active_params;
       m->fwd_flops_per_token += l->fwd_flops;
       m->train_flops_per_token += l->fwd_flops + l->bwd_flops;
+      m->train_flops_per_token_causal += l->fwd_flops + l->bwd_flops;
       if (l->kind == MP_LAYER_EMBEDDING)
         m->params_embedding += l->params;
+      if (l->kind == MP_LAYER_BLOCK)
+        {
+          m->train_flops_per_token_causal += causal_correction (m, l);
+          m->kv_cache_bytes_per_token += kv_cache_bytes (m, e);
+        }
     }
 }
 
@@ -368,6 +587,7 @@ mp_model_free (MpModel *model)
     }
   g_free (model->layers);
   g_free (model->mlp_layers);
+  g_free (model->window_pattern);
   g_free (model->name);
   g_free (model->source);
   g_free (model);
@@ -464,7 +684,7 @@ mp_split_name (MpSplit split)
 const char *
 mp_activation_name (MpActivation act)
 {
-  static const char *const names[] = { "gelu", "swiglu", "relu", "none" };
+  static const char *const names[] = { "gelu", "swiglu", "relu", "geglu", "none" };
   return (guint) act < G_N_ELEMENTS (names) ? names[act] : "?";
 }
 

@@ -13,10 +13,15 @@
 G_BEGIN_DECLS
 
 typedef enum { MP_ARCH_TRANSFORMER, MP_ARCH_MLP } MpArch;
-typedef enum { MP_ACT_GELU, MP_ACT_SWIGLU, MP_ACT_RELU, MP_ACT_NONE } MpActivation;
+/* GEGLU (Gemma): a gated MLP like swiglu with gelu on the gate. MP_ACT_NONE stays last. */
+typedef enum { MP_ACT_GELU, MP_ACT_SWIGLU, MP_ACT_RELU, MP_ACT_GEGLU, MP_ACT_NONE } MpActivation;
 typedef enum { MP_NORM_LAYERNORM, MP_NORM_RMSNORM } MpNorm;
 typedef enum { MP_POS_LEARNED, MP_POS_ROTARY } MpPosition;
 typedef enum { MP_OPTIM_ADAM, MP_OPTIM_SGD } MpOptimizer;
+/* attention (ir14): biases of the attention projections. AS_MODEL (0) follows `bias`;
+ * QKV: on q, k and v only (Qwen2). */
+typedef enum { MP_ATTN_BIAS_AS_MODEL, MP_ATTN_BIAS_NONE, MP_ATTN_BIAS_QKV, MP_ATTN_BIAS_ALL }
+  MpAttnBias;
 
 typedef enum {
   MP_OP_EMBEDDING,   /* token (+ learned position) lookup: memory-bound gather */
@@ -50,6 +55,10 @@ typedef struct {
   double gemm_n, gemm_k, count;
   /* ATTENTION shape: query heads, kv heads, head dim; sequence length is the model's. */
   double heads, kv_heads, head_dim;
+  /* attention (ir14): the value (and output) head width, = head_dim but for multi-head
+   * latent attention; the sliding window in keys per query (0: full causal attention);
+   * both on the ATTENTION op only. */
+  double v_head_dim, window;
   double params;          /* parameters owned by this op (all experts for MoE); 0 for the
                            * output GEMM with tied embeddings, whose weight (gemm_n x gemm_k)
                            * is the token embedding's (a pipeline keeps it on both ends) */
@@ -85,6 +94,7 @@ typedef struct {
   MpOp *ops;
   guint n_ops;
   gboolean moe;          /* block with an MoE MLP */
+  guint64 window;        /* attention (ir14): its sliding window, 0: full attention */
   /* Sums over ops (per token). */
   double params, active_params, fwd_flops, bwd_flops, fwd_bytes;
   double act_bytes, act_rep_bytes, act_score_bytes;
@@ -109,6 +119,25 @@ struct _MpModel {
   gboolean tied_embeddings, bias;
   guint64 experts, experts_per_token;   /* experts == 0: dense */
 
+  /* attention (ir14). head_dim is the query/key head width, independent of hidden /
+   * heads (Qwen3, Gemma). Sliding windows: a windowed block's query sees the last
+   * `window` keys (itself included); window_pattern[i % n_window_pattern] says whether
+   * block i is windowed (TRUE) or full; no pattern with a window: every block windowed.
+   * Multi-head latent attention (DeepSeek-V2/V3) when kv_lora_rank > 0: q through a
+   * q_lora_rank latent (0: projected directly), K and V through one kv_lora_rank latent,
+   * a qk_rope_head_dim rotary part shared by all heads; head_dim = qk_nope_head_dim +
+   * qk_rope_head_dim; kv_heads = heads. */
+  guint64 window;
+  gboolean *window_pattern;
+  guint n_window_pattern;
+  gboolean attn_sinks;          /* a learned sink logit per head (GPT-OSS) */
+  gboolean qk_norm;             /* RMSNorm of each q and k head (Qwen3, Gemma 3) */
+  MpAttnBias attn_bias;         /* biases of the q/k/v and output projections */
+  guint64 q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+  gboolean post_norms;          /* Gemma 2/3: attention and MLP outputs normalised too */
+  gboolean embed_scale;         /* Gemma: embeddings multiplied by sqrt(hidden) */
+  double attn_softcap, logit_softcap;  /* Gemma 2: tanh soft-capping (0: none) */
+
   /* mlp hyper-parameters (architecture: mlp) */
   guint64 input;               /* input features; seq_len is 1 for an MLP */
   MpMlpLayerSpec *mlp_layers;
@@ -129,6 +158,19 @@ struct _MpModel {
   double params_active;        /* parameters one token goes through (MoE: top-k) */
   double fwd_flops_per_token;  /* forward, all layers including the output layer */
   double train_flops_per_token;/* forward + backward, no recompute */
+  /* attention (ir14). Two conventions count attention FLOPs. Full-square (PaLM, Chowdhery
+   * et al. 2022 app. B: 6N + 12 L H Q T; Korthikanti et al. 2022 eq. 7; what the op
+   * fwd_flops above hold and what a plan's `mfu` uses): every query against every key
+   * it could see without the causal mask, i.e. min(s, window) keys. Causal: only the
+   * (query, key) pairs the mask keeps, s (s + 1) / 2 per sequence, or with a window W < s
+   * W (W + 1) / 2 + (s - W) W; about half the full-square count for full attention.
+   * Megatron-LM's num_floating_point_operations (so Megatron-Bridge's published TFLOP/s)
+   * counts causally (tests/test-model.c checks two of its figures). */
+  double train_flops_per_token_causal;
+  /* Bytes one token adds to an inference KV cache, every block, at the activation dtype:
+   * 2 kv_heads head_dim (K and V) per block, or with MLA the latent and the rotary key,
+   * kv_lora_rank + qk_rope_head_dim. A windowed block keeps at most `window` tokens. */
+  double kv_cache_bytes_per_token;
 };
 
 /* Loads a model from NAME_OR_PATH: an existing file path (or anything with a '/' or a
@@ -141,11 +183,12 @@ MpModel *mp_model_load_file (const char *path, GError **error);
 /* Loads from YAML text in memory (NAME used in messages); for tests and fuzzing. */
 MpModel *mp_model_load_data (const char *name, const char *data, gsize len, GError **error);
 /* Loads a Hugging Face config.json (model/model-hf.c: GPT-2, Llama, Mistral, Mixtral,
- * Qwen2/3, Qwen3-MoE, BERT and their key aliases). Features mpplan cannot cost are refused
- * by name: "PATH: unsupported feature: multi-head latent attention (kv_lora_rank)". Bad
- * JSON, wrong types and missing keys are MP_ERROR_INPUT naming the key. Approximations
- * made (a sliding window capping seq_len) are appended to NOTES (may be NULL) as
- * messages for stderr. */
+ * Qwen2/3, Qwen3-MoE, BERT, Gemma 2/3, GPT-OSS, DeepSeek-V2/V3 and their key aliases).
+ * Features mpplan cannot cost are refused by name: "PATH: unsupported feature: shared
+ * experts (n_shared_experts)". Bad JSON, wrong types and missing keys are MP_ERROR_INPUT
+ * naming the key. What is left out (a vision tower) or read as something equivalent (a
+ * window covering the context) is appended to NOTES (may be NULL) as messages for
+ * stderr. */
 MpModel *mp_model_load_hf (const char *path, GPtrArray *notes, GError **error);
 MpModel *mp_model_load_hf_data (const char *name, const char *data, gsize len,
                                 GPtrArray *notes, GError **error);
@@ -170,6 +213,15 @@ void mp_model_state_bytes_per_param (const MpModel *model, double *weights, doub
 
 /* Zoo: names of the bundled models, sorted; caller owns the strv. */
 char **mp_model_zoo_list (void);
+
+/* attention (ir14): the window of block BLOCK (0-based) in keys, 0 when it is full. */
+guint64 mp_model_block_window (const MpModel *model, guint64 block);
+/* Is ACT a gated MLP (swiglu, geglu): fc1 computes gate and up, 2 ffn wide? */
+gboolean mp_activation_gated (MpActivation act);
+/* The first attention feature of MODEL beyond plain multi-/grouped-query causal attention
+ * with one bias flag (a sliding window, MLA, sinks, qk-norm, separate attention biases,
+ * post-norms, scaled embeddings, soft-capping, geglu), named for a refusal, or NULL. */
+const char *mp_model_attention_extras (const MpModel *model);
 
 /* Names for printing. */
 const char *mp_op_kind_name (MpOpKind kind);

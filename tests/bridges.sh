@@ -67,12 +67,14 @@ ok "import hf gpt2 prints a model YAML" out_has '^layers: 12$' "$MPPLAN" import 
 ok "import hf -o writes a file that validates" sh -c "\"$MPPLAN\" import hf \"$hf/llama-3-8b.json\" -o \"$tmp/l.yaml\" && \"$MPPLAN\" validate \"$tmp/l.yaml\" >/dev/null"
 ok "the imported YAML describes as 8.03B" out_has '8\.030?B' "$MPPLAN" describe "$tmp/l.yaml"
 ok "describe reads a config.json directly" out_has '46\.7' "$MPPLAN" describe "$hf/mixtral-8x7b.json"
-ok "MLA is refused by name (exit 2)" status_is 2 "$MPPLAN" import hf "$hf/deepseek-v3-like.json"
-ok "the refusal names the key" err_has 'unsupported feature: multi-head latent attention (kv_lora_rank)' "$MPPLAN" import hf "$hf/deepseek-v3-like.json"
+ok "what the IR cannot cost is refused by name (exit 2)" status_is 2 "$MPPLAN" import hf "$hf/deepseek-v3-like.json"
+ok "the refusal names the key" err_has 'unsupported feature: shared experts (n_shared_experts)' "$MPPLAN" import hf "$hf/deepseek-v3-like.json"
+ok "Gemma 2 imports with its window pattern" sh -c "\"$MPPLAN\" import hf \"$hf/gemma-2-9b.json\" -o \"$tmp/g.yaml\" && grep -qx '  pattern: \\[window, full\\]' \"$tmp/g.yaml\" && \"$MPPLAN\" validate \"$tmp/g.yaml\" >/dev/null"
+ok "Gemma 3's vision tower is noted on stderr" err_has 'vision tower' "$MPPLAN" import hf "$hf/gemma-3-27b.json"
 printf '{"model_type": "llama",' > "$tmp/bad.json"
 ok "bad JSON is bad input (2)" status_is 2 "$MPPLAN" import hf "$tmp/bad.json"
 ok "import without a format is a usage error" status_is 2 "$MPPLAN" import "$hf/gpt2.json"
-ok "a sliding window is noted on stderr" err_has 'sliding-window' "$MPPLAN" import hf "$hf/mistral-7b.json"
+ok "a sliding window is kept as a window" out_has '^  window: 4096$' "$MPPLAN" import hf "$hf/mistral-7b.json"
 ok "plan -m config.json plans it" out_has '^Recommended' "$MPPLAN" plan -q -m "$hf/llama-3-8b.json" -c dgx-a100-80g:2
 
 # ---- emit --------------------------------------------------------------------------------

@@ -137,4 +137,20 @@ oom () {
   [ $st -ne 0 ] && [ $st -ne 124 ] && grep -q 'out of memory on rank .*: asked .* bytes' "$tmp/oom.err"
 }
 ok "out of memory: named, with the size asked" oom
+# What the planner costs but the kernels do not run is refused by name (exit 2), never run
+# as something else: a sliding window, multi-head latent attention.
+refuses () {
+  { cat "$data/model-exec.yaml"; printf '%s\n' "$2"; } >"$tmp/$1.model.yaml" || return 1
+  "$MPPLAN" plan -q -m "$tmp/$1.model.yaml" -c "$data/cluster-host1.yaml" \
+    -o "$tmp/$1.yaml" >/dev/null || return 1
+  "$MPPLAN" exec -p "$tmp/$1.yaml" --steps 1 >"$tmp/$1.out" 2>"$tmp/$1.err"
+  st=$?
+  sed 's/^/# /' "$tmp/$1.err" | head -2
+  [ $st -eq 2 ] && grep -q "does not run $3" "$tmp/$1.err"
+}
+ok "a windowed model is refused by name" refuses win 'attention: {window: 8}' \
+  'sliding-window attention'
+ok "an MLA model is refused by name" refuses mla \
+  'attention: {mla: {kv_lora_rank: 8, qk_nope_head_dim: 4, qk_rope_head_dim: 4, v_head_dim: 8}}' \
+  'multi-head latent attention'
 tap_done

@@ -1239,6 +1239,145 @@ test_costmodel_describe (void **state)
   json_node_unref (root);
 }
 
+/* ---- attention (ir14) ------------------------------------------------------------ */
+
+static MpModel *
+model_text (const char *yaml)
+{
+  g_autoptr(GError) error = NULL;
+  MpModel *m = mp_model_load_data ("inline.yaml", yaml, strlen (yaml), &error);
+  if (m == NULL)
+    fail_msg ("inline model: %s", error->message);
+  return m;
+}
+
+static guint
+op_index (const MpModel *m, guint layer, const char *name)
+{
+  for (guint i = 0; i < m->layers[layer].n_ops; i++)
+    if (strcmp (m->layers[layer].ops[i].name, name) == 0)
+      return i;
+  fail_msg ("layer %u has no op %s", layer, name);
+  return 0;
+}
+
+/* A causal kernel with a sliding window computes the 128 x 128 blocks that meet the
+ * band: counted here block by block, against the causal pairs it must at least cover,
+ * and equal to the plain causal count once the window covers the sequence. */
+static void
+test_costmodel_window_attention_flops (void **state)
+{
+  (void) state;
+  double s = 8192, w = 1024, d = 128;
+  double blocks = 0;
+  for (int r = 0; r < 64; r++)          /* query block rows */
+    for (int c = 0; c <= r; c++)        /* key blocks left of the diagonal */
+      {
+        /* Does block (r, c) hold a pair with 0 <= i - j < w? */
+        double i_max = r * 128 + 127, j_min = c * 128, j_max = c * 128 + 127;
+        double i_min = r * 128;
+        if (i_max - j_min >= 0 && i_min - j_max < w)
+          blocks++;
+      }
+  double fwd = mp_cost_attention_flops_window (1, 1, d, s, s, w, TRUE, FALSE);
+  mp_assert_close (fwd, 4 * d * 128 * 128 * blocks, 1e-12);
+  double pairs = w * (w + 1) / 2 + (s - w) * w;
+  assert_true (fwd >= 4 * d * pairs && fwd < 4 * d * pairs * 1.13);
+  mp_assert_close (mp_cost_attention_flops_window (1, 1, d, s, s, w, TRUE, TRUE), 2.5 * fwd,
+                   1e-12);
+  mp_assert_close (mp_cost_attention_flops_window (1, 1, d, s, s, s, TRUE, FALSE),
+                   mp_cost_attention_flops (1, 1, d, s, s, TRUE, FALSE), 0);
+
+  /* In a model: a windowed block's flash core executes the band, its model FLOPs are
+   * the IR's; the full block's are the causal triangle's; unfused attention masks a
+   * full square, so a window saves it nothing. */
+  g_autoptr(MpModel) m = model_text ("layers: 2\nhidden: 1024\nheads: 8\nvocab: 1000\n"
+                                     "seq_len: 8192\nattention: {window: 1024, pattern: "
+                                     "[window, full]}\n");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  guint core = op_index (m, 1, "attn_core");
+  MpOpCost win, full, unfused_w, unfused_f;
+  cfg.flash_attention = TRUE;
+  mp_cost_op (ctx, &cfg, &sp, 1, core, &win);
+  mp_cost_op (ctx, &cfg, &sp, 2, core, &full);
+  mp_assert_close (win.fwd.flops, mp_cost_attention_flops_window (1, 8, 128, s, s, w, TRUE,
+                                                                   FALSE), 1e-12);
+  mp_assert_close (full.fwd.flops, mp_cost_attention_flops (1, 8, 128, s, s, TRUE, FALSE),
+                   1e-12);
+  mp_assert_close (win.model_fwd_flops, m->layers[1].ops[core].fwd_flops * s, 1e-12);
+  mp_assert_close (full.model_fwd_flops, m->layers[2].ops[core].fwd_flops * s, 1e-12);
+  assert_true (win.fwd.time_s < full.fwd.time_s && win.bwd.time_s < full.bwd.time_s);
+  cfg.flash_attention = FALSE;
+  mp_cost_op (ctx, &cfg, &sp, 1, core, &unfused_w);
+  mp_cost_op (ctx, &cfg, &sp, 2, core, &unfused_f);
+  assert_true (unfused_w.fwd.time_s == unfused_f.fwd.time_s);
+}
+
+/* MLA under tensor parallelism (DeepSeek-V3's attention, a dense MLP): every rank runs
+ * the down projections (on its sequence shard with SP), the entry gathers the 2112-wide
+ * latents instead of the 7168-wide hidden state, and the core's FLOPs are the IR's. */
+static void
+test_costmodel_mla (void **state)
+{
+  (void) state;
+  static const char mla[] =
+    "layers: 1\nhidden: 7168\nheads: 128\nvocab: 129280\nseq_len: 4096\nffn_hidden: 18432\n"
+    "activation: swiglu\nnorm: rmsnorm\nposition: rotary\nbias: false\n"
+    "tied_embeddings: false\n"
+    "attention: {mla: {q_lora_rank: 1536, kv_lora_rank: 512, qk_nope_head_dim: 128,"
+    " qk_rope_head_dim: 64, v_head_dim: 128}}\n";
+  static const char mha[] =
+    "layers: 1\nhidden: 7168\nheads: 128\nvocab: 129280\nseq_len: 4096\nffn_hidden: 18432\n"
+    "activation: swiglu\nnorm: rmsnorm\nposition: rotary\nbias: false\n"
+    "tied_embeddings: false\nhead_dim: 128\n";
+  g_autoptr(MpModel) m = model_text (mla);
+  g_autoptr(MpModel) h = model_text (mha);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  g_autoptr(MpCostContext) hctx = mp_cost_context_new (h, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 8;
+  cfg.flash_attention = TRUE;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  MpOpCost down, core;
+  mp_cost_op (ctx, &cfg, &sp, 1, op_index (m, 1, "q_down"), &down);
+  assert_true (down.m == 4096 && down.n == 1536);        /* all tokens, not split */
+  mp_cost_op (ctx, &cfg, &sp, 1, op_index (m, 1, "attn_core"), &core);
+  guint ci = op_index (m, 1, "attn_core");
+  mp_assert_close (core.model_fwd_flops, m->layers[1].ops[ci].fwd_flops * 4096 / 8, 1e-12);
+  mp_assert_close (core.fwd.flops, mp_cost_attention_flops (1, 16, 160, 4096, 4096, TRUE,
+                                                            FALSE), 1e-12);
+  cfg.sequence_parallel = TRUE;
+  mp_cost_op (ctx, &cfg, &sp, 1, op_index (m, 1, "q_down"), &down);
+  assert_true (down.m == 4096 / 8);                      /* its sequence shard */
+  MpStageSpans hsp;
+  mp_cost_stage_spans (hctx, &cfg, 0, &hsp);
+  MpPhaseCost f, b, hf, hb;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &f, &b);
+  mp_cost_layer (hctx, &cfg, &hsp, 1, &hf, &hb);
+  assert_true (f.tp_comm_s > 0 && f.tp_comm_s < hf.tp_comm_s);
+  /* A rank holds the replicated down projections whole, the rest split 8 ways. */
+  MpStageTime st;
+  cfg.sequence_parallel = FALSE;
+  mp_cost_stage_times (ctx, &cfg, &st);
+  double want = 0;
+  for (guint l = 0; l < m->n_layers; l++)
+    for (guint i = 0; i < m->layers[l].n_ops; i++)
+      {
+        const MpOp *op = &m->layers[l].ops[i];
+        want += op->split == MP_SPLIT_NONE ? op->params : op->params / 8;
+      }
+  mp_assert_close (st.params, want, 1e-12);
+}
+
 int
 main (void)
 {
@@ -1275,6 +1414,8 @@ main (void)
     cmocka_unit_test (test_costmodel_config_check),
     cmocka_unit_test (test_costmodel_stage_times),
     cmocka_unit_test (test_costmodel_describe),
+    cmocka_unit_test (test_costmodel_window_attention_flops),
+    cmocka_unit_test (test_costmodel_mla),
   };
   return cmocka_run_group_tests_name ("costmodel", tests, NULL, NULL);
 }

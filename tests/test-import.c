@@ -111,13 +111,20 @@ test_import_aliases_and_kinds (void **state)
   g_autoptr(MpModel) b = import_ok ("bert-large-uncased");
   assert_int_equal (b->norm, MP_NORM_LAYERNORM);    /* layer_norm_eps */
   assert_int_equal (b->position, MP_POS_LEARNED);
-  /* Mistral v0.1's 4096-token window caps seq_len (model-hf.c). */
+  /* Mistral v0.1's 4096-token window is a window on every block of its 32768 context. */
   g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
   g_autofree char *path = hf_path ("mistral-7b");
   g_autoptr(MpModel) mi = mp_model_load_hf (path, notes, NULL);
   assert_non_null (mi);
-  assert_int_equal (mi->seq_len, 4096);
-  assert_int_equal (notes->len, 1);
+  assert_int_equal (mi->seq_len, 32768);
+  assert_int_equal (mi->window, 4096);
+  assert_int_equal (mi->n_window_pattern, 0);
+  assert_int_equal (notes->len, 0);
+  /* Qwen2 biases q, k and v only; Qwen3 normalises q and k. */
+  g_autoptr(MpModel) q2 = import_ok ("qwen2-7b");
+  assert_int_equal (q2->attn_bias, MP_ATTN_BIAS_QKV);
+  assert_false (q2->bias);
+  assert_true (q->qk_norm);
 }
 
 static void
@@ -142,17 +149,154 @@ test_import_head_dim_differs (void **state)
 
 /* ---- refusals and bad input ------------------------------------------------------------ */
 
+/* ---- attention-side families (ir14) ----------------------------------------------------- */
+
+/* Gemma 2 9B: 9.24B (Gemma 2 report, Table 1 and the model card: 9,241,705,984 by its
+ * config's arithmetic); head_dim 256; every other block windowed (4096); soft-capping. */
 static void
-test_import_refuses_mla_by_name (void **state)
+test_import_gemma2 (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = import_ok ("gemma-2-9b");
+  mp_assert_close (m->params_total, 9.24e9, 0.005);
+  assert_int_equal ((gint64) m->params_total, 9241705984);
+  assert_int_equal (m->head_dim, 256);
+  assert_int_equal (m->activation, MP_ACT_GEGLU);
+  assert_int_equal (m->window, 4096);
+  assert_int_equal (m->n_window_pattern, 2);
+  assert_true (m->window_pattern[0] && !m->window_pattern[1]);
+  assert_true (m->post_norms && m->embed_scale && m->tied_embeddings);
+  mp_assert_close (m->attn_softcap, 50, 0);
+  mp_assert_close (m->logit_softcap, 30, 0);
+  assert_int_equal (m->layers[1].window, 4096);
+  assert_int_equal (m->layers[2].window, 0);
+}
+
+/* Gemma 3 27B's text decoder (text_config and Gemma3TextConfig's defaults): 27.0B, of
+ * which 25.6B not embeddings (Gemma 3 report, Table 1); 5 local (1024) : 1 global; qk-norm;
+ * the vision tower noted, not costed. */
+static void
+test_import_gemma3 (void **state)
+{
+  (void) state;
+  g_autofree char *path = hf_path ("gemma-3-27b");
+  g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
+  GError *error = NULL;
+  g_autoptr(MpModel) m = mp_model_load_hf (path, notes, &error);
+  assert_non_null (m);
+  mp_assert_close (m->params_total, 27.0e9, 0.005);
+  mp_assert_close (m->params_total - m->params_embedding, 25.6e9, 0.005);
+  assert_int_equal (m->vocab, 262208);
+  assert_int_equal (m->window, 1024);
+  assert_int_equal (m->n_window_pattern, 6);
+  for (guint i = 0; i < 6; i++)
+    assert_int_equal (m->window_pattern[i], i < 5);
+  assert_true (m->qk_norm);
+  assert_int_equal (notes->len, 1);
+  assert_non_null (strstr (g_ptr_array_index (notes, 0), "vision tower"));
+  /* The same shape as the zoo's gemma3-27b. */
+  g_autoptr(MpModel) zoo = mp_model_load ("gemma3-27b", NULL);
+  assert_non_null (zoo);
+  assert_true (zoo->params_total == m->params_total);
+}
+
+/* GPT-OSS-120B (model card: 116.83B total; 5.13B active, which counts the unembedding
+ * but not the embedding lookup): sinks, attention biases, a 128-token window on every
+ * other block. */
+static void
+test_import_gpt_oss (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = import_ok ("gpt-oss-120b");
+  mp_assert_close (m->params_total, 116.83e9, 0.005);
+  mp_assert_close (m->params_active - m->params_embedding, 5.13e9, 0.005);
+  assert_true (m->attn_sinks && m->bias);
+  assert_int_equal (m->window, 128);
+  assert_int_equal (m->n_window_pattern, 2);
+  assert_int_equal (m->head_dim, 64);
+  assert_int_equal (m->experts, 128);
+  assert_int_equal (m->experts_per_token, 4);
+}
+
+/* DeepSeek-V3's MLA keys are read (its config refuses on shared experts until the IR has
+ * them): a dense model with V3's attention has its 187,107,328 attention parameters per
+ * block; V2-Lite's null q_lora_rank projects q directly. */
+static void
+test_import_deepseek_mla (void **state)
 {
   (void) state;
   g_autofree char *path = hf_path ("deepseek-v3-like");
   GError *error = NULL;
   assert_null (mp_model_load_hf (path, NULL, &error));
-  assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
-  assert_non_null (strstr (error->message,
-                           "unsupported feature: multi-head latent attention (kv_lora_rank)"));
+  assert_non_null (strstr (error->message, "shared experts (n_shared_experts)"));
   g_error_free (error);
+  static const char text[] =
+    "{\"model_type\": \"deepseek_v3\", \"num_hidden_layers\": 3, \"hidden_size\": 7168,"
+    " \"intermediate_size\": 18432, \"num_attention_heads\": 128,"
+    " \"num_key_value_heads\": 128, \"q_lora_rank\": 1536, \"kv_lora_rank\": 512,"
+    " \"qk_nope_head_dim\": 128, \"qk_rope_head_dim\": 64, \"v_head_dim\": 128,"
+    " \"vocab_size\": 129280, \"max_position_embeddings\": 4096, \"rope_theta\": 10000,"
+    " \"rms_norm_eps\": 1e-06, \"hidden_act\": \"silu\", \"attention_bias\": false,"
+    " \"tie_word_embeddings\": false}";
+  g_autoptr(MpModel) m = mp_model_load_hf_data ("config.json", text, strlen (text), NULL,
+                                                &error);
+  assert_non_null (m);
+  assert_int_equal (m->kv_lora_rank, 512);
+  assert_int_equal (m->head_dim, 192);
+  const MpLayer *b = &m->layers[1];
+  double attn = 0;
+  for (guint i = 1; i < b->n_ops && strcmp (b->ops[i].name, "attn_residual") != 0; i++)
+    attn += b->ops[i].params;
+  mp_assert_close (attn, 187107328, 0);
+  mp_assert_close (m->kv_cache_bytes_per_token, 3 * 2.0 * (512 + 64), 0);
+  g_autofree char *yaml = mp_model_to_yaml (m, NULL);
+  g_autoptr(MpModel) back = mp_model_load_data ("back.yaml", yaml, strlen (yaml), &error);
+  assert_non_null (back);
+  assert_true (back->params_total == m->params_total);
+  g_autofree char *lite = g_strdup (text);
+  char *at = strstr (lite, "1536");
+  memcpy (at, "null", 4);
+  g_autoptr(MpModel) l = mp_model_load_hf_data ("config.json", lite, strlen (lite), NULL,
+                                                &error);
+  assert_non_null (l);
+  assert_int_equal (l->q_lora_rank, 0);
+}
+
+/* layer_types with chunked attention (Llama 4) is refused by name; a window covering the
+ * context is full attention, with a note. */
+static void
+test_import_window_edges (void **state)
+{
+  (void) state;
+  g_autofree char *msg = import_error (
+    "{\"model_type\": \"gpt_oss\", \"num_hidden_layers\": 2, \"hidden_size\": 64,"
+    " \"num_attention_heads\": 4, \"intermediate_size\": 128, \"vocab_size\": 10,"
+    " \"max_position_embeddings\": 64, \"sliding_window\": 16,"
+    " \"layer_types\": [\"chunked_attention\", \"full_attention\"]}");
+  assert_non_null (strstr (msg, "unsupported feature: 'chunked_attention' layers"));
+  static const char text[] =
+    "{\"model_type\": \"mistral\", \"num_hidden_layers\": 2, \"hidden_size\": 64,"
+    " \"num_attention_heads\": 4, \"intermediate_size\": 128, \"vocab_size\": 10,"
+    " \"max_position_embeddings\": 64, \"sliding_window\": 64}";
+  g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(MpModel) m = mp_model_load_hf_data ("config.json", text, strlen (text), notes,
+                                                NULL);
+  assert_non_null (m);
+  assert_int_equal (m->window, 0);
+  assert_int_equal (notes->len, 1);
+  /* Qwen2 windows the blocks from max_window_layers on. */
+  static const char qwen[] =
+    "{\"model_type\": \"qwen2\", \"num_hidden_layers\": 3, \"hidden_size\": 64,"
+    " \"num_attention_heads\": 4, \"intermediate_size\": 128, \"vocab_size\": 10,"
+    " \"max_position_embeddings\": 64, \"sliding_window\": 16,"
+    " \"use_sliding_window\": true, \"max_window_layers\": 1}";
+  g_autoptr(MpModel) q = mp_model_load_hf_data ("config.json", qwen, strlen (qwen), NULL,
+                                                NULL);
+  assert_non_null (q);
+  assert_int_equal (q->window, 16);
+  assert_int_equal (q->layers[1].window, 0);
+  assert_int_equal (q->layers[2].window, 16);
+  assert_int_equal (q->layers[3].window, 16);
 }
 
 static void
@@ -167,9 +311,9 @@ test_import_refuses_other_features (void **state)
     { "{\"model_type\": \"qwen3_moe\", \"decoder_sparse_step\": 2}", "decoder_sparse_step" },
     { "{\"model_type\": \"qwen3_moe\", \"mlp_only_layers\": [0, 1]}", "mlp_only_layers" },
     { "{\"model_type\": \"t5\", \"num_layers\": 6}", "unsupported model_type 't5'" },
-    { "{\"model_type\": \"llama\", \"hidden_act\": \"gelu\", \"num_hidden_layers\": 2,"
+    { "{\"model_type\": \"llama\", \"hidden_act\": \"tanh\", \"num_hidden_layers\": 2,"
       " \"hidden_size\": 64, \"num_attention_heads\": 4, \"intermediate_size\": 128,"
-      " \"vocab_size\": 10, \"max_position_embeddings\": 8}", "activation 'gelu'" },
+      " \"vocab_size\": 10, \"max_position_embeddings\": 8}", "activation 'tanh'" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
     {
@@ -234,7 +378,8 @@ test_import_yaml_round_trips (void **state)
   (void) state;
   static const char *const names[] = { "gpt2", "llama-2-7b", "llama-3-8b", "mistral-7b",
                                        "mixtral-8x7b", "qwen2-7b", "qwen3-8b",
-                                       "qwen3-30b-a3b", "bert-large-uncased" };
+                                       "qwen3-30b-a3b", "bert-large-uncased", "gemma-2-9b",
+                                       "gemma-3-27b", "gpt-oss-120b" };
   for (gsize i = 0; i < G_N_ELEMENTS (names); i++)
     check_round_trip (names[i]);
 }
@@ -292,7 +437,11 @@ main (void)
     cmocka_unit_test (test_import_moe_published_sizes),
     cmocka_unit_test (test_import_aliases_and_kinds),
     cmocka_unit_test (test_import_head_dim_differs),
-    cmocka_unit_test (test_import_refuses_mla_by_name),
+    cmocka_unit_test (test_import_gemma2),
+    cmocka_unit_test (test_import_gemma3),
+    cmocka_unit_test (test_import_gpt_oss),
+    cmocka_unit_test (test_import_deepseek_mla),
+    cmocka_unit_test (test_import_window_edges),
     cmocka_unit_test (test_import_refuses_other_features),
     cmocka_unit_test (test_import_bad_input_names_the_key),
     cmocka_unit_test (test_import_yaml_round_trips),

@@ -559,6 +559,266 @@ test_model_is_model (void **state)
   assert_false (mp_model_yaml_is_model (b->root));
 }
 
+/* ---- attention (ir14) ------------------------------------------------------------ */
+
+/* The sum of the params of LAYER's ops from FIRST up to (not including) LAST. */
+static double
+op_params_between (const MpLayer *l, const char *first, const char *last)
+{
+  double sum = 0;
+  gboolean on = FALSE;
+  for (guint i = 0; i < l->n_ops; i++)
+    {
+      on = on || strcmp (l->ops[i].name, first) == 0;
+      if (strcmp (l->ops[i].name, last) == 0)
+        break;
+      if (on)
+        sum += l->ops[i].params;
+    }
+  return sum;
+}
+
+/* Training FLOPs per token under PaLM's convention (Chowdhery et al. 2022, app. B):
+ * 6 x the parameters of the matrix products + 12 x sum over blocks of heads x head_dim x
+ * the keys a query sees (seq_len, or a shorter window). */
+static double
+palm_flops (const MpModel *m)
+{
+  double matrices = m->params_total - m->params_embedding
+                    + (m->tied_embeddings ? (double) m->vocab * m->hidden : 0);
+  double attn = 0;
+  for (guint64 b = 0; b < m->n_blocks; b++)
+    {
+      guint64 w = mp_model_block_window (m, b);
+      double keys = w > 0 && w < m->seq_len ? w : m->seq_len;
+      double d = m->kv_lora_rank ? (m->head_dim + m->v_head_dim) / 2.0 : m->head_dim;
+      attn += 12.0 * m->heads * d * keys;
+    }
+  return 6 * matrices + attn;
+}
+
+/* The new zoo models against their published sizes, and their FLOPs against PaLM's
+ * count; sources in each file's header. */
+static void
+test_model_attn_zoo_published_sizes (void **state)
+{
+  static const struct {
+    const char *name;
+    double total, non_embedding;
+  } cases[] = {
+    { "llama3.1-405b", 405e9, 0 },
+    { "gemma3-27b", 27.0e9, 25.6e9 },    /* Gemma 3 report, Table 1: 25,600M */
+    { "qwen3-32b", 32.8e9, 31.2e9 },     /* model card */
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MpModel) m = load_ok (cases[i].name);
+      mp_assert_close (m->params_total, cases[i].total, 0.005);
+      double output = m->tied_embeddings ? 0 : m->layers[m->n_layers - 1].params;
+      if (cases[i].non_embedding > 0)
+        mp_assert_close (m->params_total - m->params_embedding - output,
+                         cases[i].non_embedding, 0.005);
+      mp_assert_close (m->train_flops_per_token, palm_flops (m), 0.005);
+    }
+}
+
+/* The causal count is the convention of Megatron-LM's num_floating_point_operations: the
+ * TFLOP/s Megatron-Bridge publishes (bench/data/published-runs.yaml, source mb-2511, H100
+ * rows: Llama 3 8B 744 TFLOP/s at 14,451 tokens/s per GPU, Llama 3.1 405B 737 at 292, both
+ * at 8192 tokens) over its tokens/s are these models' causal training FLOPs per token,
+ * not the full-square ones (~12% and ~4% more). */
+static void
+test_model_causal_count_is_megatrons (void **state)
+{
+  g_autoptr(MpModel) small = load_ok ("llama3-8b");
+  g_autoptr(MpModel) big = load_ok ("llama3.1-405b");
+  mp_assert_close (small->train_flops_per_token_causal, 744e12 / 14451, 0.005);
+  mp_assert_close (big->train_flops_per_token_causal, 737e12 / 292, 0.005);
+  assert_true (small->train_flops_per_token > 1.1 * 744e12 / 14451);
+}
+
+/* head_dim independent of hidden / heads (Qwen3-32B: 5120 / 64 = 80, head_dim 128):
+ * parameters, FLOPs and activations follow head_dim, not hidden / heads. */
+static void
+test_model_head_dim_independent (void **state)
+{
+  g_autoptr(MpModel) m = load_ok ("qwen3-32b");
+  const MpLayer *b = first_block (m);
+  double h = 5120, q = 64 * 128, kv = 8 * 128, s = m->seq_len;
+  mp_assert_close (find_op (b, "qkv")->params, h * (q + 2 * kv), 0);
+  mp_assert_close (find_op (b, "attn_out")->params, q * h, 0);
+  mp_assert_close (find_op (b, "attn_core")->fwd_flops, 4 * s * q, 0);
+  mp_assert_close (find_op (b, "attn_core")->act_bytes, 2 * (q + 2 * kv), 0);
+  mp_assert_close (find_op (b, "attn_out")->act_bytes, 2 * q, 0);
+  /* qk-norm: one head_dim gain for q and one for k. */
+  mp_assert_close (find_op (b, "qk_norm")->params, 2 * 128, 0);
+}
+
+/* A windowed block's core: full-square FLOPs over min(s, W) keys per query, the causal
+ * count W (W + 1) / 2 + (s - W) W pairs per sequence; the pattern picks the blocks. */
+static void
+test_model_window_flops_causal_count (void **state)
+{
+  static const char text[] =
+    "layers: 6\nhidden: 256\nheads: 4\nvocab: 100\nseq_len: 1000\n"
+    "attention: {window: 300, pattern: [window, window, full]}\n";
+  g_autoptr(MpModel) m = load_text (text);
+  g_autoptr(MpModel) full = load_text ("layers: 6\nhidden: 256\nheads: 4\nvocab: 100\n"
+                                       "seq_len: 1000\n");
+  double s = 1000, w = 300, q = 256;
+  for (guint b = 0; b < 6; b++)
+    {
+      const MpLayer *l = &m->layers[b + 1];
+      gboolean windowed = b % 3 != 2;
+      assert_int_equal (l->window, windowed ? 300 : 0);
+      assert_int_equal (mp_model_block_window (m, b), windowed ? 300 : 0);
+      mp_assert_close (find_op (l, "attn_core")->fwd_flops, 4 * (windowed ? w : s) * q, 0);
+      mp_assert_close (find_op (l, "attn_core")->window, windowed ? w : 0, 0);
+    }
+  /* The causal count: training = 3 x forward; per token = pairs / s. */
+  double pairs_w = w * (w + 1) / 2 + (s - w) * w, pairs_full = s * (s + 1) / 2;
+  double core_full = 3 * 4 * q / s * (4 * pairs_w + 2 * pairs_full);
+  double core_square = 3 * 4 * q * (4 * w + 2 * s);
+  mp_assert_close (m->train_flops_per_token_causal,
+                   m->train_flops_per_token - core_square + core_full, 1e-12);
+  /* Without windows the causal count is (s + 1) / 2s of the square. */
+  mp_assert_close (full->train_flops_per_token - full->train_flops_per_token_causal,
+                   6 * 3 * 4 * q * (s - (s + 1) / 2), 1e-12);
+  /* Parameters do not depend on the window. */
+  assert_true (m->params_total == full->params_total);
+}
+
+/* DeepSeek-V3's MLA (config.json: hidden 7168, 128 heads, q_lora_rank 1536, kv_lora_rank
+ * 512, qk_nope 128, qk_rope 64, v 128): its attention parameters per block by the
+ * config's arithmetic, 187,107,328; its GEMMs; its KV cache (kv_lora_rank + rope) x 2
+ * bytes x blocks; its core FLOPs 2 s heads (192 + 128). */
+static void
+test_model_mla_deepseek_v3_attention (void **state)
+{
+  static const char text[] =
+    "layers: 3\nhidden: 7168\nheads: 128\nvocab: 129280\nseq_len: 4096\nffn_hidden: 18432\n"
+    "activation: swiglu\nnorm: rmsnorm\nposition: rotary\nbias: false\n"
+    "tied_embeddings: false\n"
+    "attention:\n  mla: {q_lora_rank: 1536, kv_lora_rank: 512, qk_nope_head_dim: 128,\n"
+    "        qk_rope_head_dim: 64, v_head_dim: 128}\n";
+  g_autoptr(MpModel) m = load_text (text);
+  const MpLayer *b = first_block (m);
+  assert_int_equal (m->head_dim, 192);
+  assert_int_equal (m->kv_heads, 128);
+  mp_assert_close (find_op (b, "q_down")->params, 7168.0 * 1536, 0);
+  mp_assert_close (find_op (b, "kv_down")->params, 7168.0 * (512 + 64), 0);
+  mp_assert_close (find_op (b, "q_up")->params, 1536.0 * 128 * 192, 0);
+  mp_assert_close (find_op (b, "kv_up")->params, 512.0 * 128 * (128 + 128), 0);
+  mp_assert_close (find_op (b, "attn_out")->params, 128.0 * 128 * 7168, 0);
+  mp_assert_close (op_params_between (b, "q_down", "attn_residual"), 187107328, 0);
+  assert_int_equal (find_op (b, "q_down")->split, MP_SPLIT_NONE);
+  assert_int_equal (find_op (b, "kv_up")->split, MP_SPLIT_COLUMN);
+  mp_assert_close (find_op (b, "attn_core")->fwd_flops, 2 * 4096.0 * 128 * (192 + 128), 0);
+  mp_assert_close (m->kv_cache_bytes_per_token, (512 + 64) * 2.0 * 3, 0);
+  /* Every GEMM's FLOPs are 2 x its parameters per token. */
+  for (guint i = 0; i < b->n_ops; i++)
+    if (b->ops[i].kind == MP_OP_GEMM)
+      mp_assert_close (b->ops[i].fwd_flops, 2 * b->ops[i].params, 0);
+  /* Without q_lora_rank (DeepSeek-V2-Lite) q is projected directly. */
+  static const char lite[] =
+    "layers: 1\nhidden: 2048\nheads: 16\nvocab: 100\nseq_len: 256\nbias: false\n"
+    "attention: {mla: {kv_lora_rank: 512, qk_nope_head_dim: 128, qk_rope_head_dim: 64,"
+    " v_head_dim: 128}}\n";
+  g_autoptr(MpModel) l = load_text (lite);
+  mp_assert_close (find_op (first_block (l), "q_proj")->params, 2048.0 * 16 * 192, 0);
+  assert_int_equal (l->q_lora_rank, 0);
+}
+
+/* Sinks: one parameter per head and block, no matrix FLOPs; separate attention biases;
+ * Gemma's post-norms, geglu and logit soft-capping. */
+static void
+test_model_attention_options (void **state)
+{
+  static const char base[] = "layers: 2\nhidden: 256\nheads: 4\nkv_heads: 2\nvocab: 100\n"
+                             "seq_len: 64\nbias: false\n";
+  g_autoptr(MpModel) plain = load_text (base);
+  g_autofree char *t1 = g_strconcat (base, "attention: {sinks: true, bias: qkv}\n", NULL);
+  g_autoptr(MpModel) m = load_text (t1);
+  double q = 256, kv = 128;
+  mp_assert_close (m->params_total - plain->params_total, 2 * (4 + q + 2 * kv), 0);
+  assert_true (m->train_flops_per_token == plain->train_flops_per_token);
+  mp_assert_close (find_op (first_block (m), "attn_core")->params, 4, 0);
+  assert_string_equal (mp_model_attention_extras (m), "attention sinks");
+  assert_null (mp_model_attention_extras (plain));
+  g_autofree char *t2 = g_strconcat (base, "activation: geglu\npost_norms: true\n"
+                                     "logit_softcap: 30\nembed_scale: true\n", NULL);
+  g_autoptr(MpModel) g = load_text (t2);
+  const MpLayer *b = first_block (g);
+  mp_assert_close (find_op (b, "fc1")->params, 256.0 * 2 * g->ffn_hidden, 0);
+  mp_assert_close (find_op (b, "post_attn_norm")->params, 2 * 256, 0);  /* layernorm */
+  mp_assert_close (find_op (b, "post_mlp_norm")->params, 2 * 256, 0);
+  const MpLayer *head = &g->layers[g->n_layers - 1];
+  mp_assert_close (find_op (head, "logit_softcap")->act_bytes, 2 * 100.0, 0);
+  find_op (&g->layers[0], "embed_scale");
+}
+
+/* Every attention key survives mp_model_to_yaml and loading it back. */
+static void
+test_model_attention_yaml_round_trips (void **state)
+{
+  static const char *const texts[] = {
+    "layers: 12\nhidden: 256\nheads: 4\nvocab: 100\nseq_len: 512\n"
+    "attention: {window: 128, pattern: [window, full], sinks: true, qk_norm: true,"
+    " bias: qkv, softcap: 50}\npost_norms: true\nembed_scale: true\nlogit_softcap: 30\n"
+    "activation: geglu\n",
+    "layers: 2\nhidden: 512\nheads: 8\nvocab: 100\nseq_len: 128\n"
+    "attention: {mla: {q_lora_rank: 96, kv_lora_rank: 64, qk_nope_head_dim: 32,"
+    " qk_rope_head_dim: 16, v_head_dim: 32}}\n",
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (texts); i++)
+    {
+      g_autoptr(MpModel) m = load_text (texts[i]);
+      g_autofree char *yaml = mp_model_to_yaml (m, NULL);
+      g_autoptr(MpModel) back = load_text (yaml);
+      assert_true (back->params_total == m->params_total);
+      assert_true (back->train_flops_per_token == m->train_flops_per_token);
+      assert_true (back->train_flops_per_token_causal == m->train_flops_per_token_causal);
+      assert_true (back->kv_cache_bytes_per_token == m->kv_cache_bytes_per_token);
+      assert_int_equal (back->n_window_pattern, m->n_window_pattern);
+      g_autofree char *again = mp_model_to_yaml (back, NULL);
+      assert_string_equal (again, yaml);
+    }
+}
+
+/* The bad attention inputs name their key at its line and column. */
+static void
+test_model_attention_bad_input (void **state)
+{
+  static const struct {
+    const char *text, *want;
+  } cases[] = {
+    { "attention: {window: 2048}\n", "test.yaml:6:21: 'window' = 2048 is longer than "
+                                     "seq_len = 1024" },
+    { "attention: {window: 0}\n", "test.yaml:6:21: 'window' must be greater than zero" },
+    { "attention: {pattern: [full]}\n", "'pattern' needs 'window'" },
+    { "attention: {window: 16, pattern: [window, half]}\n", "pattern entry 1 must be" },
+    { "attention: {mla: {kv_lora_rank: 0, qk_nope_head_dim: 8, qk_rope_head_dim: 8,"
+      " v_head_dim: 8}}\n", "'kv_lora_rank' must be greater than zero" },
+    { "attention: {mla: {q_lora_rank: 0, kv_lora_rank: 8, qk_nope_head_dim: 8,"
+      " qk_rope_head_dim: 8, v_head_dim: 8}}\n", "'q_lora_rank' must be greater than zero" },
+    { "attention: {mla: {kv_lora_rank: 8}}\n", "missing required key 'qk_nope_head_dim'" },
+    { "head_dim: 0\n", "test.yaml:6:11: 'head_dim' must be greater than zero" },
+    { "head_dim: 40\nattention: {mla: {kv_lora_rank: 8, qk_nope_head_dim: 8,"
+      " qk_rope_head_dim: 8, v_head_dim: 8}}\n", "is not qk_nope_head_dim + qk_rope_head_dim" },
+  };
+  static const char base[] = "layers: 2\nhidden: 64\nheads: 4\nvocab: 10\nseq_len: 1024\n";
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *text = g_strconcat (base, cases[i].text, NULL);
+      GError *error = NULL;
+      MpModel *m = mp_model_load_data ("test.yaml", text, strlen (text), &error);
+      assert_null (m);
+      if (strstr (error->message, cases[i].want) == NULL)
+        fail_msg ("case %zu: '%s' lacks '%s'", i, error->message, cases[i].want);
+      g_error_free (error);
+    }
+}
+
 /* ---- describe ----------------------------------------------------------------------- */
 
 static void
@@ -650,6 +910,14 @@ main (void)
     cmocka_unit_test (test_model_is_model),
     cmocka_unit_test (test_model_describe_text_shows_params),
     cmocka_unit_test (test_model_describe_json_keys),
+    cmocka_unit_test (test_model_attn_zoo_published_sizes),
+    cmocka_unit_test (test_model_causal_count_is_megatrons),
+    cmocka_unit_test (test_model_head_dim_independent),
+    cmocka_unit_test (test_model_window_flops_causal_count),
+    cmocka_unit_test (test_model_mla_deepseek_v3_attention),
+    cmocka_unit_test (test_model_attention_options),
+    cmocka_unit_test (test_model_attention_yaml_round_trips),
+    cmocka_unit_test (test_model_attention_bad_input),
   };
   return cmocka_run_group_tests_name ("model", tests, NULL, NULL);
 }
