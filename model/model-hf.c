@@ -535,7 +535,7 @@ read_seq_len (Reader *r, const Family *f, MpModel *m)
   static const char *const keys[] = { "max_position_embeddings", "n_positions", "n_ctx",
                                       NULL };
   guint64 def = f->attn ? f->attn->context : 0;
-  if (!get_dim (r, keys, def == 0, &m->seq_len) && r->error == NULL)
+  if (!get_dim (r, keys, def == 0, &m->seq_len) && r->json.error == NULL)
     m->seq_len = def;
 }
 
@@ -581,7 +581,7 @@ read_config (Reader *r, MpModel *m)
   get_dim (r, hidden_keys, TRUE, &m->hidden);
   read_attention (r, m);
   guint64 vocab = f->attn ? f->attn->vocab : 0;
-  if (!get_dim (r, vocab_keys, vocab == 0, &m->vocab) && r->error == NULL)
+  if (!get_dim (r, vocab_keys, vocab == 0, &m->vocab) && r->json.error == NULL)
     m->vocab = vocab;
   read_seq_len (r, f, m);
   read_window (r, f, m);

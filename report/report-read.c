@@ -297,6 +297,12 @@ read_measured (MpJsonReader *r, JsonObject *m, MpReportRun *run, Shape *shape)
   JsonObject *plan = mp_json_get_object (r, m, NULL, "plan", FALSE);
   if (plan)
     read_plan_keys (r, plan, "plan", &shape->plan);
+  /* Not joined (the ranks' are), but checked like the rest. */
+  double scratch[MP_REPORT_N + MP_REPORT_MEM_N];
+  read_memory (r, m, NULL, scratch);
+  read_memory (r, plan, "plan", scratch);
+  if (plan && mp_json_member (r, plan, "plan", "time_s", FALSE))
+    read_phases (r, plan, "plan", "time_s", TRUE, scratch);
   read_ranks (r, m, shape, run);
   if (r->error == NULL && shape->plan.present && shape->n_ranks > 0
       && shape->n_ranks != shape->plan.world)
