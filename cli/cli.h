@@ -75,9 +75,10 @@ int mp_cli_usage (GOptionContext *ctx, const char *message);
 /* Prints ERROR's message (each line prefixed "mpplan: " unless already located) on
  * stderr and returns its exit status. Takes ownership of ERROR. */
 int mp_cli_fail (GError *error);
-/* The JSON document in file PATH. Caller owns; NULL with ERROR naming PATH: MP_ERROR_IO
- * when the file cannot be read, MP_ERROR_INPUT when it is not JSON. */
-JsonNode *mp_cli_load_json (const char *path, GError **error);
+
+/* The largest --batch (sequences per optimizer step) a command takes: a model file's
+ * training.global_batch has the same bound (model/). */
+#define MP_CLI_MAX_BATCH 1000000000
 
 /* The text shared by every command's --help about exit codes. */
 #define MP_CLI_EXIT_CODES \

@@ -72,8 +72,9 @@ mp_cmd_compare (int argc, char **argv, gboolean do_help)
     goto out;
   if (a.model == NULL || a.cluster == NULL)
     status = mp_cli_usage (ctx, "compare needs --model and --cluster");
-  else if (a.batch != G_MININT && a.batch < 1)
-    status = mp_cli_usage (ctx, "--batch must be at least 1");
+  else if (a.batch != G_MININT && (a.batch < 1 || a.batch > MP_CLI_MAX_BATCH))
+    status = mp_cli_usage (ctx, "--batch must be from 1 to " G_STRINGIFY (MP_CLI_MAX_BATCH)
+                                " sequences");
   else
     status = compare (&a);
 out:

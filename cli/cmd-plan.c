@@ -175,19 +175,22 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
       g_autoptr(JsonNode) root = result_json (res, model, cluster, global_batch);
       return mp_json_write ("-", root, &error) ? 0 : mp_cli_fail (error);
     }
+  /* With -o - the plan file is standard output, and the table goes to stderr. */
+  gboolean plan_to_stdout = a->output && a->emit == NULL && strcmp (a->output, "-") == 0;
+  FILE *text = plan_to_stdout ? stderr : stdout;
   g_autofree char *params = mp_units_format (model->params_total, MP_UNIT_COUNT);
-  printf ("%s (%s parameters) on %s (%u devices), global batch %u\n\n", model->name, params,
-          cluster->name, cluster->world_size, global_batch);
+  fprintf (text, "%s (%s parameters) on %s (%u devices), global batch %u\n\n", model->name,
+           params, cluster->name, cluster->world_size, global_batch);
   g_autofree char *table = mp_plan_table_text (res->plans);
   g_autofree char *why = mp_plan_explain_text (res, ctx, a->explain);
-  printf ("%s\n%s%s", table, why, refined);
+  fprintf (text, "%s\n%s%s", table, why, refined);
   /* Timing goes to stderr so that the same inputs give byte-identical output. */
   fflush (stdout);
   if (!a->quiet)
     fprintf (stderr, "Searched %" G_GUINT64_FORMAT " plans (%" G_GUINT64_FORMAT
              " fit in memory) in %.2f s.\n", res->stats.evaluated, res->stats.feasible,
              res->stats.seconds);
-  if (a->output && a->emit == NULL)
+  if (a->output && a->emit == NULL && !plan_to_stdout)
     printf ("Plan written to %s\n", a->output);
   return 0;
 }
@@ -223,7 +226,8 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       "Transformer Engine FP8 training)", "KEY=VALUE,..." },
     { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object (docs/json.md)", NULL },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &a.output,
-      "Write the best plan to FILE (YAML); with --emit, the folder of the launch files",
+      "Write the best plan to FILE (YAML; -: standard output, the table then on stderr); "
+      "with --emit, the folder of the launch files",
       "FILE|DIR" },
     { "emit", 0, 0, G_OPTION_ARG_STRING, &a.emit,
       "Write launch files for FRAMEWORK (megatron, deepspeed, torchrun, torchtitan, horovod, "
@@ -257,10 +261,17 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       status = mp_cli_usage (ctx, "--refine must be 0 or more");
       goto out;
     }
-  if (a.top < 1 || (a.batch != G_MININT && a.batch < 1))
+  if (a.top < 1 || (a.batch != G_MININT && (a.batch < 1 || a.batch > MP_CLI_MAX_BATCH)))
     {
       status = mp_cli_usage (ctx, a.top < 1 ? "--top must be at least 1"
-                                            : "--batch must be at least 1");
+                                            : "--batch must be from 1 to " G_STRINGIFY (
+                                                  MP_CLI_MAX_BATCH) " sequences");
+      goto out;
+    }
+  if (a.json && a.output && a.emit == NULL && strcmp (a.output, "-") == 0)
+    {
+      status = mp_cli_usage (ctx, "-o - and --json both write to standard output: give -o "
+                                  "a file");
       goto out;
     }
   GError *emit_error = NULL;

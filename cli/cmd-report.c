@@ -6,6 +6,7 @@
 #include "config.h"
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/jsonread.h"
 #include "common/output.h"
 #include "report/report.h"
 
@@ -22,25 +23,18 @@ typedef struct {
 static MpReportRun *
 load_run (const ReportArgs *a, guint i, GError **error)
 {
-  g_autoptr(JsonNode) p = mp_cli_load_json (a->predicted[i], error);
-  if (p == NULL)
-    return NULL;
-  g_autoptr(JsonNode) m = mp_cli_load_json (a->measured[i], error);
-  if (m == NULL)
-    return NULL;
-  MpReportRun *run = mp_report_run_new (p, m, error);
+  MpReportRun *run = mp_report_run_load (a->predicted[i], a->measured[i], error);
   if (run == NULL)
-    {
-      g_prefix_error (error, "%s, %s: ", a->predicted[i], a->measured[i]);
-      return NULL;
-    }
+    return NULL;
   guint np = a->predicted_traces ? g_strv_length (a->predicted_traces) : 0;
   guint nm = a->measured_traces ? g_strv_length (a->measured_traces) : 0;
   if (i < np
-      && (run->predicted_trace = mp_cli_load_json (a->predicted_traces[i], error)) == NULL)
+      && ((run->predicted_trace = mp_json_load (a->predicted_traces[i], error)) == NULL
+          || !mp_trace_check (run->predicted_trace, a->predicted_traces[i], FALSE, error)))
     goto fail;
   if (i < nm
-      && (run->measured_trace = mp_cli_load_json (a->measured_traces[i], error)) == NULL)
+      && ((run->measured_trace = mp_json_load (a->measured_traces[i], error)) == NULL
+          || !mp_trace_check (run->measured_trace, a->measured_traces[i], TRUE, error)))
     goto fail;
   return run;
 fail:

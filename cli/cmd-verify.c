@@ -13,6 +13,7 @@
 #include "config.h"
 #include "cli/cli.h"
 #include "common/error.h"
+#include "common/jsonread.h"
 #include "common/output.h"
 #include "common/units.h"
 #include "planner/planner.h"
@@ -93,6 +94,7 @@ predict (const Verify *v, const MpPlan *plan, JsonNode **trace, GError **error)
   mp_program_stages_free (programs);
   JsonNode *out = json_node_copy (plan_json);
   JsonObject *o = json_node_get_object (out);
+  json_object_set_int_member (o, "schema_version", 1);   /* a predicted file, as report reads */
   json_object_set_double_member (o, "closed_form_step_s", plan->step_s);
   json_object_set_double_member (o, "step_s", sim->step_s);
   json_object_set_member (o, "time_s", mp_step_time_to_json (&sim->time));
@@ -214,7 +216,8 @@ prepare (const Verify *v, const MpPlan *plan, guint i, GError **error)
   s->predicted = predict (v, plan, v->a->html ? &s->trace : NULL, error);
   if (s->predicted == NULL)
     return NULL;
-  g_autoptr(MpReportRun) probe = mp_report_run_new (s->predicted, s->predicted, NULL);
+  g_autoptr(MpReportRun) probe = mp_report_run_new ("prediction", s->predicted, "prediction",
+                                                    s->predicted, NULL);
   s->label = g_strdup (probe ? probe->label : "plan");
   g_autofree char *path = plan_path (v, s);
   g_autofree char *yaml = mp_plan_to_yaml_for_path (plan, v->model, v->cluster, path,
@@ -239,7 +242,7 @@ run_round (const Verify *v, Subject *s, guint total, guint round, GError **error
            where, s->label, pred, s->plan->world_size, v->a->warmup + v->a->steps);
   if (!measure (v, path, s->plan->world_size, meas_path, s->trace ? trace_path : NULL, error))
     return FALSE;
-  JsonNode *measured = mp_cli_load_json (meas_path, error);
+  JsonNode *measured = mp_json_load (meas_path, error);
   if (measured == NULL)
     {
       (*error)->code = MP_ERROR_RUNTIME;   /* exec wrote it: not the user's input */
@@ -265,14 +268,18 @@ join (const Verify *v, Subject *s, GError **error)
   g_autofree char *meas_path = file_path (v, "measured", s, 0);
   if (measured == NULL || !mp_json_write (meas_path, measured, error))
     return NULL;
-  MpReportRun *run = mp_report_run_new (s->predicted, measured, error);
+  g_autofree char *plan = plan_path (v, s);
+  g_autofree char *pred_name = g_strdup_printf ("the prediction of %s", plan);
+  MpReportRun *run = mp_report_run_new (pred_name, s->predicted, meas_path, measured, error);
   if (run == NULL)
     return NULL;
   if (s->trace)
     {
       g_autofree char *trace_path = file_path (v, "trace", s, chosen + 1);
       run->predicted_trace = json_node_ref (s->trace);
-      run->measured_trace = mp_cli_load_json (trace_path, NULL);
+      run->measured_trace = mp_json_load (trace_path, NULL);
+      if (run->measured_trace && !mp_trace_check (run->measured_trace, trace_path, TRUE, NULL))
+        g_clear_pointer (&run->measured_trace, json_node_unref);
     }
   return run;
 }

@@ -7,6 +7,7 @@
 #include "common/error.h"   /* defines: mp_error_exit_code */
 #include "common/log.h"     /* defines: mp_log_init */
 
+#include <errno.h>
 #include <locale.h>
 #include <stdio.h>
 #include <string.h>
@@ -102,19 +103,15 @@ mp_cli_fail (GError *error)
   return status;
 }
 
-JsonNode *
-mp_cli_load_json (const char *path, GError **error)
+/* What the command printed must have reached standard output (a full disk, a closed
+ * pipe): else exit 1 with the reason, never 0 over a truncated result. */
+static int
+flush_stdout (int status)
 {
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  if (!json_parser_load_from_file (parser, path, error))
-    {
-      int code = (*error)->domain == G_FILE_ERROR ? MP_ERROR_IO : MP_ERROR_INPUT;
-      g_autofree char *msg = g_strdup_printf ("%s: %s", path, (*error)->message);
-      g_clear_error (error);
-      g_set_error_literal (error, MP_ERROR, code, msg);
-      return NULL;
-    }
-  return json_node_copy (json_parser_get_root (parser));
+  if (fflush (stdout) == 0 && !ferror (stdout))
+    return status;
+  fprintf (stderr, "mpplan: cannot write standard output: %s\n", g_strerror (errno));
+  return status != 0 ? status : 1;
 }
 
 int
@@ -155,5 +152,6 @@ main (int argc, char **argv)
   g_autofree char *prgname = g_strconcat ("mpplan ", cmd->name, NULL);
   g_set_prgname (prgname);
   /* The command sees argv from its own name on. */
-  return cmd->func (do_help ? 1 : argc - 1, do_help ? &argv[2] : &argv[1], do_help);
+  int status = cmd->func (do_help ? 1 : argc - 1, do_help ? &argv[2] : &argv[1], do_help);
+  return flush_stdout (status);
 }

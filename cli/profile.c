@@ -7,9 +7,30 @@
 #include "cli/cli.h"
 #include "costmodel/costmodel.h"
 #include "common/error.h"
+#include "common/yamldoc.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* "PATH:LINE:COL: device: a profile of 'D', which cluster C does not have (its
+ * devices: ...)", located at the profile's device key. */
+static void
+device_mismatch (const char *path, const char *device, const MpCluster *cluster,
+                 GError **error)
+{
+  g_autoptr(MpYamlDoc) doc = mp_yaml_load (path, NULL);
+  const MpYamlNode *at = doc ? mp_yaml_lookup (doc->root, "device") : NULL;
+  g_autoptr(GString) have = g_string_new (NULL);
+  for (guint i = 0; i < cluster->n_groups; i++)
+    {
+      const char *name = cluster->groups[i].device.name;
+      if (strstr (have->str, name) == NULL)
+        g_string_append_printf (have, "%s%s", have->len ? ", " : "", name);
+    }
+  g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s:%u:%u: device: a profile of '%s', "
+               "which cluster %s does not have (its devices: %s)", path, at ? at->line : 1,
+               at ? at->column : 1, device, cluster->name, have->str);
+}
 
 MpCostProfile *
 mp_cli_cluster_profile (MpCluster **cluster, const char *explicit_path, GError **error)
@@ -23,11 +44,19 @@ mp_cli_cluster_profile (MpCluster **cluster, const char *explicit_path, GError *
   MpCluster *calibrated = mp_cost_profile_apply (profile, *cluster, path, &applied);
   mp_cluster_free (*cluster);
   *cluster = calibrated;
-  /* A profile for another device changes nothing; say so rather than look calibrated. */
-  if (applied == 0)
-    fprintf (stderr, "mpplan: warning: %s measured '%s', which cluster %s does not have: "
-             "not used\n", path, mp_cost_profile_device (profile), calibrated->name);
-  return g_steal_pointer (&profile);
+  if (applied != 0)
+    return g_steal_pointer (&profile);
+  /* A profile for another device changes nothing. The host profile found by itself is
+   * only said so; one the user named (--profile, the cluster's profile:) is refused. */
+  g_autofree char *host = mp_cost_profile_host_path ();
+  if (explicit_path == NULL && host != NULL && strcmp (path, host) == 0)
+    {
+      fprintf (stderr, "mpplan: warning: %s measured '%s', which cluster %s does not have: "
+               "not used\n", path, mp_cost_profile_device (profile), calibrated->name);
+      return g_steal_pointer (&profile);
+    }
+  device_mismatch (path, mp_cost_profile_device (profile), calibrated, error);
+  return NULL;
 }
 
 int

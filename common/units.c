@@ -53,6 +53,24 @@ suffixes_for (MpUnitKind kind)
     }
 }
 
+/* The largest quantity of each kind a file may give: far above any machine or model
+ * (1 EB of memory, 10 PB/s of bandwidth, 1 ZFLOP/s per device, 30 years, 1e18 of a
+ * count: a B200's dense FP8 is 4.5 PFLOP/s, an NVLink 5 port 900 GB/s), so that an
+ * absurd figure is refused where it is written, not carried into the arithmetic. */
+static double
+max_for (MpUnitKind kind)
+{
+  switch (kind)
+    {
+    case MP_UNIT_BYTES: return 1e18;
+    case MP_UNIT_BPS: return 1e16;
+    case MP_UNIT_FLOPS: return 1e21;
+    case MP_UNIT_SECONDS: return 1e9;
+    case MP_UNIT_COUNT:
+    default: return 1e18;
+    }
+}
+
 static const char *
 kind_name (MpUnitKind kind)
 {
@@ -129,9 +147,16 @@ mp_units_parse (const char *text, MpUnitKind kind, double *out, GError **error)
     if (strcmp (s->suffix, suffix) == 0)
       {
         double r = v * s->scale;
-        if (!isfinite (r) || r > 1e300)
+        if (!isfinite (r))
           {
             g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "'%s' overflows", text);
+            return FALSE;
+          }
+        if (fabs (r) > max_for (kind))
+          {
+            g_autofree char *max = mp_units_format (max_for (kind), kind);
+            g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "'%s' is more than %s, too large "
+                         "for %s", text, max, kind_name (kind));
             return FALSE;
           }
         *out = r;

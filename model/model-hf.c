@@ -33,6 +33,7 @@
 #include "config.h"
 #include "model/model-private.h"
 #include "common/error.h"
+#include "common/jsonread.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -86,11 +87,12 @@ static const Family families[] = {
   { "deepseek_v3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
 };
 
-/* Reading state: the file name for messages, the first problem, notes for stderr. */
+/* Reading state: the file name for messages, the first problem (common/jsonread.h), notes
+ * for stderr. */
 typedef struct {
   const char *name;
   JsonObject *root;
-  GError *error;
+  MpJsonReader json;
   GPtrArray *notes;
 } Reader;
 
@@ -100,13 +102,11 @@ static void problem (Reader *r, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 static void
 problem (Reader *r, const char *fmt, ...)
 {
-  if (r->error != NULL)
-    return;
   va_list ap;
   va_start (ap, fmt);
   g_autofree char *msg = g_strdup_vprintf (fmt, ap);
   va_end (ap);
-  r->error = g_error_new (MP_ERROR, MP_ERROR_INPUT, "%s: %s", r->name, msg);
+  mp_json_problem (&r->json, NULL, "%s", msg);
 }
 
 /* The first of the NULL-terminated KEYS present with a non-null value, or NULL. */
@@ -126,17 +126,6 @@ lookup (Reader *r, const char *const *keys, const char **found)
   return NULL;
 }
 
-static const char *
-node_type_name (JsonNode *n)
-{
-  if (JSON_NODE_HOLDS_OBJECT (n))
-    return "an object";
-  if (JSON_NODE_HOLDS_ARRAY (n))
-    return "an array";
-  GType t = json_node_get_value_type (n);
-  return t == G_TYPE_STRING ? "a string" : t == G_TYPE_BOOLEAN ? "a boolean" : "a number";
-}
-
 /* A whole number in [1, MAX] under one of KEYS; *OUT untouched when absent. FALSE when
  * absent (a problem if REQUIRED) or bad. */
 static gboolean
@@ -150,21 +139,7 @@ get_count (Reader *r, const char *const *keys, gboolean required, guint64 max, g
         problem (r, "missing required key '%s'", key);
       return FALSE;
     }
-  GType t = JSON_NODE_HOLDS_VALUE (n) ? json_node_get_value_type (n) : G_TYPE_INVALID;
-  if (t != G_TYPE_INT64 && t != G_TYPE_DOUBLE)
-    {
-      problem (r, "'%s' must be a whole number, not %s", key, node_type_name (n));
-      return FALSE;
-    }
-  double x = json_node_get_double (n);
-  if (x != floor (x) || x < 1 || x > (double) max)
-    {
-      problem (r, "'%s' = %g must be a whole number from 1 to %" G_GUINT64_FORMAT, key, x,
-               max);
-      return FALSE;
-    }
-  *out = (guint64) x;
-  return TRUE;
+  return mp_json_node_uint (&r->json, n, key, 1, max, out);
 }
 
 static gboolean
@@ -180,12 +155,9 @@ get_bool (Reader *r, const char *key, gboolean def)
   JsonNode *n = json_object_get_member (r->root, key);
   if (n == NULL || JSON_NODE_HOLDS_NULL (n))
     return def;
-  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN)
-    {
-      problem (r, "'%s' must be true or false, not %s", key, node_type_name (n));
-      return def;
-    }
-  return json_node_get_boolean (n);
+  gboolean v = def;
+  mp_json_node_bool (&r->json, n, key, &v);
+  return v;
 }
 
 /* A string under one of KEYS, or NULL when absent (a problem when of another type). */
@@ -194,14 +166,7 @@ get_string (Reader *r, const char *const *keys)
 {
   const char *key;
   JsonNode *n = lookup (r, keys, &key);
-  if (n == NULL)
-    return NULL;
-  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_STRING)
-    {
-      problem (r, "'%s' must be a string, not %s", key, node_type_name (n));
-      return NULL;
-    }
-  return json_node_get_string (n);
+  return n ? mp_json_node_string (&r->json, n, key) : NULL;
 }
 
 /* Is KEY present with a value that turns a feature on (a non-zero number, true, a
@@ -300,6 +265,18 @@ read_activation (Reader *r, const Family *f, MpModel *m)
              f->gated ? "gated" : "plain");
 }
 
+/* KEY, when present and not null, is a number > 0: only its presence is used (an
+ * epsilon names the norm, a rope base the positions), but a wrong one is still wrong. */
+static void
+check_positive (Reader *r, const char *key)
+{
+  JsonNode *n = json_object_get_member (r->root, key);
+  double v = 0;
+  if (n != NULL && !JSON_NODE_HOLDS_NULL (n)
+      && mp_json_node_number (&r->json, n, key, 0, G_MAXDOUBLE, &v) && v <= 0)
+    mp_json_problem (&r->json, key, "%g is not above 0", v);
+}
+
 /* Positions: rope keys mean rotary, else the family's kind; norm from the epsilon key. */
 static void
 read_position_norm (Reader *r, const Family *f, MpModel *m)
@@ -312,6 +289,10 @@ read_position_norm (Reader *r, const Family *f, MpModel *m)
   if (pos != NULL && strcmp (pos, "absolute") != 0)
     problem (r, "unsupported feature: %s position embeddings (position_embedding_type)",
              pos);
+  check_positive (r, "rms_norm_eps");
+  check_positive (r, "layer_norm_epsilon");
+  check_positive (r, "layer_norm_eps");
+  check_positive (r, "rope_theta");
   if (json_object_has_member (r->root, "rms_norm_eps"))
     m->norm = MP_NORM_RMSNORM;
   else if (json_object_has_member (r->root, "layer_norm_epsilon")
@@ -538,7 +519,7 @@ read_ffn (Reader *r, MpModel *m)
                                           NULL };
   static const char *const dense_keys[] = { "intermediate_size", "n_inner", NULL };
   const char *const *keys = m->experts > 0 ? moe_keys : dense_keys;
-  if (!get_dim (r, keys, FALSE, &m->ffn_hidden) && r->error == NULL)
+  if (!get_dim (r, keys, FALSE, &m->ffn_hidden) && r->json.error == NULL)
     {
       if (m->activation == MP_ACT_SWIGLU)
         problem (r, "missing required key '%s'", keys[0]);
@@ -554,7 +535,7 @@ read_seq_len (Reader *r, const Family *f, MpModel *m)
   static const char *const keys[] = { "max_position_embeddings", "n_positions", "n_ctx",
                                       NULL };
   guint64 def = f->attn ? f->attn->context : 0;
-  if (!get_dim (r, keys, def == 0, &m->seq_len) && r->error == NULL)
+  if (!get_dim (r, keys, def == 0, &m->seq_len) && r->json.error == NULL)
     m->seq_len = def;
 }
 
@@ -600,7 +581,7 @@ read_config (Reader *r, MpModel *m)
   get_dim (r, hidden_keys, TRUE, &m->hidden);
   read_attention (r, m);
   guint64 vocab = f->attn ? f->attn->vocab : 0;
-  if (!get_dim (r, vocab_keys, vocab == 0, &m->vocab) && r->error == NULL)
+  if (!get_dim (r, vocab_keys, vocab == 0, &m->vocab) && r->json.error == NULL)
     m->vocab = vocab;
   read_seq_len (r, f, m);
   read_window (r, f, m);
@@ -640,31 +621,22 @@ mp_model_load_hf_data (const char *name, const char *data, gsize len, GPtrArray 
                        GError **error)
 {
   g_return_val_if_fail (name != NULL && data != NULL, NULL);
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  GError *parse_error = NULL;
-  if (!json_parser_load_from_data (parser, data, (gssize) len, &parse_error))
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s: not valid JSON: %s", name,
-                   parse_error->message);
-      g_error_free (parse_error);
-      return NULL;
-    }
-  JsonNode *root = json_parser_get_root (parser);
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root))
+  g_autoptr(JsonNode) root = mp_json_load_data (name, data, len, error);
+  if (root == NULL)
+    return NULL;
+  if (!JSON_NODE_HOLDS_OBJECT (root))
     {
       g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s: a config.json must be one JSON "
-                   "object", name);
+                   "object, not %s", name, mp_json_type_name (root));
       return NULL;
     }
   g_autoptr(GPtrArray) own_notes = g_ptr_array_new_with_free_func (g_free);
-  Reader r = { name, json_node_get_object (root), NULL, notes ? notes : own_notes };
+  Reader r = { name, json_node_get_object (root), { 0 }, notes ? notes : own_notes };
+  mp_json_reader_init (&r.json, name);
   g_autoptr(MpModel) m = g_new0 (MpModel, 1);
   read_config (&r, m);
-  if (r.error != NULL)
-    {
-      g_propagate_error (error, r.error);
-      return NULL;
-    }
+  if (!mp_json_reader_finish (&r.json, error))
+    return NULL;
   m->name = name_from_path (name);
   m->source = g_strdup (name);
   mp_model_build_ir (m);

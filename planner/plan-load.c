@@ -295,6 +295,34 @@ read_placement (Loader *l, const MpYamlNode *node)
     l->f->placement = g_steal_pointer (&devices);
 }
 
+/* An informative figure of the predicted block: a number >= 0 of KIND, or null (the
+ * writer's mark for a figure that was not a number). Not trusted, but still checked. */
+static void
+read_figure (MpYamlReader *r, const MpYamlNode *map, const char *key, MpUnitKind kind,
+             double *out)
+{
+  const MpYamlNode *n = mp_yaml_lookup (map, key);
+  if (n && n->kind == MP_YAML_SCALAR && n->plain && strcmp (n->value, "null") == 0)
+    return;
+  double v = 0;
+  if (mp_yaml_get_quantity (r, map, key, kind, FALSE, TRUE, &v) && out)
+    *out = v;
+}
+
+/* A map of figures under KEY, its keys among NAMES, each of KIND. */
+static void
+read_figures (MpYamlReader *r, const MpYamlNode *map, const char *key,
+              const char *const *names, MpUnitKind kind)
+{
+  const MpYamlNode *m = mp_yaml_lookup (map, key);
+  g_autofree char *what = g_strdup_printf ("'%s'", key);
+  if (m == NULL || !mp_yaml_expect_map (r, m, what))
+    return;
+  mp_yaml_check_keys (r, m, names);
+  for (guint i = 0; names[i]; i++)
+    read_figure (r, m, names[i], kind, NULL);
+}
+
 static void
 read_predicted (Loader *l, const MpYamlNode *map)
 {
@@ -302,25 +330,18 @@ read_predicted (Loader *l, const MpYamlNode *map)
   if (!mp_yaml_expect_map (r, map, "'predicted'"))
     return;
   mp_yaml_check_keys (r, map, predicted_keys);
-  /* The writer puts null for a figure that was not a number. */
-  const MpYamlNode *step = mp_yaml_lookup (map, "step_s");
-  gboolean null = step && step->kind == MP_YAML_SCALAR && step->plain
-                  && strcmp (step->value, "null") == 0;
-  if (!null)
-    mp_yaml_get_quantity (r, map, "step_s", MP_UNIT_SECONDS, FALSE, FALSE,
-                          &l->f->predicted_step_s);
+  read_figure (r, map, "step_s", MP_UNIT_SECONDS, &l->f->predicted_step_s);
+  read_figure (r, map, "tokens_per_s", MP_UNIT_COUNT, NULL);
+  read_figure (r, map, "tflops_per_gpu", MP_UNIT_FLOPS, NULL);
+  read_figure (r, map, "mfu", MP_UNIT_COUNT, NULL);
   /* memory_bytes: peak and the memory kinds; time_s: the phases (program.h's names). */
   const char *memory_keys[MP_MEM_N + 2] = { "peak" }, *time_keys[MP_PHASE_N + 1] = { 0 };
   for (int k = 0; k < MP_MEM_N; k++)
     memory_keys[k + 1] = mp_mem_kind_name (k);
   for (int p = 0; p < MP_PHASE_N; p++)
     time_keys[p] = mp_phase_name (p);
-  const MpYamlNode *m = mp_yaml_lookup (map, "memory_bytes");
-  if (m && mp_yaml_expect_map (r, m, "'memory_bytes'"))
-    mp_yaml_check_keys (r, m, memory_keys);
-  const MpYamlNode *t = mp_yaml_lookup (map, "time_s");
-  if (t && mp_yaml_expect_map (r, t, "'time_s'"))
-    mp_yaml_check_keys (r, t, time_keys);
+  read_figures (r, map, "memory_bytes", memory_keys, MP_UNIT_BYTES);
+  read_figures (r, map, "time_s", time_keys, MP_UNIT_SECONDS);
 }
 
 /* dp x micro_batch_size x num_micro_batches must be the global batch. */
@@ -540,6 +561,12 @@ mp_plan_file_resolve_full (const MpPlanFile *file, MpProfileFor profile_for, gpo
 {
   g_return_val_if_fail (file != NULL && file->model != NULL && file->cluster != NULL, NULL);
   g_autoptr(MpPlanResolved) res = g_new0 (MpPlanResolved, 1);
+  GError *too_big = NULL;
+  if (!mp_plan_check_program_size (&file->cfg, &too_big))
+    {
+      fail_at (error, file, file->parallel_at, too_big, "this plan cannot run");
+      return NULL;
+    }
   if (!load_inputs (file, res, error) || !check_placement (file, res->cluster, error))
     return NULL;
   if (profile_for != NULL)

@@ -168,15 +168,24 @@ int mp_plan_compare (const MpPlan *a, const MpPlan *b);
  * cost model. OPTS may be NULL (cost-model durations, no slices). With PROGRAMS, *PROGRAMS
  * gets the programs (caller owns: mp_program_stages_free) and *N_PROGRAMS their count.
  * Caller owns the result; NULL with MP_ERROR_INPUT when the programs cannot run (a
- * deadlock). */
+ * deadlock) or would be too large (mp_plan_check_program_size). */
+/* The most micro-batch steps (pp x vpp x num_micro_batches) a plan may have to be built
+ * into programs, simulated or run: memory and time grow with them (a pp 2, vpp 2 plan of
+ * 2^20 micro-batches is 25M instructions, 3.3 GB and 29 s to simulate, measured with
+ * `/usr/bin/time mpplan simulate`), and a real step has a few thousand. */
+#define MP_PLAN_MAX_MICRO_STEPS (1u << 20)
+/* FALSE with MP_ERROR_INPUT saying so when CFG has more than MP_PLAN_MAX_MICRO_STEPS. */
+gboolean mp_plan_check_program_size (const MpParallelConfig *cfg, GError **error);
+
 MpSimResult *mp_plan_simulate (const MpCostContext *ctx, const MpPlan *plan,
                                const MpSimOptions *opts, MpProgram ***programs,
                                guint *n_programs, GError **error);
 
 /* Refines RESULT's ranking with the simulator: its best K plans by the closed form are
  * simulated (each gets simulated_step_s) and re-ranked by simulated step time (ties:
- * mp_plan_compare); plans after the K-th keep their closed-form order. FALSE with the
- * simulator's error. */
+ * mp_plan_compare); plans after the K-th keep their closed-form order; a plan too large to
+ * simulate (mp_plan_check_program_size) keeps its closed-form step as its simulated one.
+ * FALSE with the simulator's error. */
 gboolean mp_planner_refine (const MpCostContext *ctx, MpSearchResult *result, guint k,
                             GError **error);
 /* How far the simulation of PLAN is from its closed form: simulated / closed - 1 (0 when

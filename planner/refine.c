@@ -8,17 +8,33 @@
 #define G_LOG_DOMAIN "mpplan-planner"
 #include "config.h"
 #include "planner/planner-private.h"
+#include "common/error.h"
 #include "common/units.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+gboolean
+mp_plan_check_program_size (const MpParallelConfig *cfg, GError **error)
+{
+  guint64 steps = (guint64) cfg->pp * cfg->vpp * cfg->num_micro_batches;
+  if (steps <= MP_PLAN_MAX_MICRO_STEPS)
+    return TRUE;
+  g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%u stages x %u chunks x %u micro-batches "
+               "= %" G_GUINT64_FORMAT " micro-batch steps, more than the %u mpplan builds, "
+               "simulates or runs: use larger micro-batches", cfg->pp, cfg->vpp,
+               cfg->num_micro_batches, steps, MP_PLAN_MAX_MICRO_STEPS);
+  return FALSE;
+}
+
 MpSimResult *
 mp_plan_simulate (const MpCostContext *ctx, const MpPlan *plan, const MpSimOptions *opts,
                   MpProgram ***programs, guint *n_programs, GError **error)
 {
   g_return_val_if_fail (ctx != NULL && plan != NULL, NULL);
+  if (!mp_plan_check_program_size (&plan->cfg, error))
+    return NULL;
   guint n = 0;
   MpProgram **progs = mp_program_build_stages (ctx, plan, &n);
   MpSimResult *res = mp_simulate (ctx, &plan->cfg, progs, n, opts, error);
@@ -58,6 +74,11 @@ mp_planner_refine (const MpCostContext *ctx, MpSearchResult *result, guint k, GE
   for (guint i = 0; i < k; i++)
     {
       MpPlan *plan = g_ptr_array_index (plans, i);
+      if (!mp_plan_check_program_size (&plan->cfg, NULL))
+        {
+          plan->simulated_step_s = plan->step_s;   /* the closed form is all there is */
+          continue;
+        }
       g_autoptr(MpSimResult) sim = mp_plan_simulate (ctx, plan, NULL, NULL, NULL, error);
       if (sim == NULL)
         {

@@ -29,7 +29,11 @@ typedef struct {
  * order). Caller owns (json_node_unref). */
 JsonNode *mp_trace_predicted (MpProgram *const *programs, guint n, const MpSimResult *sim,
                               const MpTraceInfo *info);
-/* The same, written atomically to PATH ("-": stdout). FALSE with MP_ERROR_IO. */
+/* The most slices mp_trace_write_predicted writes (about 300 MB of JSON). */
+#define MP_TRACE_MAX_SLICES (1u << 21)
+/* The same, written to PATH (common/output.h; "-": stdout). FALSE with MP_ERROR_INPUT
+ * when SIM has more than MP_TRACE_MAX_SLICES instructions, MP_ERROR_RUNTIME when the file
+ * cannot be written. */
 gboolean mp_trace_write_predicted (const char *path, MpProgram *const *programs, guint n,
                                    const MpSimResult *sim, const MpTraceInfo *info,
                                    GError **error);
@@ -80,6 +84,11 @@ JsonNode *mp_trace_measured_run (const MpTraceRank *ranks, guint n, const MpMode
  * step at t = 0. NULL with MP_ERROR_INPUT when either is not a trace of its kind. Caller
  * owns. */
 JsonNode *mp_trace_merge (JsonNode *predicted, JsonNode *measured, GError **error);
+/* Is TRACE (the file NAME) a trace of its kind (MEASURED: pids >= 100000) that the report
+ * can read: traceEvents an array of objects, their pid, tid, ts, dur, ph, name, cat and
+ * args of the right types and ranges? FALSE with MP_ERROR_INPUT "NAME: key
+ * 'traceEvents[3].pid': ..." otherwise. */
+gboolean mp_trace_check (JsonNode *trace, const char *name, gboolean measured, GError **error);
 
 /* ==== predicted against measured (report.c, html.c) =================================== */
 
@@ -116,10 +125,20 @@ typedef struct {
   JsonNode *predicted_trace, *measured_trace;   /* optional (Gantt charts), owned */
 } MpReportRun;
 
-/* Joins PREDICTED (`simulate --json`, a plan's JSON, or `plan --json`: its best plan) and
- * MEASURED (measured.json of `mpplan exec`). Borrowed; the run copies what it keeps.
- * Caller owns; NULL with MP_ERROR_INPUT naming the missing key. */
-MpReportRun *mp_report_run_new (JsonNode *predicted, JsonNode *measured, GError **error);
+/* Joins PREDICTED (`simulate --json`, a plan's JSON, or `plan --json`: its best plan),
+ * read as the file PNAME, and MEASURED (measured.json of `mpplan exec`), the file MNAME
+ * (report-read.c). Every member is checked: NULL with MP_ERROR_INPUT naming the file and
+ * the key ("FILE: key 'time_s.compute': expected a number, got an array"), an unknown
+ * schema_version, or a measured file of another plan (world size, stages, sizes).
+ * Borrowed; the run copies what it keeps. Caller owns. */
+MpReportRun *mp_report_run_new (const char *pname, JsonNode *predicted, const char *mname,
+                                JsonNode *measured, GError **error);
+/* The same from the files' text, and from the files at PPATH and MPATH (MP_ERROR_IO when
+ * one cannot be read). */
+MpReportRun *mp_report_run_load_data (const char *pname, const char *pdata, gsize plen,
+                                      const char *mname, const char *mdata, gsize mlen,
+                                      GError **error);
+MpReportRun *mp_report_run_load (const char *ppath, const char *mpath, GError **error);
 void mp_report_run_free (MpReportRun *run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpReportRun, mp_report_run_free)
 
@@ -128,8 +147,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpReportRun, mp_report_run_free)
  * memory_bytes, ranks, plan, ...), whose index goes to *CHOSEN, with step_s_min /
  * step_s_max the extremes of every round's steps, step_times_s all of them, steps their
  * count, rounds N. Load from elsewhere only slows runs down, so the quietest round is the
- * machine's own speed; the spread still shows every round. Borrowed; caller owns. NULL with MP_ERROR_INPUT when a round has no
- * step_times_s. */
+ * machine's own speed; the spread still shows every round. Borrowed; caller owns. NULL with
+ * MP_ERROR_INPUT when a round has no step_times_s or a bad one ("measured round 2: key
+ * 'step_times_s[0]': ..."). */
 JsonNode *mp_report_measured_merge (JsonNode *const *rounds, guint n, guint *chosen,
                                     GError **error);
 

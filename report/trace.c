@@ -11,6 +11,7 @@
 #include "config.h"
 #include "report/report.h"
 #include "common/error.h"
+#include "common/jsonread.h"
 #include "common/output.h"
 
 #include <math.h>
@@ -472,6 +473,14 @@ gboolean
 mp_trace_write_predicted (const char *path, MpProgram *const *programs, guint n,
                           const MpSimResult *sim, const MpTraceInfo *info, GError **error)
 {
+  /* A slice is ~150 bytes of JSON and several JSON nodes while built: bounded first. */
+  if (sim->n_insns > MP_TRACE_MAX_SLICES)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s: the trace would hold %"
+                   G_GUINT64_FORMAT " slices, more than %u: trace a plan of fewer "
+                   "micro-batches", path, sim->n_insns, MP_TRACE_MAX_SLICES);
+      return FALSE;
+    }
   g_autoptr(JsonNode) root = mp_trace_predicted (programs, n, sim, info);
   return mp_json_write (path, root, error);
 }
@@ -511,36 +520,58 @@ mp_trace_measured (JsonArray *const *rank_events, guint n, JsonNode *plan, doubl
   return json_builder_get_root (b);
 }
 
-/* TRACE's events, checked to be all on one side of MP_TRACE_MEASURED_PID: a predicted
- * trace given as the measured one would put both runs on the same processes. */
+/* One event of a trace: an object whose pid and tid are whole numbers, ts and dur times
+ * in microseconds, ph, name and cat strings and args an object, where present. */
+static void
+check_event (MpJsonReader *r, JsonNode *node, guint i, gboolean measured)
+{
+  g_autofree char *at = g_strdup_printf ("traceEvents[%u]", i);
+  JsonObject *e = mp_json_node_object (r, node, at);
+  guint64 pid = 0, tid = 0, sort = 0;
+  double t = 0;
+  if (mp_json_get_uint (r, e, at, "pid", FALSE, 0, G_MAXINT32, &pid)
+      && (pid >= MP_TRACE_MEASURED_PID) != measured)
+    {
+      g_autofree char *name = g_strconcat (at, ".pid", NULL);
+      mp_json_problem (r, name, "%" G_GUINT64_FORMAT " is not the pid of a %s rank (%s "
+                       "100000): not a %s trace", pid, measured ? "measured" : "predicted",
+                       measured ? ">=" : "<", measured ? "measured" : "predicted");
+    }
+  mp_json_get_uint (r, e, at, "tid", FALSE, 0, G_MAXINT32, &tid);
+  mp_json_get_number (r, e, at, "ts", FALSE, -1e15, 1e15, &t);
+  mp_json_get_number (r, e, at, "dur", FALSE, 0, 1e15, &t);
+  mp_json_get_string (r, e, at, "ph", FALSE);
+  mp_json_get_string (r, e, at, "name", FALSE);
+  mp_json_get_string (r, e, at, "cat", FALSE);
+  JsonObject *args = mp_json_get_object (r, e, at, "args", FALSE);
+  g_autofree char *args_at = g_strconcat (at, ".args", NULL);
+  mp_json_get_uint (r, args, args_at, "sort_index", FALSE, 0, G_MAXINT32, &sort);
+}
+
+gboolean
+mp_trace_check (JsonNode *trace, const char *name, gboolean measured, GError **error)
+{
+  MpJsonReader r;
+  mp_json_reader_init (&r, name);
+  JsonObject *o = trace && JSON_NODE_HOLDS_OBJECT (trace) ? json_node_get_object (trace) : NULL;
+  if (o == NULL)
+    mp_json_problem (&r, NULL, "not a Chrome trace (a JSON object with traceEvents)");
+  JsonArray *a = mp_json_get_array (&r, o, NULL, "traceEvents", TRUE);
+  for (guint i = 0; a && i < json_array_get_length (a) && r.error == NULL; i++)
+    check_event (&r, json_array_get_element (a, i), i, measured);
+  mp_json_get_object (&r, o, NULL, "otherData", FALSE);
+  return mp_json_reader_finish (&r, error);
+}
+
+/* TRACE's events, checked (mp_trace_check): a predicted trace given as the measured one
+ * would put both runs on the same processes. */
 static JsonArray *
 trace_events (JsonNode *trace, gboolean measured, GError **error)
 {
-  const char *what = measured ? "measured" : "predicted";
-  JsonObject *o = trace && JSON_NODE_HOLDS_OBJECT (trace) ? json_node_get_object (trace) : NULL;
-  JsonNode *ev = o ? json_object_get_member (o, "traceEvents") : NULL;
-  if (ev == NULL || !JSON_NODE_HOLDS_ARRAY (ev))
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "not a Chrome trace (no traceEvents)");
-      return NULL;
-    }
-  JsonArray *a = json_node_get_array (ev);
-  for (guint i = 0; i < json_array_get_length (a); i++)
-    {
-      JsonNode *e = json_array_get_element (a, i);
-      JsonObject *eo = JSON_NODE_HOLDS_OBJECT (e) ? json_node_get_object (e) : NULL;
-      if (eo == NULL || !json_object_has_member (eo, "pid"))
-        continue;
-      gint64 pid = json_object_get_int_member (eo, "pid");
-      if ((pid >= MP_TRACE_MEASURED_PID) != measured)
-        {
-          g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
-                       "not a %s trace: event %u has pid %" G_GINT64_FORMAT " (%s ranks are "
-                       "pid %s100000)", what, i, pid, what, measured ? ">= " : "< ");
-          return NULL;
-        }
-    }
-  return a;
+  if (!mp_trace_check (trace, measured ? "measured trace" : "predicted trace", measured,
+                       error))
+    return NULL;
+  return json_object_get_array_member (json_node_get_object (trace), "traceEvents");
 }
 
 static JsonNode *
@@ -556,16 +587,10 @@ mp_trace_merge (JsonNode *predicted, JsonNode *measured, GError **error)
 {
   JsonArray *pe = trace_events (predicted, FALSE, error);
   if (pe == NULL)
-    {
-      g_prefix_error (error, "predicted trace: ");
-      return NULL;
-    }
+    return NULL;
   JsonArray *me = trace_events (measured, TRUE, error);
   if (me == NULL)
-    {
-      g_prefix_error (error, "measured trace: ");
-      return NULL;
-    }
+    return NULL;
   /* Both already share the origin: each step starts at t = 0 (the simulator's clock, and
    * the executor's step start after a barrier, rank by rank). */
   g_autoptr(JsonBuilder) b = json_builder_new ();

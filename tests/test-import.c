@@ -332,7 +332,7 @@ test_import_bad_input_names_the_key (void **state)
   } cases[] = {
     { "{\"model_type\": \"llama\",", "not valid JSON" },
     { "[1, 2]", "one JSON object" },
-    { "{\"model_type\": \"gpt2\", \"n_layer\": \"12\"}", "'n_layer' must be a whole number, not a string" },
+    { "{\"model_type\": \"gpt2\", \"n_layer\": \"12\"}", "key 'n_layer': expected a whole number, got a string" },
     { "{\"model_type\": \"llama\", \"num_hidden_layers\": 2}", "'hidden_size'" },
     { "{\"model_type\": \"gpt2\", \"n_layer\": 2, \"n_embd\": 64, \"n_head\": 4,"
       " \"vocab_size\": 10}", "missing required key 'max_position_embeddings'" },
@@ -340,7 +340,7 @@ test_import_bad_input_names_the_key (void **state)
       " \"num_attention_heads\": 4, \"num_key_value_heads\": 3, \"intermediate_size\": 128,"
       " \"vocab_size\": 10, \"max_position_embeddings\": 8}", "'num_key_value_heads'" },
     { "{\"model_type\": \"gpt2\", \"n_layer\": 2.5}", "'n_layer'" },
-    { "{\"model_type\": 7}", "'model_type' must be a string" },
+    { "{\"model_type\": 7}", "key 'model_type': expected a string, got a number" },
     { "{\"model_type\": \"llama\", \"tie_word_embeddings\": \"no\", \"num_hidden_layers\": 2,"
       " \"hidden_size\": 64, \"num_attention_heads\": 4, \"intermediate_size\": 128,"
       " \"vocab_size\": 10, \"max_position_embeddings\": 8}", "'tie_word_embeddings'" },
@@ -348,7 +348,7 @@ test_import_bad_input_names_the_key (void **state)
   for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autofree char *msg = import_error (cases[i].text);
-      if (strstr (msg, cases[i].want) == NULL || !g_str_has_prefix (msg, "config.json: "))
+      if (strstr (msg, cases[i].want) == NULL || !g_str_has_prefix (msg, "config.json:"))
         fail_msg ("case %zu: '%s' lacks '%s'", i, msg, cases[i].want);
     }
 }
