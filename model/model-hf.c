@@ -510,6 +510,8 @@ append_transformer (GString *s, const MpModel *m)
                           mp_activation_name (m->activation), mp_model_norm_name (m->norm),
                           mp_model_position_name (m->position), m->bias ? "true" : "false",
                           m->tied_embeddings ? "true" : "false");
+  if (m->position == MP_POS_ROTARY)
+    g_string_append_printf (s, "rope_theta: %" G_GUINT64_FORMAT "\n", m->rope_theta);
   if (m->experts > 0)
     g_string_append_printf (s, "experts: %" G_GUINT64_FORMAT "\nexperts_per_token: %"
                             G_GUINT64_FORMAT "\n", m->experts, m->experts_per_token);

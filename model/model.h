@@ -107,6 +107,8 @@ struct _MpModel {
   MpNorm norm;
   MpPosition position;
   gboolean tied_embeddings, bias;
+  guint64 rope_theta;          /* rotary base (10000 unless a file says; costs nothing,
+                                * launch files need it) */
   guint64 experts, experts_per_token;   /* experts == 0: dense */
 
   /* mlp hyper-parameters (architecture: mlp) */
