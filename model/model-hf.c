@@ -36,19 +36,35 @@ typedef struct {
   gboolean gated;            /* silu means a gated (swiglu) MLP */
   gboolean learned;          /* learned positions (no rope keys) */
   gboolean tied;             /* tie_word_embeddings default of its config class */
-  gboolean bias;             /* biases when no attention_bias / mlp_bias key */
+  gboolean bias;             /* biases when no attention_bias / mlp_bias / bias key */
   MpNorm norm;               /* when no epsilon key says */
+  guint64 context;           /* max_position_embeddings default of its config class
+                              * (0: the key is required) */
+  const char *parallel;      /* NULL, or why its blocks run attention and MLP side by side
+                              * (noted: the IR costs them one after the other) */
 } Family;
 
+/* The defaults are those of transformers' configuration_<type>.py. Phi-3 and Phi-4 are
+ * both "phi3"; Falcon's older exports say RefinedWeb / RefinedWebModel. */
 static const Family families[] = {
-  { "gpt2", FALSE, TRUE, TRUE, TRUE, MP_NORM_LAYERNORM },
-  { "bert", FALSE, TRUE, TRUE, TRUE, MP_NORM_LAYERNORM },
-  { "llama", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "mistral", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "mixtral", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "qwen2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "qwen3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "qwen3_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
+  { "gpt2", FALSE, TRUE, TRUE, TRUE, MP_NORM_LAYERNORM, 0, NULL },
+  { "bert", FALSE, TRUE, TRUE, TRUE, MP_NORM_LAYERNORM, 0, NULL },
+  { "llama", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL },
+  { "mistral", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL },
+  { "mixtral", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL },
+  { "qwen2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL },
+  { "qwen3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL },
+  { "qwen3_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL },
+  { "phi3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL },
+  { "olmo2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL },
+  { "internlm2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL },
+  { "starcoder2", FALSE, FALSE, TRUE, TRUE, MP_NORM_LAYERNORM, 0, NULL },
+  { "gptj", FALSE, FALSE, FALSE, TRUE, MP_NORM_LAYERNORM, 0,
+    "GPT-J's blocks are parallel (one layernorm feeds attention and MLP)" },
+  { "gpt_neox", FALSE, FALSE, FALSE, TRUE, MP_NORM_LAYERNORM, 0, NULL },
+  { "falcon", FALSE, FALSE, TRUE, FALSE, MP_NORM_LAYERNORM, 2048, NULL },
+  { "RefinedWeb", FALSE, FALSE, TRUE, FALSE, MP_NORM_LAYERNORM, 2048, NULL },
+  { "RefinedWebModel", FALSE, FALSE, TRUE, FALSE, MP_NORM_LAYERNORM, 2048, NULL },
 };
 
 /* Reading state: the file name for messages, the first problem, notes for stderr. */
@@ -57,7 +73,21 @@ typedef struct {
   JsonObject *root;
   GError *error;
   GPtrArray *notes;
+  const MpHfOptions *opts;   /* never NULL */
 } Reader;
+
+static void note (Reader *r, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
+/* An approximation or choice made, for stderr. */
+static void
+note (Reader *r, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_ptr_array_add (r->notes, g_strdup_printf ("%s: %s", r->name, msg));
+}
 
 static void problem (Reader *r, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 
@@ -203,6 +233,14 @@ refuse_unsupported (Reader *r)
     { "first_k_dense_replace", "dense layers before the MoE layers" },
     { "mlp_only_layers", "dense layers among the MoE layers" },
     { "is_encoder_decoder", "encoder-decoder models" },
+    /* Gemma 2/3: tanh soft-capping of the attention scores and logits, and local
+     * (sliding-window) layers interleaved with global ones: the IR has one attention
+     * kind for every block. */
+    { "attn_logit_softcapping", "attention logit soft-capping" },
+    { "final_logit_softcapping", "final logit soft-capping" },
+    { "sliding_window_pattern", "interleaved sliding-window and global layers" },
+    { "layer_types", "per-layer attention kinds" },
+    { "alibi", "ALiBi positions" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (refused); i++)
     if (feature_on (r, refused[i].key))
@@ -237,7 +275,8 @@ find_family (Reader *r)
     if (strcmp (type, families[i].type) == 0)
       return &families[i];
   problem (r, "unsupported model_type '%s' (supported: gpt2, llama, mistral, mixtral, "
-           "qwen2, qwen3, qwen3_moe, bert)", type);
+           "qwen2, qwen3, qwen3_moe, bert, phi3, olmo2, internlm2, starcoder2, gptj, "
+           "gpt_neox, falcon)", type);
   return NULL;
 }
 
@@ -268,7 +307,7 @@ static void
 read_position_norm (Reader *r, const Family *f, MpModel *m)
 {
   gboolean rope = feature_on (r, "rope_theta") || feature_on (r, "rope_parameters")
-                  || feature_on (r, "rope_scaling");
+                  || feature_on (r, "rope_scaling") || feature_on (r, "rotary_emb_base");
   m->position = rope || !f->learned ? MP_POS_ROTARY : MP_POS_LEARNED;
   static const char *const pos_key[] = { "position_embedding_type", NULL };
   const char *pos = get_string (r, pos_key);
@@ -278,7 +317,8 @@ read_position_norm (Reader *r, const Family *f, MpModel *m)
   if (json_object_has_member (r->root, "rms_norm_eps"))
     m->norm = MP_NORM_RMSNORM;
   else if (json_object_has_member (r->root, "layer_norm_epsilon")
-           || json_object_has_member (r->root, "layer_norm_eps"))
+           || json_object_has_member (r->root, "layer_norm_eps")
+           || json_object_has_member (r->root, "norm_epsilon"))
     m->norm = MP_NORM_LAYERNORM;
   else
     m->norm = f->norm;
@@ -304,7 +344,7 @@ static void
 read_attention (Reader *r, MpModel *m)
 {
   static const char *const heads_keys[] = { "num_attention_heads", "n_head", NULL };
-  static const char *const kv_keys[] = { "num_key_value_heads", NULL };
+  static const char *const kv_keys[] = { "num_key_value_heads", "num_kv_heads", NULL };
   static const char *const dim_keys[] = { "head_dim", NULL };
   if (!get_dim (r, heads_keys, TRUE, &m->heads))
     return;
@@ -330,7 +370,8 @@ read_ffn (Reader *r, MpModel *m)
 {
   static const char *const moe_keys[] = { "moe_intermediate_size", "intermediate_size",
                                           NULL };
-  static const char *const dense_keys[] = { "intermediate_size", "n_inner", NULL };
+  static const char *const dense_keys[] = { "intermediate_size", "n_inner", "ffn_hidden_size",
+                                            NULL };
   const char *const *keys = m->experts > 0 ? moe_keys : dense_keys;
   if (!get_dim (r, keys, FALSE, &m->ffn_hidden) && r->error == NULL)
     {
@@ -341,25 +382,103 @@ read_ffn (Reader *r, MpModel *m)
     }
 }
 
-/* seq_len: the context, capped at a sliding window (see the file comment). */
+/* seq_len: the training length (--seq-len; default the context up to
+ * MP_HF_DEFAULT_SEQ_LEN), capped at a sliding window (see the file comment). */
 static void
-read_seq_len (Reader *r, MpModel *m)
+read_seq_len (Reader *r, const Family *f, MpModel *m)
 {
   static const char *const keys[] = { "max_position_embeddings", "n_positions", "n_ctx",
                                       NULL };
   static const char *const window_key[] = { "sliding_window", NULL };
-  if (!get_dim (r, keys, TRUE, &m->seq_len))
+  guint64 context = f->context;
+  if (!get_dim (r, keys, context == 0 && r->opts->seq_len == 0, &context) && context == 0)
+    context = r->opts->seq_len;
+  if (r->error != NULL)
     return;
+  m->seq_len = r->opts->seq_len;
+  if (m->seq_len == 0)
+    {
+      m->seq_len = MIN (context, MP_HF_DEFAULT_SEQ_LEN);
+      if (m->seq_len < context)
+        note (r, "training length %" G_GUINT64_FORMAT " tokens of the %" G_GUINT64_FORMAT
+              "-token context (mpplan's default; --seq-len sets it)", m->seq_len, context);
+    }
+  else if (m->seq_len > context)
+    note (r, "--seq-len %" G_GUINT64_FORMAT " is longer than the model's %" G_GUINT64_FORMAT
+          "-token context", m->seq_len, context);
+  if (m->position == MP_POS_LEARNED && m->seq_len != context)
+    problem (r, "learned positions: the position table has %" G_GUINT64_FORMAT " rows, "
+             "so the training length must be that (not %" G_GUINT64_FORMAT ")", context,
+             m->seq_len);
   guint64 window = 0;
   if (get_bool (r, "use_sliding_window", TRUE)
       && get_count (r, window_key, FALSE, G_MAXUINT32, &window) && window < m->seq_len)
     {
-      g_ptr_array_add (r->notes, g_strdup_printf (
-          "%s: sliding-window attention (%" G_GUINT64_FORMAT " tokens): seq_len set to the "
-          "window, where it costs what full attention costs (the context is %"
-          G_GUINT64_FORMAT ")", r->name, window, m->seq_len));
+      note (r, "sliding-window attention (%" G_GUINT64_FORMAT " tokens): seq_len set to "
+            "the window, where it costs what full attention costs (asked: %"
+            G_GUINT64_FORMAT ")", window, m->seq_len);
       m->seq_len = window;
     }
+}
+
+/* rope_theta (rope_parameters.rope_theta in newer files, GPT-NeoX's rotary_emb_base),
+ * rounded: StarCoder2 says 999999.44. */
+static void
+read_rope_theta (Reader *r, MpModel *m)
+{
+  m->rope_theta = 10000;
+  JsonNode *n = json_object_get_member (r->root, "rope_theta");
+  if (n == NULL)
+    n = json_object_get_member (r->root, "rotary_emb_base");
+  JsonNode *params = json_object_get_member (r->root, "rope_parameters");
+  if (n == NULL && params != NULL && JSON_NODE_HOLDS_OBJECT (params))
+    n = json_object_get_member (json_node_get_object (params), "rope_theta");
+  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
+    return;
+  GType t = JSON_NODE_HOLDS_VALUE (n) ? json_node_get_value_type (n) : G_TYPE_INVALID;
+  double x = t == G_TYPE_INT64 || t == G_TYPE_DOUBLE ? json_node_get_double (n) : -1;
+  if (x < 1 || x > 1e12)
+    problem (r, "'rope_theta' must be a number from 1 to 1e12");
+  else
+    m->rope_theta = (guint64) llround (x);
+}
+
+/* What the IR approximates in the newer families, said on stderr: parallel blocks,
+ * rotary on part of each head, QK-norm; and Falcon's multi-query attention. */
+static void
+read_quirks (Reader *r, const Family *f, MpModel *m)
+{
+  gboolean falcon = g_str_has_prefix (f->type, "falcon") || g_str_has_prefix (f->type,
+                                                                            "RefinedWeb");
+  const char *parallel = f->parallel;
+  if (falcon && get_bool (r, "parallel_attn", TRUE))
+    parallel = "Falcon's blocks are parallel (attention and MLP side by side)";
+  if (strcmp (f->type, "gpt_neox") == 0 && get_bool (r, "use_parallel_residual", TRUE))
+    parallel = "GPT-NeoX's blocks are parallel (use_parallel_residual)";
+  if (parallel != NULL)
+    note (r, "%s: costed as attention then MLP, with two norms and two tensor-parallel "
+          "reductions per block (a fused implementation needs one); the matrix FLOPs are "
+          "the same", parallel);
+  if (falcon && !get_bool (r, "new_decoder_architecture", FALSE)
+      && get_bool (r, "multi_query", TRUE))
+    m->kv_heads = 1;
+  static const char *const dim_key[] = { "rotary_dim", NULL };
+  guint64 rot = m->head_dim;
+  get_dim (r, dim_key, FALSE, &rot);
+  const char *frac_keys[] = { "rotary_pct", "partial_rotary_factor" };
+  for (gsize i = 0; i < G_N_ELEMENTS (frac_keys); i++)
+    {
+      JsonNode *n = json_object_get_member (r->root, frac_keys[i]);
+      if (n != NULL && JSON_NODE_HOLDS_VALUE (n)
+          && json_node_get_value_type (n) == G_TYPE_DOUBLE)
+        rot = (guint64) llround (json_node_get_double (n) * (double) m->head_dim);
+    }
+  if (m->position == MP_POS_ROTARY && rot < m->head_dim)
+    note (r, "rotary positions on %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " head "
+          "dimensions: costed as on all of them (an elementwise op)", rot, m->head_dim);
+  if (strcmp (f->type, "olmo2") == 0)
+    note (r, "QK-norm (q_norm, k_norm) left out: 2 x %" G_GUINT64_FORMAT " parameters per "
+          "block, an elementwise op", m->heads * m->head_dim);
 }
 
 static void
@@ -373,8 +492,10 @@ read_training (Reader *r, MpModel *m)
   else if (dtype != NULL && strcmp (dtype, "float32") == 0)
     m->precision = MP_DTYPE_FP32;
   m->optimizer = MP_OPTIM_ADAM;
-  /* The YAML loader's default: about 1M tokens per step. */
-  m->global_batch = MAX (1, (G_GUINT64_CONSTANT (1) << 20) / MAX (m->seq_len, 1));
+  /* --tokens-per-batch, else the YAML loader's default: about 1M tokens per step. */
+  guint64 tokens = r->opts->tokens_per_batch ? r->opts->tokens_per_batch
+                                             : G_GUINT64_CONSTANT (1) << 20;
+  m->global_batch = MAX (1, tokens / MAX (m->seq_len, 1));
 }
 
 /* Every hyper-parameter of a transformer; problems in R. */
@@ -393,14 +514,19 @@ read_config (Reader *r, MpModel *m)
   get_dim (r, hidden_keys, TRUE, &m->hidden);
   read_attention (r, m);
   get_dim (r, vocab_keys, TRUE, &m->vocab);
-  read_seq_len (r, m);
   read_activation (r, f, m);
   read_position_norm (r, f, m);
+  read_seq_len (r, f, m);
+  read_rope_theta (r, m);
   read_experts (r, m);
   read_ffn (r, m);
   m->tied_embeddings = get_bool (r, "tie_word_embeddings", f->tied);
-  gboolean attn_bias = get_bool (r, "attention_bias", f->bias);
-  m->bias = get_bool (r, "mlp_bias", f->bias) || attn_bias;
+  /* InternLM2 and Falcon say "bias", StarCoder2 "use_bias". */
+  gboolean bias = get_bool (r, "use_bias", get_bool (r, "bias", f->bias));
+  gboolean attn_bias = get_bool (r, "attention_bias", bias);
+  m->bias = get_bool (r, "mlp_bias", bias) || attn_bias;
+  if (r->error == NULL)
+    read_quirks (r, f, m);
   if (m->position == MP_POS_ROTARY && m->head_dim % 2 != 0)
     problem (r, "rotary positions need an even head width, not %" G_GUINT64_FORMAT,
              m->head_dim);
@@ -425,9 +551,9 @@ name_from_path (const char *path)
   return g_steal_pointer (&base);
 }
 
-MpModel *
-mp_model_load_hf_data (const char *name, const char *data, gsize len, GPtrArray *notes,
-                       GError **error)
+static MpModel *
+load_data (const char *name, const char *data, gsize len, const MpHfOptions *opts,
+           GPtrArray *notes, GError **error)
 {
   g_return_val_if_fail (name != NULL && data != NULL, NULL);
   g_autoptr(JsonParser) parser = json_parser_new ();
@@ -447,7 +573,9 @@ mp_model_load_hf_data (const char *name, const char *data, gsize len, GPtrArray 
       return NULL;
     }
   g_autoptr(GPtrArray) own_notes = g_ptr_array_new_with_free_func (g_free);
-  Reader r = { name, json_node_get_object (root), NULL, notes ? notes : own_notes };
+  static const MpHfOptions defaults = { 0 };
+  Reader r = { name, json_node_get_object (root), NULL, notes ? notes : own_notes,
+               opts ? opts : &defaults };
   g_autoptr(MpModel) m = g_new0 (MpModel, 1);
   read_config (&r, m);
   if (r.error != NULL)
@@ -462,7 +590,21 @@ mp_model_load_hf_data (const char *name, const char *data, gsize len, GPtrArray 
 }
 
 MpModel *
+mp_model_load_hf_data (const char *name, const char *data, gsize len, GPtrArray *notes,
+                       GError **error)
+{
+  return load_data (name, data, len, NULL, notes, error);
+}
+
+MpModel *
 mp_model_load_hf (const char *path, GPtrArray *notes, GError **error)
+{
+  return mp_model_load_hf_with (path, NULL, notes, error);
+}
+
+MpModel *
+mp_model_load_hf_with (const char *path, const MpHfOptions *opts, GPtrArray *notes,
+                       GError **error)
 {
   g_return_val_if_fail (path != NULL, NULL);
   g_autofree char *data = NULL;
@@ -474,7 +616,7 @@ mp_model_load_hf (const char *path, GPtrArray *notes, GError **error)
       g_error_free (io);
       return NULL;
     }
-  return mp_model_load_hf_data (path, data, len, notes, error);
+  return load_data (path, data, len, opts, notes, error);
 }
 
 gboolean
