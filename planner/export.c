@@ -631,6 +631,11 @@ export_horovod (Export *e, GError **error)
 {
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
+  if (e->c->recompute != MP_RECOMPUTE_NONE)
+    g_string_append_printf (cmd, "# recompute (%s): train.py runs each block through "
+                                 "torch.utils.checkpoint.checkpoint (PyTorch) or "
+                                 "tf.recompute_grad (TensorFlow)\n",
+                            mp_recompute_name (e->c->recompute));
   g_string_append_printf (cmd, "# train.py: hvd.init(); opt = hvd.DistributedOptimizer(opt, "
                                "backward_passes_per_step=%u); hvd.broadcast_parameters(...)\n"
                                "# per-GPU batch %u: micro-batch %u x %u passes\n"
@@ -710,6 +715,9 @@ export_tensorflow (Export *e, GError **error)
   else
     g_string_append (py, "# one micro-batch per step: no gradient_accumulation_steps (Keras "
                          "takes 2 or more, or none)\n");
+  if (c->recompute != MP_RECOMPUTE_NONE)
+    g_string_append_printf (py, "# recompute (%s): wrap each block's call in "
+                                "tf.recompute_grad\n", mp_recompute_name (c->recompute));
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
   g_string_append (cmd, "cd \"$(dirname \"$0\")\"\n");
@@ -783,7 +791,7 @@ export_mxnet (Export *e, GError **error)
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
   g_string_append (cmd, "cd \"$(dirname \"$0\")\"\n");
-  if (e->c->recompute == MP_RECOMPUTE_FULL)
+  if (e->c->recompute != MP_RECOMPUTE_NONE)
     g_string_append (cmd, "export MXNET_BACKWARD_DO_MIRROR=1  # recompute (memory mirror)\n");
   if (e->nodes > 1)
     {

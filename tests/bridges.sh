@@ -78,6 +78,8 @@ ok "--emit horovod of a tp plan exits 0" plan -m gpt3-1.3b -c dgx-a100-80g:4 --f
 ok "... says Horovod has no tensor parallelism and what it emits" grep -q '^mpplan: plan --emit horovod: Horovod has no tensor parallelism; the best plan Horovod can run (it can run none that honours the --fix pins): dp=32 tp=1' "$tmp/err"
 ok "horovod export passes check.py (Horovod 0.28.1 flags, 128 MB fusion)" check horovod "$tmp/hv"
 ok "--emit horovod of a cp plan names Horovod in its reason" sh -c "\"$MPPLAN\" plan -q -m llama3-8b -c dgx-a100-80g:2 --fix cp=2 --emit horovod -o \"$tmp/hvc\" 2>&1 >/dev/null | grep -q '^mpplan: plan --emit horovod: Horovod has no context or expert parallelism;'"
+ok "--emit horovod of a full-recompute plan says how to recompute (check.py)" sh -c "\"$MPPLAN\" plan -q -m gpt3-1.3b -c dgx-a100-80g:1 --fix recompute=full --emit horovod -o \"$tmp/hvr\" >/dev/null 2>&1 && python3 \"$bridges/check.py\" horovod \"$tmp/hvr\" \"$bridges\""
+ok "--emit tensorflow of a full-recompute plan says how to recompute (check.py)" sh -c "\"$MPPLAN\" plan -q -m gpt3-1.3b -c dgx-a100-80g:1 --fix recompute=full --emit tensorflow -o \"$tmp/tfr\" >/dev/null 2>&1 && python3 \"$bridges/check.py\" tensorflow \"$tmp/tfr\" \"$bridges\""
 ok "gpt3-175b --emit horovod: nothing Horovod can run, exit 3" status_is 3 "$MPPLAN" plan -q -m gpt3-175b -c dgx-a100-80g:128 --emit horovod -o "$tmp/hvx"
 ok "... naming Horovod" grep -q '^mpplan: plan --emit horovod: .*Horovod can run no plan here' "$tmp/err"
 

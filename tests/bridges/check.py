@@ -158,6 +158,7 @@ def deepspeed(d, lists):
         bad("ds_config.json: the ZeRO stage is not the plan's")
     if plan["pp"] > 1 and cfg.get("pipeline", {}).get("stages") != plan["pp"]:
         bad("ds_config.json: pipeline.stages is not the plan's pp")
+    recompute_said(plan, cmd + json.dumps(cfg), "checkpoint", "ds_config.json/cmd.sh")
     if plan["recompute"] == "full" and plan["pp"] == 1 and "deepspeed.checkpointing" not in cmd:
         bad("cmd.sh: full recompute at pp = 1 without saying the model must call "
             "deepspeed.checkpointing")
@@ -211,6 +212,7 @@ def torchrun(d, lists):
             bad(f"parallel.py: the mesh holds {prod} ranks, not {plan['world']}")
         if plan["cp"] > 1 and ("cp" not in dims or "_flatten" not in py):
             bad("parallel.py: cp > 1 but gradients are not reduced over dp x cp")
+    recompute_said(plan, py, "torch.utils.checkpoint", "parallel.py")
     if plan["cp"] > 1 and "buffer_seq_dims" not in py:
         bad("parallel.py: context_parallel without buffer_seq_dims")
     if re.search(r'mesh=mesh\["dp"\]|device_mesh=mesh\["dp"\]', py) and plan["cp"] > 1:
@@ -287,9 +289,15 @@ def torchtitan(d, lists):
         bad("cmd.sh: --job.* is gone in torchtitan 0.3.0")
 
 
+def recompute_said(plan, text, how, what):
+    if plan["recompute"] != "none" and how not in text:
+        bad(f"{what}: the plan recomputes ({plan['recompute']}) but nothing says {how}")
+
+
 def horovod(d, lists):
     cmd = read(d, "cmd.sh")
     plan = plan_of(cmd)
+    recompute_said(plan, cmd, "torch.utils.checkpoint", "cmd.sh")
     words = command(cmd, "horovodrun")
     i, j = words.index("horovodrun"), words.index("python")
     flags_of(words[i + 1:j], names(lists, "horovod", "flag"), "horovodrun")
@@ -305,6 +313,7 @@ def tensorflow(d, lists):
     cmd = read(d, "cmd.sh")
     plan = plan_of(cmd)
     c = constants(python_of(d, "strategy.py"))
+    recompute_said(plan, read(d, "strategy.py"), "tf.recompute_grad", "strategy.py")
     if c.get("GLOBAL_BATCH") != plan["global"]:
         bad("strategy.py: GLOBAL_BATCH is not micro-batch x accumulation x dp")
     steps = c.get("GRADIENT_ACCUMULATION_STEPS")
@@ -327,6 +336,7 @@ def mxnet(d, lists):
     cmd = read(d, "cmd.sh")
     plan = plan_of(cmd)
     c = constants(python_of(d, "mxnet_setup.py"))
+    recompute_said(plan, cmd, "MXNET_BACKWARD_DO_MIRROR", "cmd.sh")
     if (c.get("BATCH_PER_REPLICA"), c.get("ACCUMULATE")) != (plan["mb"], plan["n"]):
         bad("mxnet_setup.py: BATCH_PER_REPLICA x ACCUMULATE is not the plan's batch")
     if plan["n"] > 1 and 'grad_req="add"' not in read(d, "mxnet_setup.py"):
