@@ -98,7 +98,7 @@ mp_cmd_import (int argc, char **argv, gboolean do_help)
     status = mp_cli_usage (ctx, "import hf needs exactly one config.json");
   else if (seq_len < 0 || seq_len > MP_HF_MAX_SEQ_LEN)
     status = mp_cli_usage (ctx, "--seq-len must be from 1 to 10000000");
-  else if (tokens < 0 || (tokens > 0 && tokens < (seq_len ? seq_len : 1)))
+  else if (tokens < 0 || (tokens > 0 && tokens < seq_len))
     status = mp_cli_usage (ctx, "--tokens-per-batch must hold at least one sequence");
   else
     {

@@ -396,7 +396,9 @@ read_seq_len (Reader *r, const Family *f, MpModel *m)
   if (r->error != NULL)
     return;
   m->seq_len = r->opts->seq_len;
-  if (m->seq_len == 0)
+  if (m->seq_len == 0 && m->position == MP_POS_LEARNED)
+    m->seq_len = context;          /* the position table's length: nothing else runs */
+  else if (m->seq_len == 0)
     {
       m->seq_len = MIN (context, MP_HF_DEFAULT_SEQ_LEN);
       if (m->seq_len < context)
@@ -495,6 +497,9 @@ read_training (Reader *r, MpModel *m)
   /* --tokens-per-batch, else the YAML loader's default: about 1M tokens per step. */
   guint64 tokens = r->opts->tokens_per_batch ? r->opts->tokens_per_batch
                                              : G_GUINT64_CONSTANT (1) << 20;
+  if (tokens < m->seq_len)
+    problem (r, "--tokens-per-batch %" G_GUINT64_FORMAT " holds no whole sequence of %"
+             G_GUINT64_FORMAT " tokens", tokens, m->seq_len);
   m->global_batch = MAX (1, tokens / MAX (m->seq_len, 1));
 }
 

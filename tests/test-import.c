@@ -376,6 +376,11 @@ test_import_training_length (void **state)
   g_autoptr(MpModel) bad = mp_model_load_hf_with (gpt2, &o, NULL, &error);
   assert_null (bad);
   assert_non_null (strstr (error->message, "learned positions"));
+  g_clear_error (&error);
+  MpHfOptions tiny = { .tokens_per_batch = 100 };
+  g_autoptr(MpModel) none = mp_model_load_hf_with (llama, &tiny, NULL, &error);
+  assert_null (none);
+  assert_non_null (strstr (error->message, "holds no whole sequence of 4096 tokens"));
 }
 
 int
