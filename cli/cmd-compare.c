@@ -60,11 +60,11 @@ mp_cmd_compare (int argc, char **argv, gboolean do_help)
   g_option_context_set_summary (
       ctx, "The best plan each framework can express, side by side: PyTorch DDP (25 MB "
            "buckets overlapped with backward), FSDP (ZeRO-3), TensorFlow MirroredStrategy "
-           "(one all-reduce after backward), Horovod (64 MB fusion buffer, 1 ms cycle), "
-           "MXNet layer placement (no pipelining), Megatron-LM 3D (ZeRO-1 at most) and "
-           "DeepSpeed (ZeRO 0-3, pipeline with ZeRO <= 1), then mpplan's unconstrained "
-           "best. Each row: step time, tokens/s, memory per GPU, whether it fits and what "
-           "limits it.");
+           "(one all-reduce after backward), Horovod (128 MB fusion buffer, 1 ms cycle), "
+           "MXNet layer placement (no pipelining), Megatron-LM 3D (ZeRO-1 at most, "
+           "transformers only) and DeepSpeed (ZeRO 0-3, pipeline with ZeRO <= 1), then "
+           "mpplan's unconstrained best. Each row: step time, tokens/s, memory per GPU, "
+           "whether it fits and what limits it.");
   g_option_context_set_description (ctx, MP_CLI_EXIT_CODES);
   g_option_context_add_main_entries (ctx, entries, NULL);
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);

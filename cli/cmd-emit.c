@@ -1,8 +1,9 @@
 /* cmd-emit.c - `mpplan plan --emit FRAMEWORK [-o DIR]`: the launch files of the chosen
  * plan for one framework. When the framework cannot run the plan (Horovod and tp = 8), it
  * says why on stderr, searches again within what the framework can run, and writes the
- * best of those: the user asked for launch files and gets the best ones that exist
- * (exit 0); only when nothing the framework can run fits is the exit status 3. */
+ * best of those, within the --fix pins first: the user asked for launch files and gets
+ * the best ones that exist (exit 0); only when nothing the framework can run fits, or it
+ * cannot train the model at all, is the exit status 3. */
 #include "config.h"
 #include "cli/cli.h"
 #include "common/error.h"
@@ -17,10 +18,11 @@ short_plan (const MpPlan *p)
 {
   const MpParallelConfig *c = &p->cfg;
   g_autofree char *step = mp_units_format (p->step_s, MP_UNIT_SECONDS);
-  return g_strdup_printf ("dp=%u tp=%u pp=%u cp=%u ep=%u zero=%u recompute=%s micro-batch "
-                          "%u x %u (step %s)", c->dp, c->tp, c->pp, c->cp, c->ep, c->zero,
-                          mp_recompute_name (c->recompute), c->micro_batch_size,
-                          c->num_micro_batches, step);
+  return g_strdup_printf ("dp=%u tp=%u pp=%u vpp=%u cp=%u ep=%u zero=%u recompute=%s "
+                          "micro-batch %u x %u schedule %s (step %s)", c->dp, c->tp, c->pp,
+                          c->vpp, c->cp, c->ep, c->zero, mp_recompute_name (c->recompute),
+                          c->micro_batch_size, c->num_micro_batches,
+                          mp_plan_schedule_name (c->schedule), step);
 }
 
 gboolean
@@ -38,6 +40,34 @@ mp_cli_framework_check (const char *id, GError **error)
   return FALSE;
 }
 
+/* The best plan FW can run, within the --fix pins when one honours them (the pins are
+ * the user's; only when FW can run none of them are they dropped, and the message says
+ * so). NULL when FW can run no plan at all (the reason in *ERROR); *PINNED says whether
+ * the pins were kept. */
+static MpSearchResult *
+search_framework (const MpCostContext *ctx, MpFramework fw, const MpSearchOptions *opts,
+                  gboolean *pinned, GError **error)
+{
+  MpSearchOptions o = *opts;
+  o.progress = NULL;
+  o.top_k = 1;
+  *pinned = o.pins != NULL;
+  if (o.pins != NULL)
+    {
+      MpSearchResult *res = mp_framework_search (ctx, fw, &o, NULL);
+      if (res != NULL && res->plans->len > 0)
+        return res;
+      if (res != NULL)
+        mp_search_result_free (res);
+      o.pins = NULL;
+      *pinned = FALSE;
+    }
+  return mp_framework_search (ctx, fw, &o, error);
+}
+
+/* "mpplan: plan --emit horovod: " - every message names the command and framework. */
+#define EMIT_SUBJECT "mpplan: plan --emit %s: "
+
 int
 mp_cli_emit (const char *id, const char *dir, const MpPlan *best, const MpCostContext *ctx,
              const MpSearchOptions *opts)
@@ -46,34 +76,42 @@ mp_cli_emit (const char *id, const char *dir, const MpPlan *best, const MpCostCo
   MpFramework fw;
   if (!mp_framework_from_id (id, &fw))
     return mp_cli_framework_check (id, &error) ? 2 : mp_cli_fail (error);
+  const char *fw_id = mp_framework_id (fw), *title = mp_framework_title (fw);
+  const char *cannot = mp_framework_rejects_model (fw, mp_cost_context_model (ctx));
+  if (cannot != NULL)
+    {
+      fprintf (stderr, EMIT_SUBJECT "%s: no plan %s can run\n", fw_id, cannot, title);
+      return 3;
+    }
   const MpPlan *plan = best;
   g_autoptr(MpSearchResult) res = NULL;
   const char *why = mp_framework_rejects (fw, &best->cfg);
   if (why != NULL)
     {
-      MpSearchOptions o = *opts;
-      o.progress = NULL;
-      o.top_k = 1;
-      /* Pins the framework cannot honour are what made the plan inexpressible; the
-       * framework's own limits replace them. */
-      o.pins = NULL;
-      res = mp_framework_search (ctx, fw, &o, &error);
-      if (res == NULL)
-        return mp_cli_fail (error);
+      gboolean pinned;
       g_autofree char *was = short_plan (best);
-      if (res->plans->len == 0)
+      res = search_framework (ctx, fw, opts, &pinned, &error);
+      if (res == NULL || res->plans->len == 0)
         {
-          fprintf (stderr, "mpplan: %s; no plan %s can run fits in memory (the best plan "
-                   "is %s)\n", why, mp_framework_title (fw), was);
+          if (res == NULL)
+            fprintf (stderr, EMIT_SUBJECT "%s; %s can run no plan here: %s (the best plan "
+                     "is %s)\n", fw_id, why, title, error->message, was);
+          else
+            fprintf (stderr, EMIT_SUBJECT "%s; no plan %s can run fits in memory (the "
+                     "best plan is %s)\n", fw_id, why, title, was);
+          g_clear_error (&error);
           return 3;
         }
       plan = g_ptr_array_index (res->plans, 0);
       g_autofree char *now = short_plan (plan);
-      fprintf (stderr, "mpplan: %s; best plan %s can run: %s, %.2fx the best plan's step "
-               "(%s); emitting it\n", why, mp_framework_title (fw), now,
-               plan->step_s / best->step_s, was);
+      g_autofree char *best_step = mp_units_format (best->step_s, MP_UNIT_SECONDS);
+      fprintf (stderr, EMIT_SUBJECT "%s; the best plan %s can run%s: %s, against %s for "
+               "the best plan (%s); emitting it\n", fw_id, why, title,
+               pinned ? " within the --fix pins"
+               : opts->pins ? " (it can run none that honours the --fix pins)" : "",
+               now, best_step, was);
     }
-  g_autofree char *folder = g_strdup (dir ? dir : mp_framework_id (fw));
+  g_autofree char *folder = g_strdup (dir ? dir : fw_id);
   g_autoptr(GPtrArray) written = g_ptr_array_new_with_free_func (g_free);
   if (!mp_export_plan (fw, plan, mp_cost_context_model (ctx), mp_cost_context_cluster (ctx),
                        folder, written, &error))

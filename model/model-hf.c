@@ -44,9 +44,13 @@ typedef struct {
   gboolean gated;            /* silu means a gated (swiglu) MLP, gelu geglu */
   gboolean learned;          /* learned positions (no rope keys) */
   gboolean tied;             /* tie_word_embeddings default of its config class */
-  gboolean bias;             /* biases when no attention_bias / mlp_bias key */
+  gboolean bias;             /* biases when no attention_bias / mlp_bias / bias key */
   MpNorm norm;               /* when no epsilon key says */
-  /* attention (ir14); zero for the families above. */
+  guint64 context;           /* max_position_embeddings default of its config class
+                              * (0: the key is required) */
+  const char *parallel;      /* NULL, or why its blocks run attention and MLP side by side
+                              * (noted: the IR costs them one after the other) */
+  /* attention (ir14); NULL for families with none of it. */
   const struct _HfAttention *attn;
 } Family;
 
@@ -58,33 +62,43 @@ typedef struct _HfAttention {
   gboolean sinks;            /* a learned sink per head (GPT-OSS) */
   guint period;              /* a full-attention block every PERIOD blocks (Gemma 2: 2,
                               * Gemma 3: 6), the others windowed; 0: all windowed */
-  guint64 vocab, context;    /* vocab_size, max_position_embeddings defaults, 0: none */
+  guint64 vocab;             /* vocab_size default, 0: the key is required */
 } HfAttention;
 
-static const HfAttention qwen2_attn = { MP_ATTN_BIAS_QKV, FALSE, FALSE, FALSE, 0, 0, 0 };
-static const HfAttention qwen3_attn = { MP_ATTN_BIAS_AS_MODEL, TRUE, FALSE, FALSE, 0, 0, 0 };
+static const HfAttention qwen2_attn = { MP_ATTN_BIAS_QKV, FALSE, FALSE, FALSE, 0, 0 };
+static const HfAttention qwen3_attn = { MP_ATTN_BIAS_AS_MODEL, TRUE, FALSE, FALSE, 0, 0 };
 /* Gemma2Config / Gemma3TextConfig defaults (transformers 4.50). */
-static const HfAttention gemma2_attn = { MP_ATTN_BIAS_AS_MODEL, FALSE, TRUE, FALSE, 2, 256000,
-                                         8192 };
-static const HfAttention gemma3_attn = { MP_ATTN_BIAS_AS_MODEL, TRUE, TRUE, FALSE, 6, 262208,
-                                         131072 };
-static const HfAttention gpt_oss_attn = { MP_ATTN_BIAS_AS_MODEL, FALSE, FALSE, TRUE, 2, 0, 0 };
+static const HfAttention gemma2_attn = { MP_ATTN_BIAS_AS_MODEL, FALSE, TRUE, FALSE, 2, 256000 };
+static const HfAttention gemma3_attn = { MP_ATTN_BIAS_AS_MODEL, TRUE, TRUE, FALSE, 6, 262208 };
+static const HfAttention gpt_oss_attn = { MP_ATTN_BIAS_AS_MODEL, FALSE, FALSE, TRUE, 2, 0 };
 
+/* The defaults are those of transformers' configuration_<type>.py. Phi-3 and Phi-4 are
+ * both "phi3"; Falcon's older exports say RefinedWeb / RefinedWebModel. */
 static const Family families[] = {
-  { "gpt2", FALSE, TRUE, TRUE, TRUE, MP_NORM_LAYERNORM },
-  { "bert", FALSE, TRUE, TRUE, TRUE, MP_NORM_LAYERNORM },
-  { "llama", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "mistral", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "mixtral", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "qwen2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, &qwen2_attn },
-  { "qwen3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, &qwen3_attn },
-  { "qwen3_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, &qwen3_attn },
-  { "gemma2", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, &gemma2_attn },
-  { "gemma3_text", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, &gemma3_attn },
-  { "gemma3", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, &gemma3_attn },
-  { "gpt_oss", TRUE, FALSE, FALSE, TRUE, MP_NORM_RMSNORM, &gpt_oss_attn },
-  { "deepseek_v2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
-  { "deepseek_v3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
+  { "gpt2", FALSE, TRUE, TRUE, TRUE, MP_NORM_LAYERNORM, 0, NULL, NULL },
+  { "bert", FALSE, TRUE, TRUE, TRUE, MP_NORM_LAYERNORM, 0, NULL, NULL },
+  { "llama", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
+  { "mistral", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
+  { "mixtral", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
+  { "qwen2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, &qwen2_attn },
+  { "qwen3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, &qwen3_attn },
+  { "qwen3_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, &qwen3_attn },
+  { "gemma2", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, 8192, NULL, &gemma2_attn },
+  { "gemma3_text", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, 131072, NULL, &gemma3_attn },
+  { "gemma3", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, 131072, NULL, &gemma3_attn },
+  { "gpt_oss", TRUE, FALSE, FALSE, TRUE, MP_NORM_RMSNORM, 0, NULL, &gpt_oss_attn },
+  { "deepseek_v2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
+  { "deepseek_v3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
+  { "phi3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
+  { "olmo2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
+  { "internlm2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
+  { "starcoder2", FALSE, FALSE, TRUE, TRUE, MP_NORM_LAYERNORM, 0, NULL, NULL },
+  { "gptj", FALSE, FALSE, FALSE, TRUE, MP_NORM_LAYERNORM, 0,
+    "GPT-J's blocks are parallel (one layernorm feeds attention and MLP)", NULL },
+  { "gpt_neox", FALSE, FALSE, FALSE, TRUE, MP_NORM_LAYERNORM, 0, NULL, NULL },
+  { "falcon", FALSE, FALSE, TRUE, FALSE, MP_NORM_LAYERNORM, 2048, NULL, NULL },
+  { "RefinedWeb", FALSE, FALSE, TRUE, FALSE, MP_NORM_LAYERNORM, 2048, NULL, NULL },
+  { "RefinedWebModel", FALSE, FALSE, TRUE, FALSE, MP_NORM_LAYERNORM, 2048, NULL, NULL },
 };
 
 /* Reading state: the file name for messages, the first problem (common/jsonread.h), notes
@@ -94,7 +108,21 @@ typedef struct {
   JsonObject *root;
   MpJsonReader json;
   GPtrArray *notes;
+  const MpHfOptions *opts;   /* never NULL */
 } Reader;
+
+static void note (Reader *r, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
+
+/* An approximation or choice made, for stderr. */
+static void
+note (Reader *r, const char *fmt, ...)
+{
+  va_list ap;
+  va_start (ap, fmt);
+  g_autofree char *msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_ptr_array_add (r->notes, g_strdup_printf ("%s: %s", r->name, msg));
+}
 
 static void problem (Reader *r, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 
@@ -201,6 +229,7 @@ refuse_unsupported (Reader *r)
     { "first_k_dense_replace", "dense layers before the MoE layers" },
     { "mlp_only_layers", "dense layers among the MoE layers" },
     { "is_encoder_decoder", "encoder-decoder models" },
+    { "alibi", "ALiBi positions" },
   };
   for (gsize i = 0; i < G_N_ELEMENTS (refused); i++)
     if (feature_on (r, refused[i].key))
@@ -236,7 +265,7 @@ find_family (Reader *r)
       return &families[i];
   problem (r, "unsupported model_type '%s' (supported: gpt2, llama, mistral, mixtral, "
            "qwen2, qwen3, qwen3_moe, bert, gemma2, gemma3, gpt_oss, deepseek_v2, "
-           "deepseek_v3)", type);
+           "deepseek_v3, phi3, olmo2, internlm2, starcoder2, gptj, gpt_neox, falcon)", type);
   return NULL;
 }
 
@@ -282,7 +311,7 @@ static void
 read_position_norm (Reader *r, const Family *f, MpModel *m)
 {
   gboolean rope = feature_on (r, "rope_theta") || feature_on (r, "rope_parameters")
-                  || feature_on (r, "rope_scaling");
+                  || feature_on (r, "rope_scaling") || feature_on (r, "rotary_emb_base");
   m->position = rope || !f->learned ? MP_POS_ROTARY : MP_POS_LEARNED;
   static const char *const pos_key[] = { "position_embedding_type", NULL };
   const char *pos = get_string (r, pos_key);
@@ -296,7 +325,8 @@ read_position_norm (Reader *r, const Family *f, MpModel *m)
   if (json_object_has_member (r->root, "rms_norm_eps"))
     m->norm = MP_NORM_RMSNORM;
   else if (json_object_has_member (r->root, "layer_norm_epsilon")
-           || json_object_has_member (r->root, "layer_norm_eps"))
+           || json_object_has_member (r->root, "layer_norm_eps")
+           || json_object_has_member (r->root, "norm_epsilon"))
     m->norm = MP_NORM_LAYERNORM;
   else
     m->norm = f->norm;
@@ -364,7 +394,7 @@ static void
 read_attention (Reader *r, MpModel *m)
 {
   static const char *const heads_keys[] = { "num_attention_heads", "n_head", NULL };
-  static const char *const kv_keys[] = { "num_key_value_heads", NULL };
+  static const char *const kv_keys[] = { "num_key_value_heads", "num_kv_heads", NULL };
   static const char *const dim_keys[] = { "head_dim", NULL };
   if (!get_dim (r, heads_keys, TRUE, &m->heads))
     return;
@@ -492,10 +522,10 @@ read_window (Reader *r, const Family *f, MpModel *m)
 /* What Gemma, GPT-OSS and the Qwens build beyond the shape (ir14): qk-norm, attention
  * biases, sinks, post-norms, scaled embeddings, soft-capping. */
 static void
-read_attention_extras (Reader *r, const Family *f, MpModel *m)
+read_attention_extras (Reader *r, const Family *f, MpModel *m, gboolean bias_default)
 {
   const HfAttention *a = f->attn;
-  gboolean attn_bias = get_bool (r, "attention_bias", f->bias);
+  gboolean attn_bias = get_bool (r, "attention_bias", bias_default);
   MpAttnBias bias = attn_bias ? MP_ATTN_BIAS_ALL : MP_ATTN_BIAS_NONE;
   if (!json_object_has_member (r->root, "attention_bias") && a && a->bias)
     bias = a->bias;
@@ -517,7 +547,8 @@ read_ffn (Reader *r, MpModel *m)
 {
   static const char *const moe_keys[] = { "moe_intermediate_size", "intermediate_size",
                                           NULL };
-  static const char *const dense_keys[] = { "intermediate_size", "n_inner", NULL };
+  static const char *const dense_keys[] = { "intermediate_size", "n_inner", "ffn_hidden_size",
+                                            NULL };
   const char *const *keys = m->experts > 0 ? moe_keys : dense_keys;
   if (!get_dim (r, keys, FALSE, &m->ffn_hidden) && r->json.error == NULL)
     {
@@ -528,15 +559,95 @@ read_ffn (Reader *r, MpModel *m)
     }
 }
 
-/* seq_len: the context (the family's default when the key is absent). */
+/* seq_len: the training length (--seq-len; default the context up to
+ * MP_HF_DEFAULT_SEQ_LEN, or the position table's length for learned positions). */
 static void
 read_seq_len (Reader *r, const Family *f, MpModel *m)
 {
   static const char *const keys[] = { "max_position_embeddings", "n_positions", "n_ctx",
                                       NULL };
-  guint64 def = f->attn ? f->attn->context : 0;
-  if (!get_dim (r, keys, def == 0, &m->seq_len) && r->json.error == NULL)
-    m->seq_len = def;
+  guint64 context = f->context;
+  if (!get_dim (r, keys, context == 0 && r->opts->seq_len == 0, &context) && context == 0)
+    context = r->opts->seq_len;
+  if (r->json.error != NULL)
+    return;
+  m->seq_len = r->opts->seq_len;
+  if (m->seq_len == 0 && m->position == MP_POS_LEARNED)
+    m->seq_len = context;          /* the position table's length: nothing else runs */
+  else if (m->seq_len == 0)
+    {
+      m->seq_len = MIN (context, MP_HF_DEFAULT_SEQ_LEN);
+      if (m->seq_len < context)
+        note (r, "training length %" G_GUINT64_FORMAT " tokens of the %" G_GUINT64_FORMAT
+              "-token context (mpplan's default; --seq-len sets it)", m->seq_len, context);
+    }
+  else if (m->seq_len > context)
+    note (r, "--seq-len %" G_GUINT64_FORMAT " is longer than the model's %" G_GUINT64_FORMAT
+          "-token context", m->seq_len, context);
+  if (m->position == MP_POS_LEARNED && m->seq_len != context)
+    problem (r, "learned positions: the position table has %" G_GUINT64_FORMAT " rows, "
+             "so the training length must be that (not %" G_GUINT64_FORMAT ")", context,
+             m->seq_len);
+}
+
+/* rope_theta (rope_parameters.rope_theta in newer files, GPT-NeoX's rotary_emb_base),
+ * rounded: StarCoder2 says 999999.44. */
+static void
+read_rope_theta (Reader *r, MpModel *m)
+{
+  m->rope_theta = 10000;
+  JsonNode *n = json_object_get_member (r->root, "rope_theta");
+  if (n == NULL)
+    n = json_object_get_member (r->root, "rotary_emb_base");
+  JsonNode *params = json_object_get_member (r->root, "rope_parameters");
+  if (n == NULL && params != NULL && JSON_NODE_HOLDS_OBJECT (params))
+    n = json_object_get_member (json_node_get_object (params), "rope_theta");
+  if (n == NULL || JSON_NODE_HOLDS_NULL (n))
+    return;
+  GType t = JSON_NODE_HOLDS_VALUE (n) ? json_node_get_value_type (n) : G_TYPE_INVALID;
+  double x = t == G_TYPE_INT64 || t == G_TYPE_DOUBLE ? json_node_get_double (n) : -1;
+  if (x < 1 || x > 1e12)
+    problem (r, "'rope_theta' must be a number from 1 to 1e12");
+  else
+    m->rope_theta = (guint64) llround (x);
+}
+
+/* What the IR approximates in the newer families, said on stderr: parallel blocks,
+ * rotary on part of each head, QK-norm; and Falcon's multi-query attention. */
+static void
+read_quirks (Reader *r, const Family *f, MpModel *m)
+{
+  gboolean falcon = g_str_has_prefix (f->type, "falcon") || g_str_has_prefix (f->type,
+                                                                            "RefinedWeb");
+  const char *parallel = f->parallel;
+  if (falcon && get_bool (r, "parallel_attn", TRUE))
+    parallel = "Falcon's blocks are parallel (attention and MLP side by side)";
+  if (strcmp (f->type, "gpt_neox") == 0 && get_bool (r, "use_parallel_residual", TRUE))
+    parallel = "GPT-NeoX's blocks are parallel (use_parallel_residual)";
+  if (parallel != NULL)
+    note (r, "%s: costed as attention then MLP, with two norms and two tensor-parallel "
+          "reductions per block (a fused implementation needs one); the matrix FLOPs are "
+          "the same", parallel);
+  if (falcon && !get_bool (r, "new_decoder_architecture", FALSE)
+      && get_bool (r, "multi_query", TRUE))
+    m->kv_heads = 1;
+  static const char *const dim_key[] = { "rotary_dim", NULL };
+  guint64 rot = m->head_dim;
+  get_dim (r, dim_key, FALSE, &rot);
+  const char *frac_keys[] = { "rotary_pct", "partial_rotary_factor" };
+  for (gsize i = 0; i < G_N_ELEMENTS (frac_keys); i++)
+    {
+      JsonNode *n = json_object_get_member (r->root, frac_keys[i]);
+      if (n != NULL && JSON_NODE_HOLDS_VALUE (n)
+          && json_node_get_value_type (n) == G_TYPE_DOUBLE)
+        rot = (guint64) llround (json_node_get_double (n) * (double) m->head_dim);
+    }
+  if (m->position == MP_POS_ROTARY && rot < m->head_dim)
+    note (r, "rotary positions on %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " head "
+          "dimensions: costed as on all of them (an elementwise op)", rot, m->head_dim);
+  if (strcmp (f->type, "olmo2") == 0)
+    note (r, "QK-norm (q_norm, k_norm) left out: 2 x %" G_GUINT64_FORMAT " parameters per "
+          "block, an elementwise op", m->heads * m->head_dim);
 }
 
 static void
@@ -550,8 +661,13 @@ read_training (Reader *r, MpModel *m)
   else if (dtype != NULL && strcmp (dtype, "float32") == 0)
     m->precision = MP_DTYPE_FP32;
   m->optimizer = MP_OPTIM_ADAM;
-  /* The YAML loader's default: about 1M tokens per step. */
-  m->global_batch = MAX (1, (G_GUINT64_CONSTANT (1) << 20) / MAX (m->seq_len, 1));
+  /* --tokens-per-batch, else the YAML loader's default: about 1M tokens per step. */
+  guint64 tokens = r->opts->tokens_per_batch ? r->opts->tokens_per_batch
+                                             : G_GUINT64_CONSTANT (1) << 20;
+  if (tokens < m->seq_len)
+    problem (r, "--tokens-per-batch %" G_GUINT64_FORMAT " holds no whole sequence of %"
+             G_GUINT64_FORMAT " tokens", tokens, m->seq_len);
+  m->global_batch = MAX (1, tokens / MAX (m->seq_len, 1));
 }
 
 /* Every hyper-parameter of a transformer; problems in R. */
@@ -583,15 +699,20 @@ read_config (Reader *r, MpModel *m)
   guint64 vocab = f->attn ? f->attn->vocab : 0;
   if (!get_dim (r, vocab_keys, vocab == 0, &m->vocab) && r->json.error == NULL)
     m->vocab = vocab;
-  read_seq_len (r, f, m);
-  read_window (r, f, m);
   read_activation (r, f, m);
   read_position_norm (r, f, m);
+  read_seq_len (r, f, m);
+  read_window (r, f, m);
+  read_rope_theta (r, m);
   read_experts (r, m);
   read_ffn (r, m);
   m->tied_embeddings = get_bool (r, "tie_word_embeddings", f->tied);
-  m->bias = get_bool (r, "mlp_bias", f->bias);
-  read_attention_extras (r, f, m);
+  /* InternLM2 and Falcon say "bias", StarCoder2 "use_bias". */
+  gboolean bias = get_bool (r, "use_bias", get_bool (r, "bias", f->bias));
+  m->bias = get_bool (r, "mlp_bias", bias);
+  read_attention_extras (r, f, m, bias);
+  if (r->json.error == NULL)
+    read_quirks (r, f, m);
   guint64 rotary = m->kv_lora_rank > 0 ? m->qk_rope_head_dim : m->head_dim;
   if (m->position == MP_POS_ROTARY && rotary % 2 != 0)
     problem (r, "rotary positions need an even head width, not %" G_GUINT64_FORMAT, rotary);
@@ -616,9 +737,9 @@ name_from_path (const char *path)
   return g_steal_pointer (&base);
 }
 
-MpModel *
-mp_model_load_hf_data (const char *name, const char *data, gsize len, GPtrArray *notes,
-                       GError **error)
+static MpModel *
+load_data (const char *name, const char *data, gsize len, const MpHfOptions *opts,
+           GPtrArray *notes, GError **error)
 {
   g_return_val_if_fail (name != NULL && data != NULL, NULL);
   g_autoptr(JsonNode) root = mp_json_load_data (name, data, len, error);
@@ -631,7 +752,9 @@ mp_model_load_hf_data (const char *name, const char *data, gsize len, GPtrArray 
       return NULL;
     }
   g_autoptr(GPtrArray) own_notes = g_ptr_array_new_with_free_func (g_free);
-  Reader r = { name, json_node_get_object (root), { 0 }, notes ? notes : own_notes };
+  static const MpHfOptions defaults = { 0 };
+  Reader r = { name, json_node_get_object (root), { 0 }, notes ? notes : own_notes,
+               opts ? opts : &defaults };
   mp_json_reader_init (&r.json, name);
   g_autoptr(MpModel) m = g_new0 (MpModel, 1);
   read_config (&r, m);
@@ -644,7 +767,21 @@ mp_model_load_hf_data (const char *name, const char *data, gsize len, GPtrArray 
 }
 
 MpModel *
+mp_model_load_hf_data (const char *name, const char *data, gsize len, GPtrArray *notes,
+                       GError **error)
+{
+  return load_data (name, data, len, NULL, notes, error);
+}
+
+MpModel *
 mp_model_load_hf (const char *path, GPtrArray *notes, GError **error)
+{
+  return mp_model_load_hf_with (path, NULL, notes, error);
+}
+
+MpModel *
+mp_model_load_hf_with (const char *path, const MpHfOptions *opts, GPtrArray *notes,
+                       GError **error)
 {
   g_return_val_if_fail (path != NULL, NULL);
   g_autofree char *data = NULL;
@@ -656,7 +793,7 @@ mp_model_load_hf (const char *path, GPtrArray *notes, GError **error)
       g_error_free (io);
       return NULL;
     }
-  return mp_model_load_hf_data (path, data, len, notes, error);
+  return load_data (path, data, len, opts, notes, error);
 }
 
 gboolean
@@ -738,6 +875,8 @@ append_transformer (GString *s, const MpModel *m)
                           mp_activation_name (m->activation), mp_model_norm_name (m->norm),
                           mp_model_position_name (m->position), m->bias ? "true" : "false",
                           m->tied_embeddings ? "true" : "false");
+  if (m->position == MP_POS_ROTARY)
+    g_string_append_printf (s, "rope_theta: %" G_GUINT64_FORMAT "\n", m->rope_theta);
   if (m->experts > 0)
     g_string_append_printf (s, "experts: %" G_GUINT64_FORMAT "\nexperts_per_token: %"
                             G_GUINT64_FORMAT "\n", m->experts, m->experts_per_token);

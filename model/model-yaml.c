@@ -16,6 +16,7 @@
  *   activation: gelu           # gelu (default) | swiglu | relu | geglu
  *   norm: layernorm            # layernorm (default) | rmsnorm
  *   position: learned          # learned (default) | rotary
+ *   rope_theta: 10000          # rotary base (default 10000; Llama 3: 500000)
  *   bias: true                 # biases on linear layers (default true)
  *   tied_embeddings: true      # output projection shares the token embedding (default true)
  *   experts: 0                 # MoE experts per block (default 0: dense)
@@ -62,15 +63,15 @@ static const char *const common_keys[] = { "name", "architecture", "layers", "bi
                                            "training", NULL };
 static const char *const transformer_keys[] = {
   "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "seq_len", "activation",
-  "norm", "position", "tied_embeddings", "experts", "experts_per_token", "attention",
-  "post_norms", "embed_scale", "logit_softcap", NULL
+  "norm", "position", "rope_theta", "tied_embeddings", "experts", "experts_per_token",
+  "attention", "post_norms", "embed_scale", "logit_softcap", NULL
 };
 static const char *const mlp_keys[] = { "input", NULL };
 static const char *const all_keys[] = {
   "name", "architecture", "layers", "bias", "training", "hidden", "heads", "kv_heads",
   "head_dim", "ffn_hidden", "vocab", "seq_len", "activation", "norm", "position",
-  "tied_embeddings", "experts", "experts_per_token", "input", "attention", "post_norms",
-  "embed_scale", "logit_softcap", NULL
+  "rope_theta", "tied_embeddings", "experts", "experts_per_token", "input", "attention",
+  "post_norms", "embed_scale", "logit_softcap", NULL
 };
 static const char *const training_keys[] = { "global_batch", "precision", "optimizer", NULL };
 static const char *const mlp_layer_keys[] = { "out", "activation", NULL };
@@ -380,6 +381,8 @@ read_transformer (MpYamlReader *r, const MpYamlNode *root, MpModel *m)
   m->position = MP_POS_LEARNED;
   if (mp_yaml_get_enum (r, root, "position", FALSE, pos_names, &i))
     m->position = (MpPosition) i;
+  m->rope_theta = 10000;
+  get_count (r, root, "rope_theta", FALSE, 1, G_GUINT64_CONSTANT (1000000000), &m->rope_theta);
   m->tied_embeddings = TRUE;
   mp_yaml_get_bool (r, root, "tied_embeddings", FALSE, &m->tied_embeddings);
 

@@ -117,6 +117,8 @@ struct _MpModel {
   MpNorm norm;
   MpPosition position;
   gboolean tied_embeddings, bias;
+  guint64 rope_theta;          /* rotary base (10000 unless a file says; costs nothing,
+                                * launch files need it) */
   guint64 experts, experts_per_token;   /* experts == 0: dense */
 
   /* attention (ir14). head_dim is the query/key head width, independent of hidden /
@@ -190,6 +192,17 @@ MpModel *mp_model_load_data (const char *name, const char *data, gsize len, GErr
  * window covering the context) is appended to NOTES (may be NULL) as messages for
  * stderr. */
 MpModel *mp_model_load_hf (const char *path, GPtrArray *notes, GError **error);
+/* Training choices a config.json does not hold (0: the defaults): seq_len is the
+ * context up to MP_HF_DEFAULT_SEQ_LEN (a note says when that is shorter than the
+ * context), the batch about 2^20 tokens. */
+#define MP_HF_DEFAULT_SEQ_LEN 4096
+#define MP_HF_MAX_SEQ_LEN 10000000   /* MP_MODEL_MAX_DIM */
+typedef struct {
+  guint64 seq_len;             /* tokens per sequence */
+  guint64 tokens_per_batch;    /* global batch = tokens_per_batch / seq_len sequences */
+} MpHfOptions;
+MpModel *mp_model_load_hf_with (const char *path, const MpHfOptions *opts, GPtrArray *notes,
+                                GError **error);
 MpModel *mp_model_load_hf_data (const char *name, const char *data, gsize len,
                                 GPtrArray *notes, GError **error);
 /* Is the file at PATH a config.json: named *.json, or starting with '{'? */

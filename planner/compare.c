@@ -65,6 +65,15 @@ row_from (MpStrategy st, const MpSearchResult *res)
 static MpCompareRow *
 strategy_row (const MpCostContext *ctx, MpStrategy st, const MpSearchOptions *opts)
 {
+  const char *cannot = mp_framework_rejects_model (mp_strategy_framework (st),
+                                                   mp_cost_context_model (ctx));
+  if (cannot != NULL)
+    {
+      MpCompareRow *row = row_from (st, NULL);
+      g_free (row->limit);
+      row->limit = g_strdup (cannot);
+      return row;
+    }
   g_autoptr(MpSearchResult) res = mp_strategy_search (ctx, st, opts, NULL);
   if (res != NULL)
     return row_from (st, res);
@@ -96,6 +105,17 @@ mp_compare_strategies (const MpCostContext *ctx, guint global_batch, GError **er
     g_ptr_array_add (rows, strategy_row (ctx, (MpStrategy) st, &opts));
   g_ptr_array_add (rows, row_from (MP_STRATEGY_N, any));
   return rows;
+}
+
+/* The row's name: the strategy's, except MXNet's when its best plan places no layers
+ * (pp = 1 is plain kvstore data parallelism, not layer placement). */
+static const char *
+row_title (const MpCompareRow *r)
+{
+  const MpPlan *p = r->best ? r->best : r->smallest;
+  if (r->strategy == MP_STRATEGY_MXNET && p != NULL && p->cfg.pp == 1)
+    return "MXNet data parallel (kvstore)";
+  return mp_strategy_title (r->strategy);
 }
 
 /* "dp=8 tp=1 pp=1 zero=3" and the rest of the choices that tell strategies apart. */
@@ -136,7 +156,7 @@ mp_compare_text (const GPtrArray *rows)
       if (p == NULL)
         {
           g_string_append_printf (s, "%-27s %-36s %10s %10s %10s %4s  %s\n",
-                                  mp_strategy_title (r->strategy), "-", "-", "-", "-", "no",
+                                  row_title (r), "-", "-", "-", "-", "no",
                                   r->limit);
           continue;
         }
@@ -147,7 +167,7 @@ mp_compare_text (const GPtrArray *rows)
                                      : g_strdup ("-");
       g_autofree char *mem = mp_units_format (p->memory.peak_bytes, MP_UNIT_BYTES);
       g_string_append_printf (s, "%-27s %-36s %10s %10s %10s %4s  %s\n",
-                              mp_strategy_title (r->strategy), what, step, tok, mem,
+                              row_title (r), what, step, tok, mem,
                               r->best ? "yes" : "no", r->limit);
     }
   return g_string_free (s, FALSE);
@@ -169,7 +189,7 @@ mp_compare_json (const GPtrArray *rows, const MpModel *model, const MpCluster *c
       json_builder_set_member_name (b, "strategy");
       json_builder_add_string_value (b, mp_strategy_id (r->strategy));
       json_builder_set_member_name (b, "title");
-      json_builder_add_string_value (b, mp_strategy_title (r->strategy));
+      json_builder_add_string_value (b, row_title (r));
       if (r->strategy < MP_STRATEGY_N)
         {
           json_builder_set_member_name (b, "framework");

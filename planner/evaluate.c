@@ -49,7 +49,8 @@ mp_plan_family_name (MpPlanFamily family)
 {
   static const char *const names[MP_FAMILY_N] = {
     "data parallel (DDP, Horovod, MirroredStrategy)", "ZeRO-3 / FSDP",
-    "layer placement (no pipelining)", "pipeline only", "tensor only", "2D", "full hybrid"
+    "layer placement (no pipelining)", "pipeline only", "tensor, context or expert only", "2D",
+    "full hybrid"
   };
   g_return_val_if_fail (family < MP_FAMILY_N, "?");
   return names[family];
@@ -58,14 +59,17 @@ mp_plan_family_name (MpPlanFamily family)
 MpPlanFamily
 mp_plan_family_of (const MpParallelConfig *cfg)
 {
-  guint dims = (cfg->dp * cfg->cp > 1) + (cfg->tp > 1) + (cfg->pp > 1);
-  if (cfg->pp > 1 && cfg->schedule == MP_SCHEDULE_NONE && cfg->tp == 1)
+  /* Context and expert parallelism split each layer's work like tensor parallelism
+   * does: a cp = 8 plan is no plain data-parallel (DDP, Horovod) plan. */
+  gboolean split = cfg->tp > 1 || cfg->cp > 1 || cfg->ep > 1;
+  guint dims = (cfg->dp > 1) + split + (cfg->pp > 1);
+  if (cfg->pp > 1 && cfg->schedule == MP_SCHEDULE_NONE && !split)
     return MP_FAMILY_PLACEMENT;
   if (dims >= 3)
     return MP_FAMILY_HYBRID;
   if (dims == 2)
     return MP_FAMILY_2D;
-  if (cfg->tp > 1)
+  if (split)
     return MP_FAMILY_TENSOR;
   if (cfg->pp > 1)
     return MP_FAMILY_PIPELINE;

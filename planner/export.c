@@ -1,10 +1,13 @@
 /* export.c - launch files for a plan, one writer per framework, each a config file and a
  * cmd.sh (the DeepSpeed autotuner's ds_config_optimal.json + cmd_optimal.txt habit).
  *
- * Argument and key names are the frameworks' own (ECOSYSTEM.md 3.1-3.5; tests/bridges.sh
- * keeps an allow-list per framework). The plan must be one the framework can express
- * (framework.c); the CLI re-plans when it is not. Model code (module names in the PyTorch
- * and MXNet snippets) is the user's: the snippets say where to adapt. */
+ * Argument and key names are the frameworks' own at one named version each (the first
+ * line of each tests/bridges/ list, extracted from their sources by tests/bridges/extract.py;
+ * tests/bridges/check.py parses every export against them): Megatron-LM core_v0.15.3,
+ * DeepSpeed 0.19, torchtitan 0.3.0, Horovod 0.28.1, Keras 3, MXNet 1.9. The plan must be
+ * one the framework can express (framework.c); the CLI re-plans when it is not. Model code
+ * (module names in the PyTorch and MXNet snippets) is the user's: the snippets say where
+ * to adapt. */
 #define G_LOG_DOMAIN "mpplan-planner"
 #include "config.h"
 #include "planner/planner.h"
@@ -158,7 +161,10 @@ megatron_model (GString *s, const MpModel *m)
   if (m->norm == MP_NORM_RMSNORM)
     arg (s, "--normalization", "RMSNorm");
   if (m->position == MP_POS_ROTARY)
-    arg (s, "--position-embedding-type", "rope");
+    {
+      arg (s, "--position-embedding-type", "rope");
+      arg (s, "--rotary-base", "%" G_GUINT64_FORMAT, m->rope_theta);
+    }
   if (!m->tied_embeddings)
     arg (s, "--untie-embeddings-and-output-weights", NULL);
   if (!m->bias)
@@ -223,16 +229,16 @@ export_megatron (Export *e, GError **error)
 {
   g_autoptr(GString) args = g_string_new (NULL);
   megatron_parallel (args, e);
-  if (e->model->arch == MP_ARCH_TRANSFORMER)
-    megatron_model (args, e->model);
+  megatron_model (args, e->model);
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
-  g_string_append (cmd, "# Megatron-LM arguments in megatron_args.txt (one per line); add "
-                        "the data, tokenizer and optimizer ones.\n");
-  if (e->model->arch != MP_ARCH_TRANSFORMER)
-    g_string_append (cmd, "# An mlp is no Megatron model: only the parallel arguments.\n");
-  g_string_append (cmd, "cd \"$(dirname \"$0\")\"\n");
-  append_torchrun (cmd, e, "pretrain_gpt.py $(cat megatron_args.txt) \"$@\"\n");
+  g_string_append (cmd, "# Megatron-LM core_v0.15.3 arguments in megatron_args.txt (one per "
+                        "line); add the data, tokenizer and optimizer ones after cmd.sh.\n"
+                        "# MEGATRON_LM_DIR: a Megatron-LM checkout (pretrain_gpt.py is "
+                        "there).\nhere=\"$(dirname \"$0\")\"\n");
+  append_torchrun (cmd, e, "\"${MEGATRON_LM_DIR:?set MEGATRON_LM_DIR to a Megatron-LM "
+                           "checkout}/pretrain_gpt.py\" $(cat \"$here/megatron_args.txt\") "
+                           "\"$@\"\n");
   return write_file (e, "megatron_args.txt", args->str, error)
          && write_file (e, "cmd.sh", cmd->str, error);
 }
@@ -309,6 +315,15 @@ export_deepspeed (Export *e, GError **error)
   if (e->c->pp > 1)
     g_string_append_printf (cmd, "# The model must be a deepspeed.pipe.PipelineModule("
                                  "layers, num_stages=%u).\n", e->c->pp);
+  if (e->c->recompute == MP_RECOMPUTE_FULL && e->c->pp == 1)
+    g_string_append (cmd, "# Recompute: ds_config.json's activation_checkpointing block only "
+                          "configures deepspeed.checkpointing; with pp = 1 nothing is\n# "
+                          "recomputed unless train.py runs each block through "
+                          "deepspeed.checkpointing.checkpoint(block, x).\n");
+  else if (e->c->recompute == MP_RECOMPUTE_SELECTIVE)
+    g_string_append (cmd, "# Selective recompute has no DeepSpeed key: train.py must "
+                          "checkpoint the attention core (deepspeed.checkpointing."
+                          "checkpoint).\n");
   g_string_append_printf (cmd, "# hostfile: one line per node, \"worker-N slots=%u\".\n"
                                "cd \"$(dirname \"$0\")\"\n"
                                "deepspeed --num_nodes %u --num_gpus %u --hostfile "
@@ -340,6 +355,25 @@ append_mesh (GString *s, const Export *e)
                           shape->str, names->str);
   g_string_free (shape, TRUE);
   g_string_free (names, TRUE);
+  /* Context-parallel ranks hold the same weights on other tokens: gradients reduce (and
+   * FSDP shards) over dp x cp, as torchtitan's dp_shard_cp mesh does. The slice names
+   * the dimensions in mesh order. */
+  if (c->cp == 1)
+    {
+      g_string_append (s, "dp_mesh = mesh[\"dp\"]  # gradients reduce over dp\n");
+      return;
+    }
+  gboolean cp_outer = FALSE;
+  for (int i = MP_DIM_N - 1; i >= 0; i--)
+    if (c->order[i] == MP_DIM_DP || c->order[i] == MP_DIM_CP)
+      {
+        cp_outer = c->order[i] == MP_DIM_CP;
+        break;
+      }
+  g_string_append_printf (s, "# context-parallel ranks see other tokens of the same "
+                             "sequences: gradients reduce over dp x cp\n"
+                             "dp_mesh = mesh[%s]._flatten(\"dp_cp\")\n",
+                          cp_outer ? "\"cp\", \"dp\"" : "\"dp\", \"cp\"");
 }
 
 static void
@@ -362,18 +396,18 @@ torch_shard (GString *s, const Export *e)
       g_string_append_printf (s, "    mp = MixedPrecisionPolicy(param_dtype=torch.%s, "
                                  "reduce_dtype=torch.float32)\n", dtype);
       g_string_append_printf (s, "    for block in blocks:  # FSDP2, ZeRO-%u\n"
-                                 "        fully_shard(block, mesh=mesh[\"dp\"], "
+                                 "        fully_shard(block, mesh=dp_mesh, "
                                  "reshard_after_forward=%s, mp_policy=mp)\n"
-                                 "    fully_shard(model, mesh=mesh[\"dp\"], mp_policy=mp)\n"
+                                 "    fully_shard(model, mesh=dp_mesh, mp_policy=mp)\n"
                                  "    return model, torch.optim.AdamW(model.parameters())\n",
                               c->zero, c->zero == 3 ? "True" : "False");
       return;
     }
-  g_string_append (s, "    model = DDP(model, device_mesh=mesh[\"dp\"], bucket_cap_mb=25)\n");
+  g_string_append (s, "    model = DDP(model, device_mesh=dp_mesh, bucket_cap_mb=25)\n");
   if (c->zero == 1)
     g_string_append (s, "    # ZeRO-1: optimizer state sharded over the data-parallel "
                         "ranks\n    return model, ZeroRedundancyOptimizer(model.parameters(), "
-                        "optimizer_class=torch.optim.AdamW, process_group=mesh[\"dp\"]."
+                        "optimizer_class=torch.optim.AdamW, process_group=dp_mesh."
                         "get_group())\n");
   else
     g_string_append (s, "    return model, torch.optim.AdamW(model.parameters())\n");
@@ -426,8 +460,10 @@ torchrun_snippet (const Export *e)
                             c->sequence_parallel ? " (add SequenceParallel() on the norms)"
                                                  : "");
   if (c->cp > 1)
-    g_string_append (s, "    # context parallel: wrap each step in torch.distributed.tensor."
-                        "experimental.context_parallel(mesh[\"cp\"], buffers=[tokens])\n");
+    g_string_append (s, "    # context parallel: run each step under torch.distributed.tensor."
+                        "experimental.context_parallel(mesh[\"cp\"], buffers=[tokens, "
+                        "labels, freqs_cis],\n    # buffer_seq_dims=[1, 1, 0]): every "
+                        "buffer with its sequence dimension\n");
   if (c->recompute != MP_RECOMPUTE_NONE)
     g_string_append (s, "    # recompute: run each block through torch.utils.checkpoint."
                         "checkpoint(block, x, use_reentrant=False)\n");
@@ -454,7 +490,11 @@ export_torchrun (Export *e, GError **error)
   return write_file (e, "parallel.py", py, error) && write_file (e, "cmd.sh", cmd->str, error);
 }
 
-/* ---- torchtitan ---------------------------------------------------------------------- */
+/* ---- torchtitan 0.3.0 ------------------------------------------------------------------ *
+ * torchtitan 0.3.0 takes a Python config function (--module M --config F, both required;
+ * torchtitan/config/manager.py), the `--job.config_file` TOML of 0.2 is gone. mpplan_titan.py
+ * starts from the model's own config function and sets every choice of the plan on it,
+ * field names from torchtitan/config/configs.py and distributed/activation_checkpoint.py. */
 
 static const char *
 titan_schedule (const MpParallelConfig *c)
@@ -464,70 +504,124 @@ titan_schedule (const MpParallelConfig *c)
                                                 : "GPipe";
 }
 
-/* The [parallelism] keys as "key = value" pairs, for TOML and for CLI overrides. */
+/* The base config function torchtitan 0.3.0 ships for MODEL when there is one (its model
+ * registry: torchtitan/models/llama3/config_registry.py), else "" for the user to fill. */
+static const char *
+titan_base_config (const MpModel *m)
+{
+  static const struct {
+    guint64 blocks, hidden;
+    const char *fn;
+  } known[] = { { 32, 4096, "llama3_8b" }, { 80, 8192, "llama3_70b" },
+                { 126, 16384, "llama3_405b" } };
+  for (gsize i = 0; i < G_N_ELEMENTS (known); i++)
+    if (m->n_blocks == known[i].blocks && m->hidden == known[i].hidden
+        && m->vocab == 128256)
+      return known[i].fn;
+  return "";
+}
+
+/* module_fqns_per_model_part: the plan's layer split, chunk by chunk, in torchtitan's
+ * module names (tok_embeddings, layers.N, norm, lm_head). */
 static void
-titan_parallelism (GString *s, const Export *e, const char *prefix, const char *sep)
+titan_model_parts (GString *s, const Export *e)
+{
+  guint chunks = e->c->pp * e->c->vpp, block = 0;
+  g_string_append (s, "    p.module_fqns_per_model_part = [\n");
+  for (guint i = 0; i < chunks; i++)
+    {
+      g_string_append (s, "        [");
+      if (i == 0)
+        g_string_append (s, "\"tok_embeddings\", ");
+      for (guint b = 0; b < chunk_blocks (e, i); b++, block++)
+        g_string_append_printf (s, "\"layers.%u\", ", block);
+      if (i + 1 == chunks)
+        g_string_append (s, "\"norm\", \"lm_head\"");
+      g_string_append (s, "],\n");
+    }
+  g_string_append (s, "    ]\n");
+}
+
+static void
+titan_parallelism (GString *s, const Export *e)
 {
   const MpParallelConfig *c = e->c;
   gboolean shard = c->zero >= 2;
-  g_string_append_printf (s, "%sdata_parallel_replicate_degree%s%u\n", prefix, sep,
-                          shard ? 1 : c->dp);
-  g_string_append_printf (s, "%sdata_parallel_shard_degree%s%u\n", prefix, sep,
-                          shard ? c->dp : 1);
+  g_string_append_printf (s, "    p = config.parallelism\n"
+                             "    p.data_parallel_replicate_degree = %u\n"
+                             "    p.data_parallel_shard_degree = %u\n",
+                          shard ? 1 : c->dp, shard ? c->dp : 1);
   if (shard)
-    g_string_append_printf (s, "%sfsdp_reshard_after_forward%s\"%s\"\n", prefix, sep,
-                            c->zero == 3 ? "always" : "never");
-  g_string_append_printf (s, "%stensor_parallel_degree%s%u\n", prefix, sep, c->tp);
-  g_string_append_printf (s, "%spipeline_parallel_degree%s%u\n", prefix, sep, c->pp);
-  if (c->pp > 1)
-    {
-      g_string_append_printf (s, "%spipeline_parallel_schedule%s\"%s\"\n", prefix, sep,
-                              titan_schedule (c));
-      g_string_append_printf (s, "%spipeline_parallel_microbatch_size%s%u\n", prefix, sep,
-                              c->micro_batch_size);
-    }
-  g_string_append_printf (s, "%scontext_parallel_degree%s%u\n", prefix, sep, c->cp);
-  g_string_append_printf (s, "%sexpert_parallel_degree%s%u\n", prefix, sep, c->ep);
+    g_string_append_printf (s, "    p.fsdp_reshard_after_forward = \"%s\"  # ZeRO-%u\n",
+                            c->zero == 3 ? "always" : "never", c->zero);
+  g_string_append_printf (s, "    p.tensor_parallel_degree = %u\n"
+                             "    p.enable_sequence_parallel = %s\n"
+                             "    p.context_parallel_degree = %u\n"
+                             "    p.expert_parallel_degree = %u\n"
+                             "    p.pipeline_parallel_degree = %u\n",
+                          c->tp, c->sequence_parallel ? "True" : "False", c->cp, c->ep, c->pp);
+  if (c->pp == 1)
+    return;
+  g_string_append_printf (s, "    p.pipeline_parallel_schedule = \"%s\"\n"
+                             "    p.pipeline_parallel_microbatch_size = %u\n",
+                          titan_schedule (c), c->micro_batch_size);
+  titan_model_parts (s, e);
 }
 
 static char *
-titan_toml (const Export *e)
+titan_config (const Export *e)
 {
   const MpParallelConfig *c = e->c;
+  const MpModel *m = e->model;
   GString *s = g_string_new (NULL);
   append_header (s, e, "#");
-  g_string_append (s, "# The last TOML form (torchtitan before PR #2386, Feb 2026). Newer "
-                      "torchtitan takes the same keys as CLI overrides; see cmd.sh.\n"
-                      "\n[parallelism]\n");
-  titan_parallelism (s, e, "", " = ");
-  g_string_append_printf (s, "# current ParallelismConfig only: enable_sequence_parallel = "
-                             "%s\n", c->sequence_parallel ? "true" : "false");
-  g_string_append_printf (s, "\n[training]\nlocal_batch_size = %u\nglobal_batch_size = %u\n"
-                             "seq_len = %" G_GUINT64_FORMAT "\n",
-                          c->micro_batch_size * c->num_micro_batches, e->plan->global_batch,
-                          e->model->seq_len);
-  g_string_append_printf (s, "\n[activation_checkpoint]\nmode = \"%s\"\n",
-                          c->recompute == MP_RECOMPUTE_FULL        ? "full"
-                          : c->recompute == MP_RECOMPUTE_SELECTIVE ? "selective"
-                                                                   : "none");
+  const char *base = titan_base_config (m);
+  g_string_append_printf (
+      s, "# torchtitan 0.3.0 config: torchrun ... -m torchtitan.train --module mpplan_titan "
+         "--config mpplan_plan (cmd.sh).\n"
+         "import importlib\n\n"
+         "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n\n"
+         "# The config function of the model: %" G_GUINT64_FORMAT " layers, hidden %"
+         G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT " heads (%" G_GUINT64_FORMAT " kv), ffn %"
+         G_GUINT64_FORMAT ", vocab %" G_GUINT64_FORMAT ".\n"
+         "BASE_MODULE = \"torchtitan.models.llama3.config_registry\"\n"
+         "BASE_CONFIG = \"%s\"%s\n\n\n"
+         "def mpplan_plan():\n"
+         "    config = getattr(importlib.import_module(BASE_MODULE), BASE_CONFIG)()\n",
+      m->n_blocks, m->hidden, m->heads, m->kv_heads, m->ffn_hidden, m->vocab, base,
+      *base ? "" : "  # fill in: torchtitan ships no config of this model");
+  titan_parallelism (s, e);
+  /* local_batch_size is per dp rank and gradient-accumulation step; with a pipeline it is
+   * split into micro-batches, without one each micro-batch is an accumulation step. */
+  guint local = c->pp > 1 ? c->micro_batch_size * c->num_micro_batches : c->micro_batch_size;
+  g_string_append_printf (s, "    t = config.training\n"
+                             "    t.local_batch_size = %u\n"
+                             "    t.global_batch_size = %u  # %u x %u accumulation step(s) x "
+                             "dp %u\n"
+                             "    t.seq_len = %" G_GUINT64_FORMAT "\n",
+                          local, e->plan->global_batch, local,
+                          e->plan->global_batch / (local * c->dp), c->dp, m->seq_len);
+  g_string_append_printf (s, "    config.activation_checkpoint = %s  # torchtitan's default is "
+                             "selective\n    return config\n",
+                          c->recompute == MP_RECOMPUTE_FULL        ? "FullAC.Config()"
+                          : c->recompute == MP_RECOMPUTE_SELECTIVE ? "SelectiveAC.Config()"
+                                                                   : "None");
   return g_string_free (s, FALSE);
 }
 
 static gboolean
 export_torchtitan (Export *e, GError **error)
 {
-  g_autofree char *toml = titan_toml (e);
+  g_autofree char *py = titan_config (e);
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
-  g_autoptr(GString) over = g_string_new (NULL);
-  titan_parallelism (over, e, "#   --parallelism.", " ");
-  g_string_append_printf (cmd, "# Current torchtitan (Python config registry) takes the "
-                               "keys of train.toml as overrides:\n%s#   "
-                               "--parallelism.enable_sequence_parallel %s\n"
-                               "cd \"$(dirname \"$0\")\"\n", over->str,
-                          e->c->sequence_parallel ? "True" : "False");
-  append_torchrun (cmd, e, "-m torchtitan.train --job.config_file train.toml \"$@\"\n");
-  return write_file (e, "train.toml", toml, error)
+  g_string_append (cmd, "# torchtitan 0.3.0; the plan is mpplan_titan.py (set BASE_CONFIG "
+                        "there to your model's config function).\n"
+                        "here=\"$(cd \"$(dirname \"$0\")\" && pwd)\"\n"
+                        "export PYTHONPATH=\"$here${PYTHONPATH:+:$PYTHONPATH}\"\n");
+  append_torchrun (cmd, e, "-m torchtitan.train --module mpplan_titan --config mpplan_plan "
+                           "\"$@\"\n");
+  return write_file (e, "mpplan_titan.py", py, error)
          && write_file (e, "cmd.sh", cmd->str, error);
 }
 
@@ -548,6 +642,11 @@ export_horovod (Export *e, GError **error)
 {
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
+  if (e->c->recompute != MP_RECOMPUTE_NONE)
+    g_string_append_printf (cmd, "# recompute (%s): train.py runs each block through "
+                                 "torch.utils.checkpoint.checkpoint (PyTorch) or "
+                                 "tf.recompute_grad (TensorFlow)\n",
+                            mp_recompute_name (e->c->recompute));
   g_string_append_printf (cmd, "# train.py: hvd.init(); opt = hvd.DistributedOptimizer(opt, "
                                "backward_passes_per_step=%u); hvd.broadcast_parameters(...)\n"
                                "# per-GPU batch %u: micro-batch %u x %u passes\n"
@@ -558,9 +657,9 @@ export_horovod (Export *e, GError **error)
                           e->c->micro_batch_size, e->c->num_micro_batches,
                           e->plan->world_size);
   append_hosts (cmd, e, ":");
-  /* 64 MB fusion and a 1 ms cycle are Horovod's defaults (docs/tensor-fusion.rst),
+  /* 128 MB fusion and a 1 ms cycle are Horovod's defaults since 0.21 (framework.c),
    * written out so that they can be tuned; hierarchical all-reduce pays across nodes. */
-  g_string_append (cmd, " --fusion-threshold-mb 64 --cycle-time-ms 1");
+  g_string_append (cmd, " --fusion-threshold-mb 128 --cycle-time-ms 1");
   if (e->nodes > 1)
     g_string_append (cmd, " --hierarchical-allreduce");
   g_string_append (cmd, " python train.py \"$@\"\n");
@@ -609,17 +708,27 @@ export_tensorflow (Export *e, GError **error)
   append_header (py, e, "#");
   g_string_append_printf (
       py, "import tensorflow as tf\n\n# %s\nstrategy = tf.distribute.%s\n"
-          "GLOBAL_BATCH = %u  # tf.data batches are global: %u per replica x %u replicas\n"
-          "# %u micro-batches per step: Keras 3 optimizers take "
-          "gradient_accumulation_steps=%u (batch the dataset by GLOBAL_BATCH // %u)\n",
+          "GLOBAL_BATCH = %u  # tf.data batches are global: %u per replica x %u replicas\n",
       multi ? "several nodes: one worker per node, TF_CONFIG from tf_config.json"
             : "one node: all its GPUs",
       multi ? "MultiWorkerMirroredStrategy(communication_options=tf.distribute.experimental."
               "CommunicationOptions(implementation=tf.distribute.experimental."
               "CommunicationImplementation.NCCL))"
             : "MirroredStrategy()",
-      e->plan->global_batch, c->micro_batch_size * c->num_micro_batches, c->dp,
-      c->num_micro_batches, c->num_micro_batches, c->num_micro_batches);
+      e->plan->global_batch, c->micro_batch_size * c->num_micro_batches, c->dp);
+  /* Keras 3 (keras/src/optimizers/base_optimizer.py) refuses
+   * gradient_accumulation_steps < 2: one micro-batch means leaving it out. */
+  if (c->num_micro_batches > 1)
+    g_string_append_printf (py, "GRADIENT_ACCUMULATION_STEPS = %u  # Keras 3 optimizers: "
+                                "gradient_accumulation_steps=GRADIENT_ACCUMULATION_STEPS; "
+                                "batch the dataset by GLOBAL_BATCH // %u\n",
+                            c->num_micro_batches, c->num_micro_batches);
+  else
+    g_string_append (py, "# one micro-batch per step: no gradient_accumulation_steps (Keras "
+                         "takes 2 or more, or none)\n");
+  if (c->recompute != MP_RECOMPUTE_NONE)
+    g_string_append_printf (py, "# recompute (%s): wrap each block's call in "
+                                "tf.recompute_grad\n", mp_recompute_name (c->recompute));
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
   g_string_append (cmd, "cd \"$(dirname \"$0\")\"\n");
@@ -650,7 +759,14 @@ mxnet_snippet (const Export *e)
                           e->nodes > 1 ? "dist_sync" : "device",
                           e->nodes > 1 ? "synchronous across nodes (tools/launch.py)"
                                        : "reduce on the GPUs of this node");
-  g_string_append_printf (s, "BATCH_PER_REPLICA = %u\n", c->micro_batch_size);
+  g_string_append_printf (s, "BATCH_PER_REPLICA = %u\nACCUMULATE = %u  # micro-batches per "
+                             "step\n", c->micro_batch_size, c->num_micro_batches);
+  if (c->num_micro_batches > 1)
+    g_string_append (s, "# Gradient accumulation: bind with grad_req=\"add\" (mod.bind(..., "
+                        "grad_req=\"add\")), run ACCUMULATE forward_backward passes of "
+                        "BATCH_PER_REPLICA, then mod.update()\n# and zero the gradients "
+                        "(for g in mod._exec_group.grad_arrays: g[:] = 0); the optimizer's "
+                        "rescale_grad is 1 / (BATCH_PER_REPLICA * ACCUMULATE).\n");
   /* Each layer's ctx group is its pipeline stage; each stage a device per replica. */
   g_string_append (s, "# Layer -> ctx group: build each layer under "
                       "mx.AttrScope(ctx_group=LAYER_GROUP[name]).\nLAYER_GROUP = {\n");
@@ -686,12 +802,15 @@ export_mxnet (Export *e, GError **error)
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
   g_string_append (cmd, "cd \"$(dirname \"$0\")\"\n");
-  if (e->c->recompute == MP_RECOMPUTE_FULL)
+  if (e->c->recompute != MP_RECOMPUTE_NONE)
     g_string_append (cmd, "export MXNET_BACKWARD_DO_MIRROR=1  # recompute (memory mirror)\n");
   if (e->nodes > 1)
     {
-      g_string_append_printf (cmd, "python3 tools/launch.py -n %u -s %u --launcher ssh -H "
-                                   "\"${HOSTFILE:-hosts}\" python3 train.py \"$@\"\n",
+      g_string_append_printf (cmd, "# MXNET_SOURCE_DIR: an apache/mxnet 1.9 checkout; "
+                                   "tools/launch.py is not in the pip package.\n"
+                                   "python3 \"${MXNET_SOURCE_DIR:?set MXNET_SOURCE_DIR to an "
+                                   "mxnet checkout}/tools/launch.py\" -n %u -s %u --launcher "
+                                   "ssh -H \"${HOSTFILE:-hosts}\" python3 train.py \"$@\"\n",
                               e->nodes, e->nodes);
     }
   else
@@ -709,7 +828,9 @@ mp_export_plan (MpFramework fw, const MpPlan *plan, const MpModel *model,
 {
   g_return_val_if_fail (plan != NULL && model != NULL && cluster != NULL && dir != NULL,
                         FALSE);
-  const char *why = mp_framework_rejects (fw, &plan->cfg);
+  const char *why = mp_framework_rejects_model (fw, model);
+  if (why == NULL)
+    why = mp_framework_rejects (fw, &plan->cfg);
   if (why != NULL)
     {
       g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s cannot run this plan: %s",

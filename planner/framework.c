@@ -52,14 +52,14 @@ mp_framework_from_id (const char *id, MpFramework *out)
 /* Data parallel only (Horovod, TensorFlow): every rank holds the whole model. */
 static const char *
 data_parallel_only (const MpParallelConfig *c, const char *tp, const char *pp,
-                    const char *zero)
+                    const char *cp_ep, const char *zero)
 {
   if (c->tp > 1)
     return tp;
   if (c->pp > 1)
     return pp;
   if (c->cp > 1 || c->ep > 1)
-    return "has no context or expert parallelism";
+    return cp_ep;
   if (c->zero > 0)
     return zero;
   return NULL;
@@ -145,10 +145,12 @@ mp_framework_rejects (MpFramework fw, const MpParallelConfig *cfg)
     case MP_FRAMEWORK_HOROVOD:
       return data_parallel_only (cfg, "Horovod has no tensor parallelism",
                                  "Horovod has no pipeline parallelism",
+                                 "Horovod has no context or expert parallelism",
                                  "Horovod replicates optimizer state (no ZeRO)");
     case MP_FRAMEWORK_TENSORFLOW:
       return data_parallel_only (cfg, "MirroredStrategy has no tensor parallelism",
                                  "MirroredStrategy has no pipeline parallelism",
+                                 "MirroredStrategy has no context or expert parallelism",
                                  "MirroredStrategy replicates optimizer state (no ZeRO)");
     case MP_FRAMEWORK_MXNET:
       return rejects_mxnet (cfg);
@@ -157,6 +159,21 @@ mp_framework_rejects (MpFramework fw, const MpParallelConfig *cfg)
       break;
     }
   return "unknown framework";
+}
+
+const char *
+mp_framework_rejects_model (MpFramework fw, const MpModel *model)
+{
+  /* Megatron-LM's pretrain_gpt.py builds its own GPTModel from the model arguments, and
+   * torchtitan trains the decoder models of its registry (--module/--config): neither
+   * runs a user's network, so an mlp is no model either can train. */
+  if (model->arch == MP_ARCH_TRANSFORMER)
+    return NULL;
+  if (fw == MP_FRAMEWORK_MEGATRON)
+    return "Megatron-LM trains its own transformer models (pretrain_gpt.py), not an mlp";
+  if (fw == MP_FRAMEWORK_TORCHTITAN)
+    return "torchtitan trains the transformer models of its registry, not an mlp";
+  return NULL;
 }
 
 /* ---- strategies ------------------------------------------------------------------------ */
@@ -271,9 +288,10 @@ mp_strategy_bucket_bytes (MpStrategy st, const MpModel *model)
        * gradient says exactly that to the cost model. */
       return all;
     case MP_STRATEGY_HOROVOD:
-      /* HOROVOD_FUSION_THRESHOLD / --fusion-threshold-mb: 64 MB by default (Horovod docs,
-       * docs/tensor-fusion.rst). */
-      bucket = 64.0 * 1024 * 1024;
+      /* HOROVOD_FUSION_THRESHOLD / --fusion-threshold-mb: 128 MB by default since Horovod
+       * 0.21 (commit 3ffe479e, Nov 2020, "fusion threshold from 64MB to 128MB";
+       * docs/tensor-fusion.rst at v0.28.1: "Default fusion buffer size is 128 MB"). */
+      bucket = 128.0 * 1024 * 1024;
       break;
     case MP_STRATEGY_MXNET:
       /* The kvstore pushes each parameter's gradient on its own as backward produces it
@@ -306,7 +324,8 @@ void
 mp_strategy_adjust (MpStrategy st, MpPlan *plan)
 {
   /* Horovod's background thread starts fused all-reduces once per cycle,
-   * HOROVOD_CYCLE_TIME / --cycle-time-ms = 1 ms by default (docs/tensor-fusion.rst): the
+   * HOROVOD_CYCLE_TIME / --cycle-time-ms = 1 ms by default since 0.21 (commit 3ffe479e,
+   * docs/tensor-fusion.rst): the
    * last gradients wait half a cycle on average after backward ends. */
   if (st != MP_STRATEGY_HOROVOD || plan->cfg.dp * plan->cfg.cp <= 1)
     return;

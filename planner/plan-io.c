@@ -110,8 +110,8 @@ json_predictions (JsonBuilder *b, const MpPlan *plan)
   if (plan->simulated_step_s > 0)
     mp_json_add_double (b, "simulated_step_s", plan->simulated_step_s);
   mp_json_add_double (b, "tokens_per_s", plan->tokens_per_s);
-  mp_json_add_double (b, "tflops_per_gpu", plan->tflops_per_gpu);
-  mp_json_add_double (b, "hw_tflops_per_gpu", plan->hw_tflops_per_gpu);
+  mp_json_add_double (b, "flops_per_gpu", plan->tflops_per_gpu);
+  mp_json_add_double (b, "hw_flops_per_gpu", plan->hw_tflops_per_gpu);
   mp_json_add_double (b, "mfu", plan->mfu);
   mp_json_add_double (b, "hfu", plan->hfu);
 

@@ -31,8 +31,8 @@ typedef enum {
   MP_FAMILY_FSDP,       /* data parallel with ZeRO-3 / FSDP sharding */
   MP_FAMILY_PLACEMENT,  /* layer placement over devices, no pipelining (MXNet style) */
   MP_FAMILY_PIPELINE,   /* pipeline parallel only */
-  MP_FAMILY_TENSOR,     /* tensor parallel only */
-  MP_FAMILY_2D,         /* two of data, tensor, pipeline */
+  MP_FAMILY_TENSOR,     /* tensor (or context, expert) parallel only */
+  MP_FAMILY_2D,         /* two of data, tensor (context, expert), pipeline */
   MP_FAMILY_HYBRID,     /* all three */
   MP_FAMILY_N
 } MpPlanFamily;
@@ -380,6 +380,8 @@ gboolean mp_framework_from_id (const char *id, MpFramework *out);
 /* NULL when FW can run CFG, else the first reason it cannot, as a phrase
  * ("Horovod has no tensor parallelism"). Static string. */
 const char *mp_framework_rejects (MpFramework fw, const MpParallelConfig *cfg);
+/* NULL when FW can train MODEL at all, else why not (Megatron-LM and an mlp). */
+const char *mp_framework_rejects_model (MpFramework fw, const MpModel *model);
 
 /* The strategies `mpplan compare` puts side by side: a framework and, for PyTorch, one
  * of its data-parallel wrappers. */

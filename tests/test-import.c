@@ -18,6 +18,19 @@ hf_path (const char *name)
   return g_build_filename (MPPLAN_SRCDIR, "tests", "data", "hf", file, NULL);
 }
 
+/* NAME imported at training length SEQ_LEN (0: import's default). */
+static MpModel *
+import_at (const char *name, guint64 seq_len, GPtrArray *notes)
+{
+  g_autofree char *path = hf_path (name);
+  GError *error = NULL;
+  MpHfOptions opts = { .seq_len = seq_len };
+  MpModel *m = mp_model_load_hf_with (path, &opts, notes, &error);
+  if (m == NULL)
+    fail_msg ("%s: %s", path, error->message);
+  return m;
+}
+
 static MpModel *
 import_ok (const char *name)
 {
@@ -111,11 +124,10 @@ test_import_aliases_and_kinds (void **state)
   g_autoptr(MpModel) b = import_ok ("bert-large-uncased");
   assert_int_equal (b->norm, MP_NORM_LAYERNORM);    /* layer_norm_eps */
   assert_int_equal (b->position, MP_POS_LEARNED);
-  /* Mistral v0.1's 4096-token window is a window on every block of its 32768 context. */
+  /* Mistral v0.1's 4096-token window is a window on every block when it trains on its
+   * whole 32768-token context. */
   g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
-  g_autofree char *path = hf_path ("mistral-7b");
-  g_autoptr(MpModel) mi = mp_model_load_hf (path, notes, NULL);
-  assert_non_null (mi);
+  g_autoptr(MpModel) mi = import_at ("mistral-7b", 32768, notes);
   assert_int_equal (mi->seq_len, 32768);
   assert_int_equal (mi->window, 4096);
   assert_int_equal (mi->n_window_pattern, 0);
@@ -157,7 +169,7 @@ static void
 test_import_gemma2 (void **state)
 {
   (void) state;
-  g_autoptr(MpModel) m = import_ok ("gemma-2-9b");
+  g_autoptr(MpModel) m = import_at ("gemma-2-9b", 8192, NULL);   /* its whole context */
   mp_assert_close (m->params_total, 9.24e9, 0.005);
   assert_int_equal ((gint64) m->params_total, 9241705984);
   assert_int_equal (m->head_dim, 256);
@@ -179,11 +191,8 @@ static void
 test_import_gemma3 (void **state)
 {
   (void) state;
-  g_autofree char *path = hf_path ("gemma-3-27b");
   g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
-  GError *error = NULL;
-  g_autoptr(MpModel) m = mp_model_load_hf (path, notes, &error);
-  assert_non_null (m);
+  g_autoptr(MpModel) m = import_at ("gemma-3-27b", 8192, notes);
   mp_assert_close (m->params_total, 27.0e9, 0.005);
   mp_assert_close (m->params_total - m->params_embedding, 25.6e9, 0.005);
   assert_int_equal (m->vocab, 262208);
@@ -428,11 +437,114 @@ test_import_model_load_detects_json (void **state)
   g_rmdir (dir);
 }
 
+/* The families the IR costs since issue 18, against their published sizes (model cards
+ * and the safetensors totals; sources in tests/data/hf/README.md), within 0.5%. */
+static void
+test_import_new_families_published_sizes (void **state)
+{
+  (void) state;
+  check_counts ("phi-3-mini-4k", 3.82e9, 3.82e9, 0.005);
+  check_counts ("phi-3.5-mini", 3.82e9, 3.82e9, 0.005);
+  check_counts ("phi-4", 14.7e9, 14.7e9, 0.005);
+  check_counts ("olmo-2-7b", 7.30e9, 7.30e9, 0.005);
+  check_counts ("internlm2-7b", 7.74e9, 7.74e9, 0.005);
+  check_counts ("starcoder2-3b", 3.03e9, 3.03e9, 0.005);
+  check_counts ("gpt-j-6b", 6053381344, 6053381344, 0.005);
+  check_counts ("gpt-neox-20b", 20554567680, 20554567680, 0.005);
+  check_counts ("falcon-7b", 6.92e9, 6.92e9, 0.005);
+}
+
+/* Their quirks: Falcon-7B is multi-query without a max_position_embeddings key (2048 by
+ * its config class), StarCoder2 is layernorm by norm_epsilon and biased by use_bias with
+ * a fractional rope_theta, NeoX gets its rotary base from rotary_emb_base, GPT-J is
+ * rotary with n_* keys, InternLM2 says "bias". */
+static void
+test_import_family_quirks (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) falcon = import_ok ("falcon-7b");
+  assert_int_equal (falcon->kv_heads, 1);
+  assert_int_equal (falcon->seq_len, 2048);
+  assert_false (falcon->bias);
+  assert_true (falcon->tied_embeddings);
+  g_autoptr(MpModel) sc = import_ok ("starcoder2-3b");
+  assert_int_equal (sc->norm, MP_NORM_LAYERNORM);
+  assert_true (sc->bias);
+  assert_int_equal (sc->activation, MP_ACT_GELU);
+  assert_int_equal (sc->rope_theta, 999999);
+  assert_int_equal (sc->kv_heads, 2);
+  g_autoptr(MpModel) neox = import_ok ("gpt-neox-20b");
+  assert_int_equal (neox->position, MP_POS_ROTARY);
+  assert_int_equal (neox->rope_theta, 10000);
+  g_autoptr(MpModel) gptj = import_ok ("gpt-j-6b");
+  assert_int_equal (gptj->position, MP_POS_ROTARY);
+  assert_int_equal (gptj->head_dim, 256);
+  g_autoptr(MpModel) intern = import_ok ("internlm2-7b");
+  assert_false (intern->bias);
+  assert_int_equal (intern->kv_heads, 8);
+  assert_int_equal (intern->rope_theta, 1000000);
+}
+
+/* What the IR cannot cost is refused by name: Gemma 2's soft-capping, Qwen2-MoE's shared
+ * experts. */
+static void
+test_import_refusals_by_name (void **state)
+{
+  (void) state;
+  const char *cases[][2] = {
+    { "qwen1.5-moe-a2.7b", "shared experts (shared_expert_intermediate_size)" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *path = hf_path (cases[i][0]);
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MpModel) m = mp_model_load_hf (path, NULL, &error);
+      assert_null (m);
+      assert_non_null (strstr (error->message, cases[i][1]));
+    }
+}
+
+/* The training length: 4096 of a longer context by default, with a note; --seq-len and
+ * --tokens-per-batch set seq_len and the batch; a learned position table fixes it. */
+static void
+test_import_training_length (void **state)
+{
+  (void) state;
+  g_autofree char *llama = hf_path ("llama-3-8b");
+  g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MpModel) m = mp_model_load_hf_with (llama, NULL, notes, &error);
+  assert_non_null (m);
+  assert_int_equal (m->seq_len, MP_HF_DEFAULT_SEQ_LEN);
+  assert_int_equal (m->global_batch, (1 << 20) / MP_HF_DEFAULT_SEQ_LEN);
+  assert_int_equal (notes->len, 1);
+  assert_non_null (strstr (g_ptr_array_index (notes, 0), "of the 8192-token context"));
+  MpHfOptions o = { .seq_len = 2048, .tokens_per_batch = 4 << 20 };
+  g_autoptr(MpModel) m2 = mp_model_load_hf_with (llama, &o, NULL, &error);
+  assert_non_null (m2);
+  assert_int_equal (m2->seq_len, 2048);
+  assert_int_equal (m2->global_batch, 2048);
+  mp_assert_close (m2->params_total, m->params_total, 1e-12);
+  g_autofree char *gpt2 = hf_path ("gpt2");
+  g_autoptr(MpModel) bad = mp_model_load_hf_with (gpt2, &o, NULL, &error);
+  assert_null (bad);
+  assert_non_null (strstr (error->message, "learned positions"));
+  g_clear_error (&error);
+  MpHfOptions tiny = { .tokens_per_batch = 100 };
+  g_autoptr(MpModel) none = mp_model_load_hf_with (llama, &tiny, NULL, &error);
+  assert_null (none);
+  assert_non_null (strstr (error->message, "holds no whole sequence of 4096 tokens"));
+}
+
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_import_gpt2_exact),
+    cmocka_unit_test (test_import_new_families_published_sizes),
+    cmocka_unit_test (test_import_family_quirks),
+    cmocka_unit_test (test_import_refusals_by_name),
+    cmocka_unit_test (test_import_training_length),
     cmocka_unit_test (test_import_dense_published_sizes),
     cmocka_unit_test (test_import_moe_published_sizes),
     cmocka_unit_test (test_import_aliases_and_kinds),

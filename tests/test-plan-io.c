@@ -137,7 +137,7 @@ test_plan_io_json_keys (void **state)
 
   const char *ints[] = { "dp", "tp", "pp", "vpp", "cp", "ep", "zero", "micro_batch_size",
                          "num_micro_batches", "binding_stage", "world_size", "global_batch" };
-  const char *doubles[] = { "step_s", "tokens_per_s", "tflops_per_gpu", "hw_tflops_per_gpu",
+  const char *doubles[] = { "step_s", "tokens_per_s", "flops_per_gpu", "hw_flops_per_gpu",
                             "mfu", "hfu" };
   const char *strings[] = { "recompute", "schedule", "family", "dominant" };
   for (gsize i = 0; i < G_N_ELEMENTS (ints); i++)

@@ -912,10 +912,42 @@ test_planner_indivisible_batch_refused (void **state)
   assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
 }
 
+/* Horovod fuses up to 128 MB (its default since 0.21), so compare prices its gradient
+ * buckets at that; a model with less gradient than that is one bucket. */
+static void
+test_planner_horovod_fusion_buffer (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) big = pair_load ("gpt3-1.3b", "dgx-a100-80g:1");
+  assert_true (mp_strategy_bucket_bytes (MP_STRATEGY_HOROVOD, big->model)
+               == 128.0 * 1024 * 1024);
+  g_autoptr(Pair) small = pair_load ("mlp-1024", "dgx-a100-80g:1");
+  double g;
+  mp_model_state_bytes_per_param (small->model, NULL, &g, NULL);
+  assert_true (mp_strategy_bucket_bytes (MP_STRATEGY_HOROVOD, small->model)
+               == small->model->params_total * g);
+}
+
+/* A context-parallel plan splits each layer's tokens: it is not labelled data parallel
+ * (DDP, Horovod), which it could not run as. */
+static void
+test_planner_cp_family (void **state)
+{
+  (void) state;
+  MpParallelConfig c = { .dp = 1, .tp = 1, .pp = 1, .vpp = 1, .cp = 8, .ep = 1 };
+  assert_int_equal (mp_plan_family_of (&c), MP_FAMILY_TENSOR);
+  c.dp = 4;
+  assert_int_equal (mp_plan_family_of (&c), MP_FAMILY_2D);
+  c.cp = 1;
+  assert_int_equal (mp_plan_family_of (&c), MP_FAMILY_DATA);
+}
+
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
+    cmocka_unit_test (test_planner_horovod_fusion_buffer),
+    cmocka_unit_test (test_planner_cp_family),
     cmocka_unit_test (test_planner_plans_satisfy_constraints),
     cmocka_unit_test (test_planner_plans_ranked),
     cmocka_unit_test (test_planner_drops_only_violations),
