@@ -16,6 +16,7 @@
 
 static const char *const recompute_names[] = { "none", "selective", "full", NULL };
 static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "none", NULL };
+static const char *const dispatcher_names[] = { "alltoall", "allgather", NULL };
 static const MpParallelDim default_order[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP,
                                                        MP_DIM_PP };
 
@@ -41,6 +42,37 @@ index_of (const char *const *names, const char *name, int *out)
         return TRUE;
       }
   return FALSE;
+}
+
+/* ---- MoE (moe14) ---- */
+
+const char *
+mp_dispatcher_name (MpDispatcher d)
+{
+  return (guint) d < G_N_ELEMENTS (dispatcher_names) - 1 ? dispatcher_names[d] : "?";
+}
+
+gboolean
+mp_dispatcher_from_name (const char *name, MpDispatcher *out)
+{
+  int i;
+  if (!index_of (dispatcher_names, name, &i))
+    return FALSE;
+  *out = (MpDispatcher) i;
+  return TRUE;
+}
+
+guint
+mp_parallel_config_etp (const MpParallelConfig *cfg)
+{
+  return cfg->etp > 0 ? cfg->etp : MAX (cfg->tp, 1u);
+}
+
+guint
+mp_parallel_config_edp (const MpParallelConfig *cfg)
+{
+  guint grid = mp_parallel_config_etp (cfg) * MAX (cfg->ep, 1u);
+  return MAX ((cfg->tp * cfg->cp * cfg->dp) / MAX (grid, 1u), 1u);
 }
 
 gboolean
@@ -155,6 +187,36 @@ check_chunks (const MpParallelConfig *cfg, const MpModel *model, GError **error)
   return TRUE;
 }
 
+/* MoE (moe14): Megatron-Core's expert grid (see MpParallelConfig) and the widths it
+ * splits. Megatron-Core asks for sequence parallelism with MoE and tp > 1; here it is
+ * needed where the expert grid differs from the dense one (etp != tp), whose tokens
+ * then come from the sequence-split hidden state. */
+static gboolean
+check_experts (const MpParallelConfig *cfg, const MpModel *model, GError **error)
+{
+  guint etp = mp_parallel_config_etp (cfg), stage = cfg->tp * cfg->cp * cfg->dp;
+  if (model->experts == 0)
+    {
+      CHECK (cfg->ep == 1, "ep = %u on a dense model", cfg->ep);
+      CHECK (etp == cfg->tp, "etp = %u on a dense model", etp);
+      return TRUE;
+    }
+  CHECK (model->experts % cfg->ep == 0, "ep = %u does not divide %" G_GUINT64_FORMAT
+         " experts", cfg->ep, model->experts);
+  CHECK (stage % (etp * cfg->ep) == 0, "etp * ep = %u * %u does not divide the tp * cp * dp "
+         "= %u ranks of a pipeline stage", etp, cfg->ep, stage);
+  CHECK (model->moe_ffn_hidden % etp == 0, "etp = %u does not divide the expert width %"
+         G_GUINT64_FORMAT, etp, model->moe_ffn_hidden);
+  CHECK (model->shared_experts * model->shared_expert_ffn % cfg->tp == 0, "tp = %u does not "
+         "divide the shared experts' width %" G_GUINT64_FORMAT, cfg->tp,
+         model->shared_experts * model->shared_expert_ffn);
+  CHECK (etp == cfg->tp || cfg->tp == 1 || cfg->sequence_parallel, "etp = %u with tp = %u "
+         "needs sequence_parallel (experts take their tokens from the sequence-split hidden "
+         "state, as in Megatron-Core)", etp, cfg->tp);
+  CHECK ((guint) cfg->dispatcher <= MP_DISPATCH_ALLGATHER, "unknown token dispatcher");
+  return TRUE;
+}
+
 gboolean
 mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
                           const MpCluster *cluster, GError **error)
@@ -183,8 +245,11 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
       /* Megatron splits kv heads (query groups) over tp too. */
       CHECK (model->kv_heads % cfg->tp == 0, "tp = %u does not divide %" G_GUINT64_FORMAT
              " kv heads", cfg->tp, model->kv_heads);
-      CHECK (model->ffn_hidden % cfg->tp == 0, "tp = %u does not divide ffn_hidden %"
-             G_GUINT64_FORMAT, cfg->tp, model->ffn_hidden);
+      /* MoE (moe14): an MoE model's ffn_hidden matters only in its dense blocks. */
+      CHECK (model->ffn_hidden % cfg->tp == 0 || (model->experts > 0
+                                                  && model->first_k_dense == 0),
+             "tp = %u does not divide ffn_hidden %" G_GUINT64_FORMAT, cfg->tp,
+             model->ffn_hidden);
       CHECK (model->seq_len % cfg->cp == 0, "cp = %u does not divide seq_len %"
              G_GUINT64_FORMAT, cfg->cp, model->seq_len);
     }
@@ -195,15 +260,8 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
         CHECK (model->mlp_layers[i].out % cfg->tp == 0, "tp = %u does not divide the %"
                G_GUINT64_FORMAT " outputs of layer %u", cfg->tp, model->mlp_layers[i].out, i);
     }
-  if (model->experts == 0)
-    CHECK (cfg->ep == 1, "ep = %u on a dense model", cfg->ep);
-  else
-    {
-      CHECK (model->experts % cfg->ep == 0, "ep = %u does not divide %" G_GUINT64_FORMAT
-             " experts", cfg->ep, model->experts);
-      CHECK ((cfg->dp * cfg->cp) % cfg->ep == 0, "ep = %u does not divide dp * cp = %u",
-             cfg->ep, cfg->dp * cfg->cp);
-    }
+  if (!check_experts (cfg, model, error))
+    return FALSE;
   return check_chunks (cfg, model, error);
 }
 
@@ -725,6 +783,15 @@ span_of (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *buf, guin
   group_span (ctx, cfg, buf, n, span);
 }
 
+/* MoE (moe14): the rank of the I-th of a stage's tp * cp * dp ranks (tp-fastest, then cp,
+ * then dp) whose first is BASE. */
+static guint
+expert_grid_rank (const MpParallelConfig *cfg, const guint *stride, guint base, guint i)
+{
+  return base + (i % cfg->tp) * stride[MP_DIM_TP] + (i / cfg->tp % cfg->cp) * stride[MP_DIM_CP]
+         + (i / (cfg->tp * cfg->cp)) * stride[MP_DIM_DP];
+}
+
 void
 mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
                      MpStageSpans *out)
@@ -735,7 +802,7 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
   strides (cfg, stride);
   guint base = stage * stride[MP_DIM_PP];
   guint dpcp = cfg->dp * cfg->cp, ep = MAX (cfg->ep, 1u);
-  guint *buf = g_new (guint, MAX (MAX (dpcp, cfg->tp), 2u));
+  guint *buf = g_new (guint, MAX (dpcp * cfg->tp, 2u));
   memset (out, 0, sizeof *out);
   out->stage = stage;
   out->device = cm_stage_device (ctx, cfg, stage);
@@ -745,21 +812,30 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
    * context parallelism). */
   span_of (ctx, cfg, buf, base, stride[MP_DIM_CP], cfg->cp, stride[MP_DIM_DP], cfg->dp,
            &out->dp);
-  /* Expert groups index the dp * cp ranks cp-fastest: ep consecutive ones form an
-   * expert-parallel group; every ep-th one shares the same experts (without expert
-   * parallelism: the rank alone, and the gradient group). */
-  guint n = 0;
-  for (guint j = 0; j < ep && j < dpcp; j++)
-    buf[n++] = base + (j % cfg->cp) * stride[MP_DIM_CP] + (j / cfg->cp) * stride[MP_DIM_DP];
+  /* MoE (moe14): Megatron-Core's expert grid numbers the stage's tp * cp * dp ranks
+   * tp-fastest, then cp, then dp, and takes them etp-fastest, then ep, then edp: an
+   * expert-parallel group is every etp-th of ep * etp consecutive ones; its experts'
+   * gradient group every (etp * ep)-th (without expert parallelism and etp = tp: the
+   * dense gradient group). */
+  guint etp = mp_parallel_config_etp (cfg), edp = mp_parallel_config_edp (cfg), n = 0;
+  for (guint j = 0; j < etp; j++)
+    buf[n++] = expert_grid_rank (cfg, stride, base, j);
+  group_span (ctx, cfg, buf, n, &out->etp);
+  n = 0;
+  for (guint j = 0; j < ep; j++)
+    buf[n++] = expert_grid_rank (cfg, stride, base, j * etp);
   group_span (ctx, cfg, buf, n, &out->ep);
-  if (ep == 1)
+  n = 0;
+  for (guint j = 0; j < etp * ep; j++)
+    buf[n++] = expert_grid_rank (cfg, stride, base, j);
+  group_span (ctx, cfg, buf, n, &out->etp_ep);
+  if (ep == 1 && etp == cfg->tp)
     out->edp = out->dp;
   else
     {
       n = 0;
-      for (guint j = 0; j < dpcp; j += ep)
-        buf[n++] = base + (j % cfg->cp) * stride[MP_DIM_CP]
-                   + (j / cfg->cp) * stride[MP_DIM_DP];
+      for (guint j = 0; j < edp; j++)
+        buf[n++] = expert_grid_rank (cfg, stride, base, j * etp * ep);
       group_span (ctx, cfg, buf, n, &out->edp);
     }
   /* Pipeline neighbours: the next stage, or for the last one the previous. */
@@ -789,7 +865,7 @@ mp_cost_layer_params (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   const CmLayer *cl = &ctx->layers[layer];
   /* As mp_cost_stage_times and mp_cost_stage_memory sum them over a chunk. */
   *dense = cl->params_split / cfg->tp + cl->params_rep;
-  *expert = cl->params_expert / ((double) cfg->tp * cfg->ep);
+  *expert = cl->params_expert / ((double) mp_parallel_config_etp (cfg) * cfg->ep);
 }
 
 double

@@ -108,6 +108,29 @@ cm_sum (const MpCostContext *ctx, CmSum which, guint first, guint n)
 guint cm_vpp (const MpParallelConfig *cfg);
 /* Tokens one rank processes per micro-batch: micro_batch_size * seq_len / cp. */
 double cm_tokens (const MpCostContext *ctx, const MpParallelConfig *cfg);
+/* MoE (moe14): ranks one expert's weights are divided over, etp * ep. */
+static inline double
+cm_expert_shards (const MpParallelConfig *cfg)
+{
+  return (double) mp_parallel_config_etp (cfg) * MAX (cfg->ep, 1u);
+}
+/* MoE (moe14): the busiest expert rank's tokens over the mean: the model's load
+ * imbalance, capped by its capacity factor (tokens past capacity are dropped). */
+static inline double
+cm_expert_load (const MpModel *m)
+{
+  double load = MAX (m->load_imbalance, 1.0);
+  return m->capacity_factor > 0 ? MIN (load, MAX (m->capacity_factor, 1.0)) : load;
+}
+/* MoE (moe14): do the experts run on Megatron-Core's own expert grid (dispatch over ep,
+ * then all-gather over etp), rather than inside the dense tensor-parallel region (no
+ * sequence parallelism, etp = tp, all-to-all)? */
+static inline gboolean
+cm_expert_grid (const MpParallelConfig *cfg)
+{
+  return (cfg->sequence_parallel && cfg->tp > 1) || mp_parallel_config_etp (cfg) != cfg->tp
+         || cfg->dispatcher == MP_DISPATCH_ALLGATHER;
+}
 /* The device (node group) of STAGE's first rank. */
 const MpCostDevice *cm_stage_device (const MpCostContext *ctx, const MpParallelConfig *cfg,
                                      guint stage);

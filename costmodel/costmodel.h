@@ -48,14 +48,26 @@ typedef enum {
 /* The parallel dimensions that number ranks, for MpParallelConfig.order. */
 typedef enum { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP, MP_DIM_PP, MP_DIM_N } MpParallelDim;
 
+/* MoE (moe14): how tokens reach their experts (Megatron-Core --moe-token-dispatcher-type). */
+typedef enum {
+  MP_DISPATCH_ALLTOALL,    /* permute, all-to-all over ep (then all-gather over etp) */
+  MP_DISPATCH_ALLGATHER,   /* all-gather every token over etp x ep, reduce-scatter back */
+} MpDispatcher;
+
 /* How a step is split over ranks; plain data (the planner builds one per plan). The
- * ranks used are dp * tp * pp * cp; expert parallelism is carved out of the dp * cp
- * ranks as Megatron-LM does (ep divides dp * cp; experts are divided over ep and, like
- * the dense MLP, tensor-split over tp; their gradients are reduced over dp * cp / ep). */
+ * ranks used are dp * tp * pp * cp. Experts use Megatron-Core's second grid over the
+ * same tp * cp * dp ranks of a pipeline stage (parallel_state.py, its expert rank
+ * generator): etp fastest, then ep, then the expert-data-parallel rest, so ep may
+ * exceed dp * cp when etp < tp (ep folded over tensor ranks). Experts are divided over
+ * ep and tensor-split over etp; their gradients are reduced over
+ * edp = tp * cp * dp / (etp * ep). With etp = tp this is ep carved out of dp * cp. */
 typedef struct {
   guint dp, tp, pp, cp;        /* data, tensor, pipeline, context parallel sizes (>= 1) */
   guint vpp;                   /* model chunks per pipeline rank (interleaved); 1 otherwise */
   guint ep;                    /* expert parallel size (1 for dense models) */
+  /* MoE (moe14) */
+  guint etp;                   /* expert tensor parallel size; 0: tp (Megatron's default) */
+  MpDispatcher dispatcher;     /* token dispatch (all-to-all when zeroed) */
   gboolean sequence_parallel;  /* Megatron SP: norms/dropout split by sequence over tp */
   guint zero;                  /* ZeRO stage 0-3 over the dp * cp replicas */
   MpRecompute recompute;
@@ -80,13 +92,21 @@ typedef struct {
 /* Sets every size to 1, 1F1B, flash attention on, default order, no chunk split. */
 void mp_parallel_config_init (MpParallelConfig *cfg);
 /* TRUE when CFG can run MODEL on CLUSTER: sizes >= 1, world fits, tp divides heads, kv
- * heads and ffn (mlp: every layer's outputs), cp divides the sequence, ep divides experts
- * and dp * cp, vpp needs the interleaved schedule (whose micro-batches pp divides, as
+ * heads and ffn (mlp: every layer's outputs), cp divides the sequence, ep divides experts,
+ * etp * ep divides tp * cp * dp, etp divides the expert width and tp the shared one,
+ * etp != tp or ep folded over tp needs sequence parallelism when tp > 1, vpp needs the interleaved schedule (whose micro-batches pp divides, as
  * Megatron-LM requires), chunk_layers sums to the layer count with no empty chunk (so
  * the embedding is on the first chunk and the head on the last), or without it every
  * chunk gets a block. Else FALSE with MP_ERROR_INPUT naming the first problem. */
 gboolean mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
                                    const MpCluster *cluster, GError **error);
+/* MoE (moe14): the expert tensor-parallel size (etp, or tp when 0) and the
+ * expert-data-parallel size tp * cp * dp / (etp * ep) under CFG. */
+guint mp_parallel_config_etp (const MpParallelConfig *cfg);
+guint mp_parallel_config_edp (const MpParallelConfig *cfg);
+const char *mp_dispatcher_name (MpDispatcher d);
+gboolean mp_dispatcher_from_name (const char *name, MpDispatcher *out);
+
 /* Rank strides under CFG's order, indexed by MpParallelDim: rank = sum over the four
  * dimensions of coordinate x stride (the numbering every group of the cost model uses). */
 void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DIM_N]);
@@ -366,7 +386,9 @@ typedef struct {
   const MpCostDevice *device;
   MpGroupSpan tp, cp;
   MpGroupSpan dp;                    /* the gradient group: dp * cp ranks */
-  MpGroupSpan ep, edp;               /* expert-parallel; expert-gradient (dp * cp / ep) */
+  MpGroupSpan ep, edp;               /* expert-parallel; expert-gradient (edp ranks) */
+  MpGroupSpan etp, etp_ep;           /* MoE (moe14): expert tensor-parallel; etp x ep (the
+                                      * all-gather dispatcher's group) */
   MpGroupSpan pp_next;               /* this rank and its peer on the next stage */
   MpGroupSpan pp_ends;               /* first and last stage (tied embedding gradients) */
 } MpStageSpans;
@@ -403,6 +425,12 @@ typedef struct {
   double bytes;         /* memory traffic */
 } MpPhaseCost;
 
+/* MoE (moe14): bytes one rank's all-to-all dispatch of LAYER sends to other ranks per
+ * micro-batch, one way: its tokens x top-k x hidden x element size x (ep - 1) / ep, at
+ * the busiest rank's load (model load_imbalance, capped by capacity_factor); 0 for a
+ * dense layer. The combine sends as much back. */
+double mp_cost_moe_dispatch_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                   guint layer);
 void mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
                     const MpStageSpans *spans, guint layer, MpPhaseCost *fwd,
                     MpPhaseCost *bwd);

@@ -2,6 +2,7 @@
  * model back to the model YAML of examples/models (what `mpplan import hf` prints).
  *
  * Families read: gpt2, llama (2 and 3), mistral, mixtral, qwen2, qwen3, qwen3_moe, bert,
+ * qwen2_moe, deepseek_v2 / deepseek_v3 (their MoE side), gpt_oss (its experts),
  * with the key aliases of transformers' configuration_*.py (ECOSYSTEM.md 2.1): GPT-2's
  * n_layer / n_embd / n_head / n_inner / n_positions, num_key_value_heads (absent or null:
  * multi-head), head_dim (null: hidden / heads), MoE widths (Mixtral: intermediate_size
@@ -12,9 +13,10 @@
  *
  * Decisions (each also in --help and docs/mpplan.1):
  *  - What mpplan cannot cost is refused by name, never dropped: multi-head latent
- *    attention (q_lora_rank / kv_lora_rank), shared experts, dense-first or interleaved
- *    dense layers in an MoE (first_k_dense_replace, decoder_sparse_step != 1,
- *    mlp_only_layers), encoder-decoder models.
+ *    attention (q_lora_rank / kv_lora_rank), interleaved dense layers in an MoE
+ *    (decoder_sparse_step or moe_layer_freq != 1, mlp_only_layers), encoder-decoder
+ *    models. Shared experts (n_shared_experts, shared_expert_intermediate_size) and dense
+ *    first layers (first_k_dense_replace) are read (moe14).
  *  - Sliding-window attention (Mistral v0.1: 4096 of 32768) costs the same as full
  *    attention for sequences up to the window, so seq_len is capped at the window and a
  *    note says so; longer sequences would be costed as full attention otherwise.
@@ -49,6 +51,11 @@ static const Family families[] = {
   { "qwen2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
   { "qwen3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
   { "qwen3_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
+  /* MoE (moe14) */
+  { "qwen2_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
+  { "deepseek_v2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
+  { "deepseek_v3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM },
+  { "gpt_oss", TRUE, FALSE, FALSE, TRUE, MP_NORM_RMSNORM },
 };
 
 /* Reading state: the file name for messages, the first problem, notes for stderr. */
@@ -198,9 +205,6 @@ refuse_unsupported (Reader *r)
   } refused[] = {
     { "kv_lora_rank", "multi-head latent attention" },
     { "q_lora_rank", "multi-head latent attention" },
-    { "n_shared_experts", "shared experts" },
-    { "shared_expert_intermediate_size", "shared experts" },
-    { "first_k_dense_replace", "dense layers before the MoE layers" },
     { "mlp_only_layers", "dense layers among the MoE layers" },
     { "is_encoder_decoder", "encoder-decoder models" },
   };
@@ -215,6 +219,28 @@ refuse_unsupported (Reader *r)
   if (get_count (r, step_key, FALSE, MP_MODEL_MAX_LAYERS, &step) && step != 1)
     problem (r, "unsupported feature: an MoE layer every %" G_GUINT64_FORMAT " layers "
              "(decoder_sparse_step)", step);
+  /* GPT-OSS alternates sliding-window and full layers; until the IR holds per-layer
+   * windows (ir14) that is refused rather than costed as one window. */
+  JsonNode *types = json_object_get_member (r->root, "layer_types");
+  if (types != NULL && JSON_NODE_HOLDS_ARRAY (types))
+    {
+      JsonArray *a = json_node_get_array (types);
+      for (guint i = 0; i < json_array_get_length (a); i++)
+        {
+          JsonNode *t = json_array_get_element (a, i);
+          if (JSON_NODE_HOLDS_VALUE (t) && json_node_get_value_type (t) == G_TYPE_STRING
+              && strcmp (json_node_get_string (t), "sliding_attention") == 0)
+            {
+              problem (r, "unsupported feature: alternating sliding-window and full "
+                       "attention layers (layer_types)");
+              return;
+            }
+        }
+    }
+  static const char *const freq_key[] = { "moe_layer_freq", NULL };
+  if (get_count (r, freq_key, FALSE, MP_MODEL_MAX_LAYERS, &step) && step != 1)
+    problem (r, "unsupported feature: an MoE layer every %" G_GUINT64_FORMAT " layers "
+             "(moe_layer_freq)", step);
 }
 
 static const Family *
@@ -237,7 +263,8 @@ find_family (Reader *r)
     if (strcmp (type, families[i].type) == 0)
       return &families[i];
   problem (r, "unsupported model_type '%s' (supported: gpt2, llama, mistral, mixtral, "
-           "qwen2, qwen3, qwen3_moe, bert)", type);
+           "qwen2, qwen3, qwen3_moe, qwen2_moe, deepseek_v2, deepseek_v3, gpt_oss, bert)",
+           type);
   return NULL;
 }
 
@@ -290,7 +317,7 @@ read_experts (Reader *r, MpModel *m)
 {
   static const char *const n_keys[] = { "num_local_experts", "num_experts",
                                         "n_routed_experts", NULL };
-  static const char *const k_keys[] = { "num_experts_per_tok", NULL };
+  static const char *const k_keys[] = { "num_experts_per_tok", "experts_per_token", NULL };
   if (!get_count (r, n_keys, FALSE, MP_MODEL_MAX_EXPERTS, &m->experts))
     return;
   if (get_count (r, k_keys, TRUE, MP_MODEL_MAX_EXPERTS, &m->experts_per_token)
@@ -338,6 +365,38 @@ read_ffn (Reader *r, MpModel *m)
         problem (r, "missing required key '%s'", keys[0]);
       else
         m->ffn_hidden = 4 * m->hidden;
+    }
+}
+
+/* MoE (moe14): shared experts (DeepSeek n_shared_experts of moe_intermediate_size;
+ * Qwen2-MoE one of shared_expert_intermediate_size) and DeepSeek's dense first blocks
+ * (first_k_dense_replace, of intermediate_size: then ffn_hidden is the dense width and
+ * moe_ffn_hidden the expert's). Routed scaling, group-limited routing and the score
+ * function change no cost and are not read. */
+static void
+read_moe (Reader *r, MpModel *m)
+{
+  static const char *const n_shared_key[] = { "n_shared_experts", NULL };
+  static const char *const qwen_shared_key[] = { "shared_expert_intermediate_size", NULL };
+  static const char *const dense_key[] = { "first_k_dense_replace", NULL };
+  static const char *const dense_ffn_key[] = { "intermediate_size", NULL };
+  if (m->experts == 0 || r->error != NULL)
+    return;
+  m->moe_ffn_hidden = m->ffn_hidden;
+  if (feature_on (r, "n_shared_experts")
+      && get_count (r, n_shared_key, FALSE, MP_MODEL_MAX_EXPERTS, &m->shared_experts))
+    m->shared_expert_ffn = m->moe_ffn_hidden;
+  else if (feature_on (r, "shared_expert_intermediate_size")
+           && get_dim (r, qwen_shared_key, FALSE, &m->shared_expert_ffn))
+    m->shared_experts = 1;
+  if (feature_on (r, "first_k_dense_replace")
+      && get_count (r, dense_key, FALSE, MP_MODEL_MAX_LAYERS, &m->first_k_dense))
+    {
+      if (m->first_k_dense >= m->n_blocks)
+        problem (r, "'first_k_dense_replace' = %" G_GUINT64_FORMAT " leaves none of the %"
+                 G_GUINT64_FORMAT " layers an MoE one", m->first_k_dense, m->n_blocks);
+      else
+        get_dim (r, dense_ffn_key, TRUE, &m->ffn_hidden);
     }
 }
 
@@ -398,6 +457,7 @@ read_config (Reader *r, MpModel *m)
   read_position_norm (r, f, m);
   read_experts (r, m);
   read_ffn (r, m);
+  read_moe (r, m);
   m->tied_embeddings = get_bool (r, "tie_word_embeddings", f->tied);
   gboolean attn_bias = get_bool (r, "attention_bias", f->bias);
   m->bias = get_bool (r, "mlp_bias", f->bias) || attn_bias;
@@ -495,6 +555,23 @@ mp_model_file_is_hf (const char *path)
 
 /* ---- model -> YAML ---------------------------------------------------------------- */
 
+/* MoE (moe14): the keys that differ from their defaults. */
+static void
+append_moe (GString *s, const MpModel *m)
+{
+  if (m->moe_ffn_hidden != m->ffn_hidden)
+    g_string_append_printf (s, "moe_ffn_hidden: %" G_GUINT64_FORMAT "\n", m->moe_ffn_hidden);
+  if (m->shared_experts > 0)
+    g_string_append_printf (s, "shared_experts: %" G_GUINT64_FORMAT "\nshared_expert_ffn: %"
+                            G_GUINT64_FORMAT "\n", m->shared_experts, m->shared_expert_ffn);
+  if (m->first_k_dense > 0)
+    g_string_append_printf (s, "first_k_dense: %" G_GUINT64_FORMAT "\n", m->first_k_dense);
+  if (m->capacity_factor > 0)
+    g_string_append_printf (s, "capacity_factor: %.17g\n", m->capacity_factor);
+  if (m->load_imbalance > 1)
+    g_string_append_printf (s, "load_imbalance: %.17g\n", m->load_imbalance);
+}
+
 static void
 append_transformer (GString *s, const MpModel *m)
 {
@@ -513,6 +590,8 @@ append_transformer (GString *s, const MpModel *m)
   if (m->experts > 0)
     g_string_append_printf (s, "experts: %" G_GUINT64_FORMAT "\nexperts_per_token: %"
                             G_GUINT64_FORMAT "\n", m->experts, m->experts_per_token);
+  if (m->experts > 0)
+    append_moe (s, m);
 }
 
 static void

@@ -84,7 +84,7 @@ typedef struct {
   MpLayerKind kind;
   MpOp *ops;
   guint n_ops;
-  gboolean moe;          /* block with an MoE MLP */
+  gboolean moe;          /* block with an MoE MLP (routed experts; not a first-k dense one) */
   /* Sums over ops (per token). */
   double params, active_params, fwd_flops, bwd_flops, fwd_bytes;
   double act_bytes, act_rep_bytes, act_score_bytes;
@@ -108,6 +108,21 @@ struct _MpModel {
   MpPosition position;
   gboolean tied_embeddings, bias;
   guint64 experts, experts_per_token;   /* experts == 0: dense */
+  /* MoE (moe14): the shapes Megatron-Core's MoE layer and the HF MoE families use. */
+  guint64 moe_ffn_hidden;      /* one routed expert's MLP width (--moe-ffn-hidden-size;
+                                * ffn_hidden stays the dense blocks' width) */
+  guint64 shared_experts;      /* experts every token goes through (DeepSeek
+                                * n_shared_experts; Qwen2-MoE: 1); 0: none */
+  guint64 shared_expert_ffn;   /* width of one shared expert; they run as one MLP of
+                                * shared_experts x this, tensor-split over tp */
+  guint64 first_k_dense;       /* leading blocks with a dense MLP of ffn_hidden
+                                * (DeepSeek first_k_dense_replace) */
+  double capacity_factor;      /* tokens an expert takes at most, over its mean
+                                * (--moe-expert-capacity-factor); 0: dropless */
+  double load_imbalance;       /* tokens of the busiest expert rank over the mean (>= 1;
+                                * 1: balanced routing, what the aux loss aims at); the
+                                * expert GEMMs and dispatch run at this, capped by the
+                                * capacity factor (the rest is dropped) */
 
   /* mlp hyper-parameters (architecture: mlp) */
   guint64 input;               /* input features; seq_len is 1 for an MLP */

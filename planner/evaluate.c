@@ -445,9 +445,11 @@ int
 pl_compare_config (const MpParallelConfig *x, const MpParallelConfig *y)
 {
   const guint kx[] = { x->tp, x->pp, x->dp, x->cp, x->ep, x->vpp, x->sequence_parallel,
-                       x->zero, x->recompute, x->micro_batch_size, x->schedule };
+                       x->zero, x->recompute, x->micro_batch_size, x->schedule,
+                       mp_parallel_config_etp (x), x->dispatcher };
   const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
-                       y->zero, y->recompute, y->micro_batch_size, y->schedule };
+                       y->zero, y->recompute, y->micro_batch_size, y->schedule,
+                       mp_parallel_config_etp (y), y->dispatcher };
   for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)
     if (kx[i] != ky[i])
       return kx[i] < ky[i] ? -1 : 1;

@@ -33,7 +33,7 @@ put_plan (GArray *a, guint slot, guint family, const MpPlan *p)
                              c->sequence_parallel, c->zero, c->recompute, c->micro_batch_size,
                              c->num_micro_batches, c->schedule, c->flash_attention,
                              c->fp32_grads, c->order[0], c->order[1], c->order[2],
-                             c->order[3], chunks };
+                             c->order[3], c->etp, c->dispatcher, chunks };
   g_array_append_vals (a, fields, G_N_ELEMENTS (fields));
   for (guint i = 0; i < chunks; i++)
     put (a, p->chunk_layers[i]);
@@ -100,11 +100,11 @@ merge_part (const MpCostContext *ctx, guint global_batch, guint top_k, GBytes *p
     return FALSE;
   res->stats.evaluated += ((guint64) w[1] << 32) | w[2];
   res->stats.feasible += ((guint64) w[3] << 32) | w[4];
-  const gsize fixed = 21;
+  const gsize fixed = 23;
   while (at + fixed <= n)
     {
       const guint32 *f = w + at;
-      guint chunks = f[20];
+      guint chunks = f[22];
       if (chunks == 0 || f[1] >= MP_FAMILY_N || at + fixed + chunks > n)
         return FALSE;
       MpParallelConfig cfg;
@@ -116,6 +116,7 @@ merge_part (const MpCostContext *ctx, guint global_batch, guint top_k, GBytes *p
       cfg.flash_attention = f[14], cfg.fp32_grads = f[15];
       for (int d = 0; d < MP_DIM_N; d++)
         cfg.order[d] = (MpParallelDim) f[16 + d];
+      cfg.etp = f[20], cfg.dispatcher = (MpDispatcher) f[21];     /* MoE (moe14) */
       cfg.chunk_layers = w + at + fixed;
       if (cfg.pp * MAX (cfg.vpp, 1u) != chunks)
         return FALSE;

@@ -11,12 +11,12 @@
 
 typedef enum {
   PIN_DP, PIN_TP, PIN_PP, PIN_VPP, PIN_CP, PIN_EP, PIN_SP, PIN_ZERO, PIN_RECOMPUTE,
-  PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_N
+  PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_ETP, PIN_DISPATCHER, PIN_N
 } PinKey;
 
 static const char *const pin_names[PIN_N + 1] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
-  "micro_batch_size", "num_micro_batches", "schedule", NULL
+  "micro_batch_size", "num_micro_batches", "schedule", "etp", "dispatcher", NULL
 };
 
 struct _MpPlanPins {
@@ -48,6 +48,8 @@ value_of (const MpParallelConfig *cfg, PinKey key)
     case PIN_MBS: return cfg->micro_batch_size;
     case PIN_NMB: return cfg->num_micro_batches;
     case PIN_SCHEDULE: return cfg->schedule;
+    case PIN_ETP: return mp_parallel_config_etp (cfg);
+    case PIN_DISPATCHER: return cfg->dispatcher;
     case PIN_N:
     default: return 0;
     }
@@ -71,6 +73,14 @@ parse_value (PinKey key, const char *value, guint *out)
       if (!mp_schedule_from_name (value, &sch))
         return FALSE;
       *out = sch;
+      return TRUE;
+    }
+  if (key == PIN_DISPATCHER)
+    {
+      MpDispatcher d;
+      if (!mp_dispatcher_from_name (value, &d))
+        return FALSE;
+      *out = d;
       return TRUE;
     }
   if (key == PIN_SP && (strcmp (value, "true") == 0 || strcmp (value, "false") == 0))

@@ -11,7 +11,7 @@
 #define G_LOG_DOMAIN "mpplan-planner"
 #include "config.h"
 #include "common/output.h"
-#include "planner/planner.h"
+#include "planner/planner-private.h"
 #include "common/error.h"
 #include "common/units.h"
 #include "common/zoo.h"
@@ -89,6 +89,11 @@ json_config (JsonBuilder *b, const MpPlan *plan)
   mp_json_add_int (b, "micro_batch_size", c->micro_batch_size);
   mp_json_add_int (b, "num_micro_batches", c->num_micro_batches);
   mp_json_add_string (b, "schedule", mp_plan_schedule_name (c->schedule));
+  if (pl_config_has_experts (c))
+    {
+      mp_json_add_int (b, "etp", mp_parallel_config_etp (c));
+      mp_json_add_string (b, "dispatcher", mp_dispatcher_name (c->dispatcher));
+    }
 }
 
 static void
@@ -369,6 +374,9 @@ write_parallel (GString *out, const MpParallelConfig *c)
                           mp_plan_schedule_name (c->schedule),
                           c->flash_attention ? "true" : "false",
                           c->fp32_grads ? "true" : "false");
+  if (pl_config_has_experts (c))
+    g_string_append_printf (out, "  etp: %u\n  dispatcher: %s\n", mp_parallel_config_etp (c),
+                            mp_dispatcher_name (c->dispatcher));
   if (c->bucket_bytes > 0)
     {
       g_string_append (out, "  bucket_bytes: ");

@@ -89,7 +89,7 @@ gboolean mp_plan_evaluate (const MpCostContext *ctx, const MpParallelConfig *cfg
 /* ---- the search ---------------------------------------------------------------------- */
 
 /* Pins: "key=value" per JSON plan key (dp, tp, pp, vpp, cp, ep, sequence_parallel, zero,
- * recompute, micro_batch_size, num_micro_batches, schedule). */
+ * recompute, micro_batch_size, num_micro_batches, schedule, etp, dispatcher). */
 typedef struct _MpPlanPins MpPlanPins;
 /* Parses "tp=8,pp=8,recompute=full"; NULL with MP_ERROR_USAGE naming a bad key or value.
  * Caller owns. */
