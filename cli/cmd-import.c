@@ -53,20 +53,23 @@ mp_cmd_import (int argc, char **argv, gboolean do_help)
   g_option_context_set_help_enabled (ctx, FALSE);
   g_option_context_set_summary (
       ctx, "Turn a Hugging Face config.json (gpt2, llama, mistral, mixtral, qwen2, qwen3, "
-           "qwen3_moe, bert) into mpplan's model YAML. `plan -m`, `compare -m` and "
+           "qwen3_moe, qwen2_moe, deepseek_v2, deepseek_v3, gpt_oss, bert) into mpplan's "
+           "model YAML. `plan -m`, `compare -m` and "
            "`describe` also read a config.json directly.");
   g_option_context_set_description (
       ctx, "Keys and aliases: num_hidden_layers|n_layer, hidden_size|n_embd, "
            "num_attention_heads|n_head, num_key_value_heads, head_dim, intermediate_size|"
            "n_inner (MoE: moe_intermediate_size first), num_local_experts|num_experts, "
-           "num_experts_per_tok, vocab_size, max_position_embeddings|n_positions, "
+           "num_experts_per_tok|experts_per_token, shared experts (n_shared_experts, "
+           "shared_expert_intermediate_size), first_k_dense_replace, vocab_size, max_position_embeddings|n_positions, "
            "hidden_act|activation_function (silu in a gated family: swiglu; gelu*: gelu), "
            "rms_norm_eps (rmsnorm) or layer_norm_epsilon|layer_norm_eps (layernorm), "
            "rope_theta|rope_parameters|rope_scaling (rotary), tie_word_embeddings, "
            "attention_bias|mlp_bias, torch_dtype.\n"
            "Refused by name (exit 2): multi-head latent attention (q_lora_rank, "
-           "kv_lora_rank), shared experts, dense layers in an MoE (first_k_dense_replace, "
-           "decoder_sparse_step != 1, mlp_only_layers), encoder-decoder models, other "
+           "kv_lora_rank), dense layers among the MoE layers (decoder_sparse_step or "
+           "moe_layer_freq != 1, mlp_only_layers), alternating sliding-window layers "
+           "(layer_types), encoder-decoder models, other "
            "model types. A sliding window shorter than the context sets seq_len to the "
            "window (a note on stderr): up to it, windowed attention costs what full "
            "attention does.\n" MP_CLI_EXIT_CODES);

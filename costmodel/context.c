@@ -558,6 +558,12 @@ build_sums (MpCostContext *ctx)
       v[CM_SUM_NR_ACT] = rc ? 0 : l->act_bytes;
       v[CM_SUM_NR_ACT_REP] = rc ? 0 : l->act_rep_bytes;
       v[CM_SUM_NR_ACT_SCORE] = rc ? 0 : l->act_score_bytes;
+      for (guint o = 0; o < l->n_ops; o++)
+        if (l->ops[o].split == MP_SPLIT_EXPERT)
+          {
+            v[CM_SUM_EXPERT_ACT] += l->ops[o].act_bytes;
+            v[CM_SUM_EXPERT_REP] += l->ops[o].act_rep_bytes;
+          }
       for (int s = 0; s < CM_SUM_N; s++)
         ctx->sums[s][i + 1] = ctx->sums[s][i] + v[s];
       if (rc)

@@ -61,6 +61,8 @@ typedef enum {
   CM_SUM_NR_ACT,         /* act_bytes of layers full recompute does not apply to */
   CM_SUM_NR_ACT_REP,     /* ... their act_rep_bytes */
   CM_SUM_NR_ACT_SCORE,   /* ... their act_score_bytes */
+  CM_SUM_EXPERT_ACT,     /* MoE (moe14): act_bytes of expert ops (in CM_SUM_ACT too) */
+  CM_SUM_EXPERT_REP,     /* ... their act_rep_bytes: the dispatched token copies */
   CM_SUM_N
 } CmSum;
 

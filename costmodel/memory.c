@@ -40,6 +40,18 @@ kept_per_token (const MpCostContext *ctx, const MpParallelConfig *cfg, guint fir
       return kept;
     }
   double kept = cm_sum (ctx, CM_SUM_ACT, first, n) / t + cm_sum (ctx, CM_SUM_ACT_REP, first, n) / sd;
+  double ea = cm_sum (ctx, CM_SUM_EXPERT_ACT, first, n);
+  double er = cm_sum (ctx, CM_SUM_EXPERT_REP, first, n);
+  if (ea > 0 || er > 0)
+    {
+      /* MoE (moe14): a rank keeps the token copies its experts computed, tokens * k *
+       * etp / tp at the busiest rank's load (the dispatched, etp-gathered fc1 input is
+       * what the grouped GEMM saves, whether or not the dense part is sequence-split),
+       * and their split activations at that load. */
+      double load = cm_expert_load (ctx->model), etp = mp_parallel_config_etp (cfg);
+      kept = (cm_sum (ctx, CM_SUM_ACT, first, n) - ea + ea * load) / t
+             + (cm_sum (ctx, CM_SUM_ACT_REP, first, n) - er) / sd + er * load * etp / t;
+    }
   /* The score terms are dropped by selective recompute and by flash attention. */
   if (cfg->recompute == MP_RECOMPUTE_NONE && !cfg->flash_attention)
     kept += cm_sum (ctx, CM_SUM_ACT_SCORE, first, n) / t;

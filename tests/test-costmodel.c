@@ -1115,6 +1115,16 @@ test_costmodel_expert_tensor_parallel (void **state)
   mp_cost_layer_params (ctx, &cfg, 1, &dense2, &expert2);
   mp_assert_close (expert, expert2, 1e-12);
   mp_assert_close (dense, dense2, 0);
+  /* Permuted activations: a rank keeps the token copies its experts saw, tokens x k x
+   * etp / tp of them (h wide, the fc1 input): etp = 2 keeps one more copy's worth per
+   * tp = 2 rank than etp = 1. */
+  cfg.etp = 1;
+  cfg.ep = 8;
+  double act1 = mp_cost_layer_activation_bytes (ctx, &cfg, 1);
+  cfg.etp = 2;
+  cfg.ep = 4;
+  double act2 = mp_cost_layer_activation_bytes (ctx, &cfg, 1);
+  mp_assert_close (act2 - act1, (double) m->seq_len * 2 * 4096 * 2 / 2, 1e-9);
   /* ep = 8 with etp = 1 on tp 2 x dp 4: ep may exceed dp * cp, folded over tp. */
   cfg.etp = 1;
   cfg.ep = 8;
