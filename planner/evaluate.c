@@ -388,6 +388,8 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
                       + b->bwd.tp_comm_s + b->bwd.ep_comm_s + b->bwd.cp_comm_s);
   t->pp_comm_s = pipe.pp_comm_s;
   t->bubble_s = MAX (0.0, pipe.pipe_s - t->compute_s - t->tp_comm_s - t->pp_comm_s);
+  if (t->bubble_s < 1e-12 * pipe.pipe_s)
+    t->bubble_s = 0;             /* rounding left by the subtraction, not a bubble */
   t->dp_comm_s = dp_exposed (cfg, st);
   t->optimizer_s = 0;
   for (guint i = 0; i < cfg->pp; i++)
