@@ -733,15 +733,6 @@ cm_boundary_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
   return cm_tokens (ctx, cfg) * width * ctx->elt / div;
 }
 
-/* Do two stages' layers see the same groups (so the same layer costs)? */
-static gboolean
-same_layer_groups (const MpStageSpans *a, const MpStageSpans *b)
-{
-  return a->device == b->device && memcmp (&a->tp, &b->tp, sizeof a->tp) == 0
-         && memcmp (&a->cp, &b->cp, sizeof a->cp) == 0
-         && memcmp (&a->ep, &b->ep, sizeof a->ep) == 0;
-}
-
 void
 mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out)
 {
@@ -775,7 +766,7 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
           mp_cost_stage_spans (ctx, cfg, s, &spans[s]);
           layer_row[s] = s;
           for (guint i = 0; i < n_reps; i++)
-            if (same_layer_groups (&spans[reps[i]], &spans[s]))
+            if (cm_same_layer_groups (&spans[reps[i]], &spans[s]))
               {
                 layer_row[s] = layer_row[reps[i]];
                 break;

@@ -6,6 +6,8 @@
 #pragma once
 #include "costmodel/costmodel.h"
 
+#include <string.h>
+
 G_BEGIN_DECLS
 
 /* How a GEMM's shape changes under tensor parallelism. */
@@ -115,6 +117,17 @@ static inline double
 cm_expert_shards (const MpParallelConfig *cfg)
 {
   return (double) mp_parallel_config_etp (cfg) * MAX (cfg->ep, 1u);
+}
+/* Layers cost the same on two stages with the same device and tensor-, context- and
+ * expert-parallel groups (MoE (moe14): the expert grid's etp and etp x ep ones too). */
+static inline gboolean
+cm_same_layer_groups (const MpStageSpans *a, const MpStageSpans *b)
+{
+  return a->device == b->device && memcmp (&a->tp, &b->tp, sizeof a->tp) == 0
+         && memcmp (&a->cp, &b->cp, sizeof a->cp) == 0
+         && memcmp (&a->ep, &b->ep, sizeof a->ep) == 0
+         && memcmp (&a->etp, &b->etp, sizeof a->etp) == 0
+         && memcmp (&a->etp_ep, &b->etp_ep, sizeof a->etp_ep) == 0;
 }
 /* MoE (moe14): the busiest expert rank's tokens over the mean: the model's load
  * imbalance, capped by its capacity factor (tokens past capacity are dropped). */

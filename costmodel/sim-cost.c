@@ -85,15 +85,6 @@ spans_of (CmSimCost *c, guint stage)
   return &c->spans[stage];
 }
 
-/* Layers cost the same on two stages with the same device and TP, CP and EP groups. */
-static gboolean
-same_layer_groups (const MpStageSpans *a, const MpStageSpans *b)
-{
-  return a->device == b->device && memcmp (&a->tp, &b->tp, sizeof a->tp) == 0
-         && memcmp (&a->cp, &b->cp, sizeof a->cp) == 0
-         && memcmp (&a->ep, &b->ep, sizeof a->ep) == 0;
-}
-
 static guint
 row_of (CmSimCost *c, guint stage)
 {
@@ -102,7 +93,7 @@ row_of (CmSimCost *c, guint stage)
   const MpStageSpans *sp = spans_of (c, stage);
   c->row[stage] = stage;
   for (guint s = 0; s < c->pp; s++)
-    if (s != stage && c->row[s] == s && same_layer_groups (&c->spans[s], sp))
+    if (s != stage && c->row[s] == s && cm_same_layer_groups (&c->spans[s], sp))
       {
         c->row[stage] = s;
         break;
