@@ -184,6 +184,16 @@ test_model_qwen3_235b_published (void **state)
 }
 
 static void
+test_model_qwen3_30b_published (void **state)
+{
+  /* Qwen3 report Table 2: 30.5B total, 3.3B activated (the config gives 3.35B, as
+   * tests/test-import.c finds from the same config.json). */
+  g_autoptr(MpModel) m = load_ok ("qwen3-30b-a3b");
+  mp_assert_close (m->params_total, 30.5e9, 0.005);
+  mp_assert_close (m->params_active, 3.3e9, 0.02);
+}
+
+static void
 test_model_gpt_oss_120b_published (void **state)
 {
   /* gpt-oss model card Table 1: 116.83B total, 5.13B active (the input embedding not
@@ -565,7 +575,7 @@ test_model_zoo_lists_all_models (void **state)
   static const char *const want[] = {
     "mlp-1024", "gpt3-125m", "gpt3-1.3b", "gpt3-13b", "gpt3-175b", "llama2-7b", "llama2-70b",
     "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "bert-large", "tiny-gpt",
-    "gpt2-124m", "mixtral-8x22b", "qwen3-235b-a22b", "gpt-oss-120b", "tiny-moe"
+    "gpt2-124m", "mixtral-8x22b", "qwen3-235b-a22b", "gpt-oss-120b", "tiny-moe", "qwen3-30b-a3b"
   };
   g_auto(GStrv) names = mp_model_zoo_list ();
   for (guint i = 0; i < G_N_ELEMENTS (want); i++)
@@ -752,6 +762,7 @@ main (void)
     cmocka_unit_test (test_model_mixtral_total_and_active_params),
     cmocka_unit_test (test_model_mixtral_8x22b_published),
     cmocka_unit_test (test_model_qwen3_235b_published),
+    cmocka_unit_test (test_model_qwen3_30b_published),
     cmocka_unit_test (test_model_gpt_oss_120b_published),
     cmocka_unit_test (test_model_shared_experts_and_first_k_dense),
     cmocka_unit_test (test_model_moe_keys_refused_on_bad_input),
