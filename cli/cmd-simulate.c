@@ -11,45 +11,11 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 typedef struct {
   char *plan, *trace, *profile;
   gboolean json;
 } SimArgs;
-
-/* The six parts of a step, as the planner's JSON names them. */
-static const char *const part_names[] = { "compute", "tp_comm", "pp_comm", "dp_comm", "bubble",
-                                          "optimizer" };
-
-static void
-sim_parts (const MpSimTime *t, double out[6])
-{
-  const double v[6] = { t->compute_s, t->tp_comm_s, t->pp_comm_s, t->dp_comm_s, t->bubble_s,
-                        t->optimizer_s };
-  memcpy (out, v, sizeof v);
-}
-
-static void
-plan_parts (const MpPlanTime *t, double out[6])
-{
-  const double v[6] = { t->compute_s, t->tp_comm_s, t->pp_comm_s, t->dp_comm_s, t->bubble_s,
-                        t->optimizer_s };
-  memcpy (out, v, sizeof v);
-}
-
-static void
-add_parts (JsonBuilder *b, const char *key, const double v[6])
-{
-  json_builder_set_member_name (b, key);
-  json_builder_begin_object (b);
-  for (int i = 0; i < 6; i++)
-    {
-      json_builder_set_member_name (b, part_names[i]);
-      json_builder_add_double_value (b, v[i]);
-    }
-  json_builder_end_object (b);
-}
 
 static void
 rank_json (JsonBuilder *b, const MpSimRank *rk)
@@ -63,9 +29,7 @@ rank_json (JsonBuilder *b, const MpSimRank *rk)
   for (int s = 0; s < MP_STREAM_N; s++)
     mp_json_add_double (b, mp_stream_name ((MpStream) s), rk->busy_s[s]);
   json_builder_end_object (b);
-  double parts[6];
-  sim_parts (&rk->time, parts);
-  add_parts (b, "time_s", parts);
+  mp_step_time_add_json (b, "time_s", &rk->time);
   json_builder_end_object (b);
 }
 
@@ -74,7 +38,6 @@ static JsonNode *
 result_json (const MpPlanResolved *res, const char *path, const MpSimResult *sim)
 {
   const MpPlan *plan = res->plan;
-  double parts[6];
   g_autoptr(JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
   mp_json_add_int (b, "schema_version", 1);
@@ -85,11 +48,9 @@ result_json (const MpPlanResolved *res, const char *path, const MpSimResult *sim
   json_builder_set_member_name (b, "cluster");
   json_builder_add_string_value (b, res->cluster->name);
   mp_json_add_double (b, "step_s", sim->step_s);
-  sim_parts (&sim->time, parts);
-  add_parts (b, "time_s", parts);
+  mp_step_time_add_json (b, "time_s", &sim->time);
   mp_json_add_double (b, "closed_form_step_s", plan->step_s);
-  plan_parts (&plan->time, parts);
-  add_parts (b, "closed_form_time_s", parts);
+  mp_step_time_add_json (b, "closed_form_time_s", &plan->time);
   mp_json_add_double (b, "difference", plan->step_s > 0 ? sim->step_s / plan->step_s - 1 : 0);
   mp_json_add_int (b, "critical_rank", sim->ranks[sim->critical].rank);
   mp_json_add_int (b, "critical_stage", sim->ranks[sim->critical].stage);
@@ -128,11 +89,8 @@ print_text (const MpPlanResolved *res, const char *path, const MpSimResult *sim)
           c->num_micro_batches, c->micro_batch_size);
   printf ("  %-10s %12s %12s %10s\n", "", "simulated", "closed form", "difference");
   print_row ("step", sim->step_s, plan->step_s);
-  double s[6], f[6];
-  sim_parts (&sim->time, s);
-  plan_parts (&plan->time, f);
-  for (int i = 0; i < 6; i++)
-    print_row (part_names[i], s[i], f[i]);
+  for (int p = 0; p < MP_PHASE_N; p++)
+    print_row (mp_phase_name (p), sim->time.t[p], plan->time.t[p]);
   const MpSimRank *crit = &sim->ranks[sim->critical];
   printf ("\nThe simulated parts are those of rank %u (stage %u), whose step ends last; the "
           "closed form's\nare those of its bottleneck stage. Simulated %u rank%s (one per "

@@ -42,28 +42,17 @@ typedef struct {
 
 /* ---- choosing plans ------------------------------------------------------------------ */
 
-static gboolean
-same_config (const MpPlan *x, const MpPlan *y)
-{
-  const MpParallelConfig *a = &x->cfg, *b = &y->cfg;
-  if (a->dp != b->dp || a->tp != b->tp || a->pp != b->pp || a->cp != b->cp || a->vpp != b->vpp
-      || a->ep != b->ep || a->sequence_parallel != b->sequence_parallel || a->zero != b->zero
-      || a->recompute != b->recompute || a->micro_batch_size != b->micro_batch_size
-      || a->num_micro_batches != b->num_micro_batches || a->schedule != b->schedule
-      || a->flash_attention != b->flash_attention)
-    return FALSE;
-  guint chunks = a->pp * a->vpp;
-  return memcmp (x->chunk_layers, y->chunk_layers, chunks * sizeof (guint)) == 0;
-}
-
 static void
 add_plan (GPtrArray *chosen, const MpPlan *plan, guint max_ranks)
 {
   if (plan == NULL || !plan->fits || plan->world_size > max_ranks)
     return;
   for (guint i = 0; i < chosen->len; i++)
-    if (same_config (g_ptr_array_index (chosen, i), plan))
-      return;
+    {
+      const MpPlan *had = g_ptr_array_index (chosen, i);
+      if (mp_parallel_config_equal (&had->cfg, &plan->cfg))
+        return;
+    }
   g_ptr_array_add (chosen, (gpointer) plan);
 }
 
@@ -106,13 +95,7 @@ predict (const Verify *v, const MpPlan *plan, JsonNode **trace, GError **error)
   JsonObject *o = json_node_get_object (out);
   json_object_set_double_member (o, "closed_form_step_s", plan->step_s);
   json_object_set_double_member (o, "step_s", sim->step_s);
-  JsonObject *t = json_object_new ();
-  const MpSimTime *st = &sim->time;
-  const double parts[] = { st->compute_s, st->tp_comm_s, st->pp_comm_s, st->dp_comm_s,
-                           st->bubble_s, st->optimizer_s };
-  for (int p = 0; p < MP_REPORT_STEP; p++)
-    json_object_set_double_member (t, mp_report_phase_name (p), parts[p]);
-  json_object_set_object_member (o, "time_s", t);
+  json_object_set_member (o, "time_s", mp_step_time_to_json (&sim->time));
   return out;
 }
 

@@ -417,14 +417,6 @@ mp_cost_collective (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKin
 /* ---- names ---------------------------------------------------------------------------- */
 
 const char *
-mp_coll_kind_name (MpCollKind kind)
-{
-  static const char *const names[] = { "all_reduce", "all_gather", "reduce_scatter",
-                                       "all_to_all", "broadcast", "send_recv" };
-  return (guint) kind < G_N_ELEMENTS (names) ? names[kind] : "?";
-}
-
-const char *
 mp_coll_algo_name (MpCollAlgo algo)
 {
   static const char *const names[] = { "auto", "ring", "tree", "hierarchical", "nvls",

@@ -737,7 +737,7 @@ void
 mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out)
 {
   g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
-  guint pp = cfg->pp, vpp = cm_vpp (cfg), chunks = pp * vpp;
+  guint pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg), chunks = pp * vpp;
   guint nc = MAX (ctx->n_classes, 1u);
   g_autofree guint *first = g_new (guint, chunks);
   g_autofree guint *count = g_new (guint, chunks);

@@ -108,8 +108,6 @@ cm_sum (const MpCostContext *ctx, CmSum which, guint first, guint n)
 {
   return ctx->sums[which][first + n] - ctx->sums[which][first];
 }
-/* The config's vpp (1 unless interleaved). */
-guint cm_vpp (const MpParallelConfig *cfg);
 /* Tokens one rank processes per micro-batch: micro_batch_size * seq_len / cp. */
 double cm_tokens (const MpCostContext *ctx, const MpParallelConfig *cfg);
 /* MoE (moe14): ranks one expert's weights are divided over, etp * ep. */

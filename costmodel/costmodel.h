@@ -3,9 +3,10 @@
  * Pure functions over an immutable model (model/model.h) and cluster
  * (topology/topology.h). mp_cost_context_new() precomputes what depends only on the pair
  * (device curves, per-op tensor-parallel roles, prefix sums over layers); everything else
- * takes a small plain-data MpParallelConfig that the planner fills from its plan, and costs
- * microseconds; the discrete-event simulator (sim.c) times a step's programs with the
- * same calls. Not here: searching plans and building programs (planner/).
+ * takes a small plain-data MpParallelConfig (program/program.h) that the planner fills
+ * from its plan, and costs microseconds; the discrete-event simulator (sim.c) times a
+ * step's programs (program/program.h) with the same calls. Not here: the plan's
+ * vocabulary (program/), searching plans and building programs (planner/).
  *
  * Three parts:
  *  - compute: roofline time of an op on one device, max (FLOPs / (peak x efficiency),
@@ -27,94 +28,9 @@
 #include <json-glib/json-glib.h>
 #include "model/model.h"
 #include "topology/topology.h"
+#include "program/program.h"
 
 G_BEGIN_DECLS
-
-/* ==== the plan-like input ============================================================ */
-
-typedef enum {
-  MP_RECOMPUTE_NONE,       /* keep every activation for backward */
-  MP_RECOMPUTE_SELECTIVE,  /* recompute the attention core (Korthikanti et al. 2022) */
-  MP_RECOMPUTE_FULL,       /* keep only each block's input; recompute the block */
-} MpRecompute;
-
-typedef enum {
-  MP_SCHEDULE_1F1B,        /* PipeDream-flush: stage i of p holds min(p - i, m) */
-  MP_SCHEDULE_GPIPE,       /* all forwards, then all backwards: every stage holds m */
-  MP_SCHEDULE_INTERLEAVED, /* Megatron's interleaved 1F1B over vpp chunks per stage */
-  MP_SCHEDULE_NONE,        /* layer placement, one micro-batch in flight */
-} MpSchedule;
-
-/* The parallel dimensions that number ranks, for MpParallelConfig.order. */
-typedef enum { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP, MP_DIM_PP, MP_DIM_N } MpParallelDim;
-
-/* MoE (moe14): how tokens reach their experts (Megatron-Core --moe-token-dispatcher-type). */
-typedef enum {
-  MP_DISPATCH_ALLTOALL,    /* permute, all-to-all over ep (then all-gather over etp) */
-  MP_DISPATCH_ALLGATHER,   /* all-gather every token over etp x ep, reduce-scatter back */
-} MpDispatcher;
-
-/* How a step is split over ranks; plain data (the planner builds one per plan). The
- * ranks used are dp * tp * pp * cp. Experts use Megatron-Core's second grid over the
- * same tp * cp * dp ranks of a pipeline stage (parallel_state.py, its expert rank
- * generator): etp fastest, then ep, then the expert-data-parallel rest, so ep may
- * exceed dp * cp when etp < tp (ep folded over tensor ranks). Experts are divided over
- * ep and tensor-split over etp; their gradients are reduced over
- * edp = tp * cp * dp / (etp * ep). With etp = tp this is ep carved out of dp * cp. */
-typedef struct {
-  guint dp, tp, pp, cp;        /* data, tensor, pipeline, context parallel sizes (>= 1) */
-  guint vpp;                   /* model chunks per pipeline rank (interleaved); 1 otherwise */
-  guint ep;                    /* expert parallel size (1 for dense models) */
-  /* MoE (moe14) */
-  guint etp;                   /* expert tensor parallel size; 0: tp (Megatron's default) */
-  MpDispatcher dispatcher;     /* token dispatch (all-to-all when zeroed) */
-  gboolean sequence_parallel;  /* Megatron SP: norms/dropout split by sequence over tp */
-  guint zero;                  /* ZeRO stage 0-3 over the dp * cp replicas */
-  MpRecompute recompute;
-  guint micro_batch_size;      /* sequences per micro-batch */
-  guint num_micro_batches;     /* micro-batches per optimizer step per replica */
-  MpSchedule schedule;
-  gboolean flash_attention;    /* fused attention: no score matrix in memory */
-  gboolean fp32_grads;         /* gradients accumulated in fp32 (Megatron with bf16); else
-                                * at the model's state_bytes_per_param gradient size */
-  double bucket_bytes;         /* data-parallel gradient bucket; 0: 25 MiB (PyTorch DDP) */
-  /* Model layers (model->layers, embedding and head included) per model chunk, pp * vpp
-   * entries in chunk order; chunk c runs on pipeline rank c % pp. NULL: blocks spread
-   * evenly, the embedding on the first chunk and the head on the last. Borrowed. */
-  const guint *chunk_layers;
-  /* Rank numbering, innermost first (Megatron's default tp, cp, dp, pp). An order that
-   * is not a permutation (e.g. all zero, as in a zeroed struct) means the default. */
-  MpParallelDim order[MP_DIM_N];
-  /* Rank -> device (world_size entries), NULL: rank r on device r. Borrowed. */
-  const guint *placement;
-} MpParallelConfig;
-
-/* Sets every size to 1, 1F1B, flash attention on, default order, no chunk split. */
-void mp_parallel_config_init (MpParallelConfig *cfg);
-/* TRUE when CFG can run MODEL on CLUSTER: sizes >= 1, world fits, tp divides heads, kv
- * heads and ffn (mlp: every layer's outputs), cp divides the sequence, ep divides experts,
- * etp * ep divides tp * cp * dp, etp divides the expert width and tp the shared one,
- * etp != tp or ep folded over tp needs sequence parallelism when tp > 1, vpp needs the interleaved schedule (whose micro-batches pp divides, as
- * Megatron-LM requires), chunk_layers sums to the layer count with no empty chunk (so
- * the embedding is on the first chunk and the head on the last), or without it every
- * chunk gets a block. Else FALSE with MP_ERROR_INPUT naming the first problem. */
-gboolean mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
-                                   const MpCluster *cluster, GError **error);
-/* MoE (moe14): the expert tensor-parallel size (etp, or tp when 0) and the
- * expert-data-parallel size tp * cp * dp / (etp * ep) under CFG. */
-guint mp_parallel_config_etp (const MpParallelConfig *cfg);
-guint mp_parallel_config_edp (const MpParallelConfig *cfg);
-const char *mp_dispatcher_name (MpDispatcher d);
-gboolean mp_dispatcher_from_name (const char *name, MpDispatcher *out);
-
-/* Rank strides under CFG's order, indexed by MpParallelDim: rank = sum over the four
- * dimensions of coordinate x stride (the numbering every group of the cost model uses). */
-void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DIM_N]);
-/* Lower-case names ("selective", "interleaved") and their inverses. */
-const char *mp_recompute_name (MpRecompute r);
-const char *mp_schedule_name (MpSchedule s);
-gboolean mp_recompute_from_name (const char *name, MpRecompute *out);
-gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 
 /* ==== device classes and their default curves (curves.c) ============================== */
 
@@ -168,16 +84,6 @@ const MpDeviceCurve *mp_device_curve (MpDeviceClass klass);
 const char *mp_device_class_name (MpDeviceClass klass);
 
 /* ==== calibration profile (profile.c) ================================================== */
-
-typedef enum {
-  MP_COLL_ALL_REDUCE,
-  MP_COLL_ALL_GATHER,
-  MP_COLL_REDUCE_SCATTER,
-  MP_COLL_ALL_TO_ALL,
-  MP_COLL_BROADCAST,
-  MP_COLL_SEND_RECV,
-  MP_COLL_N
-} MpCollKind;
 
 /* Measured tables that override the built-in curves: `mpplan calibrate` measures them and
  * writes a YAML profile (profile-yaml.c reads and writes it; the format is in
@@ -548,7 +454,6 @@ void mp_cost_alpha_beta (const MpCostContext *ctx, const MpCostDevice *dev,
 void mp_cost_collective (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind kind,
                          double size, const MpGroupSpan *span, MpCollAlgo algo,
                          MpCollCost *out);
-const char *mp_coll_kind_name (MpCollKind kind);
 const char *mp_coll_algo_name (MpCollAlgo algo);
 const char *mp_coll_proto_name (MpCollProto proto);
 
@@ -595,91 +500,6 @@ char *mp_cost_describe_layers_text (const MpCostContext *ctx, const MpParallelCo
 JsonNode *mp_cost_describe_layers_json (const MpCostContext *ctx,
                                         const MpParallelConfig *cfg);
 
-/* ==== programs: one rank's training step as instructions (sim.c times them) ========= */
-
-/* A plan expands into one program per rank (planner/ writes them); the simulator here
- * and the executor (exec/) interpret the same programs. The types live here, below the
- * planner, because the simulator reads them.
- *
- * The builder assumes: instructions are issued in program order; each stream runs its own
- * in order; an instruction on the PP or DP stream starts once the compute work issued
- * before it is done (its data is ready); a SEND holds up nothing after it, whatever its
- * receiver does (MPI_Isend; with NCCL, not in order behind later receives); a RECV holds
- * up the compute work after it until its data has arrived. Under these rules every
- * program set planner/ builds runs to the end (tests/test-program.c). */
-
-typedef enum {
-  MP_STREAM_COMPUTE,     /* kernels, and the tensor-parallel collectives that block them */
-  MP_STREAM_PP,          /* pipeline send / receive */
-  MP_STREAM_DP,          /* gradient reduction, ZeRO parameter gathers, tied embeddings */
-  MP_STREAM_N
-} MpStream;
-
-typedef enum {
-  MP_INSN_FORWARD,       /* forward of one model layer for one micro-batch, with the
-                          * tensor/context/expert-parallel collectives inside it */
-  MP_INSN_BACKWARD,      /* backward of one layer for one micro-batch (input and weight
-                          * gradients, and its TP collectives); with `recompute` set it
-                          * first re-runs what the plan recomputes */
-  MP_INSN_SEND,          /* activations (forward) or their gradients (backward) to `peer` */
-  MP_INSN_RECV,          /* the matching receive from `peer` (same tag) */
-  MP_INSN_REDUCE_GRADS,  /* data-parallel all-reduce (ZeRO 0) or reduce-scatter (ZeRO 1-3,
-                          * as the cost model) of one gradient bucket, layers [layer, layer +
-                          * n_layers), issued when its last gradient is ready: in the last
-                          * micro-batch (ZeRO-3: in every micro-batch) */
-  MP_INSN_GATHER_PARAMS, /* all-gather of parameters: of one layer before its forward and
-                          * again before its backward (ZeRO-3, issued one layer ahead; the
-                          * layer's FORWARD / BACKWARD waits for it, as for a receive), or
-                          * of a bucket's updated shards after the optimizer (ZeRO 1/2) */
-  MP_INSN_REDUCE_TIED,   /* all-reduce of the tied embedding's gradient (first, last stage) */
-  MP_INSN_WAIT,          /* the compute stream waits until `stream`'s work issued so far is
-                          * done (before the optimizer: every gradient reduced) */
-  MP_INSN_OPTIMIZER,     /* optimizer step on this rank's parameters (or ZeRO shard) */
-  MP_INSN_N
-} MpInsnKind;
-
-/* The ranks a collective runs over, relative to the rank running it (MpStageSpans). */
-typedef enum {
-  MP_GROUP_NONE,         /* not a collective */
-  MP_GROUP_DP,           /* dense gradients: the dp * cp ranks with this rank's tp, pp */
-  MP_GROUP_EDP,          /* expert gradients: the dp * cp / ep of those with its experts */
-  MP_GROUP_PP_ENDS,      /* tied embeddings: its peers on the first and the last stage */
-  MP_GROUP_N
-} MpCommGroup;
-
-typedef struct {
-  MpInsnKind kind;
-  MpStream stream;       /* where it runs (WAIT: the stream waited on) */
-  guint chunk;           /* model chunk (virtual stage); for F/B/SEND/RECV */
-  guint layer;           /* model layer (F/B); first layer of a bucket (REDUCE/GATHER) */
-  guint n_layers;        /* layers a bucket or gather covers (1 for F/B) */
-  guint micro_batch;     /* F/B/SEND/RECV */
-  gboolean recompute;    /* BACKWARD re-runs recomputed forward work first */
-  gint peer;             /* SEND/RECV: the other rank (world rank); -1 otherwise */
-  guint tag;             /* SEND/RECV: equal on a send and its receive, unique per pair */
-  guint bucket;          /* REDUCE_GRADS: bucket number on this rank, in issue order */
-  MpCollKind coll;       /* collectives: which one */
-  double bytes;          /* bytes moved (comm) or model bytes touched (F/B) */
-  double flops;          /* F/B: FLOPs executed (recomputation included) */
-  MpCommGroup group;     /* REDUCE_GRADS, GATHER_PARAMS, REDUCE_TIED: over which ranks */
-} MpInsn;
-
-typedef struct {
-  guint rank;            /* world rank */
-  guint stage;           /* pipeline rank */
-  guint dp_rank, tp_rank, cp_rank;
-  MpSchedule schedule;   /* the plan's, with its shape, for listings */
-  guint pp, vpp, n_micro_batches;
-  MpInsn *insns;
-  guint n_insns;
-} MpProgram;
-
-void mp_program_free (MpProgram *program);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpProgram, mp_program_free)
-const char *mp_insn_kind_name (MpInsnKind kind);
-const char *mp_stream_name (MpStream stream);
-const char *mp_comm_group_name (MpCommGroup group);
-
 /* ==== simulator (sim.c): a step's programs timed event by event ====================== */
 
 /* The programs of the ranks that are not symmetric copies of each other (one per pipeline
@@ -722,25 +542,19 @@ typedef struct {
   guint peer_insn;        /* SEND, RECV: the matching instruction of the peer's program */
 } MpSimSlice;
 
-/* Where one rank's step goes, with the planner's keys (MpPlanTime): its compute stream's
- * timeline over [0, step_s], every instant counted once, so the parts add up to step_s. */
-typedef struct {
-  double compute_s;    /* FORWARD/BACKWARD kernels, recomputation included */
-  double tp_comm_s;    /* the TP/CP/EP collectives inside FORWARD/BACKWARD */
-  double pp_comm_s;    /* idle while a p2p transfer it waits on is in flight, and after its
-                        * last compute while its pp stream still runs */
-  double dp_comm_s;    /* idle waiting on the dp stream, and after its last compute while
-                        * the dp stream still runs (ZeRO-1/2 gathers) */
-  double bubble_s;     /* idle otherwise: waiting for other stages (fill, drain, slower
-                        * stages) and, after its own work, for the slowest rank */
-  double optimizer_s;  /* OPTIMIZER */
-} MpSimTime;
-
+/* Where one rank's step goes (MpStepTime, program.h): its compute stream's timeline over
+ * [0, step_s], every instant counted once, so the parts add up to step_s. compute:
+ * FORWARD/BACKWARD kernels, recomputation included; tp_comm: the TP/CP/EP collectives
+ * inside FORWARD/BACKWARD; pp_comm: idle while a p2p transfer it waits on is in flight,
+ * and after its last compute while its pp stream still runs; dp_comm: idle waiting on the
+ * dp stream, and after its last compute while the dp stream still runs (ZeRO-1/2
+ * gathers); bubble: idle otherwise, waiting for other stages (fill, drain, slower stages)
+ * and, after its own work, for the slowest rank; optimizer: OPTIMIZER. */
 typedef struct {
   guint rank, stage;            /* its program's */
   double end_s;                 /* when its last instruction (any stream) finished */
   double busy_s[MP_STREAM_N];   /* time each stream was busy (RECV and WAIT take none) */
-  MpSimTime time;
+  MpStepTime time;
   MpSimSlice *slices;           /* one per instruction of its program, in order, when
                                  * asked for (MpSimOptions.slices); else NULL */
 } MpSimRank;
@@ -749,7 +563,7 @@ typedef struct {
   double step_s;                /* the last instruction's end, over every rank */
   guint critical;               /* the rank (index in ranks) whose step ends last; ties:
                                  * the one with the most compute, then the first */
-  MpSimTime time;               /* ranks[critical].time */
+  MpStepTime time;              /* ranks[critical].time */
   MpSimRank *ranks;             /* in the order of the programs */
   guint n_ranks;
   guint64 n_insns, n_events;

@@ -107,7 +107,7 @@ double
 mp_cost_in_flight (const MpParallelConfig *cfg, guint stage)
 {
   g_return_val_if_fail (cfg != NULL && cm_config_sane (cfg) && stage < cfg->pp, 0);
-  guint vpp = cm_vpp (cfg);
+  guint vpp = mp_parallel_config_vpp (cfg);
   double counts[vpp];
   chunk_in_flight (cfg, stage, vpp, counts);
   double sum = 0;
@@ -152,7 +152,7 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
   g_return_if_fail (stage < cfg->pp);
   const MpModel *m = ctx->model;
-  guint pp = cfg->pp, vpp = cm_vpp (cfg), chunks = pp * vpp;
+  guint pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg), chunks = pp * vpp;
   guint first[chunks], count[chunks];
   double in_flight[vpp];
   cm_chunk_layers (ctx, cfg, first, count);

@@ -555,24 +555,24 @@ idle_cause (const Sim *sim, const Rank *rk, guint i, double from, double *comm_f
 
 /* Adds compute instruction I's own time to T. */
 static void
-account (MpSimTime *t, const Node *nd, double comm)
+account (MpStepTime *t, const Node *nd, double comm)
 {
   switch (nd->kind)
     {
     case MP_INSN_FORWARD:
     case MP_INSN_BACKWARD:
-      t->compute_s += nd->dur - comm;
-      t->tp_comm_s += comm;
+      t->t[MP_PHASE_COMPUTE] += nd->dur - comm;
+      t->t[MP_PHASE_TP] += comm;
       break;
     case MP_INSN_OPTIMIZER:
-      t->optimizer_s += nd->dur;
+      t->t[MP_PHASE_OPTIMIZER] += nd->dur;
       break;
     case MP_INSN_SEND:
     case MP_INSN_RECV:
-      t->pp_comm_s += nd->dur;
+      t->t[MP_PHASE_PP] += nd->dur;
       break;
     default:
-      t->dp_comm_s += nd->dur;
+      t->t[MP_PHASE_DP] += nd->dur;
       break;
     }
 }
@@ -602,7 +602,7 @@ finish_rank (const Sim *sim, const Rank *rk, double step_s, MpSimRank *out, gboo
                                                                              : NONE,
         };
     }
-  MpSimTime *t = &out->time;
+  MpStepTime *t = &out->time;
   double from = 0;
   for (guint k = 0; k < rk->n_order[MP_STREAM_COMPUTE]; k++)
     {
@@ -612,11 +612,11 @@ finish_rank (const Sim *sim, const Rank *rk, double step_s, MpSimRank *out, gboo
       MpSimWait wait = idle_cause (sim, rk, i, from, &comm_from);
       double idle = MAX (nd->start - from, 0);
       double waited = wait == MP_SIM_WAIT_NONE ? 0 : nd->start - comm_from;
-      t->bubble_s += idle - waited;
+      t->t[MP_PHASE_BUBBLE] += idle - waited;
       if (wait == MP_SIM_WAIT_PP)
-        t->pp_comm_s += waited;
+        t->t[MP_PHASE_PP] += waited;
       else if (wait == MP_SIM_WAIT_DP)
-        t->dp_comm_s += waited;
+        t->t[MP_PHASE_DP] += waited;
       account (t, nd, rk->comm[i]);
       if (slices)
         {
@@ -630,9 +630,9 @@ finish_rank (const Sim *sim, const Rank *rk, double step_s, MpSimRank *out, gboo
   out->end_s = MAX (end[MP_STREAM_COMPUTE], MAX (end[MP_STREAM_PP], end[MP_STREAM_DP]));
   double dp = CLAMP (end[MP_STREAM_DP] - from, 0, step_s - from);
   double pp = CLAMP (end[MP_STREAM_PP] - from - dp, 0, step_s - from - dp);
-  t->dp_comm_s += dp;
-  t->pp_comm_s += pp;
-  t->bubble_s += step_s - from - dp - pp;
+  t->t[MP_PHASE_DP] += dp;
+  t->t[MP_PHASE_PP] += pp;
+  t->t[MP_PHASE_BUBBLE] += step_s - from - dp - pp;
 }
 
 static MpSimResult *

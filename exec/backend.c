@@ -54,14 +54,6 @@ typedef struct {
   MpMemKind kind;
 } Held;
 
-const char *
-mp_mem_kind_name (MpMemKind kind)
-{
-  static const char *const names[MP_MEM_N] = { "weights", "gradients", "optimizer",
-                                               "activations", "other" };
-  return kind < MP_MEM_N ? names[kind] : "?";
-}
-
 void
 mp_mem_ledger_init (MpMemLedger *ledger)
 {

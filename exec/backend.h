@@ -15,22 +15,13 @@
 #include <glib.h>
 #include "kernels/cpu/kernels.h"
 #include "common/units.h"      /* MpDtype */
+#include "program/program.h"  /* MpMemKind: what an allocation holds */
 
 G_BEGIN_DECLS
 
 typedef struct _MpBackend MpBackend;
 typedef struct _MpGroup MpGroup;         /* an ordered set of world ranks */
 typedef struct _MpRequest MpRequest;     /* a non-blocking operation in flight */
-
-/* What an allocation holds, for the memory breakdown (the planner's memory_bytes keys). */
-typedef enum {
-  MP_MEM_WEIGHTS,
-  MP_MEM_GRADIENTS,
-  MP_MEM_OPTIMIZER,
-  MP_MEM_ACTIVATIONS,
-  MP_MEM_OTHER,          /* transient buffers: gathers, messages, logits, scratch */
-  MP_MEM_N
-} MpMemKind;
 
 /* Bytes in use now, and at the moment the total peaked (with the total's parts then). */
 typedef struct {
@@ -188,7 +179,7 @@ char *mp_backend_cuda_device_name (MpBackend *be, GError **error);
 /* What matmul_forward/backward compute from now on: MP_DTYPE_BF16 (bf16 inputs, fp32
  * accumulation: backend "cuda") or MP_DTYPE_FP32 (no TF32: "cuda-fp32"). */
 gboolean mp_backend_cuda_set_gemm_dtype (MpBackend *be, MpDtype dtype, GError **error);
-/* Runs collective KIND (an MpCollKind, costmodel/costmodel.h) ITERS times back to back on G's communicator and stream, then
+/* Runs collective KIND (an MpCollKind, program/program.h) ITERS times back to back on G's communicator and stream, then
  * waits for the last (ordered after the compute stream; an NCCL error aborts G's
  * communicator). Device buffers, COUNT as nccl-tests counts it: all_reduce SEND, RECV
  * (count); all_gather SEND (count), RECV (count * size); reduce_scatter SEND
@@ -198,8 +189,5 @@ gboolean mp_backend_cuda_set_gemm_dtype (MpBackend *be, MpDtype dtype, GError **
 gboolean mp_backend_cuda_run_coll (MpBackend *be, MpGroup *g, int kind, const float *send,
                                    float *recv, gsize count, int iters, GError **error);
 #endif
-
-/* "weights", "gradients", ... (the memory_bytes keys). */
-const char *mp_mem_kind_name (MpMemKind kind);
 
 G_END_DECLS

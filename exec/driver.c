@@ -39,7 +39,7 @@ typedef struct {
 /* Per step: loss and gradient norm; per measured step: one rank's phases. */
 typedef struct {
   double *loss, *grad_norm;
-  MpStepPhases *phases;
+  MpRankStep *phases;
   double last_start;
 } Record;
 
@@ -137,7 +137,7 @@ record_init (Record *rec, guint total)
 {
   rec->loss = g_new0 (double, total);
   rec->grad_norm = g_new0 (double, total);
-  rec->phases = g_new0 (MpStepPhases, total);
+  rec->phases = g_new0 (MpRankStep, total);
 }
 
 static void
@@ -233,19 +233,15 @@ write_results (MpWorld *world, Job *j, const MpPlanResolved *res, const Record *
     return FALSE;
   JsonObject *o = json_node_get_object (root);
   JsonObject *t = json_object_get_object_member (o, "time_s");
-  printf ("measured %u step%s after %u warm-up: step %.4f s (min %.4f, max %.4f); compute "
-          "%.4f, tp_comm %.4f, pp_comm %.4f, dp_comm %.4f, bubble %.4f, optimizer %.4f; "
-          "peak memory %.1f MiB\n",
+  printf ("measured %u step%s after %u warm-up: step %.4f s (min %.4f, max %.4f); ",
           opts->steps, opts->steps == 1 ? "" : "s", opts->warmup,
           json_object_get_double_member (o, "step_s"),
           json_object_get_double_member (o, "step_s_min"),
-          json_object_get_double_member (o, "step_s_max"),
-          json_object_get_double_member (t, "compute"),
-          json_object_get_double_member (t, "tp_comm"),
-          json_object_get_double_member (t, "pp_comm"),
-          json_object_get_double_member (t, "dp_comm"),
-          json_object_get_double_member (t, "bubble"),
-          json_object_get_double_member (t, "optimizer"),
+          json_object_get_double_member (o, "step_s_max"));
+  for (int p = 0; p < MP_PHASE_N; p++)
+    printf ("%s%s %.4f", p ? ", " : "", mp_phase_name (p),
+            json_object_get_double_member (t, mp_phase_name (p)));
+  printf ("; peak memory %.1f MiB\n",
           json_object_get_double_member (json_object_get_object_member (o, "memory_bytes"),
                                          "peak") / 1048576.0);
   if (opts->output_path && !mp_json_write (opts->output_path, root, error))

@@ -5,6 +5,7 @@
 #include <glib.h>
 #include "exec/backend.h"
 #include "model/model.h"
+#include "program/program.h"
 #include "costmodel/costmodel.h"
 
 G_BEGIN_DECLS

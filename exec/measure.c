@@ -26,27 +26,24 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const phase_names[MP_PHASE_N] = { "compute", "tp_comm", "pp_comm",
-                                                      "dp_comm", "bubble", "optimizer" };
-
 /* The bubble of ST: its step less the other five parts. */
 static void
-fill_bubble (MpStepPhases *st)
+fill_bubble (MpRankStep *st)
 {
   double busy = 0;
   for (int p = 0; p < MP_PHASE_N; p++)
     if (p != MP_PHASE_BUBBLE)
-      busy += st->t[p];
-  st->t[MP_PHASE_BUBBLE] = MAX (0.0, st->step_s - busy);
+      busy += st->time.t[p];
+  st->time.t[MP_PHASE_BUBBLE] = MAX (0.0, st->step_s - busy);
 }
 
 void
 mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_start,
-                      double t_end, MpStepPhases *out)
+                      double t_end, MpRankStep *out)
 {
   memset (out, 0, sizeof *out);
   out->step_s = t_end - t_start;
-  double *t = out->t;
+  double *t = out->time.t;
   for (guint i = 0; i < prog->n_insns; i++)
     {
       const MpInsnTime *tm = &times[i];
@@ -166,18 +163,6 @@ rank_trace (JsonBuilder *b, const MpProgram *prog, const MpModel *model,
 }
 
 static void
-add_phases (JsonBuilder *b, const double *t)
-{
-  json_builder_begin_object (b);
-  for (int p = 0; p < MP_PHASE_N; p++)
-    {
-      json_builder_set_member_name (b, phase_names[p]);
-      json_builder_add_double_value (b, t[p]);
-    }
-  json_builder_end_object (b);
-}
-
-static void
 add_memory (JsonBuilder *b, const MpMemStats *mem)
 {
   json_builder_begin_object (b);
@@ -192,7 +177,7 @@ add_memory (JsonBuilder *b, const MpMemStats *mem)
 }
 
 char *
-mp_measure_rank_json (const MpProgram *prog, const MpModel *model, const MpStepPhases *steps,
+mp_measure_rank_json (const MpProgram *prog, const MpModel *model, const MpRankStep *steps,
                       guint n_steps, const MpInsnTime *last_times, double last_start,
                       const MpMemStats *mem)
 {
@@ -213,8 +198,7 @@ mp_measure_rank_json (const MpProgram *prog, const MpModel *model, const MpStepP
       json_builder_begin_object (b);
       json_builder_set_member_name (b, "step_s");
       json_builder_add_double_value (b, steps[s].step_s);
-      json_builder_set_member_name (b, "time_s");
-      add_phases (b, steps[s].t);
+      mp_step_time_add_json (b, "time_s", &steps[s].time);
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
@@ -247,17 +231,17 @@ mp_measure_spread (const double *v, guint n, MpSpread *out)
 
 /* The spread of part P (MP_PHASE_N: the step itself) over N steps. */
 static void
-column_spread (const MpStepPhases *st, guint n, int p, MpSpread *out)
+column_spread (const MpRankStep *st, guint n, int p, MpSpread *out)
 {
   g_autofree double *v = g_new (double, MAX (n, 1u));
   for (guint s = 0; s < n; s++)
-    v[s] = p == MP_PHASE_N ? st[s].step_s : st[s].t[p];
+    v[s] = p == MP_PHASE_N ? st[s].step_s : st[s].time.t[p];
   mp_measure_spread (v, n, out);
 }
 
 /* The spread of each of the six parts over N steps, into T[0..5]. */
 static void
-parts_spread (const MpStepPhases *st, guint n, MpSpread *t)
+parts_spread (const MpRankStep *st, guint n, MpSpread *t)
 {
   for (int p = 0; p < MP_PHASE_N; p++)
     column_spread (st, n, p, &t[p]);
@@ -268,8 +252,8 @@ parts_spread (const MpStepPhases *st, guint n, MpSpread *t)
  * step (a median of sums less a sum of medians) is not. Per step the six parts add up to
  * the job's step; their medians need not add up to its median. */
 void
-mp_measure_summarize (const MpStepPhases *const *ranks, guint n_ranks, guint n_steps,
-                      MpStepPhases *job, MpJobSummary *out)
+mp_measure_summarize (const MpRankStep *const *ranks, guint n_ranks, guint n_steps,
+                      MpRankStep *job, MpJobSummary *out)
 {
   memset (out, 0, sizeof *out);
   double most = -1;
@@ -285,7 +269,7 @@ mp_measure_summarize (const MpStepPhases *const *ranks, guint n_ranks, guint n_s
     }
   for (guint s = 0; s < n_steps; s++)
     {
-      job[s] = n_ranks ? ranks[out->time_rank][s] : (MpStepPhases) { 0 };
+      job[s] = n_ranks ? ranks[out->time_rank][s] : (MpRankStep) { 0 };
       for (guint r = 0; r < n_ranks; r++)
         job[s].step_s = MAX (job[s].step_s, ranks[r][s].step_s);
       fill_bubble (&job[s]);
@@ -296,21 +280,21 @@ mp_measure_summarize (const MpStepPhases *const *ranks, guint n_ranks, guint n_s
 
 /* The medians, smallest and largest of the six spreads T into MED, LO, HI. */
 static void
-split_spreads (const MpSpread *t, double *med, double *lo, double *hi)
+split_spreads (const MpSpread *t, MpStepTime *med, MpStepTime *lo, MpStepTime *hi)
 {
   for (int p = 0; p < MP_PHASE_N; p++)
     {
-      med[p] = t[p].median;
-      lo[p] = t[p].min;
-      hi[p] = t[p].max;
+      med->t[p] = t[p].median;
+      lo->t[p] = t[p].min;
+      hi->t[p] = t[p].max;
     }
 }
 
 /* A rank's object and its first N_STEPS steps (0 where it has fewer); caller frees. */
-static MpStepPhases *
+static MpRankStep *
 rank_steps (JsonObject *o, guint n_steps)
 {
-  MpStepPhases *st = g_new0 (MpStepPhases, MAX (n_steps, 1u));
+  MpRankStep *st = g_new0 (MpRankStep, MAX (n_steps, 1u));
   JsonArray *steps = json_object_get_array_member (o, "steps");
   guint n = MIN (json_array_get_length (steps), n_steps);
   for (guint s = 0; s < n; s++)
@@ -319,14 +303,14 @@ rank_steps (JsonObject *o, guint n_steps)
       st[s].step_s = json_object_get_double_member (so, "step_s");
       JsonObject *to = json_object_get_object_member (so, "time_s");
       for (int p = 0; p < MP_PHASE_N; p++)
-        st[s].t[p] = json_object_get_double_member (to, phase_names[p]);
+        st[s].time.t[p] = json_object_get_double_member (to, mp_phase_name (p));
     }
   return st;
 }
 
 /* One entry of ranks[]: its coordinates, its medians over its own steps, its memory. */
 static void
-add_rank (JsonBuilder *b, JsonObject *o, const MpStepPhases *st, guint n_steps)
+add_rank (JsonBuilder *b, JsonObject *o, const MpRankStep *st, guint n_steps)
 {
   json_builder_begin_object (b);
   const char *keys[] = { "rank", "stage", "tp_rank", "dp_rank" };
@@ -338,12 +322,11 @@ add_rank (JsonBuilder *b, JsonObject *o, const MpStepPhases *st, guint n_steps)
   MpSpread step, t[MP_PHASE_N];
   column_spread (st, n_steps, MP_PHASE_N, &step);
   parts_spread (st, n_steps, t);
-  double med[MP_PHASE_N], lo[MP_PHASE_N], hi[MP_PHASE_N];
-  split_spreads (t, med, lo, hi);
+  MpStepTime med, lo, hi;
+  split_spreads (t, &med, &lo, &hi);
   json_builder_set_member_name (b, "step_s");
   json_builder_add_double_value (b, step.median);
-  json_builder_set_member_name (b, "time_s");
-  add_phases (b, med);
+  mp_step_time_add_json (b, "time_s", &med);
   json_builder_set_member_name (b, "memory_bytes");
   json_builder_add_value (b, json_node_copy (json_object_get_member (o, "memory_bytes")));
   json_builder_end_object (b);
@@ -379,9 +362,9 @@ mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json, const double *l
       o[r] = json_node_get_object (json_parser_get_root (p));
       g_ptr_array_add (steps, rank_steps (o[r], n_steps));
     }
-  g_autofree MpStepPhases *job = g_new0 (MpStepPhases, MAX (n_steps, 1u));
+  g_autofree MpRankStep *job = g_new0 (MpRankStep, MAX (n_steps, 1u));
   MpJobSummary sum;
-  mp_measure_summarize ((const MpStepPhases *const *) steps->pdata, R, n_steps, job, &sum);
+  mp_measure_summarize ((const MpRankStep *const *) steps->pdata, R, n_steps, job, &sum);
   guint mem_rank = 0;
   for (guint r = 1; r < R; r++)
     {
@@ -409,14 +392,11 @@ mp_measure_job_json (GPtrArray *rank_texts, JsonNode *plan_json, const double *l
   json_builder_add_int_value (b, n_steps);
   json_builder_set_member_name (b, "warmup_steps");
   json_builder_add_int_value (b, warmup);
-  double med[MP_PHASE_N], lo[MP_PHASE_N], hi[MP_PHASE_N];
-  split_spreads (sum.t, med, lo, hi);
-  json_builder_set_member_name (b, "time_s");
-  add_phases (b, med);
-  json_builder_set_member_name (b, "time_s_min");
-  add_phases (b, lo);
-  json_builder_set_member_name (b, "time_s_max");
-  add_phases (b, hi);
+  MpStepTime med, lo, hi;
+  split_spreads (sum.t, &med, &lo, &hi);
+  mp_step_time_add_json (b, "time_s", &med);
+  mp_step_time_add_json (b, "time_s_min", &lo);
+  mp_step_time_add_json (b, "time_s_max", &hi);
   json_builder_set_member_name (b, "time_s_rank");
   json_builder_add_int_value (b, sum.time_rank);
   json_builder_set_member_name (b, "memory_bytes");

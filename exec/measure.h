@@ -5,20 +5,15 @@
 
 G_BEGIN_DECLS
 
-typedef enum {
-  MP_PHASE_COMPUTE, MP_PHASE_TP, MP_PHASE_PP, MP_PHASE_DP, MP_PHASE_BUBBLE,
-  MP_PHASE_OPTIMIZER, MP_PHASE_N
-} MpPhase;
-
-/* One rank's step: its wall time and its parts (they add up to step_s). */
+/* One rank's step: its wall time and its phases (program.h; they add up to step_s). */
 typedef struct {
   double step_s;
-  double t[MP_PHASE_N];
-} MpStepPhases;
+  MpStepTime time;
+} MpRankStep;
 
 /* Splits one step of PROG (TIMES per instruction, the step from T_START to T_END). */
 void mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_start,
-                           double t_end, MpStepPhases *out);
+                           double t_end, MpRankStep *out);
 
 /* The median, smallest and largest of one set of samples (all 0 for none). */
 typedef struct {
@@ -36,12 +31,12 @@ typedef struct {
 
 /* RANKS: N_RANKS arrays of N_STEPS steps. Fills JOB (N_STEPS entries): the job's step s,
  * the slowest rank's, split as time_rank's step s, its bubble taking up the rest. */
-void mp_measure_summarize (const MpStepPhases *const *ranks, guint n_ranks, guint n_steps,
-                           MpStepPhases *job, MpJobSummary *out);
+void mp_measure_summarize (const MpRankStep *const *ranks, guint n_ranks, guint n_steps,
+                           MpRankStep *job, MpJobSummary *out);
 
 /* One rank's figures and trace events as compact JSON text (caller owns). */
 char *mp_measure_rank_json (const MpProgram *prog, const MpModel *model,
-                            const MpStepPhases *steps, guint n_steps,
+                            const MpRankStep *steps, guint n_steps,
                             const MpInsnTime *last_times, double last_start,
                             const MpMemStats *mem);
 /* measured.json from every rank's text (RANK_TEXTS: GBytes in rank order), and the Chrome

@@ -20,14 +20,7 @@ mp_compare_row_free (MpCompareRow *row)
 static double
 dominant_share (const MpPlan *p)
 {
-  const MpPlanTime *t = &p->time;
-  const char *dom = mp_plan_dominant (p);
-  double v = g_str_equal (dom, "compute")   ? t->compute_s
-             : g_str_equal (dom, "tp_comm") ? t->tp_comm_s
-             : g_str_equal (dom, "pp_comm") ? t->pp_comm_s
-             : g_str_equal (dom, "dp_comm") ? t->dp_comm_s
-             : g_str_equal (dom, "bubble")  ? t->bubble_s
-                                            : t->optimizer_s;
+  double v = p->time.t[mp_step_time_dominant (&p->time)];
   return p->step_s > 0 ? v / p->step_s : 0;
 }
 

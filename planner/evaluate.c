@@ -40,16 +40,7 @@ mp_plan_free (MpPlan *plan)
 const char *
 mp_plan_dominant (const MpPlan *plan)
 {
-  const MpPlanTime *t = &plan->time;
-  const struct { const char *name; double s; } parts[] = {
-    { "compute", t->compute_s }, { "tp_comm", t->tp_comm_s }, { "pp_comm", t->pp_comm_s },
-    { "dp_comm", t->dp_comm_s }, { "bubble", t->bubble_s }, { "optimizer", t->optimizer_s },
-  };
-  gsize best = 0;
-  for (gsize i = 1; i < G_N_ELEMENTS (parts); i++)
-    if (parts[i].s > parts[best].s)
-      best = i;
-  return parts[best].name;
+  return mp_phase_name (mp_step_time_dominant (&plan->time));
 }
 
 const char *
@@ -381,21 +372,23 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
   pipeline_time (cfg, mp_cost_context_model (ctx)->arch == MP_ARCH_TRANSFORMER, st, &pipe);
   const MpStageTime *b = &st[pipe.bottleneck];
   double m = cfg->num_micro_batches;
-  MpPlanTime *t = &plan->time;
-  t->compute_s = m * (b->fwd.compute_s + b->fwd.recompute_s + b->bwd.compute_s
-                      + b->bwd.recompute_s);
-  t->tp_comm_s = m * (b->fwd.tp_comm_s + b->fwd.ep_comm_s + b->fwd.cp_comm_s
-                      + b->bwd.tp_comm_s + b->bwd.ep_comm_s + b->bwd.cp_comm_s);
-  t->pp_comm_s = pipe.pp_comm_s;
-  t->bubble_s = MAX (0.0, pipe.pipe_s - t->compute_s - t->tp_comm_s - t->pp_comm_s);
-  if (t->bubble_s < 1e-12 * pipe.pipe_s)
-    t->bubble_s = 0;             /* rounding left by the subtraction, not a bubble */
-  t->dp_comm_s = dp_exposed (cfg, st);
-  t->optimizer_s = 0;
+  double *t = plan->time.t;
+  t[MP_PHASE_COMPUTE] = m * (b->fwd.compute_s + b->fwd.recompute_s + b->bwd.compute_s
+                             + b->bwd.recompute_s);
+  t[MP_PHASE_TP] = m * (b->fwd.tp_comm_s + b->fwd.ep_comm_s + b->fwd.cp_comm_s
+                        + b->bwd.tp_comm_s + b->bwd.ep_comm_s + b->bwd.cp_comm_s);
+  t[MP_PHASE_PP] = pipe.pp_comm_s;
+  t[MP_PHASE_BUBBLE] = MAX (0.0, pipe.pipe_s - t[MP_PHASE_COMPUTE] - t[MP_PHASE_TP]
+                                 - t[MP_PHASE_PP]);
+  if (t[MP_PHASE_BUBBLE] < 1e-12 * pipe.pipe_s)
+    t[MP_PHASE_BUBBLE] = 0;      /* rounding left by the subtraction, not a bubble */
+  t[MP_PHASE_DP] = dp_exposed (cfg, st);
+  t[MP_PHASE_OPTIMIZER] = 0;
   for (guint i = 0; i < cfg->pp; i++)
-    t->optimizer_s = MAX (t->optimizer_s, st[i].optimizer_s);
-  plan->step_s = t->compute_s + t->tp_comm_s + t->pp_comm_s + t->bubble_s + t->dp_comm_s
-                 + t->optimizer_s;
+    t[MP_PHASE_OPTIMIZER] = MAX (t[MP_PHASE_OPTIMIZER], st[i].optimizer_s);
+  /* The pipeline's part first, then what follows it: the step's time line in order. */
+  plan->step_s = t[MP_PHASE_COMPUTE] + t[MP_PHASE_TP] + t[MP_PHASE_PP] + t[MP_PHASE_BUBBLE]
+                 + t[MP_PHASE_DP] + t[MP_PHASE_OPTIMIZER];
   fill_throughput (ctx, cfg, plan);
 }
 
@@ -440,23 +433,5 @@ mp_plan_compare (const MpPlan *a, const MpPlan *b)
   /* Ties: the smaller footprint, then a fixed order of the config's fields. */
   if (a->memory.peak_bytes != b->memory.peak_bytes)
     return a->memory.peak_bytes < b->memory.peak_bytes ? -1 : 1;
-  return pl_compare_config (&a->cfg, &b->cfg);
-}
-
-int
-pl_compare_config (const MpParallelConfig *x, const MpParallelConfig *y)
-{
-  const guint kx[] = { x->tp, x->pp, x->dp, x->cp, x->ep, x->vpp, x->sequence_parallel,
-                       x->zero, x->recompute, x->micro_batch_size, x->schedule,
-                       mp_parallel_config_etp (x), x->dispatcher };
-  const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
-                       y->zero, y->recompute, y->micro_batch_size, y->schedule,
-                       mp_parallel_config_etp (y), y->dispatcher };
-  for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)
-    if (kx[i] != ky[i])
-      return kx[i] < ky[i] ? -1 : 1;
-  for (int d = 0; d < MP_DIM_N; d++)
-    if (x->order[d] != y->order[d])
-      return x->order[d] < y->order[d] ? -1 : 1;
-  return 0;
+  return mp_parallel_config_compare (&a->cfg, &b->cfg);
 }

@@ -89,16 +89,12 @@ mp_plan_table_text (const GPtrArray *plans)
 static void
 append_breakdown (GString *s, const MpPlan *p)
 {
-  const MpPlanTime *t = &p->time;
-  const struct { const char *name; double v; } parts[] = {
-    { "compute", t->compute_s }, { "tp_comm", t->tp_comm_s }, { "pp_comm", t->pp_comm_s },
-    { "dp_comm", t->dp_comm_s }, { "bubble", t->bubble_s }, { "optimizer", t->optimizer_s },
-  };
-  for (gsize i = 0; i < G_N_ELEMENTS (parts); i++)
+  for (int i = 0; i < MP_PHASE_N; i++)
     {
-      g_autofree char *u = mp_units_format (parts[i].v, MP_UNIT_SECONDS);
-      g_string_append_printf (s, "%s%s %s (%.0f%%)", i ? ", " : "", parts[i].name, u,
-                              100 * parts[i].v / p->step_s);
+      double v = p->time.t[i];
+      g_autofree char *u = mp_units_format (v, MP_UNIT_SECONDS);
+      g_string_append_printf (s, "%s%s %s (%.0f%%)", i ? ", " : "", mp_phase_name (i), u,
+                              100 * v / p->step_s);
     }
 }
 
@@ -136,15 +132,10 @@ append_holdback (GString *s, const MpPlan *best, const MpPlan *smallest, const M
     }
   g_autofree char *what = plan_phrase (best);
   g_autofree char *step = mp_units_format (best->step_s, MP_UNIT_SECONDS);
-  const char *dom = mp_plan_dominant (best);
-  double share = 0;
-  const MpPlanTime *t = &best->time;
-  if (g_str_equal (dom, "compute")) share = t->compute_s;
-  else if (g_str_equal (dom, "tp_comm")) share = t->tp_comm_s;
-  else if (g_str_equal (dom, "pp_comm")) share = t->pp_comm_s;
-  else if (g_str_equal (dom, "dp_comm")) share = t->dp_comm_s;
-  else if (g_str_equal (dom, "bubble")) share = t->bubble_s;
-  else share = t->optimizer_s;
+  MpPhase dominant = mp_step_time_dominant (&best->time);
+  const char *dom = mp_phase_name (dominant);
+  const double *t = best->time.t, *w = winner->time.t;
+  double share = t[dominant];
   g_string_append_printf (s, "%s: %s, %.2fx the winner's step, %.1f%% MFU", what, step,
                           best->step_s / winner->step_s, 100 * best->mfu);
   if (best->step_s < winner->step_s)
@@ -153,21 +144,20 @@ append_holdback (GString *s, const MpPlan *best, const MpPlan *smallest, const M
       g_string_append (s, "; faster than the pinned plan");
       return;
     }
-  if (best != winner && !g_str_equal (dom, "compute"))
+  if (best != winner && dominant != MP_PHASE_COMPUTE)
     g_string_append_printf (s, "; %s is %.0f%% of its step", dom, 100 * share / best->step_s);
   else if (best != winner)
     {
       /* Compute-bound but slower: show where the extra time goes. */
       double extra = best->step_s - winner->step_s;
-      double comm = (t->tp_comm_s + t->pp_comm_s + t->dp_comm_s + t->bubble_s)
-                    - (winner->time.tp_comm_s + winner->time.pp_comm_s + winner->time.dp_comm_s
-                       + winner->time.bubble_s);
+      double comm = (t[MP_PHASE_TP] + t[MP_PHASE_PP] + t[MP_PHASE_DP] + t[MP_PHASE_BUBBLE])
+                    - (w[MP_PHASE_TP] + w[MP_PHASE_PP] + w[MP_PHASE_DP] + w[MP_PHASE_BUBBLE]);
       g_string_append_printf (s, "; %.0f%% of the extra time is communication and bubble",
                               extra > 0 ? 100 * CLAMP (comm / extra, 0.0, 1.0) : 0.0);
     }
-  if (best->cfg.tp > 1 && best->time.tp_comm_s > 0.2 * best->step_s)
+  if (best->cfg.tp > 1 && t[MP_PHASE_TP] > 0.2 * best->step_s)
     g_string_append_printf (s, " (tp=%u: TP communication is %.0f%% of the step)", best->cfg.tp,
-                            100 * best->time.tp_comm_s / best->step_s);
+                            100 * t[MP_PHASE_TP] / best->step_s);
 }
 
 char *

@@ -311,7 +311,7 @@ mp_strategy_adjust (MpStrategy st, MpPlan *plan)
   if (st != MP_STRATEGY_HOROVOD || plan->cfg.dp * plan->cfg.cp <= 1)
     return;
   double extra = 0.5e-3, scale = plan->step_s / (plan->step_s + extra);
-  plan->time.dp_comm_s += extra;
+  plan->time.t[MP_PHASE_DP] += extra;
   plan->step_s += extra;
   plan->tokens_per_s *= scale;
   plan->tflops_per_gpu *= scale;

@@ -119,16 +119,7 @@ json_predictions (JsonBuilder *b, const MpPlan *plan)
   mp_json_add_double (b, "other", m->other_bytes);
   json_builder_end_object (b);
 
-  const MpPlanTime *t = &plan->time;
-  json_builder_set_member_name (b, "time_s");
-  json_builder_begin_object (b);
-  mp_json_add_double (b, "compute", t->compute_s);
-  mp_json_add_double (b, "tp_comm", t->tp_comm_s);
-  mp_json_add_double (b, "pp_comm", t->pp_comm_s);
-  mp_json_add_double (b, "dp_comm", t->dp_comm_s);
-  mp_json_add_double (b, "bubble", t->bubble_s);
-  mp_json_add_double (b, "optimizer", t->optimizer_s);
-  json_builder_end_object (b);
+  mp_step_time_add_json (b, "time_s", &plan->time);
 }
 
 void
@@ -475,7 +466,6 @@ static void
 write_predicted (GString *out, const MpPlan *plan)
 {
   const MpPlanMemory *m = &plan->memory;
-  const MpPlanTime *t = &plan->time;
   g_string_append (out, "predicted:   # informative only (SI units); readers evaluate again\n");
   write_figure (out, "  ", "step_s", plan->step_s, MP_UNIT_SECONDS, "");
   write_figure (out, "  ", "tokens_per_s", plan->tokens_per_s, MP_UNIT_COUNT, " tokens/s");
@@ -490,12 +480,8 @@ write_predicted (GString *out, const MpPlan *plan)
   write_figure (out, "    ", "activations", m->activations_bytes, MP_UNIT_BYTES, "");
   write_figure (out, "    ", "other", m->other_bytes, MP_UNIT_BYTES, "");
   g_string_append (out, "  time_s:   # where the step goes\n");
-  write_figure (out, "    ", "compute", t->compute_s, MP_UNIT_SECONDS, "");
-  write_figure (out, "    ", "tp_comm", t->tp_comm_s, MP_UNIT_SECONDS, "");
-  write_figure (out, "    ", "pp_comm", t->pp_comm_s, MP_UNIT_SECONDS, "");
-  write_figure (out, "    ", "dp_comm", t->dp_comm_s, MP_UNIT_SECONDS, "");
-  write_figure (out, "    ", "bubble", t->bubble_s, MP_UNIT_SECONDS, "");
-  write_figure (out, "    ", "optimizer", t->optimizer_s, MP_UNIT_SECONDS, "");
+  for (int p = 0; p < MP_PHASE_N; p++)
+    write_figure (out, "    ", mp_phase_name (p), plan->time.t[p], MP_UNIT_SECONDS, "");
 }
 
 char *

@@ -22,10 +22,6 @@ static const char *const parallel_keys[] = {
 };
 static const char *const predicted_keys[] = { "step_s", "tokens_per_s", "tflops_per_gpu",
                                               "mfu", "memory_bytes", "time_s", NULL };
-static const char *const memory_keys[] = { "peak", "weights", "gradients", "optimizer",
-                                           "activations", "other", NULL };
-static const char *const time_keys[] = { "compute", "tp_comm", "pp_comm", "dp_comm",
-                                         "bubble", "optimizer", NULL };
 
 typedef struct {
   MpYamlReader r;
@@ -296,6 +292,12 @@ read_predicted (Loader *l, const MpYamlNode *map)
   if (!null)
     mp_yaml_get_quantity (r, map, "step_s", MP_UNIT_SECONDS, FALSE, FALSE,
                           &l->f->predicted_step_s);
+  /* memory_bytes: peak and the memory kinds; time_s: the phases (program.h's names). */
+  const char *memory_keys[MP_MEM_N + 2] = { "peak" }, *time_keys[MP_PHASE_N + 1] = { 0 };
+  for (int k = 0; k < MP_MEM_N; k++)
+    memory_keys[k + 1] = mp_mem_kind_name (k);
+  for (int p = 0; p < MP_PHASE_N; p++)
+    time_keys[p] = mp_phase_name (p);
   const MpYamlNode *m = mp_yaml_lookup (map, "memory_bytes");
   if (m && mp_yaml_expect_map (r, m, "'memory_bytes'"))
     mp_yaml_check_keys (r, m, memory_keys);

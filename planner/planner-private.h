@@ -25,8 +25,6 @@ void pl_plan_time (const MpCostContext *ctx, MpPlan *plan);
 void pl_keep_top (GPtrArray *top, guint k, const MpPlan *plan);
 void pl_keep_best (MpPlan **slot, const MpPlan *plan);
 void pl_keep_smallest (MpPlan **slot, const MpPlan *plan);
-/* A fixed order of configs by their fields (no predictions). */
-int pl_compare_config (const MpParallelConfig *a, const MpParallelConfig *b);
 /* MoE (moe14): does C use experts' own settings worth writing out (ep > 1, etp != tp, or
  * the all-gather dispatcher)? Plans without them keep their former files. */
 static inline gboolean

@@ -1,7 +1,7 @@
 /* planner.h - plans: how a training step is split over a cluster, what it is predicted
  * to cost, and the search that finds the best ones.
  *
- * A plan is an MpParallelConfig (costmodel.h: dp, tp, pp, vpp, cp, ep, sequence parallel,
+ * A plan is an MpParallelConfig (program/program.h: dp, tp, pp, vpp, cp, ep, sequence parallel,
  * ZeRO stage, recompute, micro-batching, schedule, layer split, rank order) plus the
  * predictions the closed form gives it. The search enumerates every config the model and
  * cluster allow, drops those that do not fit in device memory, ranks the rest by predicted
@@ -11,19 +11,10 @@
 #pragma once
 #include <glib.h>
 #include <json-glib/json-glib.h>
+#include "program/program.h"
 #include "costmodel/costmodel.h"
 
 G_BEGIN_DECLS
-
-/* Where a step's time goes on the critical path; the parts add up to step_s. */
-typedef struct {
-  double compute_s;     /* kernels of the bottleneck stage, recomputation included */
-  double tp_comm_s;     /* exposed tensor-, context- and expert-parallel collectives */
-  double pp_comm_s;     /* pipeline sends and receives on the critical path */
-  double dp_comm_s;     /* exposed gradient reduction, ZeRO gathers, tied embeddings */
-  double bubble_s;      /* pipeline fill and drain, and waiting on slower stages */
-  double optimizer_s;   /* the optimizer step */
-} MpPlanTime;
 
 /* The binding (fullest) stage's memory per device, broken down. */
 typedef struct {
@@ -56,7 +47,8 @@ struct _MpPlan {
   double step_s, tokens_per_s;
   double tflops_per_gpu, hw_tflops_per_gpu;  /* model FLOPs / hardware FLOPs per GPU */
   double mfu, hfu;             /* against the slowest device's dense peak */
-  MpPlanTime time;
+  MpStepTime time;             /* the critical path's phases (compute: the bottleneck
+                                * stage's kernels); they add up to step_s */
   MpPlanMemory memory;
   gboolean fits;               /* memory.peak_bytes <= capacity on every stage */
   MpPlanFamily family;
@@ -203,7 +195,7 @@ char *mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext
 
 #define MP_PLAN_FILE_VERSION 1
 
-/* Plan-file and JSON names: "1f1b", "gpipe", "interleaved-1f1b", "none" (costmodel's
+/* Plan-file and JSON names: "1f1b", "gpipe", "interleaved-1f1b", "none" (program.h's
  * mp_schedule_from_name reads them back); the dimension names "tp", "cp", "dp", "pp";
  * short family ids "data", "fsdp", "placement", "pipeline", "tensor", "2d", "hybrid". */
 const char *mp_plan_schedule_name (MpSchedule schedule);
@@ -293,7 +285,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpPlanResolved, mp_plan_resolved_free)
 
 /* ==== programs (program.c builds, program-print.c prints) ============================= *
  * A plan expands into one program per rank: one training step as instructions
- * (costmodel.h: MpProgram), which the simulator times and the executor runs. For each
+ * (program/program.h: MpProgram), which the simulator times and the executor runs. For each
  * micro-batch and model chunk of the rank, in the order the plan's schedule gives:
  *   gpipe        every forward, then every backward, micro-batches in order;
  *   1f1b         PipeDream-flush (Megatron): p - s - 1 warm-up forwards on stage s, then

@@ -72,7 +72,7 @@ pl_keep_smallest (MpPlan **slot, const MpPlan *plan)
 {
   if (*slot == NULL || plan->memory.peak_bytes < (*slot)->memory.peak_bytes
       || (plan->memory.peak_bytes == (*slot)->memory.peak_bytes
-          && pl_compare_config (&plan->cfg, &(*slot)->cfg) < 0))
+          && mp_parallel_config_compare (&plan->cfg, &(*slot)->cfg) < 0))
     {
       mp_plan_free (*slot);
       *slot = mp_plan_copy (plan);

@@ -206,16 +206,24 @@ collect (JsonNode *trace, GArray *slices, GHashTable *names, GHashTable *sorts)
   return end;
 }
 
+/* A slice's colour by its category: a phase's name (every comm phase alike) or "comm". */
 static const char *
 cat_color (const char *cat)
 {
-  if (strcmp (cat, "compute") == 0)
-    return "#59a14f";
-  if (strcmp (cat, "bubble") == 0)
-    return "#d3d3d3";
-  if (strcmp (cat, "optimizer") == 0)
-    return "#b07aa1";
-  return "#e15759";   /* comm */
+  MpPhase p;
+  if (!mp_phase_from_name (cat, &p))
+    p = MP_PHASE_TP;
+  switch (p)
+    {
+    case MP_PHASE_COMPUTE:
+      return "#59a14f";
+    case MP_PHASE_BUBBLE:
+      return "#d3d3d3";
+    case MP_PHASE_OPTIMIZER:
+      return "#b07aa1";
+    default:
+      return "#e15759";   /* comm */
+    }
 }
 
 /* The rows: every (pid, tid) with a slice, labelled by its process name and stream. */

@@ -17,24 +17,18 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const phase_names[MP_REPORT_N] = { "compute", "tp_comm", "pp_comm",
-                                                      "dp_comm", "bubble", "optimizer",
-                                                      "step" };
-static const char *const mem_names[MP_REPORT_MEM_N] = { "peak", "weights", "gradients",
-                                                        "optimizer", "activations", "other" };
-
 const char *
-mp_report_phase_name (MpReportPhase phase)
+mp_report_phase_name (guint column)
 {
-  g_return_val_if_fail (phase < MP_REPORT_N, "?");
-  return phase_names[phase];
+  g_return_val_if_fail (column < MP_REPORT_N, "?");
+  return column == MP_REPORT_STEP ? "step" : mp_phase_name ((MpPhase) column);
 }
 
 const char *
-mp_report_mem_name (guint kind)
+mp_report_mem_name (guint column)
 {
-  g_return_val_if_fail (kind < MP_REPORT_MEM_N, "?");
-  return mem_names[kind];
+  g_return_val_if_fail (column < MP_REPORT_MEM_N, "?");
+  return column == MP_REPORT_MEM_PEAK ? "peak" : mp_mem_kind_name ((MpMemKind) (column - 1));
 }
 
 double
@@ -46,7 +40,7 @@ mp_report_error (double predicted, double measured)
 }
 
 double
-mp_report_phase_error (const MpReportRun *run, MpReportPhase p)
+mp_report_phase_error (const MpReportRun *run, guint p)
 {
   g_return_val_if_fail (p < MP_REPORT_N, NAN);
   const double *pr = run->predicted, *me = run->measured;
@@ -116,7 +110,7 @@ phases (JsonObject *time, double *v)
   for (int p = 0; p < MP_REPORT_STEP; p++)
     {
       v[p] = 0;
-      number (time, phase_names[p], &v[p]);
+      number (time, mp_report_phase_name (p), &v[p]);
     }
 }
 
@@ -128,7 +122,7 @@ memory (JsonObject *mem, double *v)
   for (int k = 0; k < MP_REPORT_MEM_N; k++)
     {
       v[k] = 0;
-      number (mem, mem_names[k], &v[k]);
+      number (mem, mp_report_mem_name (k), &v[k]);
     }
   return TRUE;
 }
@@ -431,7 +425,7 @@ append_memory (GString *s, const MpReportRun *run)
                       "the device overhead\nthe executor does not allocate):\n");
   g_string_append_printf (s, "  %-14s", "");
   for (int k = 0; k < MP_REPORT_MEM_N; k++)
-    g_string_append_printf (s, " %11s", mem_names[k]);
+    g_string_append_printf (s, " %11s", mp_report_mem_name (k));
   g_string_append_c (s, '\n');
   if (run->has_predicted_mem)
     append_memory_row (s, "predicted", run->predicted_mem);
@@ -453,7 +447,7 @@ mp_report_text (const MpReportRun *run)
                           "measured", "(min - max)", "error");
   for (int p = 0; p < MP_REPORT_N; p++)
     {
-      g_string_append_printf (s, "  %-10s", phase_names[p]);
+      g_string_append_printf (s, "  %-10s", mp_report_phase_name (p));
       append_seconds (s, " %12s", run->predicted[p]);
       append_seconds (s, " %12s", run->measured[p]);
       append_spread (s, run->measured_min[p], run->measured_max[p]);
@@ -508,7 +502,7 @@ add_phases (JsonBuilder *b, const char *key, const double *v)
   json_builder_set_member_name (b, key);
   json_builder_begin_object (b);
   for (int p = 0; p < MP_REPORT_STEP; p++)
-    mp_json_add_double (b, phase_names[p], v[p]);
+    mp_json_add_double (b, mp_report_phase_name (p), v[p]);
   json_builder_end_object (b);
 }
 
@@ -518,7 +512,7 @@ add_memory (JsonBuilder *b, const double *v)
   json_builder_set_member_name (b, "memory_bytes");
   json_builder_begin_object (b);
   for (int k = 0; k < MP_REPORT_MEM_N; k++)
-    mp_json_add_double (b, mem_names[k], v[k]);
+    mp_json_add_double (b, mp_report_mem_name (k), v[k]);
   json_builder_end_object (b);
 }
 
@@ -572,7 +566,7 @@ run_json (JsonBuilder *b, const MpReportRun *r)
   json_builder_set_member_name (b, "errors");
   json_builder_begin_object (b);
   for (int p = 0; p < MP_REPORT_N; p++)
-    mp_json_add_double (b, phase_names[p], mp_report_phase_error (r, p));
+    mp_json_add_double (b, mp_report_phase_name (p), mp_report_phase_error (r, p));
   json_builder_end_object (b);
   json_builder_end_object (b);
 }

@@ -12,7 +12,8 @@
 #pragma once
 #include <glib.h>
 #include <json-glib/json-glib.h>
-#include "costmodel/costmodel.h"
+#include "program/program.h"
+#include "costmodel/costmodel.h"   /* MpSimResult */
 
 G_BEGIN_DECLS
 
@@ -68,16 +69,17 @@ JsonNode *mp_trace_merge (JsonNode *predicted, JsonNode *measured, GError **erro
 
 /* ==== predicted against measured (report.c, html.c) =================================== */
 
-/* The six parts of a step (the planner's time_s keys), then the step itself. */
-typedef enum {
-  MP_REPORT_COMPUTE, MP_REPORT_TP, MP_REPORT_PP, MP_REPORT_DP, MP_REPORT_BUBBLE,
-  MP_REPORT_OPTIMIZER, MP_REPORT_STEP, MP_REPORT_N
-} MpReportPhase;
-/* Memory kinds (memory_bytes keys): peak, then its parts. */
-enum { MP_REPORT_MEM_N = 6 };
+/* The columns of a report's time rows: the phases (MpPhase, program.h; the time_s keys),
+ * then the step itself. */
+enum { MP_REPORT_STEP = MP_PHASE_N, MP_REPORT_N };
+/* The columns of its memory rows (memory_bytes keys): peak, then kind K (MpMemKind) at
+ * K + 1. */
+enum { MP_REPORT_MEM_PEAK, MP_REPORT_MEM_N = MP_MEM_N + 1 };
 
-const char *mp_report_phase_name (MpReportPhase phase);   /* "compute" ... "step" */
-const char *mp_report_mem_name (guint kind);              /* "peak" ... "other" */
+/* mp_phase_name of a phase column, "step" for MP_REPORT_STEP. */
+const char *mp_report_phase_name (guint column);
+/* "peak", then mp_mem_kind_name of the kinds. */
+const char *mp_report_mem_name (guint column);
 
 /* One measured rank's memory (bytes, memory_bytes keys in order). */
 typedef struct {
@@ -122,7 +124,7 @@ double mp_report_error (double predicted, double measured);
 
 /* The error of RUN's phase P; NAN when the phase is under 1% of the step both predicted
  * and measured, where a percentage of almost nothing says nothing. */
-double mp_report_phase_error (const MpReportRun *run, MpReportPhase p);
+double mp_report_phase_error (const MpReportRun *run, guint p);
 
 /* Over several runs (MpReportRun*): the median of |step error|, the best plan by each,
  * and whether the ranking matched: the best predicted is the best measured, or its

@@ -174,7 +174,8 @@ idle_slices (JsonBuilder *b, guint pid, const MpSimSlice *sl)
 {
   if (!(sl->start_s > sl->idle_from_s))
     return;
-  x_plain (b, "bubble", "bubble", pid, MP_TRACE_TID_COMPUTE, sl->idle_from_s, sl->comm_from_s);
+  const char *bubble = mp_phase_name (MP_PHASE_BUBBLE);
+  x_plain (b, bubble, bubble, pid, MP_TRACE_TID_COMPUTE, sl->idle_from_s, sl->comm_from_s);
   const char *what = sl->wait == MP_SIM_WAIT_DP ? "wait dp" : "wait pp";
   x_plain (b, what, "comm", pid, MP_TRACE_TID_COMPUTE, sl->comm_from_s, sl->start_s);
 }
@@ -193,8 +194,8 @@ layer_slice (JsonBuilder *b, const MpProgram *p, const MpInsn *insn, const MpSim
 {
   const char *ph = insn->kind == MP_INSN_FORWARD ? "F" : "B";
   g_autofree char *name = g_strdup_printf ("%s layer %u", ph, insn->layer);
-  x_begin (b, name, "compute", p->rank, MP_TRACE_TID_COMPUTE, ns_of (sl->start_s),
-           ns_of (sl->end_s));
+  x_begin (b, name, mp_phase_name (MP_PHASE_COMPUTE), p->rank, MP_TRACE_TID_COMPUTE,
+           ns_of (sl->start_s), ns_of (sl->end_s));
   mp_json_add_int (b, "layer", insn->layer);
   unit_args (b, p, insn);
   mp_json_add_double (b, "flops", insn->flops);
@@ -239,8 +240,8 @@ pass_slices (JsonBuilder *b, const MpProgram *p, const MpSimRank *rk, const guin
   const char *ph = first->kind == MP_INSN_FORWARD ? "F" : "B";
   g_autofree char *name = g_strdup_printf ("%s mb%u chunk%u", ph, first->micro_batch,
                                            first->chunk);
-  x_begin (b, name, "compute", p->rank, MP_TRACE_TID_COMPUTE, ns_of (rk->slices[idx[0]].start_s),
-           ns_of (rk->slices[idx[k - 1]].end_s));
+  x_begin (b, name, mp_phase_name (MP_PHASE_COMPUTE), p->rank, MP_TRACE_TID_COMPUTE,
+           ns_of (rk->slices[idx[0]].start_s), ns_of (rk->slices[idx[k - 1]].end_s));
   unit_args (b, p, first);
   mp_json_add_int (b, "first_layer", first->layer);
   mp_json_add_int (b, "layers", k);
@@ -278,8 +279,8 @@ compute_thread (JsonBuilder *b, const MpProgram *p, const MpSimRank *rk, double 
         }
       idle_slices (b, p->rank, sl);
       if (insn->kind == MP_INSN_OPTIMIZER)
-        x_plain (b, "optimizer", "optimizer", p->rank, MP_TRACE_TID_COMPUTE, sl->start_s,
-                 sl->end_s);
+        x_plain (b, mp_phase_name (MP_PHASE_OPTIMIZER), mp_phase_name (MP_PHASE_OPTIMIZER),
+                 p->rank, MP_TRACE_TID_COMPUTE, sl->start_s, sl->end_s);
       else if (insn->kind != MP_INSN_WAIT)
         x_plain (b, mp_insn_kind_name (insn->kind), "comm", p->rank, MP_TRACE_TID_COMPUTE,
                  sl->start_s, sl->end_s);
@@ -291,7 +292,8 @@ compute_thread (JsonBuilder *b, const MpProgram *p, const MpSimRank *rk, double 
   double pp = CLAMP (stream_end[MP_STREAM_PP] - from - dp, 0, step_s - from - dp);
   x_plain (b, "wait dp", "comm", p->rank, MP_TRACE_TID_COMPUTE, from, from + dp);
   x_plain (b, "wait pp", "comm", p->rank, MP_TRACE_TID_COMPUTE, from + dp, from + dp + pp);
-  x_plain (b, "bubble", "bubble", p->rank, MP_TRACE_TID_COMPUTE, from + dp + pp, step_s);
+  const char *bubble = mp_phase_name (MP_PHASE_BUBBLE);
+  x_plain (b, bubble, bubble, p->rank, MP_TRACE_TID_COMPUTE, from + dp + pp, step_s);
 }
 
 /* ---- the communication threads ------------------------------------------------------ */
@@ -435,16 +437,7 @@ other_data (JsonBuilder *b, const Trace *t, const MpTraceInfo *info)
   if (info && info->closed_form_step_s > 0)
     mp_json_add_double (b, "closed_form_step_s", info->closed_form_step_s);
   mp_json_add_int (b, "critical_rank", t->programs[t->sim->critical]->rank);
-  const MpSimTime *tm = &t->sim->time;
-  json_builder_set_member_name (b, "time_s");
-  json_builder_begin_object (b);
-  mp_json_add_double (b, "compute", tm->compute_s);
-  mp_json_add_double (b, "tp_comm", tm->tp_comm_s);
-  mp_json_add_double (b, "pp_comm", tm->pp_comm_s);
-  mp_json_add_double (b, "dp_comm", tm->dp_comm_s);
-  mp_json_add_double (b, "bubble", tm->bubble_s);
-  mp_json_add_double (b, "optimizer", tm->optimizer_s);
-  json_builder_end_object (b);
+  mp_step_time_add_json (b, "time_s", &t->sim->time);
   json_builder_end_object (b);
 }
 

@@ -11,20 +11,17 @@
 
 #define N_STEPS 3
 
-static const char *const parts[MP_PHASE_N] = { "compute", "tp_comm", "pp_comm", "dp_comm",
-                                               "bubble", "optimizer" };
-
 /* Rank 0: little compute, the slowest in step 2. Rank 1: the most compute; compute and
  * tp_comm trade places, steps 2, 5, 5 with no bubble of its own. */
-static const MpStepPhases rank0[N_STEPS] = {
-  { 1.0, { 0.5, 0, 0, 0, 0.5, 0 } },
-  { 1.0, { 0.5, 0, 0, 0, 0.5, 0 } },
-  { 6.0, { 0.5, 0, 0, 0, 5.5, 0 } },
+static const MpRankStep rank0[N_STEPS] = {
+  { 1.0, { { 0.5, 0, 0, 0, 0.5, 0 } } },
+  { 1.0, { { 0.5, 0, 0, 0, 0.5, 0 } } },
+  { 6.0, { { 0.5, 0, 0, 0, 5.5, 0 } } },
 };
-static const MpStepPhases rank1[N_STEPS] = {
-  { 2.0, { 1.0, 1.0, 0, 0, 0, 0 } },
-  { 5.0, { 2.0, 3.0, 0, 0, 0, 0 } },
-  { 5.0, { 3.0, 2.0, 0, 0, 0, 0 } },
+static const MpRankStep rank1[N_STEPS] = {
+  { 2.0, { { 1.0, 1.0, 0, 0, 0, 0 } } },
+  { 5.0, { { 2.0, 3.0, 0, 0, 0, 0 } } },
+  { 5.0, { { 3.0, 2.0, 0, 0, 0, 0 } } },
 };
 
 static void
@@ -59,8 +56,8 @@ static void
 test_measure_summary_same_steps (void **state)
 {
   (void) state;
-  const MpStepPhases *ranks[] = { rank0, rank1 };
-  MpStepPhases job[N_STEPS];
+  const MpRankStep *ranks[] = { rank0, rank1 };
+  MpRankStep job[N_STEPS];
   MpJobSummary sum;
   mp_measure_summarize (ranks, 2, N_STEPS, job, &sum);
   assert_int_equal (sum.time_rank, 1);
@@ -73,16 +70,16 @@ test_measure_summary_same_steps (void **state)
     {
       double total = 0;
       for (int p = 0; p < MP_PHASE_N; p++)
-        total += job[s].t[p];
+        total += job[s].time.t[p];
       mp_assert_close (total, job[s].step_s, 1e-12);
     }
   for (int p = 0; p < MP_PHASE_N; p++)
-    assert_within (parts[p], sum.t[p].min, sum.t[p].median, sum.t[p].max);
+    assert_within (mp_phase_name (p), sum.t[p].min, sum.t[p].median, sum.t[p].max);
 }
 
 /* One rank's text as mp_measure_rank_json writes it (the keys the job reads). */
 static GBytes *
-rank_text (guint rank, const MpStepPhases *steps)
+rank_text (guint rank, const MpRankStep *steps)
 {
   GString *s = g_string_new (NULL);
   g_string_append_printf (s, "{\"rank\":%u,\"stage\":0,\"tp_rank\":%u,\"dp_rank\":0,"
@@ -92,7 +89,7 @@ rank_text (guint rank, const MpStepPhases *steps)
       g_string_append_printf (s, "%s{\"step_s\":%.17g,\"time_s\":{", i ? "," : "",
                               steps[i].step_s);
       for (int p = 0; p < MP_PHASE_N; p++)
-        g_string_append_printf (s, "%s\"%s\":%.17g", p ? "," : "", parts[p], steps[i].t[p]);
+        g_string_append_printf (s, "%s\"%s\":%.17g", p ? "," : "", mp_phase_name (p), steps[i].time.t[p]);
       g_string_append (s, "}}");
     }
   g_string_append (s, "],\"memory_bytes\":{\"peak\":1},\"trace\":[]}");
@@ -120,8 +117,8 @@ test_measure_job_json_spread_holds (void **state)
   JsonObject *m = json_node_get_object (root);
   assert_int_equal (json_object_get_int_member (m, "time_s_rank"), 1);
   for (int p = 0; p < MP_PHASE_N; p++)
-    assert_within (parts[p], member (m, "time_s_min", parts[p]),
-                   member (m, "time_s", parts[p]), member (m, "time_s_max", parts[p]));
+    assert_within (mp_phase_name (p), member (m, "time_s_min", mp_phase_name (p)),
+                   member (m, "time_s", mp_phase_name (p)), member (m, "time_s_max", mp_phase_name (p)));
   assert_within ("step", json_object_get_double_member (m, "step_s_min"),
                  json_object_get_double_member (m, "step_s"),
                  json_object_get_double_member (m, "step_s_max"));
@@ -145,15 +142,15 @@ test_measure_tied_wait_is_bubble (void **state)
   const MpInsnTime times[3] = { { .t0 = 0, .t1 = 2 },
                                 { .t0 = 2, .t1 = 3, .wait_pp_s = 0.75 },
                                 { .t0 = 3, .t1 = 3.5 } };
-  MpStepPhases st;
+  MpRankStep st;
   mp_measure_attribute (&prog, times, 0, 3.5, &st);
-  mp_assert_close (st.t[MP_PHASE_COMPUTE], 2, 1e-12);
-  mp_assert_close (st.t[MP_PHASE_DP], 0.25, 1e-12);
-  mp_assert_close (st.t[MP_PHASE_BUBBLE], 0.75, 1e-12);
-  mp_assert_close (st.t[MP_PHASE_OPTIMIZER], 0.5, 1e-12);
+  mp_assert_close (st.time.t[MP_PHASE_COMPUTE], 2, 1e-12);
+  mp_assert_close (st.time.t[MP_PHASE_DP], 0.25, 1e-12);
+  mp_assert_close (st.time.t[MP_PHASE_BUBBLE], 0.75, 1e-12);
+  mp_assert_close (st.time.t[MP_PHASE_OPTIMIZER], 0.5, 1e-12);
   double sum = 0;
   for (int p = 0; p < MP_PHASE_N; p++)
-    sum += st.t[p];
+    sum += st.time.t[p];
   mp_assert_close (sum, st.step_s, 1e-12);
 }
 

@@ -366,7 +366,7 @@ test_plan_io_not_a_number (void **state)
   base_config (&cfg);
   g_autoptr(MpPlan) plan = evaluate_ok (f->ctx, &cfg, 64);
   plan->step_s = NAN;
-  plan->time.bubble_s = INFINITY;
+  plan->time.t[MP_PHASE_BUBBLE] = INFINITY;
   g_autofree char *yaml = mp_plan_to_yaml (plan, f->model, f->cluster, NULL);
   assert_non_null (strstr (yaml, "  step_s: null"));
   g_autoptr(GError) error = NULL;

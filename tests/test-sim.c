@@ -221,10 +221,12 @@ free_programs (MpProgram **progs)
 }
 
 static double
-time_sum (const MpSimTime *t)
+time_sum (const MpStepTime *t)
 {
-  return t->compute_s + t->tp_comm_s + t->pp_comm_s + t->dp_comm_s + t->bubble_s
-         + t->optimizer_s;
+  double sum = 0;
+  for (int p = 0; p < MP_PHASE_N; p++)
+    sum += t->t[p];
+  return sum;
 }
 
 /* Simulates SH with durations T; checks what holds for every run: each rank's parts add
@@ -314,10 +316,10 @@ test_sim_bubble_breakdown (void **state)
   Times t = { .f = 1, .b = 2, .tp_share = 0.25 };
   g_autoptr(MpSimResult) res = run (&sh, &t, NULL);
   assert_int_equal (res->ranks[res->critical].stage, 0);
-  mp_assert_close (res->time.compute_s + res->time.tp_comm_s, 8 * 3.0, 1e-12);
-  mp_assert_close (res->time.tp_comm_s, 0.25 * 8 * 3.0, 1e-12);
-  mp_assert_close (res->time.bubble_s, 3 * 3.0, 1e-12);
-  assert_true (res->time.pp_comm_s == 0 && res->time.dp_comm_s == 0);
+  mp_assert_close (res->time.t[MP_PHASE_COMPUTE] + res->time.t[MP_PHASE_TP], 8 * 3.0, 1e-12);
+  mp_assert_close (res->time.t[MP_PHASE_TP], 0.25 * 8 * 3.0, 1e-12);
+  mp_assert_close (res->time.t[MP_PHASE_BUBBLE], 3 * 3.0, 1e-12);
+  assert_true (res->time.t[MP_PHASE_PP] == 0 && res->time.t[MP_PHASE_DP] == 0);
   mp_assert_close (res->ranks[2].busy_s[MP_STREAM_COMPUTE], 8 * 3.0, 1e-12);
 }
 
@@ -334,7 +336,7 @@ test_sim_p2p_on_the_path (void **state)
   double base = (8 + 4 - 1) * 3.0;
   assert_true (res->step_s >= base + 2 * 3 * 0.1 - 1e-12);
   assert_true (res->step_s <= base + 7 * 2 * 0.1 + 2 * 3 * 0.1 + 1e-12);
-  assert_true (res->time.pp_comm_s > 0);
+  assert_true (res->time.t[MP_PHASE_PP] > 0);
 }
 
 static void
@@ -371,9 +373,9 @@ test_sim_dp_overlap_compute_dominates (void **state)
                .bucket_layers = 2 };
   Times t = { .f = 1, .b = 2, .bucket = 0.7, .opt = 0.5 };
   g_autoptr(MpSimResult) res = run (&sh, &t, NULL);
-  mp_assert_close (res->time.dp_comm_s, 2 * 0.7, 1e-12);
+  mp_assert_close (res->time.t[MP_PHASE_DP], 2 * 0.7, 1e-12);
   mp_assert_close (res->step_s, 2 * 8 * 3.0 + 2 * 0.7 + 0.5, 1e-12);
-  mp_assert_close (res->time.optimizer_s, 0.5, 1e-12);
+  mp_assert_close (res->time.t[MP_PHASE_OPTIMIZER], 0.5, 1e-12);
   mp_assert_close (res->ranks[0].busy_s[MP_STREAM_DP], 4 * 2 * 0.7, 1e-12);
 }
 
@@ -388,8 +390,8 @@ test_sim_dp_overlap_comm_dominates (void **state)
   Times t = { .f = 1, .b = 0.2, .bucket = 2.0 };
   g_autoptr(MpSimResult) res = run (&sh, &t, NULL);
   double reduce = 4 * 2 * 2.0, after_first = 6 * 0.2;
-  mp_assert_close (res->time.dp_comm_s, reduce - after_first, 1e-12);
-  assert_true (res->time.dp_comm_s > 0.9 * reduce);
+  mp_assert_close (res->time.t[MP_PHASE_DP], reduce - after_first, 1e-12);
+  assert_true (res->time.t[MP_PHASE_DP] > 0.9 * reduce);
 }
 
 static void
@@ -414,7 +416,7 @@ test_sim_zero3_gather_before_use (void **state)
         assert_int_equal (res->ranks[0].slices[i].wait, MP_SIM_WAIT_DP);
       }
   mp_assert_close (res->step_s, 4 * 5.0 + 2 * (1.0 + 2.0), 1e-12);
-  mp_assert_close (res->time.dp_comm_s, 4 * 5.0, 1e-12);
+  mp_assert_close (res->time.t[MP_PHASE_DP], 4 * 5.0, 1e-12);
   free_programs (progs);
 }
 
@@ -485,7 +487,7 @@ test_sim_tied_rendezvous (void **state)
   mp_assert_close (start[0], start[1], 1e-15);
   mp_assert_close (start[0], (4 + 4 - 1) * 3.0, 1e-12);
   mp_assert_close (res->step_s, (4 + 4 - 1) * 3.0 + 0.5, 1e-12);
-  mp_assert_close (res->time.dp_comm_s, 0.5, 1e-12);
+  mp_assert_close (res->time.t[MP_PHASE_DP], 0.5, 1e-12);
   free_programs (progs);
 }
 
@@ -901,7 +903,7 @@ check_best_plans (const char *model, const char *cluster, guint top)
       if (plan->cfg.zero != 3)
         fail_msg ("%s on %s, plan %u: simulated %.6g s, closed form %.6g s (%+.2f%%)", model,
                   cluster, i + 1, res->step_s, plan->step_s, 100 * gap);
-      mp_assert_close (res->step_s - plan->step_s, res->time.dp_comm_s - plan->time.dp_comm_s,
+      mp_assert_close (res->step_s - plan->step_s, res->time.t[MP_PHASE_DP] - plan->time.t[MP_PHASE_DP],
                        1e-6);
     }
 }
@@ -940,9 +942,9 @@ test_sim_zero3_gathers_explained (void **state)
   assert_non_null (plan);
   g_autoptr(MpSimResult) res = simulate_plan (e, plan, NULL, NULL, NULL);
   assert_true (res->step_s > 1.02 * plan->step_s);
-  mp_assert_close (res->time.compute_s, plan->time.compute_s, 1e-9);
-  mp_assert_close (res->time.optimizer_s, plan->time.optimizer_s, 1e-9);
-  mp_assert_close (res->step_s - plan->step_s, res->time.dp_comm_s - plan->time.dp_comm_s, 1e-9);
+  mp_assert_close (res->time.t[MP_PHASE_COMPUTE], plan->time.t[MP_PHASE_COMPUTE], 1e-9);
+  mp_assert_close (res->time.t[MP_PHASE_OPTIMIZER], plan->time.t[MP_PHASE_OPTIMIZER], 1e-9);
+  mp_assert_close (res->step_s - plan->step_s, res->time.t[MP_PHASE_DP] - plan->time.t[MP_PHASE_DP], 1e-9);
   /* With 1F1B across 12 blocks, the same mechanism costs under 2%. */
   g_autoptr(Env) g = env_new ("gpt3-125m", "dgx-a100-80g:1");
   mp_parallel_config_init (&cfg);
@@ -986,8 +988,8 @@ test_sim_closed_form_uneven_interleaved (void **state)
   if (fabs (gap) > 0.02)
     fail_msg ("simulated %.6g s, closed form %.6g s (%+.2f%%)", res->step_s, plan->step_s,
               100 * gap);
-  mp_assert_close (res->ranks[1].time.compute_s + res->ranks[1].time.tp_comm_s,
-                   plan->time.compute_s + plan->time.tp_comm_s, 1e-9);
+  mp_assert_close (res->ranks[1].time.t[MP_PHASE_COMPUTE] + res->ranks[1].time.t[MP_PHASE_TP],
+                   plan->time.t[MP_PHASE_COMPUTE] + plan->time.t[MP_PHASE_TP], 1e-9);
 }
 
 static void
@@ -1089,7 +1091,7 @@ test_sim_trace_of_a_real_plan (void **state)
   guint n = 0;
   g_autoptr(MpSimResult) res = simulate_plan (e, plan, &opts, &progs, &n);
   assert_int_equal (n, 4);
-  assert_true (res->time.tp_comm_s > 0 && res->time.pp_comm_s > 0 && res->time.bubble_s > 0);
+  assert_true (res->time.t[MP_PHASE_TP] > 0 && res->time.t[MP_PHASE_PP] > 0 && res->time.t[MP_PHASE_BUBBLE] > 0);
   check_trace (progs, n, res);
   mp_program_stages_free (progs);
 }

@@ -1,0 +1,276 @@
+/* program.h - the plan's vocabulary: how a step is split over ranks (MpParallelConfig),
+ * the instructions one rank's step is made of (MpProgram), the phases a step's time is
+ * broken into (MpPhase, MpStepTime) and the kinds of memory it holds (MpMemKind).
+ *
+ * Plain data and names, shared by everything above it: the planner chooses configs and
+ * writes programs, the cost model and its simulator time them, the executor runs them and
+ * the report compares the phases predicted with the phases measured. It includes only
+ * model/ and topology/ (a config is checked against a model and a cluster); nothing here
+ * costs, searches or runs anything.
+ *
+ * Decisions:
+ *  - Program *generation* stays in planner/ (program.c, program-print.c): laying out a
+ *    step needs the evaluated plan (its layer split) and the cost model's accounting of
+ *    each rank (bucket sizes, bytes and FLOPs per layer), and this module sits below the
+ *    cost model. What lives here is what a program *is*, which everybody reads.
+ *  - MpCollKind lives here, not in costmodel/: an instruction names its collective, and
+ *    the executor's backends run the same kinds; the cost model's formulas over the kinds
+ *    (bus factors, algorithms) stay in costmodel/.
+ *  - One phase table: a new phase is one enum entry plus one name below (program.c) and
+ *    its computation where it is measured or predicted; every reader, writer, printer
+ *    and chart loops over MP_PHASE_N.
+ *
+ * Units: seconds, bytes, FLOP. */
+#pragma once
+#include <glib.h>
+#include <json-glib/json-glib.h>
+#include "model/model.h"
+#include "topology/topology.h"
+
+G_BEGIN_DECLS
+
+/* ==== the parallel config (config.c) =================================================== */
+
+typedef enum {
+  MP_RECOMPUTE_NONE,       /* keep every activation for backward */
+  MP_RECOMPUTE_SELECTIVE,  /* recompute the attention core (Korthikanti et al. 2022) */
+  MP_RECOMPUTE_FULL,       /* keep only each block's input; recompute the block */
+} MpRecompute;
+
+typedef enum {
+  MP_SCHEDULE_1F1B,        /* PipeDream-flush: stage i of p holds min(p - i, m) */
+  MP_SCHEDULE_GPIPE,       /* all forwards, then all backwards: every stage holds m */
+  MP_SCHEDULE_INTERLEAVED, /* Megatron's interleaved 1F1B over vpp chunks per stage */
+  MP_SCHEDULE_NONE,        /* layer placement, one micro-batch in flight */
+} MpSchedule;
+
+/* The parallel dimensions that number ranks, for MpParallelConfig.order. */
+typedef enum { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP, MP_DIM_PP, MP_DIM_N } MpParallelDim;
+
+/* MoE (moe14): how tokens reach their experts (Megatron-Core --moe-token-dispatcher-type). */
+typedef enum {
+  MP_DISPATCH_ALLTOALL,    /* permute, all-to-all over ep (then all-gather over etp) */
+  MP_DISPATCH_ALLGATHER,   /* all-gather every token over etp x ep, reduce-scatter back */
+} MpDispatcher;
+
+/* How a step is split over ranks; plain data (the planner builds one per plan). The
+ * ranks used are dp * tp * pp * cp. Experts use Megatron-Core's second grid over the
+ * same tp * cp * dp ranks of a pipeline stage (parallel_state.py, its expert rank
+ * generator): etp fastest, then ep, then the expert-data-parallel rest, so ep may
+ * exceed dp * cp when etp < tp (ep folded over tensor ranks). Experts are divided over
+ * ep and tensor-split over etp; their gradients are reduced over
+ * edp = tp * cp * dp / (etp * ep). With etp = tp this is ep carved out of dp * cp. */
+typedef struct {
+  guint dp, tp, pp, cp;        /* data, tensor, pipeline, context parallel sizes (>= 1) */
+  guint vpp;                   /* model chunks per pipeline rank (interleaved); 1 otherwise */
+  guint ep;                    /* expert parallel size (1 for dense models) */
+  /* MoE (moe14) */
+  guint etp;                   /* expert tensor parallel size; 0: tp (Megatron's default) */
+  MpDispatcher dispatcher;     /* token dispatch (all-to-all when zeroed) */
+  gboolean sequence_parallel;  /* Megatron SP: norms/dropout split by sequence over tp */
+  guint zero;                  /* ZeRO stage 0-3 over the dp * cp replicas */
+  MpRecompute recompute;
+  guint micro_batch_size;      /* sequences per micro-batch */
+  guint num_micro_batches;     /* micro-batches per optimizer step per replica */
+  MpSchedule schedule;
+  gboolean flash_attention;    /* fused attention: no score matrix in memory */
+  gboolean fp32_grads;         /* gradients accumulated in fp32 (Megatron with bf16); else
+                                * at the model's state_bytes_per_param gradient size */
+  double bucket_bytes;         /* data-parallel gradient bucket; 0: 25 MiB (PyTorch DDP) */
+  /* Model layers (model->layers, embedding and head included) per model chunk, pp * vpp
+   * entries in chunk order; chunk c runs on pipeline rank c % pp. NULL: blocks spread
+   * evenly, the embedding on the first chunk and the head on the last. Borrowed. */
+  const guint *chunk_layers;
+  /* Rank numbering, innermost first (Megatron's default tp, cp, dp, pp). An order that
+   * is not a permutation (e.g. all zero, as in a zeroed struct) means the default. */
+  MpParallelDim order[MP_DIM_N];
+  /* Rank -> device (world_size entries), NULL: rank r on device r. Borrowed. */
+  const guint *placement;
+} MpParallelConfig;
+
+/* Sets every size to 1, 1F1B, flash attention on, default order, no chunk split. */
+void mp_parallel_config_init (MpParallelConfig *cfg);
+/* TRUE when CFG can run MODEL on CLUSTER: sizes >= 1, world fits, tp divides heads, kv
+ * heads and ffn (mlp: every layer's outputs), cp divides the sequence, ep divides experts,
+ * etp * ep divides tp * cp * dp, etp divides the expert width and tp the shared one,
+ * etp != tp needs sequence parallelism when tp > 1, vpp needs the interleaved schedule (whose micro-batches pp divides, as
+ * Megatron-LM requires), chunk_layers sums to the layer count with no empty chunk (so
+ * the embedding is on the first chunk and the head on the last), or without it every
+ * chunk gets a block. Else FALSE with MP_ERROR_INPUT naming the first problem. */
+gboolean mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
+                                   const MpCluster *cluster, GError **error);
+/* MoE (moe14): the expert tensor-parallel size (etp, or tp when 0) and the
+ * expert-data-parallel size tp * cp * dp / (etp * ep) under CFG. */
+guint mp_parallel_config_etp (const MpParallelConfig *cfg);
+guint mp_parallel_config_edp (const MpParallelConfig *cfg);
+const char *mp_dispatcher_name (MpDispatcher d);
+gboolean mp_dispatcher_from_name (const char *name, MpDispatcher *out);
+/* Model chunks per pipeline rank: vpp under the interleaved schedule, else 1. */
+guint mp_parallel_config_vpp (const MpParallelConfig *cfg);
+/* Model chunks in all, pp * mp_parallel_config_vpp: the entries of chunk_layers. */
+guint mp_parallel_config_chunks (const MpParallelConfig *cfg);
+/* Rank strides under CFG's order, indexed by MpParallelDim: rank = sum over the four
+ * dimensions of coordinate x stride (the numbering every group of the cost model uses). */
+void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DIM_N]);
+/* A total order on configs, over every field: the sizes and choices (tp, pp, dp, cp, ep,
+ * vpp, sequence_parallel, zero, recompute, micro_batch_size, schedule, then the rank
+ * order, etp (effective), dispatcher, num_micro_batches, flash_attention, fp32_grads, bucket_bytes), then the layer
+ * split (mp_parallel_config_chunks entries; NULL, the balanced split, first) and the
+ * placement (world entries; NULL, the identity, first). 0: the same plan. */
+int mp_parallel_config_compare (const MpParallelConfig *a, const MpParallelConfig *b);
+/* mp_parallel_config_compare (A, B) == 0. */
+gboolean mp_parallel_config_equal (const MpParallelConfig *a, const MpParallelConfig *b);
+/* Lower-case names ("selective", "interleaved") and their inverses (case-insensitive;
+ * the schedule also as "interleaved-1f1b", the plan files' spelling). */
+const char *mp_recompute_name (MpRecompute r);
+const char *mp_schedule_name (MpSchedule s);
+gboolean mp_recompute_from_name (const char *name, MpRecompute *out);
+gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
+
+/* ==== phases of a step (program.c) ====================================================== */
+
+/* Where a step's time goes; the parts of one rank's (or the critical path's) step add up
+ * to the step. Names ("compute", "tp_comm", ...) are the time_s keys of every JSON. */
+typedef enum {
+  MP_PHASE_COMPUTE,      /* kernels, recomputation included */
+  MP_PHASE_TP,           /* exposed tensor-, context- and expert-parallel collectives */
+  MP_PHASE_PP,           /* pipeline sends and receives on the critical path */
+  MP_PHASE_DP,           /* exposed gradient reduction, ZeRO gathers, tied embeddings */
+  MP_PHASE_BUBBLE,       /* pipeline fill and drain, waiting on slower stages */
+  MP_PHASE_OPTIMIZER,    /* the optimizer step */
+  MP_PHASE_N
+} MpPhase;
+
+/* The step breakdown: seconds per phase (predicted by the planner and the simulator,
+ * measured by the executor, compared by the report). */
+typedef struct {
+  double t[MP_PHASE_N];
+} MpStepTime;
+
+/* "compute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer"; "?" out of range. */
+const char *mp_phase_name (MpPhase phase);
+/* The inverse (exact match); FALSE for any other name. */
+gboolean mp_phase_from_name (const char *name, MpPhase *out);
+/* The phase with the most time (ties: the first). */
+MpPhase mp_step_time_dominant (const MpStepTime *time);
+/* Adds member KEY to B's open object: an object of TIME's phases by name, in enum order
+ * (non-finite values as null). The time_s object of every JSON mpplan writes. */
+void mp_step_time_add_json (JsonBuilder *b, const char *key, const MpStepTime *time);
+/* The same object as a node. Caller owns. */
+JsonNode *mp_step_time_to_json (const MpStepTime *time);
+
+/* ==== memory (program.c) ================================================================ */
+
+/* What memory holds, the parts of a breakdown (the memory_bytes keys after "peak"). */
+typedef enum {
+  MP_MEM_WEIGHTS,
+  MP_MEM_GRADIENTS,
+  MP_MEM_OPTIMIZER,      /* optimizer state, fp32 master weights included */
+  MP_MEM_ACTIVATIONS,
+  MP_MEM_OTHER,          /* transient buffers: gathers, messages, logits, scratch, overhead */
+  MP_MEM_N
+} MpMemKind;
+
+/* "weights", "gradients", "optimizer", "activations", "other"; "?" out of range. */
+const char *mp_mem_kind_name (MpMemKind kind);
+
+/* ==== collectives (program.c) =========================================================== */
+
+typedef enum {
+  MP_COLL_ALL_REDUCE,
+  MP_COLL_ALL_GATHER,
+  MP_COLL_REDUCE_SCATTER,
+  MP_COLL_ALL_TO_ALL,
+  MP_COLL_BROADCAST,
+  MP_COLL_SEND_RECV,
+  MP_COLL_N
+} MpCollKind;
+
+/* "all_reduce", "all_gather", ... (nccl-tests' names with underscores); "?" else. */
+const char *mp_coll_kind_name (MpCollKind kind);
+
+/* ==== programs: one rank's training step as instructions (program.c) =================== */
+
+/* A plan expands into one program per rank (planner/ writes them); the simulator
+ * (costmodel/sim.c) and the executor (exec/) interpret the same programs.
+ *
+ * The builder assumes: instructions are issued in program order; each stream runs its own
+ * in order; an instruction on the PP or DP stream starts once the compute work issued
+ * before it is done (its data is ready); a SEND holds up nothing after it, whatever its
+ * receiver does (MPI_Isend; with NCCL, not in order behind later receives); a RECV holds
+ * up the compute work after it until its data has arrived. Under these rules every
+ * program set planner/ builds runs to the end (tests/test-program.c). */
+
+typedef enum {
+  MP_STREAM_COMPUTE,     /* kernels, and the tensor-parallel collectives that block them */
+  MP_STREAM_PP,          /* pipeline send / receive */
+  MP_STREAM_DP,          /* gradient reduction, ZeRO parameter gathers, tied embeddings */
+  MP_STREAM_N
+} MpStream;
+
+typedef enum {
+  MP_INSN_FORWARD,       /* forward of one model layer for one micro-batch, with the
+                          * tensor/context/expert-parallel collectives inside it */
+  MP_INSN_BACKWARD,      /* backward of one layer for one micro-batch (input and weight
+                          * gradients, and its TP collectives); with `recompute` set it
+                          * first re-runs what the plan recomputes */
+  MP_INSN_SEND,          /* activations (forward) or their gradients (backward) to `peer` */
+  MP_INSN_RECV,          /* the matching receive from `peer` (same tag) */
+  MP_INSN_REDUCE_GRADS,  /* data-parallel all-reduce (ZeRO 0) or reduce-scatter (ZeRO 1-3,
+                          * as the cost model) of one gradient bucket, layers [layer, layer +
+                          * n_layers), issued when its last gradient is ready: in the last
+                          * micro-batch (ZeRO-3: in every micro-batch) */
+  MP_INSN_GATHER_PARAMS, /* all-gather of parameters: of one layer before its forward and
+                          * again before its backward (ZeRO-3, issued one layer ahead; the
+                          * layer's FORWARD / BACKWARD waits for it, as for a receive), or
+                          * of a bucket's updated shards after the optimizer (ZeRO 1/2) */
+  MP_INSN_REDUCE_TIED,   /* all-reduce of the tied embedding's gradient (first, last stage) */
+  MP_INSN_WAIT,          /* the compute stream waits until `stream`'s work issued so far is
+                          * done (before the optimizer: every gradient reduced) */
+  MP_INSN_OPTIMIZER,     /* optimizer step on this rank's parameters (or ZeRO shard) */
+  MP_INSN_N
+} MpInsnKind;
+
+/* The ranks a collective runs over, relative to the rank running it. */
+typedef enum {
+  MP_GROUP_NONE,         /* not a collective */
+  MP_GROUP_DP,           /* dense gradients: the dp * cp ranks with this rank's tp, pp */
+  MP_GROUP_EDP,          /* expert gradients: the dp * cp / ep of those with its experts */
+  MP_GROUP_PP_ENDS,      /* tied embeddings: its peers on the first and the last stage */
+  MP_GROUP_N
+} MpCommGroup;
+
+typedef struct {
+  MpInsnKind kind;
+  MpStream stream;       /* where it runs (WAIT: the stream waited on) */
+  guint chunk;           /* model chunk (virtual stage); for F/B/SEND/RECV */
+  guint layer;           /* model layer (F/B); first layer of a bucket (REDUCE/GATHER) */
+  guint n_layers;        /* layers a bucket or gather covers (1 for F/B) */
+  guint micro_batch;     /* F/B/SEND/RECV */
+  gboolean recompute;    /* BACKWARD re-runs recomputed forward work first */
+  gint peer;             /* SEND/RECV: the other rank (world rank); -1 otherwise */
+  guint tag;             /* SEND/RECV: equal on a send and its receive, unique per pair */
+  guint bucket;          /* REDUCE_GRADS: bucket number on this rank, in issue order */
+  MpCollKind coll;       /* collectives: which one */
+  double bytes;          /* bytes moved (comm) or model bytes touched (F/B) */
+  double flops;          /* F/B: FLOPs executed (recomputation included) */
+  MpCommGroup group;     /* REDUCE_GRADS, GATHER_PARAMS, REDUCE_TIED: over which ranks */
+} MpInsn;
+
+typedef struct {
+  guint rank;            /* world rank */
+  guint stage;           /* pipeline rank */
+  guint dp_rank, tp_rank, cp_rank;
+  MpSchedule schedule;   /* the plan's, with its shape, for listings */
+  guint pp, vpp, n_micro_batches;
+  MpInsn *insns;
+  guint n_insns;
+} MpProgram;
+
+void mp_program_free (MpProgram *program);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpProgram, mp_program_free)
+const char *mp_insn_kind_name (MpInsnKind kind);
+const char *mp_stream_name (MpStream stream);
+const char *mp_comm_group_name (MpCommGroup group);
+
+G_END_DECLS
