@@ -573,6 +573,7 @@ typedef struct {
  * WAIT: 0, they only wait), and the part of a FORWARD/BACKWARD spent in collectives. */
 typedef struct {
   double time_s, comm_s;
+  double ep_s;            /* MoE (moe14): the part of comm_s that is expert dispatch */
 } MpSimCost;
 
 /* Fills *OUT for INSN of PROGRAM; PEER is the program of a SEND's or RECV's other rank

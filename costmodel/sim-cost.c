@@ -198,7 +198,7 @@ cm_sim_cost (const MpProgram *program, const MpInsn *insn, const MpProgram *peer
              MpSimCost *out, gpointer data)
 {
   CmSimCost *c = data;
-  out->time_s = out->comm_s = 0;
+  out->time_s = out->comm_s = out->ep_s = 0;
   /* Out-of-range references price as NaN, which mp_simulate reports. */
   if (program->stage >= c->pp
       || ((insn->kind == MP_INSN_FORWARD || insn->kind == MP_INSN_BACKWARD)
@@ -215,6 +215,7 @@ cm_sim_cost (const MpProgram *program, const MpInsn *insn, const MpProgram *peer
         const MpPhaseCost *f = &layer_cost (c, program->stage, insn->layer)[0];
         out->time_s = f->total_s;
         out->comm_s = collectives_in (f);
+        out->ep_s = f->ep_comm_s;
       }
       break;
     case MP_INSN_BACKWARD:
@@ -222,6 +223,7 @@ cm_sim_cost (const MpProgram *program, const MpInsn *insn, const MpProgram *peer
         const MpPhaseCost *b = &layer_cost (c, program->stage, insn->layer)[1];
         out->time_s = b->total_s - (insn->recompute ? 0 : b->recompute_s);
         out->comm_s = collectives_in (b);
+        out->ep_s = b->ep_comm_s;
       }
       break;
     case MP_INSN_SEND:

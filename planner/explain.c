@@ -150,8 +150,9 @@ append_holdback (GString *s, const MpPlan *best, const MpPlan *smallest, const M
     {
       /* Compute-bound but slower: show where the extra time goes. */
       double extra = best->step_s - winner->step_s;
-      double comm = (t[MP_PHASE_TP] + t[MP_PHASE_PP] + t[MP_PHASE_DP] + t[MP_PHASE_BUBBLE])
-                    - (w[MP_PHASE_TP] + w[MP_PHASE_PP] + w[MP_PHASE_DP] + w[MP_PHASE_BUBBLE]);
+      double comm = 0;
+      for (int p = MP_PHASE_TP; p <= MP_PHASE_BUBBLE; p++)
+        comm += t[p] - w[p];
       g_string_append_printf (s, "; %.0f%% of the extra time is communication and bubble",
                               extra > 0 ? 100 * CLAMP (comm / extra, 0.0, 1.0) : 0.0);
     }

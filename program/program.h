@@ -133,7 +133,8 @@ gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
  * to the step. Names ("compute", "tp_comm", ...) are the time_s keys of every JSON. */
 typedef enum {
   MP_PHASE_COMPUTE,      /* kernels, recomputation included */
-  MP_PHASE_TP,           /* exposed tensor-, context- and expert-parallel collectives */
+  MP_PHASE_TP,           /* exposed tensor- and context-parallel collectives */
+  MP_PHASE_EP,           /* MoE (moe14): the experts' token dispatch and combine */
   MP_PHASE_PP,           /* pipeline sends and receives on the critical path */
   MP_PHASE_DP,           /* exposed gradient reduction, ZeRO gathers, tied embeddings */
   MP_PHASE_BUBBLE,       /* pipeline fill and drain, waiting on slower stages */
@@ -147,7 +148,8 @@ typedef struct {
   double t[MP_PHASE_N];
 } MpStepTime;
 
-/* "compute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer"; "?" out of range. */
+/* "compute", "tp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer"; "?" out
+ * of range. */
 const char *mp_phase_name (MpPhase phase);
 /* The inverse (exact match); FALSE for any other name. */
 gboolean mp_phase_from_name (const char *name, MpPhase *out);
