@@ -109,6 +109,14 @@ ok "qwen3-235b-a22b at ep32 > dp x cp = 8" fix_plans "dp=8 tp=4 pp=8 ep=32 etp=1
 ok "gpt-oss-120b with the all-gather dispatcher" fix_plans "ep=16 etp=1 dispatcher=allgather" \
   gpt-oss-120b dgx-h100:8 tp=2,ep=16,etp=1,dispatcher=allgather
 ok "tiny-moe plans on the host" status_is 0 "$MPPLAN" plan -q -m tiny-moe -c host --top 1
+moe_round_trip () {
+  "$MPPLAN" plan -q -m qwen3-235b-a22b -c dgx-h100:32 --fix tp=4,pp=8,ep=32,etp=1 \
+    -o "$tmp/moe.yaml" >/dev/null 2>"$tmp/err" &&
+    grep -q '^  etp: 1$' "$tmp/moe.yaml" && grep -q '^  dispatcher: ' "$tmp/moe.yaml" &&
+    "$MPPLAN" validate "$tmp/moe.yaml" >/dev/null && "$MPPLAN" simulate -p "$tmp/moe.yaml" |
+    grep -q '^  ep_comm '
+}
+ok "an etp/dispatcher plan file round-trips (plan -o, validate, simulate)" moe_round_trip
 ok "--fix etp that divides no stage exits 2" status_is 2 "$MPPLAN" plan -q -m mixtral-8x7b \
   -c dgx-h100:4 --fix etp=3
 ok "... saying the pins cannot be honoured" err_has 'honours the pins'
