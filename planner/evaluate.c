@@ -314,11 +314,13 @@ pl_plan_memory (const MpCostContext *ctx, MpPlan *plan)
   const MpStageMemory *b = &mem[binding];
   plan->memory = (MpPlanMemory) {
     .peak_bytes = b->total_bytes,
-    .weights_bytes = b->weights_bytes,
-    .gradients_bytes = b->grads_bytes,
-    .optimizer_bytes = b->optimizer_bytes,
-    .activations_bytes = b->activations_bytes,
-    .other_bytes = b->transient_bytes + b->overhead_bytes,
+    .bytes = {
+      [MP_MEM_WEIGHTS] = b->weights_bytes,
+      [MP_MEM_GRADIENTS] = b->grads_bytes,
+      [MP_MEM_OPTIMIZER] = b->optimizer_bytes,
+      [MP_MEM_ACTIVATIONS] = b->activations_bytes,
+      [MP_MEM_OTHER] = b->transient_bytes + b->overhead_bytes,
+    },
     .capacity_bytes = b->capacity_bytes,
     .binding_stage = binding,
   };

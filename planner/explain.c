@@ -105,11 +105,11 @@ append_memory (GString *s, const MpPlan *p)
   append_units (s, "%s per GPU", m->peak_bytes, MP_UNIT_BYTES);
   append_units (s, " of %s", m->capacity_bytes, MP_UNIT_BYTES);
   g_string_append_printf (s, " on stage %u: ", m->binding_stage);
-  append_units (s, "weights %s", m->weights_bytes, MP_UNIT_BYTES);
-  append_units (s, ", gradients %s", m->gradients_bytes, MP_UNIT_BYTES);
-  append_units (s, ", optimizer %s", m->optimizer_bytes, MP_UNIT_BYTES);
-  append_units (s, ", activations %s", m->activations_bytes, MP_UNIT_BYTES);
-  append_units (s, ", other %s", m->other_bytes, MP_UNIT_BYTES);
+  for (int k = 0; k < MP_MEM_N; k++)
+    {
+      g_autofree char *u = mp_units_format (m->bytes[k], MP_UNIT_BYTES);
+      g_string_append_printf (s, "%s%s %s", k ? ", " : "", mp_mem_kind_name (k), u);
+    }
 }
 
 /* What holds a family's best plan back against the winner, in one clause. */
@@ -232,8 +232,8 @@ mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx)
   g_string_append (s, "To make a plan fit:");
   /* Sharded state scales down with more devices; activations with smaller micro-batches
    * and recompute. Say which of those the smallest plan has not used yet. */
-  double state = small->memory.weights_bytes + small->memory.gradients_bytes
-                 + small->memory.optimizer_bytes;
+  const double *bytes = small->memory.bytes;
+  double state = bytes[MP_MEM_WEIGHTS] + bytes[MP_MEM_GRADIENTS] + bytes[MP_MEM_OPTIMIZER];
   /* ZeRO shards over data-parallel replicas: no help on a single device. */
   if (small->cfg.zero < 3 && cluster->world_size > 1)
     g_string_append (s, " shard with ZeRO-3 / FSDP;");
@@ -241,8 +241,8 @@ mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx)
     g_string_append (s, " recompute (full);");
   if (small->cfg.micro_batch_size > 1)
     g_string_append (s, " a smaller micro-batch;");
-  double free_bytes = small->memory.capacity_bytes - small->memory.other_bytes
-                      - small->memory.activations_bytes;
+  double free_bytes = small->memory.capacity_bytes - bytes[MP_MEM_OTHER]
+                      - bytes[MP_MEM_ACTIVATIONS];
   double factor = free_bytes > 0 ? state / free_bytes : INFINITY;
   g_autofree char *state_h = mp_units_format (state, MP_UNIT_BYTES);
   if (isfinite (factor) && factor > 1)

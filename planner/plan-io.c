@@ -112,11 +112,8 @@ json_predictions (JsonBuilder *b, const MpPlan *plan)
   json_builder_set_member_name (b, "memory_bytes");
   json_builder_begin_object (b);
   mp_json_add_double (b, "peak", m->peak_bytes);
-  mp_json_add_double (b, "weights", m->weights_bytes);
-  mp_json_add_double (b, "gradients", m->gradients_bytes);
-  mp_json_add_double (b, "optimizer", m->optimizer_bytes);
-  mp_json_add_double (b, "activations", m->activations_bytes);
-  mp_json_add_double (b, "other", m->other_bytes);
+  for (int k = 0; k < MP_MEM_N; k++)
+    mp_json_add_double (b, mp_mem_kind_name (k), m->bytes[k]);
   json_builder_end_object (b);
 
   mp_step_time_add_json (b, "time_s", &plan->time);
@@ -474,11 +471,8 @@ write_predicted (GString *out, const MpPlan *plan)
   write_figure (out, "  ", "mfu", plan->mfu, -1, NULL);
   g_string_append (out, "  memory_bytes:   # per device, binding stage\n");
   write_figure (out, "    ", "peak", m->peak_bytes, MP_UNIT_BYTES, "");
-  write_figure (out, "    ", "weights", m->weights_bytes, MP_UNIT_BYTES, "");
-  write_figure (out, "    ", "gradients", m->gradients_bytes, MP_UNIT_BYTES, "");
-  write_figure (out, "    ", "optimizer", m->optimizer_bytes, MP_UNIT_BYTES, "");
-  write_figure (out, "    ", "activations", m->activations_bytes, MP_UNIT_BYTES, "");
-  write_figure (out, "    ", "other", m->other_bytes, MP_UNIT_BYTES, "");
+  for (int k = 0; k < MP_MEM_N; k++)
+    write_figure (out, "    ", mp_mem_kind_name (k), m->bytes[k], MP_UNIT_BYTES, "");
   g_string_append (out, "  time_s:   # where the step goes\n");
   for (int p = 0; p < MP_PHASE_N; p++)
     write_figure (out, "    ", mp_phase_name (p), plan->time.t[p], MP_UNIT_SECONDS, "");

@@ -19,8 +19,8 @@ G_BEGIN_DECLS
 /* The binding (fullest) stage's memory per device, broken down. */
 typedef struct {
   double peak_bytes;
-  double weights_bytes, gradients_bytes, optimizer_bytes, activations_bytes;
-  double other_bytes;   /* transient buffers and the per-device overhead */
+  double bytes[MP_MEM_N];   /* its parts by MpMemKind (program.h); MP_MEM_OTHER: transient
+                             * buffers and the per-device overhead */
   double capacity_bytes;
   guint binding_stage;
 } MpPlanMemory;

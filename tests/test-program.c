@@ -4,8 +4,8 @@
  * plans of real searches) every program set is checked for:
  *  - pairing: every send has exactly one receive on its peer (same tag, same bytes, same
  *    micro-batch, neighbouring chunks) and every receive one send;
- *  - progress: a symbolic run of all the programs ends. The model (costmodel.h, the
- *    programs section): each rank runs its instructions in order; a SEND posts its message
+ *  - progress: a symbolic run of all the programs ends. The model (program/program.h,
+ *    the programs section): each rank runs its instructions in order; a SEND posts its message
  *    and goes on (MPI_Isend); a RECV waits until the matching SEND has been reached; each
  *    rank's DP stream runs its collectives in order, and a collective completes when every
  *    member of its group has it at the head of its stream (NCCL's rule: members must issue
