@@ -60,7 +60,7 @@ mp_cmd_import (int argc, char **argv, gboolean do_help)
   g_option_context_set_help_enabled (ctx, FALSE);
   g_option_context_set_summary (
       ctx, "Turn a Hugging Face config.json (gpt2, llama, mistral, mixtral, qwen2, qwen3, "
-           "qwen3_moe, bert, gemma2, gemma3, gpt_oss, deepseek_v2, deepseek_v3, phi3 "
+           "qwen3_moe, qwen2_moe, bert, gemma2, gemma3, gpt_oss, deepseek_v2, deepseek_v3, phi3 "
            "(Phi-3, 3.5, 4), olmo2, internlm2, starcoder2, gptj, gpt_neox, falcon) into "
            "mpplan's model YAML. `plan -m`, `compare -m` and `describe` also read a "
            "config.json directly, with the default training length and batch.");
@@ -89,8 +89,10 @@ mp_cmd_import (int argc, char **argv, gboolean do_help)
            "Noted on stderr, costed approximately: parallel blocks (GPT-J, GPT-NeoX, "
            "Falcon) as sequential, partial rotary as full, OLMo 2's QK-norm left out; also "
            "a window covering the context (full attention), a vision tower left out.\n"
-           "Refused by name (exit 2): shared experts, dense layers in an MoE "
-           "(first_k_dense_replace, decoder_sparse_step != 1, mlp_only_layers), chunked "
+           "Shared experts (n_shared_experts, shared_expert_intermediate_size) and dense first "
+           "layers (first_k_dense_replace) are read.\n"
+           "Refused by name (exit 2): dense layers among the MoE layers "
+           "(decoder_sparse_step or moe_layer_freq != 1, mlp_only_layers), chunked "
            "attention layers, ALiBi, encoder-decoder models, other model types.\n"
            MP_CLI_EXIT_CODES);
   g_option_context_add_main_entries (ctx, entries, NULL);

@@ -206,7 +206,7 @@ cm_fp8_params (const MpCostContext *ctx, const MpParallelConfig *cfg, guint firs
 {
   *dense = cm_sum (ctx, CM_SUM_FP8_SPLIT, first, n) / cfg->tp
            + cm_sum (ctx, CM_SUM_FP8_REP, first, n);
-  *expert = cm_sum (ctx, CM_SUM_FP8_EXPERT, first, n) / ((double) cfg->tp * cfg->ep);
+  *expert = cm_sum (ctx, CM_SUM_FP8_EXPERT, first, n) / cm_expert_shards (cfg);
 }
 
 /* The cast (with its amax) of ELEMENTS bf16 values to FP8 on DEV, and its transpose where
@@ -473,9 +473,12 @@ cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpC
                        ctx->model->attn_softcap > 0, out);
 }
 
-/* A GEMM (or the router's) at its split shape. MoE experts: each rank holds experts / ep
- * of them and, after the all-to-all, receives its share of every EP peer's token copies:
- * tokens * top-k * ep / experts rows per local expert. */
+/* A GEMM (or the router's) at its split shape. MoE experts (moe14): each rank holds
+ * experts / ep of them, tensor-split over etp, and after the dispatch (and the etp
+ * all-gather) computes tokens * top-k * etp / tp token copies (its tp peers hold the
+ * other sequence shards: the same rows per rank whichever grid), i.e. that x ep / experts
+ * rows per local expert, times the load of the busiest rank: a grouped GEMM of
+ * experts / ep small GEMMs, as Megatron-Core's --moe-grouped-gemm runs them. */
 static void
 cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
               const MpLayer *layer, const MpOp *op, const CmOp *r, MpOpCost *out)
@@ -483,11 +486,15 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   double t = cfg->tp, tokens = cm_tokens (ctx, cfg);
   double count = MAX (op->count, 1.0);
   double m = tokens * count, n = op->gemm_n, k = op->gemm_k, batch = 1;
+  double load = 1;
   if (r->expert)
     {
       double experts = (double) MAX (ctx->model->experts, 1u), ep = cfg->ep;
+      double etp = mp_parallel_config_etp (cfg);
+      load = cm_expert_load (ctx->model);
       batch = experts / ep;
-      m = tokens * count * ep / experts;
+      m = tokens * count * ep / experts * (etp / t) * load;
+      t = etp;
     }
   if (r->gemm == CM_GEMM_SPLIT_N)
     n /= t;
@@ -505,7 +512,7 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   MpDtype dt = fp8 ? MP_DTYPE_FP8 : dev->dtype;
   double out_elt = fp8 ? mp_dtype_bytes (MP_DTYPE_BF16) : mp_dtype_bytes (dt);
   gemm_cost (dev, dt, out_elt, m, n, k, batch, &out->fwd);
-  out->model_fwd_flops = out->fwd.flops;
+  out->model_fwd_flops = out->fwd.flops / load;   /* the mean rank's share */
   MpKernelCost dgrad, wgrad;
   gemm_cost (dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
   gemm_cost (dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
@@ -560,6 +567,8 @@ mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
         if (op->kind == MP_OP_EMBEDDING && op->split == MP_SPLIT_VOCAB)
           div = 1;
         double bytes = op->fwd_bytes * cm_tokens (ctx, cfg) / div;
+        if (r->expert)
+          bytes *= cm_expert_load (ctx->model);
         MpEwClass klass = mp_cost_op_ew_class (op);
         mp_cost_elementwise_kernel (dev, klass, FALSE, bytes, &out->fwd);
         /* Backward reads the output gradient and the saved input and writes the input
@@ -633,6 +642,62 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
                       * coll (ctx, dev, MP_COLL_ALL_REDUCE, tokens * 4, g);
 }
 
+double
+mp_cost_moe_dispatch_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                            guint layer)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), 0);
+  g_return_val_if_fail (layer < ctx->model->n_layers, 0);
+  const CmLayer *cl = &ctx->layers[layer];
+  double width = 0;
+  for (guint i = 0; i < ctx->model->layers[layer].n_ops; i++)
+    width += cl->ops[i].a2a_width;
+  double ep = MAX (cfg->ep, 1u);
+  return cm_tokens (ctx, cfg) / (sequence_parallel (cfg) ? cfg->tp : 1) * width * ctx->elt
+         * cm_expert_load (ctx->model) * (ep - 1) / ep;
+}
+
+/* MoE (moe14): the token dispatch before the experts of op R and the combine after,
+ * forward and backward (the backward mirrors each), as Megatron-Core's dispatchers run
+ * them. All-to-all: each rank sends its tokens' top-k copies (h wide, at the busiest
+ * rank's load) over ep, of which (ep - 1) / ep leave the rank; on the expert grid with
+ * etp > 1 the received copies are then all-gathered over etp and the outputs
+ * reduce-scattered back. All-gather: every rank's tokens (h wide, once) are gathered
+ * over etp x ep and the outputs reduce-scattered. Outside the expert grid (no sequence
+ * parallelism, etp = tp) the dense region's tensor-parallel collectives stand in for
+ * the etp ones. */
+static void
+moe_dispatch (const MpCostContext *ctx, const MpParallelConfig *cfg,
+              const MpStageSpans *spans, const CmOp *r, MpPhaseCost *fwd, MpPhaseCost *bwd)
+{
+  const MpCostDevice *dev = spans->device;
+  double tokens = cm_tokens (ctx, cfg) / (sequence_parallel (cfg) ? cfg->tp : 1);
+  double load = cm_expert_load (ctx->model), etp = mp_parallel_config_etp (cfg);
+  if (cfg->dispatcher == MP_DISPATCH_ALLGATHER)
+    {
+      double size = tokens * (double) ctx->model->hidden * ctx->elt * etp * cfg->ep;
+      double both = coll (ctx, dev, MP_COLL_ALL_GATHER, size, &spans->etp_ep)
+                    + coll (ctx, dev, MP_COLL_REDUCE_SCATTER, size, &spans->etp_ep);
+      fwd->ep_comm_s += both;
+      bwd->ep_comm_s += both;
+      return;
+    }
+  double size = tokens * r->a2a_width * ctx->elt * load;
+  if (cfg->ep > 1)
+    {
+      double a2a = coll (ctx, dev, MP_COLL_ALL_TO_ALL, size, &spans->ep);
+      fwd->ep_comm_s += 2 * a2a;
+      bwd->ep_comm_s += 2 * a2a;
+    }
+  if (etp > 1 && cm_expert_grid (cfg))
+    {
+      double both = coll (ctx, dev, MP_COLL_ALL_GATHER, etp * size, &spans->etp)
+                    + coll (ctx, dev, MP_COLL_REDUCE_SCATTER, etp * size, &spans->etp);
+      fwd->ep_comm_s += both;
+      bwd->ep_comm_s += both;
+    }
+}
+
 void
 mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
                const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
@@ -642,8 +707,7 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpLayer *l = &ctx->model->layers[layer];
   const CmLayer *cl = &ctx->layers[layer];
   const MpCostDevice *dev = spans->device;
-  double tokens = cm_tokens (ctx, cfg), e = ctx->elt;
-  gboolean sp = sequence_parallel (cfg);
+  double e = ctx->elt;
   double again_s = 0, again_flops = 0;   /* selective: the forward work re-run */
   memset (fwd, 0, sizeof *fwd);
   memset (bwd, 0, sizeof *bwd);
@@ -663,16 +727,10 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
       bwd->bytes += oc.bwd.bytes;
       bwd->model_flops += op->fwd_flops > 0 ? oc.model_fwd_flops * op->bwd_flops / op->fwd_flops
                                             : 0;
-      if (cfg->tp > 1)
+      if (cfg->tp > 1 && !(r->expert && cm_expert_grid (cfg)))
         tp_collectives (ctx, cfg, spans, r, &oc, fwd, bwd);
-      if (cfg->ep > 1 && r->a2a_width > 0)
-        {
-          /* Dispatch before the experts and combine after, forward and backward. */
-          double size = tokens / (sp ? cfg->tp : 1) * r->a2a_width * e;
-          double a2a = coll (ctx, dev, MP_COLL_ALL_TO_ALL, size, &spans->ep);
-          fwd->ep_comm_s += 2 * a2a;
-          bwd->ep_comm_s += 2 * a2a;
-        }
+      if (r->a2a_width > 0)
+        moe_dispatch (ctx, cfg, spans, r, fwd, bwd);
       double share = cm_op_recompute_share (l, i, cfg);
       if (share > 0)
         {
@@ -781,7 +839,7 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
   double w, g, o, last_d = 0, last_e = 0;
   mp_model_state_bytes_per_param (ctx->model, &w, NULL, &o);
   g = cm_grad_bytes (ctx, cfg);
-  double reps = (double) cfg->dp * cfg->cp, ereps = reps / MAX (cfg->ep, 1u);
+  double reps = (double) cfg->dp * cfg->cp, ereps = mp_parallel_config_edp (cfg);
   switch (cfg->zero)
     {
     case 0:
@@ -855,15 +913,6 @@ cm_boundary_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
   return cm_tokens (ctx, cfg) * width * ctx->elt / div;
 }
 
-/* Do two stages' layers see the same groups (so the same layer costs)? */
-static gboolean
-same_layer_groups (const MpStageSpans *a, const MpStageSpans *b)
-{
-  return a->device == b->device && memcmp (&a->tp, &b->tp, sizeof a->tp) == 0
-         && memcmp (&a->cp, &b->cp, sizeof a->cp) == 0
-         && memcmp (&a->ep, &b->ep, sizeof a->ep) == 0;
-}
-
 void
 mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out)
 {
@@ -897,7 +946,7 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
           mp_cost_stage_spans (ctx, cfg, s, &spans[s]);
           layer_row[s] = s;
           for (guint i = 0; i < n_reps; i++)
-            if (same_layer_groups (&spans[reps[i]], &spans[s]))
+            if (cm_same_layer_groups (&spans[reps[i]], &spans[s]))
               {
                 layer_row[s] = layer_row[reps[i]];
                 break;
@@ -936,7 +985,7 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
           dense += cm_sum (ctx, CM_SUM_PARAMS_SPLIT, first[c], count[c]) / cfg->tp
                    + cm_sum (ctx, CM_SUM_PARAMS_REP, first[c], count[c]);
           expert += cm_sum (ctx, CM_SUM_PARAMS_EXPERT, first[c], count[c])
-                    / ((double) cfg->tp * cfg->ep);
+                    / cm_expert_shards (cfg);
           double fd, fe;
           cm_fp8_params (ctx, cfg, first[c], count[c], &fd, &fe);
           fp8[0] += fd;

@@ -387,6 +387,12 @@ build_sums (MpCostContext *ctx)
       v[CM_SUM_NR_ACT] = rc ? 0 : l->act_bytes;
       v[CM_SUM_NR_ACT_REP] = rc ? 0 : l->act_rep_bytes;
       v[CM_SUM_NR_ACT_SCORE] = rc ? 0 : l->act_score_bytes;
+      for (guint o = 0; o < l->n_ops; o++)
+        if (l->ops[o].split == MP_SPLIT_EXPERT)
+          {
+            v[CM_SUM_EXPERT_ACT] += l->ops[o].act_bytes;
+            v[CM_SUM_EXPERT_REP] += l->ops[o].act_rep_bytes;
+          }
       for (int s = 0; s < CM_SUM_N; s++)
         ctx->sums[s][i + 1] = ctx->sums[s][i] + v[s];
       if (rc)
@@ -649,6 +655,15 @@ span_of (const MpCostContext *ctx, const MpParallelConfig *cfg, guint *buf, guin
   group_span (ctx, cfg, buf, n, span);
 }
 
+/* MoE (moe14): the rank of the I-th of a stage's tp * cp * dp ranks (tp-fastest, then cp,
+ * then dp) whose first is BASE. */
+static guint
+expert_grid_rank (const MpParallelConfig *cfg, const guint *stride, guint base, guint i)
+{
+  return base + (i % cfg->tp) * stride[MP_DIM_TP] + (i / cfg->tp % cfg->cp) * stride[MP_DIM_CP]
+         + (i / (cfg->tp * cfg->cp)) * stride[MP_DIM_DP];
+}
+
 void
 mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
                      MpStageSpans *out)
@@ -659,7 +674,7 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
   mp_parallel_config_strides (cfg, stride);
   guint base = stage * stride[MP_DIM_PP];
   guint dpcp = cfg->dp * cfg->cp, ep = MAX (cfg->ep, 1u);
-  guint *buf = g_new (guint, MAX (MAX (dpcp, cfg->tp), 2u));
+  guint *buf = g_new (guint, MAX (dpcp * cfg->tp, 2u));
   memset (out, 0, sizeof *out);
   out->stage = stage;
   out->device = cm_stage_device (ctx, cfg, stage);
@@ -669,21 +684,30 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
    * context parallelism). */
   span_of (ctx, cfg, buf, base, stride[MP_DIM_CP], cfg->cp, stride[MP_DIM_DP], cfg->dp,
            &out->dp);
-  /* Expert groups index the dp * cp ranks cp-fastest: ep consecutive ones form an
-   * expert-parallel group; every ep-th one shares the same experts (without expert
-   * parallelism: the rank alone, and the gradient group). */
-  guint n = 0;
-  for (guint j = 0; j < ep && j < dpcp; j++)
-    buf[n++] = base + (j % cfg->cp) * stride[MP_DIM_CP] + (j / cfg->cp) * stride[MP_DIM_DP];
+  /* MoE (moe14): Megatron-Core's expert grid numbers the stage's tp * cp * dp ranks
+   * tp-fastest, then cp, then dp, and takes them etp-fastest, then ep, then edp: an
+   * expert-parallel group is every etp-th of ep * etp consecutive ones; its experts'
+   * gradient group every (etp * ep)-th (without expert parallelism and etp = tp: the
+   * dense gradient group). */
+  guint etp = mp_parallel_config_etp (cfg), edp = mp_parallel_config_edp (cfg), n = 0;
+  for (guint j = 0; j < etp; j++)
+    buf[n++] = expert_grid_rank (cfg, stride, base, j);
+  group_span (ctx, cfg, buf, n, &out->etp);
+  n = 0;
+  for (guint j = 0; j < ep; j++)
+    buf[n++] = expert_grid_rank (cfg, stride, base, j * etp);
   group_span (ctx, cfg, buf, n, &out->ep);
-  if (ep == 1)
+  n = 0;
+  for (guint j = 0; j < etp * ep; j++)
+    buf[n++] = expert_grid_rank (cfg, stride, base, j);
+  group_span (ctx, cfg, buf, n, &out->etp_ep);
+  if (ep == 1 && etp == cfg->tp)
     out->edp = out->dp;
   else
     {
       n = 0;
-      for (guint j = 0; j < dpcp; j += ep)
-        buf[n++] = base + (j % cfg->cp) * stride[MP_DIM_CP]
-                   + (j / cfg->cp) * stride[MP_DIM_DP];
+      for (guint j = 0; j < edp; j++)
+        buf[n++] = expert_grid_rank (cfg, stride, base, j * etp * ep);
       group_span (ctx, cfg, buf, n, &out->edp);
     }
   /* Pipeline neighbours: the next stage, or for the last one the previous. */
@@ -713,7 +737,7 @@ mp_cost_layer_params (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   const CmLayer *cl = &ctx->layers[layer];
   /* As mp_cost_stage_times and mp_cost_stage_memory sum them over a chunk. */
   *dense = cl->params_split / cfg->tp + cl->params_rep;
-  *expert = cl->params_expert / ((double) cfg->tp * cfg->ep);
+  *expert = cl->params_expert / ((double) mp_parallel_config_etp (cfg) * cfg->ep);
 }
 
 double

@@ -46,7 +46,7 @@ runs_of (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpa
       mp_cost_layer (ctx, cfg, spans, i, &r.fwd, &r.bwd);
       const CmLayer *cl = &ctx->layers[i];
       r.params = cl->params_split / cfg->tp + cl->params_rep
-                 + cl->params_expert / ((double) cfg->tp * cfg->ep);
+                 + cl->params_expert / cm_expert_shards (cfg);
       r.activations = mp_cost_layer_activation_bytes (ctx, cfg, i);
       g_array_append_val (runs, r);
     }

@@ -6,6 +6,8 @@
 #pragma once
 #include "costmodel/costmodel.h"
 
+#include <string.h>
+
 G_BEGIN_DECLS
 
 /* How a GEMM's shape changes under tensor parallelism. */
@@ -65,6 +67,8 @@ typedef enum {
   CM_SUM_NR_ACT,         /* act_bytes of layers full recompute does not apply to */
   CM_SUM_NR_ACT_REP,     /* ... their act_rep_bytes */
   CM_SUM_NR_ACT_SCORE,   /* ... their act_score_bytes */
+  CM_SUM_EXPERT_ACT,     /* MoE (moe14): act_bytes of expert ops (in CM_SUM_ACT too) */
+  CM_SUM_EXPERT_REP,     /* ... their act_rep_bytes: the dispatched token copies */
   CM_SUM_N
 } CmSum;
 
@@ -140,6 +144,40 @@ cm_sum (const MpCostContext *ctx, CmSum which, guint first, guint n)
 }
 /* Tokens one rank processes per micro-batch: micro_batch_size * seq_len / cp. */
 double cm_tokens (const MpCostContext *ctx, const MpParallelConfig *cfg);
+/* MoE (moe14): ranks one expert's weights are divided over, etp * ep. */
+static inline double
+cm_expert_shards (const MpParallelConfig *cfg)
+{
+  return (double) mp_parallel_config_etp (cfg) * MAX (cfg->ep, 1u);
+}
+/* Layers cost the same on two stages with the same device and tensor-, context- and
+ * expert-parallel groups (MoE (moe14): the expert grid's etp and etp x ep ones too). */
+static inline gboolean
+cm_same_layer_groups (const MpStageSpans *a, const MpStageSpans *b)
+{
+  return a->device == b->device && memcmp (&a->tp, &b->tp, sizeof a->tp) == 0
+         && memcmp (&a->cp, &b->cp, sizeof a->cp) == 0
+         && memcmp (&a->ep, &b->ep, sizeof a->ep) == 0
+         && memcmp (&a->etp, &b->etp, sizeof a->etp) == 0
+         && memcmp (&a->etp_ep, &b->etp_ep, sizeof a->etp_ep) == 0;
+}
+/* MoE (moe14): the busiest expert rank's tokens over the mean: the model's load
+ * imbalance, capped by its capacity factor (tokens past capacity are dropped). */
+static inline double
+cm_expert_load (const MpModel *m)
+{
+  double load = MAX (m->load_imbalance, 1.0);
+  return m->capacity_factor > 0 ? MIN (load, MAX (m->capacity_factor, 1.0)) : load;
+}
+/* MoE (moe14): do the experts run on Megatron-Core's own expert grid (dispatch over ep,
+ * then all-gather over etp), rather than inside the dense tensor-parallel region (no
+ * sequence parallelism, etp = tp, all-to-all)? */
+static inline gboolean
+cm_expert_grid (const MpParallelConfig *cfg)
+{
+  return (cfg->sequence_parallel && cfg->tp > 1) || mp_parallel_config_etp (cfg) != cfg->tp
+         || cfg->dispatcher == MP_DISPATCH_ALLGATHER;
+}
 /* The device (node group) of STAGE's first rank. */
 const MpCostDevice *cm_stage_device (const MpCostContext *ctx, const MpParallelConfig *cfg,
                                      guint stage);

@@ -312,7 +312,9 @@ typedef struct {
   const MpCostDevice *device;
   MpGroupSpan tp, cp;
   MpGroupSpan dp;                    /* the gradient group: dp * cp ranks */
-  MpGroupSpan ep, edp;               /* expert-parallel; expert-gradient (dp * cp / ep) */
+  MpGroupSpan ep, edp;               /* expert-parallel; expert-gradient (edp ranks) */
+  MpGroupSpan etp, etp_ep;           /* MoE (moe14): expert tensor-parallel; etp x ep (the
+                                      * all-gather dispatcher's group) */
   MpGroupSpan pp_next;               /* this rank and its peer on the next stage */
   MpGroupSpan pp_ends;               /* first and last stage (tied embedding gradients) */
 } MpStageSpans;
@@ -353,6 +355,12 @@ typedef struct {
   double bytes;         /* memory traffic */
 } MpPhaseCost;
 
+/* MoE (moe14): bytes one rank's all-to-all dispatch of LAYER sends to other ranks per
+ * micro-batch, one way: its tokens x top-k x hidden x element size x (ep - 1) / ep, at
+ * the busiest rank's load (model load_imbalance, capped by capacity_factor); 0 for a
+ * dense layer. The combine sends as much back. */
+double mp_cost_moe_dispatch_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                   guint layer);
 void mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
                     const MpStageSpans *spans, guint layer, MpPhaseCost *fwd,
                     MpPhaseCost *bwd);

@@ -30,6 +30,18 @@ kept_all (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, gu
 {
   double t = cfg->tp, sd = sp_div (cfg);
   double kept = cm_sum (ctx, CM_SUM_ACT, first, n) / t + cm_sum (ctx, CM_SUM_ACT_REP, first, n) / sd;
+  double ea = cm_sum (ctx, CM_SUM_EXPERT_ACT, first, n);
+  double er = cm_sum (ctx, CM_SUM_EXPERT_REP, first, n);
+  if (ea > 0 || er > 0)
+    {
+      /* MoE (moe14): a rank keeps the token copies its experts computed, tokens * k *
+       * etp / tp at the busiest rank's load (the dispatched, etp-gathered fc1 input is
+       * what the grouped GEMM saves, whether or not the dense part is sequence-split),
+       * and their split activations at that load. */
+      double load = cm_expert_load (ctx->model), etp = mp_parallel_config_etp (cfg);
+      kept = (cm_sum (ctx, CM_SUM_ACT, first, n) - ea + ea * load) / t
+             + (cm_sum (ctx, CM_SUM_ACT_REP, first, n) - er) / sd + er * load * etp / t;
+    }
   if (!scores_dropped && !cfg->flash_attention)
     kept += cm_sum (ctx, CM_SUM_ACT_SCORE, first, n) / t;
   return kept;
@@ -191,7 +203,7 @@ layer_needs (const MpCostContext *ctx, const MpParallelConfig *cfg, guint li, La
   const MpLayer *l = &ctx->model->layers[li];
   const CmLayer *cl = &ctx->layers[li];
   double t = cfg->tp, tokens = cm_tokens (ctx, cfg), e = ctx->elt, sd = sp_div (cfg);
-  n->params = cl->params_split / t + cl->params_rep + cl->params_expert / (t * cfg->ep);
+  n->params = cl->params_split / t + cl->params_rep + cl->params_expert / cm_expert_shards (cfg);
   n->full_act = tokens * (l->act_bytes / t + l->act_rep_bytes / sd
                           + (cfg->flash_attention ? 0 : l->act_score_bytes / t));
   n->dropped = cfg->recompute == MP_RECOMPUTE_SELECTIVE
@@ -220,7 +232,7 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   cm_chunk_layers (ctx, cfg, first, count);
   chunk_in_flight (cfg, stage, vpp, in_flight);
   const MpCostDevice *dev = cm_stage_device (ctx, cfg, stage);
-  double t = cfg->tp, ep = cfg->ep, tokens = cm_tokens (ctx, cfg), e = ctx->elt;
+  double t = cfg->tp, tokens = cm_tokens (ctx, cfg), e = ctx->elt;
 
   memset (out, 0, sizeof *out);
   out->stage = stage;
@@ -233,7 +245,7 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
       guint c = stage + v * pp;
       dense += cm_sum (ctx, CM_SUM_PARAMS_SPLIT, first[c], count[c]) / t
                + cm_sum (ctx, CM_SUM_PARAMS_REP, first[c], count[c]);
-      expert += cm_sum (ctx, CM_SUM_PARAMS_EXPERT, first[c], count[c]) / (t * ep);
+      expert += cm_sum (ctx, CM_SUM_PARAMS_EXPERT, first[c], count[c]) / cm_expert_shards (cfg);
       act += in_flight[v] * tokens * kept_per_token (ctx, cfg, first[c], count[c]);
       flight += in_flight[v];
       first_layer = MIN (first_layer, first[c]);
@@ -263,7 +275,7 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   double w, g, o;
   mp_model_state_bytes_per_param (m, &w, NULL, &o);
   g = cm_grad_bytes (ctx, cfg);
-  double reps = (double) cfg->dp * cfg->cp, ereps = reps / ep;
+  double reps = (double) cfg->dp * cfg->cp, ereps = mp_parallel_config_edp (cfg);
   double shard_d = 1.0 / reps, shard_e = 1.0 / ereps;
   out->weights_bytes = (dense * (cfg->zero >= 3 ? shard_d : 1)
                         + expert * (cfg->zero >= 3 ? shard_e : 1)) * w;

@@ -85,15 +85,6 @@ spans_of (CmSimCost *c, guint stage)
   return &c->spans[stage];
 }
 
-/* Layers cost the same on two stages with the same device and TP, CP and EP groups. */
-static gboolean
-same_layer_groups (const MpStageSpans *a, const MpStageSpans *b)
-{
-  return a->device == b->device && memcmp (&a->tp, &b->tp, sizeof a->tp) == 0
-         && memcmp (&a->cp, &b->cp, sizeof a->cp) == 0
-         && memcmp (&a->ep, &b->ep, sizeof a->ep) == 0;
-}
-
 static guint
 row_of (CmSimCost *c, guint stage)
 {
@@ -102,7 +93,7 @@ row_of (CmSimCost *c, guint stage)
   const MpStageSpans *sp = spans_of (c, stage);
   c->row[stage] = stage;
   for (guint s = 0; s < c->pp; s++)
-    if (s != stage && c->row[s] == s && same_layer_groups (&c->spans[s], sp))
+    if (s != stage && c->row[s] == s && cm_same_layer_groups (&c->spans[s], sp))
       {
         c->row[stage] = s;
         break;
@@ -207,7 +198,7 @@ cm_sim_cost (const MpProgram *program, const MpInsn *insn, const MpProgram *peer
              MpSimCost *out, gpointer data)
 {
   CmSimCost *c = data;
-  out->time_s = out->comm_s = 0;
+  out->time_s = out->comm_s = out->ep_s = 0;
   /* Out-of-range references price as NaN, which mp_simulate reports. */
   if (program->stage >= c->pp
       || ((insn->kind == MP_INSN_FORWARD || insn->kind == MP_INSN_BACKWARD)
@@ -224,6 +215,7 @@ cm_sim_cost (const MpProgram *program, const MpInsn *insn, const MpProgram *peer
         const MpPhaseCost *f = &layer_cost (c, program->stage, insn->layer)[0];
         out->time_s = f->total_s;
         out->comm_s = collectives_in (f);
+        out->ep_s = f->ep_comm_s;
       }
       break;
     case MP_INSN_BACKWARD:
@@ -231,6 +223,7 @@ cm_sim_cost (const MpProgram *program, const MpInsn *insn, const MpProgram *peer
         const MpPhaseCost *b = &layer_cost (c, program->stage, insn->layer)[1];
         out->time_s = b->total_s - (insn->recompute ? 0 : b->recompute_s);
         out->comm_s = collectives_in (b);
+        out->ep_s = b->ep_comm_s;
       }
       break;
     case MP_INSN_SEND:

@@ -168,6 +168,29 @@ text_attention (GString *out, const MpModel *m)
   g_string_free (a, TRUE);
 }
 
+
+/* MoE (moe14): what differs from a plain MoE block (expert width, shared experts, dense
+ * first blocks, capacity), on one line; nothing when all are defaults. */
+static void
+text_moe (GString *out, const MpModel *m)
+{
+  GString *s = g_string_new (NULL);
+  if (m->moe_ffn_hidden != m->ffn_hidden)
+    g_string_append_printf (s, ", expert ffn %" G_GUINT64_FORMAT, m->moe_ffn_hidden);
+  if (m->shared_experts > 0)
+    g_string_append_printf (s, ", %" G_GUINT64_FORMAT " shared of ffn %" G_GUINT64_FORMAT,
+                            m->shared_experts, m->shared_expert_ffn);
+  if (m->first_k_dense > 0)
+    g_string_append_printf (s, ", first %" G_GUINT64_FORMAT " blocks dense",
+                            m->first_k_dense);
+  if (m->capacity_factor > 0)
+    g_string_append_printf (s, ", capacity factor %g", m->capacity_factor);
+  if (m->load_imbalance > 1)
+    g_string_append_printf (s, ", load imbalance %g", m->load_imbalance);
+  if (s->len > 0)
+    g_string_append_printf (out, "  moe              %s\n", s->str + 2);
+  g_string_free (s, TRUE);
+}
 static void
 text_shape (GString *out, const MpModel *m)
 {
@@ -196,6 +219,8 @@ text_shape (GString *out, const MpModel *m)
   if (m->experts)
     g_string_append_printf (out, "  experts          %" G_GUINT64_FORMAT " per block, top-%"
                             G_GUINT64_FORMAT " per token\n", m->experts, m->experts_per_token);
+  if (m->experts)
+    text_moe (out, m);
   g_string_append_printf (out, "  options          %s, %s, %s positions, %s, %s embeddings\n",
                           mp_activation_name (m->activation), mp_model_norm_name (m->norm),
                           mp_model_position_name (m->position),
@@ -458,6 +483,16 @@ json_shape (JsonBuilder *b, const MpModel *m)
       mp_json_add_int (b, "experts", m->experts);
       mp_json_add_int (b, "experts_per_token", m->experts_per_token);
       json_attention (b, m);
+      if (m->experts > 0)
+        {
+          /* MoE (moe14) */
+          mp_json_add_int (b, "moe_ffn_hidden", m->moe_ffn_hidden);
+          mp_json_add_int (b, "shared_experts", m->shared_experts);
+          mp_json_add_int (b, "shared_expert_ffn", m->shared_expert_ffn);
+          mp_json_add_int (b, "first_k_dense", m->first_k_dense);
+          mp_json_add_double (b, "capacity_factor", m->capacity_factor);
+          mp_json_add_double (b, "load_imbalance", m->load_imbalance);
+        }
     }
   json_builder_end_object (b);
 }

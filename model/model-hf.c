@@ -2,7 +2,8 @@
  * model back to the model YAML of examples/models (what `mpplan import hf` prints).
  *
  * Families read: gpt2, llama (2 and 3), mistral, mixtral, qwen2, qwen3, qwen3_moe, bert,
- * gemma2, gemma3 (its text_config), gpt_oss, deepseek_v2, deepseek_v3, with the key aliases of transformers' configuration_*.py (ECOSYSTEM.md 2.1): GPT-2's
+ * gemma2, gemma3 (its text_config), gpt_oss, deepseek_v2, deepseek_v3, qwen2_moe, with the
+ * key aliases of transformers' configuration_*.py (ECOSYSTEM.md 2.1): GPT-2's
  * n_layer / n_embd / n_head / n_inner / n_positions, num_key_value_heads (absent or null:
  * multi-head), head_dim (null: hidden / heads), MoE widths (Mixtral: intermediate_size
  * per expert; Qwen3-MoE: moe_intermediate_size), num_local_experts or num_experts,
@@ -11,18 +12,20 @@
  * rope_scaling / rope_parameters, max_position_embeddings, vocab_size, torch_dtype.
  *
  * Decisions (each also in --help and docs/mpplan.1):
- *  - What mpplan cannot cost is refused by name, never dropped: shared experts, dense-first
- *    or interleaved dense layers in an MoE (first_k_dense_replace, decoder_sparse_step !=
- *    1, mlp_only_layers), chunked attention layers, encoder-decoder models.
+ *  - What mpplan cannot cost is refused by name, never dropped: interleaved dense layers
+ *    in an MoE (decoder_sparse_step or moe_layer_freq != 1, mlp_only_layers), chunked
+ *    attention layers, encoder-decoder models. Shared experts (n_shared_experts,
+ *    shared_expert_intermediate_size) and dense first layers (first_k_dense_replace) are
+ *    read (moe14).
  *  - Attention as the families' modeling code builds it (ir14): sliding_window is real
  *    windowed attention (Mistral v0.1: 4096 of 32768) on the blocks layer_types (or the
  *    family's period, Gemma 2: every other block, Gemma 3: 5 of 6, GPT-OSS: every other)
- *    makes windowed; a window covering the context is full attention (a note says so).
- *    Multi-head latent attention from kv_lora_rank, q_lora_rank (null: direct q),
- *    qk_nope_head_dim, qk_rope_head_dim, v_head_dim. Qwen3 and Gemma 3 normalise q and k
- *    per head; Qwen2 biases q, k, v only; GPT-OSS has a sink per head; Gemma 2/3 scale
- *    the embeddings, normalise the attention and MLP outputs, and (2) soft-cap scores and
- *    logits. query_pre_attn_scalar only changes a scale: it costs nothing.
+ *    makes windowed; a window covering the training length is full attention (a note
+ *    says so). Multi-head latent attention from kv_lora_rank, q_lora_rank (null: direct
+ *    q), qk_nope_head_dim, qk_rope_head_dim, v_head_dim. Qwen3 and Gemma 3 normalise q
+ *    and k per head; Qwen2 biases q, k, v only; GPT-OSS has a sink per head; Gemma 2/3
+ *    scale the embeddings, normalise the attention and MLP outputs, and (2) soft-cap
+ *    scores and logits. query_pre_attn_scalar only changes a scale: it costs nothing.
  *  - attention_bias sets the attention projections' biases, mlp_bias the MLP's (and the
  *    router's).
  *  - Gemma 3's vision tower (vision_config) is left out with a note: the text decoder
@@ -87,6 +90,7 @@ static const Family families[] = {
   { "gemma3_text", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, 131072, NULL, &gemma3_attn },
   { "gemma3", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, 131072, NULL, &gemma3_attn },
   { "gpt_oss", TRUE, FALSE, FALSE, TRUE, MP_NORM_RMSNORM, 0, NULL, &gpt_oss_attn },
+  { "qwen2_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
   { "deepseek_v2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
   { "deepseek_v3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
   { "phi3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
@@ -224,9 +228,7 @@ refuse_unsupported (Reader *r)
   static const struct {
     const char *key, *feature;
   } refused[] = {
-    { "n_shared_experts", "shared experts" },
-    { "shared_expert_intermediate_size", "shared experts" },
-    { "first_k_dense_replace", "dense layers before the MoE layers" },
+
     { "mlp_only_layers", "dense layers among the MoE layers" },
     { "is_encoder_decoder", "encoder-decoder models" },
     { "alibi", "ALiBi positions" },
@@ -242,6 +244,10 @@ refuse_unsupported (Reader *r)
   if (get_count (r, step_key, FALSE, MP_MODEL_MAX_LAYERS, &step) && step != 1)
     problem (r, "unsupported feature: an MoE layer every %" G_GUINT64_FORMAT " layers "
              "(decoder_sparse_step)", step);
+  static const char *const freq_key[] = { "moe_layer_freq", NULL };
+  if (get_count (r, freq_key, FALSE, MP_MODEL_MAX_LAYERS, &step) && step != 1)
+    problem (r, "unsupported feature: an MoE layer every %" G_GUINT64_FORMAT " layers "
+             "(moe_layer_freq)", step);
 }
 
 static const Family *
@@ -264,7 +270,7 @@ find_family (Reader *r)
     if (strcmp (type, families[i].type) == 0)
       return &families[i];
   problem (r, "unsupported model_type '%s' (supported: gpt2, llama, mistral, mixtral, "
-           "qwen2, qwen3, qwen3_moe, bert, gemma2, gemma3, gpt_oss, deepseek_v2, "
+           "qwen2, qwen3, qwen3_moe, qwen2_moe, bert, gemma2, gemma3, gpt_oss, deepseek_v2, "
            "deepseek_v3, phi3, olmo2, internlm2, starcoder2, gptj, gpt_neox, falcon)", type);
   return NULL;
 }
@@ -338,7 +344,7 @@ read_experts (Reader *r, MpModel *m)
 {
   static const char *const n_keys[] = { "num_local_experts", "num_experts",
                                         "n_routed_experts", NULL };
-  static const char *const k_keys[] = { "num_experts_per_tok", NULL };
+  static const char *const k_keys[] = { "num_experts_per_tok", "experts_per_token", NULL };
   if (!get_count (r, n_keys, FALSE, MP_MODEL_MAX_EXPERTS, &m->experts))
     return;
   if (get_count (r, k_keys, TRUE, MP_MODEL_MAX_EXPERTS, &m->experts_per_token)
@@ -559,6 +565,38 @@ read_ffn (Reader *r, MpModel *m)
     }
 }
 
+/* MoE (moe14): shared experts (DeepSeek n_shared_experts of moe_intermediate_size;
+ * Qwen2-MoE one of shared_expert_intermediate_size) and DeepSeek's dense first blocks
+ * (first_k_dense_replace, of intermediate_size: then ffn_hidden is the dense width and
+ * moe_ffn_hidden the expert's). Routed scaling, group-limited routing and the score
+ * function change no cost and are not read. */
+static void
+read_moe (Reader *r, MpModel *m)
+{
+  static const char *const n_shared_key[] = { "n_shared_experts", NULL };
+  static const char *const qwen_shared_key[] = { "shared_expert_intermediate_size", NULL };
+  static const char *const dense_key[] = { "first_k_dense_replace", NULL };
+  static const char *const dense_ffn_key[] = { "intermediate_size", NULL };
+  if (m->experts == 0 || r->json.error != NULL)
+    return;
+  m->moe_ffn_hidden = m->ffn_hidden;
+  if (feature_on (r, "n_shared_experts")
+      && get_count (r, n_shared_key, FALSE, MP_MODEL_MAX_EXPERTS, &m->shared_experts))
+    m->shared_expert_ffn = m->moe_ffn_hidden;
+  else if (feature_on (r, "shared_expert_intermediate_size")
+           && get_dim (r, qwen_shared_key, FALSE, &m->shared_expert_ffn))
+    m->shared_experts = 1;
+  if (feature_on (r, "first_k_dense_replace")
+      && get_count (r, dense_key, FALSE, MP_MODEL_MAX_LAYERS, &m->first_k_dense))
+    {
+      if (m->first_k_dense >= m->n_blocks)
+        problem (r, "'first_k_dense_replace' = %" G_GUINT64_FORMAT " leaves none of the %"
+                 G_GUINT64_FORMAT " layers an MoE one", m->first_k_dense, m->n_blocks);
+      else
+        get_dim (r, dense_ffn_key, TRUE, &m->ffn_hidden);
+    }
+}
+
 /* seq_len: the training length (--seq-len; default the context up to
  * MP_HF_DEFAULT_SEQ_LEN, or the position table's length for learned positions). */
 static void
@@ -706,6 +744,7 @@ read_config (Reader *r, MpModel *m)
   read_rope_theta (r, m);
   read_experts (r, m);
   read_ffn (r, m);
+  read_moe (r, m);
   m->tied_embeddings = get_bool (r, "tie_word_embeddings", f->tied);
   /* InternLM2 and Falcon say "bias", StarCoder2 "use_bias". */
   gboolean bias = get_bool (r, "use_bias", get_bool (r, "bias", f->bias));
@@ -860,6 +899,23 @@ append_attention (GString *s, const MpModel *m)
     g_string_append_printf (s, "logit_softcap: %.17g\n", m->logit_softcap);
 }
 
+/* MoE (moe14): the keys that differ from their defaults. */
+static void
+append_moe (GString *s, const MpModel *m)
+{
+  if (m->moe_ffn_hidden != m->ffn_hidden)
+    g_string_append_printf (s, "moe_ffn_hidden: %" G_GUINT64_FORMAT "\n", m->moe_ffn_hidden);
+  if (m->shared_experts > 0)
+    g_string_append_printf (s, "shared_experts: %" G_GUINT64_FORMAT "\nshared_expert_ffn: %"
+                            G_GUINT64_FORMAT "\n", m->shared_experts, m->shared_expert_ffn);
+  if (m->first_k_dense > 0)
+    g_string_append_printf (s, "first_k_dense: %" G_GUINT64_FORMAT "\n", m->first_k_dense);
+  if (m->capacity_factor > 0)
+    g_string_append_printf (s, "capacity_factor: %.17g\n", m->capacity_factor);
+  if (m->load_imbalance > 1)
+    g_string_append_printf (s, "load_imbalance: %.17g\n", m->load_imbalance);
+}
+
 static void
 append_transformer (GString *s, const MpModel *m)
 {
@@ -881,6 +937,8 @@ append_transformer (GString *s, const MpModel *m)
     g_string_append_printf (s, "experts: %" G_GUINT64_FORMAT "\nexperts_per_token: %"
                             G_GUINT64_FORMAT "\n", m->experts, m->experts_per_token);
   append_attention (s, m);
+  if (m->experts > 0)
+    append_moe (s, m);
 }
 
 static void

@@ -38,6 +38,12 @@
  *   post_norms: true           # Gemma 2/3: also normalise attention and MLP outputs
  *   embed_scale: true          # Gemma: embeddings x sqrt(hidden)
  *   logit_softcap: 30          # tanh soft-capping of the output logits (Gemma 2)
+ *   moe_ffn_hidden: 1536       # MoE (moe14): routed expert width (default ffn_hidden)
+ *   shared_experts: 1          #   experts every token goes through (default 0)
+ *   shared_expert_ffn: 2048    #   width of one shared expert (default moe_ffn_hidden)
+ *   first_k_dense: 3           #   leading blocks with a dense ffn_hidden MLP (default 0)
+ *   capacity_factor: 1.25      #   expert capacity over its mean load (default 0: dropless)
+ *   load_imbalance: 1.1        #   busiest expert rank's tokens over the mean (default 1)
  *   training:                  # optional
  *     global_batch: 1536       # sequences per step; default ~1M tokens (2^20 / seq_len),
  *                              # 256 samples for an mlp
@@ -64,14 +70,20 @@ static const char *const common_keys[] = { "name", "architecture", "layers", "bi
 static const char *const transformer_keys[] = {
   "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "seq_len", "activation",
   "norm", "position", "rope_theta", "tied_embeddings", "experts", "experts_per_token",
-  "attention", "post_norms", "embed_scale", "logit_softcap", NULL
+  "attention", "post_norms", "embed_scale", "logit_softcap",
+  /* MoE (moe14) */
+  "moe_ffn_hidden", "shared_experts", "shared_expert_ffn", "first_k_dense", "capacity_factor",
+  "load_imbalance", NULL
 };
 static const char *const mlp_keys[] = { "input", NULL };
 static const char *const all_keys[] = {
   "name", "architecture", "layers", "bias", "training", "hidden", "heads", "kv_heads",
   "head_dim", "ffn_hidden", "vocab", "seq_len", "activation", "norm", "position",
   "rope_theta", "tied_embeddings", "experts", "experts_per_token", "input", "attention",
-  "post_norms", "embed_scale", "logit_softcap", NULL
+  "post_norms", "embed_scale", "logit_softcap",
+  /* MoE (moe14) */
+  "moe_ffn_hidden", "shared_experts", "shared_expert_ffn", "first_k_dense", "capacity_factor",
+  "load_imbalance", NULL
 };
 static const char *const training_keys[] = { "global_batch", "precision", "optimizer", NULL };
 static const char *const mlp_layer_keys[] = { "out", "activation", NULL };
@@ -346,6 +358,44 @@ read_attention (MpYamlReader *r, const MpYamlNode *root, MpModel *m)
                      "mla (its latents have their own norms)");
 }
 
+/* MoE (moe14): the keys that shape an MoE block; each needs experts > 0, and at least
+ * the last block must stay an MoE one. */
+static void
+read_moe (MpYamlReader *r, const MpYamlNode *root, MpModel *m)
+{
+  static const char *const keys[] = { "moe_ffn_hidden", "shared_experts",
+                                      "shared_expert_ffn", "first_k_dense",
+                                      "capacity_factor", "load_imbalance", NULL };
+  for (guint i = 0; keys[i] != NULL; i++)
+    if (m->experts == 0 && mp_yaml_lookup (root, keys[i]) != NULL)
+      {
+        mp_yaml_problem (r, mp_yaml_lookup (root, keys[i]), "'%s' needs 'experts' > 0 (an "
+                         "MoE model)", keys[i]);
+        return;
+      }
+  get_dim (r, root, "moe_ffn_hidden", FALSE, &m->moe_ffn_hidden);
+  get_count (r, root, "shared_experts", FALSE, 0, MP_MODEL_MAX_EXPERTS, &m->shared_experts);
+  get_dim (r, root, "shared_expert_ffn", FALSE, &m->shared_expert_ffn);
+  const MpYamlNode *k = mp_yaml_lookup (root, "first_k_dense");
+  if (k != NULL && get_count (r, root, "first_k_dense", FALSE, 0, MP_MODEL_MAX_LAYERS,
+                              &m->first_k_dense)
+      && m->n_blocks > 0 && m->first_k_dense >= m->n_blocks)
+    mp_yaml_problem (r, k, "'first_k_dense' = %" G_GUINT64_FORMAT " leaves none of the %"
+                     G_GUINT64_FORMAT " blocks an MoE one", m->first_k_dense, m->n_blocks);
+  const MpYamlNode *c = mp_yaml_lookup (root, "capacity_factor");
+  if (c != NULL && mp_yaml_get_quantity (r, root, "capacity_factor", MP_UNIT_COUNT, FALSE,
+                                         TRUE, &m->capacity_factor)
+      && (m->capacity_factor < 0 || m->capacity_factor > m->experts))
+    mp_yaml_problem (r, c, "'capacity_factor' = %s must be 0 (dropless) or more than 0 and "
+                     "at most 'experts' (every token to every expert)", c->value);
+  const MpYamlNode *b = mp_yaml_lookup (root, "load_imbalance");
+  if (b != NULL && mp_yaml_get_quantity (r, root, "load_imbalance", MP_UNIT_COUNT, FALSE,
+                                         FALSE, &m->load_imbalance)
+      && (m->load_imbalance < 1 || m->load_imbalance > m->experts))
+    mp_yaml_problem (r, b, "'load_imbalance' = %s must be from 1 (balanced) to 'experts' "
+                     "(every token on one expert)", b->value);
+}
+
 /* Swiglu's customary width (Llama): 2/3 of 4h, rounded up to a multiple of 256. */
 static guint64
 default_ffn (const MpModel *m)
@@ -401,6 +451,7 @@ read_transformer (MpYamlReader *r, const MpYamlNode *root, MpModel *m)
                      "rotary positions need an even head width, not %" G_GUINT64_FORMAT,
                      rotary);
   read_experts (r, root, m);
+  read_moe (r, root, m);
 
   if (mp_yaml_lookup (root, "ffn_hidden") != NULL)
     get_dim (r, root, "ffn_hidden", FALSE, &m->ffn_hidden);

@@ -335,29 +335,36 @@ mp_model_attention_extras (const MpModel *m)
   return NULL;
 }
 
-/* Dense MLP: fc1 (its input e*h replicated), activation, fc2 (its input e*ffn split).
- * Korthikanti's 19h for gelu and ffn = 4h: 2h + 8h + 8h + the residual's mask h. */
+/* A tensor-parallel MLP of width FFN named FC1, the activation's function, FC2: fc1 (its
+ * input e*h replicated), activation, fc2 (its input e*ffn split). Korthikanti's 19h for
+ * gelu and ffn = 4h: 2h + 8h + 8h + the residual's mask h. */
 static void
-add_dense_mlp (GArray *ops, const MpModel *m, double e)
+add_tp_mlp (GArray *ops, const MpModel *m, const char *fc1, const char *fc2, double ffn,
+            double e)
 {
-  double h = (double) m->hidden, ffn = (double) m->ffn_hidden;
-  MpOp *op = add_linear (ops, "fc1", MP_SPLIT_COLUMN, fc1_width (m, ffn), h, 1, 1, m->bias, e);
+  double h = (double) m->hidden;
+  MpOp *op = add_linear (ops, fc1, MP_SPLIT_COLUMN, fc1_width (m, ffn), h, 1, 1, m->bias, e);
   op->act_rep_bytes = e * h;
   add_activation (ops, mp_activation_name (m->activation), MP_SPLIT_COLUMN, m, ffn, 1, e);
-  op = add_linear (ops, "fc2", MP_SPLIT_ROW, h, ffn, 1, 1, m->bias, e);
+  op = add_linear (ops, fc2, MP_SPLIT_ROW, h, ffn, 1, 1, m->bias, e);
   op->act_bytes = e * ffn;
 }
 
-/* MoE MLP: a router GEMM (h -> experts) picks top-k experts per token; each expert is a
- * dense MLP of width ffn. Per token the expert ops run k times, so their saved
+/* MoE MLP (moe14): the shared experts first (Megatron's SharedExpertMLP: one
+ * tensor-parallel MLP of shared_experts x shared_expert_ffn every token goes through),
+ * then a router GEMM (h -> experts) that picks top-k experts per token, each a dense MLP
+ * of width moe_ffn_hidden. Per token the expert ops run k times, so their saved
  * activations are k copies of the dense ones (the dispatched token copies are the fc1
- * inputs). Routing weights and the weighted combine are small next to these and are
- * left out. */
+ * inputs). Routing weights, the weighted combine and Qwen2-MoE's shared-expert gate
+ * (h -> 1) are small next to these and are left out. */
 static void
 add_moe_mlp (GArray *ops, const MpModel *m, double e)
 {
-  double h = (double) m->hidden, ffn = (double) m->ffn_hidden;
+  double h = (double) m->hidden, ffn = (double) m->moe_ffn_hidden;
   double n_exp = (double) m->experts, k = (double) m->experts_per_token;
+  if (m->shared_experts > 0)
+    add_tp_mlp (ops, m, "shared_fc1", "shared_fc2",
+                (double) m->shared_experts * (double) m->shared_expert_ffn, e);
   MpOp *op = add_op (ops, "router", MP_OP_ROUTER, MP_SPLIT_NONE);
   op->gemm_n = n_exp;
   op->gemm_k = h;
@@ -366,6 +373,12 @@ add_moe_mlp (GArray *ops, const MpModel *m, double e)
   op->bwd_flops = 2 * op->fwd_flops;
   op->fwd_bytes = e * (h + n_exp);
   op->act_rep_bytes = e * h;
+  /* Softmax (or sigmoid) and top-k over fp32 logits, then the aux loss reading the
+   * probabilities again (Megatron's router.py): 3 fp32 passes over the experts, the k
+   * weights and indices (4 + 8 bytes) written; the probabilities kept for backward. */
+  op = add_op (ops, "router_topk", MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
+  op->fwd_bytes = 3 * 4 * n_exp + 12 * k;
+  op->act_rep_bytes = 4 * n_exp;
   op = add_linear (ops, "expert_fc1", MP_SPLIT_EXPERT, fc1_width (m, ffn), h, k, n_exp,
                    m->bias, e);
   op->act_rep_bytes = e * h * k;
@@ -447,16 +460,18 @@ build_block (const MpModel *m, MpLayer *layer, guint index, double e)
   else
     add_attention (ops, m, window, e);
   add_norm (ops, "norm2", m, e);
-  if (m->experts > 0)
+  /* MoE (moe14): the first first_k_dense blocks keep a dense MLP. */
+  gboolean moe = m->experts > 0 && index >= m->first_k_dense;
+  if (moe)
     add_moe_mlp (ops, m, e);
   else
-    add_dense_mlp (ops, m, e);
+    add_tp_mlp (ops, m, "fc1", "fc2", (double) m->ffn_hidden, e);
   if (m->post_norms)
     add_norm (ops, "post_mlp_norm", m, e);
   add_residual (ops, "mlp_residual", m, e);
   g_autofree char *name = g_strdup_printf ("block.%u", index);
   layer_finish (layer, name, MP_LAYER_BLOCK, ops);
-  layer->moe = m->experts > 0;
+  layer->moe = moe;
   layer->window = window > 0 && window < m->seq_len ? window : 0;
 }
 
@@ -544,6 +559,13 @@ void
 mp_model_build_ir (MpModel *m)
 {
   double e = mp_model_act_elt_bytes (m);
+  /* MoE (moe14): widths left 0 default to the dense one. */
+  if (m->moe_ffn_hidden == 0)
+    m->moe_ffn_hidden = m->ffn_hidden;
+  if (m->shared_expert_ffn == 0)
+    m->shared_expert_ffn = m->moe_ffn_hidden;
+  if (!(m->load_imbalance >= 1))
+    m->load_imbalance = 1;
   if (m->arch == MP_ARCH_TRANSFORMER)
     build_transformer (m, e);
   else

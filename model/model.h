@@ -93,7 +93,7 @@ typedef struct {
   MpLayerKind kind;
   MpOp *ops;
   guint n_ops;
-  gboolean moe;          /* block with an MoE MLP */
+  gboolean moe;          /* block with an MoE MLP (routed experts; not a first-k dense one) */
   guint64 window;        /* attention (ir14): its sliding window, 0: full attention */
   /* Sums over ops (per token). */
   double params, active_params, fwd_flops, bwd_flops, fwd_bytes;
@@ -120,6 +120,21 @@ struct _MpModel {
   guint64 rope_theta;          /* rotary base (10000 unless a file says; costs nothing,
                                 * launch files need it) */
   guint64 experts, experts_per_token;   /* experts == 0: dense */
+  /* MoE (moe14): the shapes Megatron-Core's MoE layer and the HF MoE families use. */
+  guint64 moe_ffn_hidden;      /* one routed expert's MLP width (--moe-ffn-hidden-size;
+                                * ffn_hidden stays the dense blocks' width) */
+  guint64 shared_experts;      /* experts every token goes through (DeepSeek
+                                * n_shared_experts; Qwen2-MoE: 1); 0: none */
+  guint64 shared_expert_ffn;   /* width of one shared expert; they run as one MLP of
+                                * shared_experts x this, tensor-split over tp */
+  guint64 first_k_dense;       /* leading blocks with a dense MLP of ffn_hidden
+                                * (DeepSeek first_k_dense_replace) */
+  double capacity_factor;      /* tokens an expert takes at most, over its mean
+                                * (--moe-expert-capacity-factor); 0: dropless */
+  double load_imbalance;       /* tokens of the busiest expert rank over the mean (>= 1;
+                                * 1: balanced routing, what the aux loss aims at); the
+                                * expert GEMMs and dispatch run at this, capped by the
+                                * capacity factor (the rest is dropped) */
 
   /* attention (ir14). head_dim is the query/key head width, independent of hidden /
    * heads (Qwen3, Gemma). Sliding windows: a windowed block's query sees the last

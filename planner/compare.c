@@ -131,6 +131,10 @@ config_phrase (const MpPlan *p)
     g_string_append_printf (s, " cp%u", c->cp);
   if (c->ep > 1)
     g_string_append_printf (s, " ep%u", c->ep);
+  if (mp_parallel_config_etp (c) != c->tp)                 /* MoE (moe14) */
+    g_string_append_printf (s, " etp%u", mp_parallel_config_etp (c));
+  if (c->dispatcher != MP_DISPATCH_ALLTOALL)
+    g_string_append_printf (s, " %s", mp_dispatcher_name (c->dispatcher));
   if (c->sequence_parallel)
     g_string_append (s, " sp");
   if (c->fp8)

@@ -19,6 +19,10 @@ plan_phrase (const MpPlan *p)
     g_string_append_printf (s, " cp=%u", c->cp);
   if (c->ep > 1)
     g_string_append_printf (s, " ep=%u", c->ep);
+  if (mp_parallel_config_etp (c) != c->tp)                 /* MoE (moe14) */
+    g_string_append_printf (s, " etp=%u", mp_parallel_config_etp (c));
+  if (c->dispatcher != MP_DISPATCH_ALLTOALL)
+    g_string_append_printf (s, " dispatcher=%s", mp_dispatcher_name (c->dispatcher));
   if (c->sequence_parallel)
     g_string_append (s, " sp");
   if (c->fp8)
@@ -148,8 +152,9 @@ append_holdback (GString *s, const MpPlan *best, const MpPlan *smallest, const M
     {
       /* Compute-bound but slower: show where the extra time goes. */
       double extra = best->step_s - winner->step_s;
-      double comm = (t[MP_PHASE_TP] + t[MP_PHASE_PP] + t[MP_PHASE_DP] + t[MP_PHASE_BUBBLE])
-                    - (w[MP_PHASE_TP] + w[MP_PHASE_PP] + w[MP_PHASE_DP] + w[MP_PHASE_BUBBLE]);
+      double comm = 0;
+      for (int p = MP_PHASE_TP; p <= MP_PHASE_BUBBLE; p++)
+        comm += t[p] - w[p];
       g_string_append_printf (s, "; %.0f%% of the extra time is communication and bubble",
                               extra > 0 ? 100 * CLAMP (comm / extra, 0.0, 1.0) : 0.0);
     }

@@ -195,6 +195,10 @@ megatron_parallel (GString *s, const Export *e)
     arg (s, "--context-parallel-size", "%u", c->cp);
   if (c->ep > 1)
     arg (s, "--expert-model-parallel-size", "%u", c->ep);
+  if (mp_parallel_config_etp (c) != c->tp)                 /* MoE (moe14) */
+    arg (s, "--expert-tensor-parallel-size", "%u", mp_parallel_config_etp (c));
+  if (c->ep > 1 || c->dispatcher != MP_DISPATCH_ALLTOALL)
+    arg (s, "--moe-token-dispatcher-type", "%s", mp_dispatcher_name (c->dispatcher));
   arg (s, "--micro-batch-size", "%u", c->micro_batch_size);
   arg (s, "--global-batch-size", "%u", e->plan->global_batch);
   if (c->recompute == MP_RECOMPUTE_SELECTIVE)

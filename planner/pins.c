@@ -11,16 +11,17 @@
 
 typedef enum {
   PIN_DP, PIN_TP, PIN_PP, PIN_VPP, PIN_CP, PIN_EP, PIN_SP, PIN_ZERO, PIN_RECOMPUTE,
-  PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_FP8, PIN_RC_METHOD, PIN_RC_LAYERS, PIN_RC_MODULES,
+  PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_FP8, PIN_ETP, PIN_DISPATCHER, PIN_RC_METHOD,
+  PIN_RC_LAYERS, PIN_RC_MODULES,
   /* The layer split, resolved by mp_plan_pins_split (Megatron-LM's flags). */
   PIN_FIRST, PIN_LAST, PIN_EMBEDDING, PIN_LOSS, PIN_LAYERS, PIN_N
 } PinKey;
 
 static const char *const pin_names[PIN_N + 1] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
-  "micro_batch_size", "num_micro_batches", "schedule", "fp8", "recompute_method",
-  "recompute_num_layers", "recompute_modules", "first_stage_layers", "last_stage_layers",
-  "account_for_embedding", "account_for_loss", "layers_per_chunk", NULL
+  "micro_batch_size", "num_micro_batches", "schedule", "fp8", "etp", "dispatcher",
+  "recompute_method", "recompute_num_layers", "recompute_modules", "first_stage_layers",
+  "last_stage_layers", "account_for_embedding", "account_for_loss", "layers_per_chunk", NULL
 };
 
 struct _MpPlanPins {
@@ -56,6 +57,8 @@ value_of (const MpParallelConfig *cfg, PinKey key)
     case PIN_NMB: return cfg->num_micro_batches;
     case PIN_SCHEDULE: return cfg->schedule;
     case PIN_FP8: return cfg->fp8 ? 1 : 0;
+    case PIN_ETP: return mp_parallel_config_etp (cfg);
+    case PIN_DISPATCHER: return cfg->dispatcher;
     case PIN_RC_METHOD: return cfg->recompute_method;
     case PIN_RC_LAYERS: return cfg->recompute_num_layers;
     case PIN_RC_MODULES:
@@ -88,6 +91,14 @@ parse_value (PinKey key, const char *value, guint *out)
       if (!mp_schedule_from_name (value, &sch))
         return FALSE;
       *out = sch;
+      return TRUE;
+    }
+  if (key == PIN_DISPATCHER)
+    {
+      MpDispatcher d;
+      if (!mp_dispatcher_from_name (value, &d))
+        return FALSE;
+      *out = d;
       return TRUE;
     }
   if (key == PIN_RC_METHOD)

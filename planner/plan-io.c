@@ -11,7 +11,7 @@
 #define G_LOG_DOMAIN "mpplan-planner"
 #include "config.h"
 #include "common/output.h"
-#include "planner/planner.h"
+#include "planner/planner-private.h"
 #include "common/error.h"
 #include "common/units.h"
 #include "common/zoo.h"
@@ -101,6 +101,11 @@ json_config (JsonBuilder *b, const MpPlan *plan)
   mp_json_add_string (b, "schedule", mp_plan_schedule_name (c->schedule));
   if (c->fp8)       /* only when on: plans without it read as before */
     mp_json_add_bool (b, "fp8", TRUE);
+  if (pl_config_has_experts (c))
+    {
+      mp_json_add_int (b, "etp", mp_parallel_config_etp (c));
+      mp_json_add_string (b, "dispatcher", mp_dispatcher_name (c->dispatcher));
+    }
 }
 
 static void
@@ -385,6 +390,9 @@ write_parallel (GString *out, const MpParallelConfig *c)
                           c->fp32_grads ? "true" : "false");
   if (c->fp8)
     g_string_append (out, "  fp8: true\n");
+  if (pl_config_has_experts (c))
+    g_string_append_printf (out, "  etp: %u\n  dispatcher: %s\n", mp_parallel_config_etp (c),
+                            mp_dispatcher_name (c->dispatcher));
   if (c->bucket_bytes > 0)
     {
       g_string_append (out, "  bucket_bytes: ");

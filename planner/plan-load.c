@@ -18,8 +18,8 @@ static const char *const top_keys[] = { "kind", "version", "model", "cluster", "
 static const char *const parallel_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
   "micro_batch_size", "num_micro_batches", "schedule", "flash_attention", "fp32_grads",
-  "fp8", "bucket_bytes", "order", "recompute_method", "recompute_num_layers",
-  "recompute_modules", NULL
+  "fp8", "bucket_bytes", "order", "etp", "dispatcher", "recompute_method",
+  "recompute_num_layers", "recompute_modules", NULL
 };
 static const char *const predicted_keys[] = { "step_s", "tokens_per_s", "tflops_per_gpu",
                                               "mfu", "memory_bytes", "time_s", NULL };
@@ -196,6 +196,13 @@ read_parallel (Loader *l, const MpYamlNode *map)
   ok &= read_size (r, map, "vpp", FALSE, 1, &c->vpp);
   ok &= read_size (r, map, "cp", FALSE, 1, &c->cp);
   ok &= read_size (r, map, "ep", FALSE, 1, &c->ep);
+  /* MoE (moe14): etp absent is tp (Megatron's default). */
+  if (mp_yaml_lookup (map, "etp") != NULL)
+    ok &= read_size (r, map, "etp", FALSE, 1, &c->etp);
+  int d;
+  static const char *const dispatchers[] = { "alltoall", "allgather", NULL };
+  if (mp_yaml_get_enum (r, map, "dispatcher", FALSE, dispatchers, &d))
+    c->dispatcher = (MpDispatcher) d;
   ok &= read_size (r, map, "micro_batch_size", TRUE, 1, &c->micro_batch_size);
   ok &= read_size (r, map, "num_micro_batches", TRUE, 1, &c->num_micro_batches);
   l->sizes_ok = ok;

@@ -25,5 +25,13 @@ void pl_plan_time (const MpCostContext *ctx, MpPlan *plan);
 void pl_keep_top (GPtrArray *top, guint k, const MpPlan *plan);
 void pl_keep_best (MpPlan **slot, const MpPlan *plan);
 void pl_keep_smallest (MpPlan **slot, const MpPlan *plan);
+/* MoE (moe14): does C use experts' own settings worth writing out (ep > 1, etp != tp, or
+ * the all-gather dispatcher)? Plans without them keep their former files. */
+static inline gboolean
+pl_config_has_experts (const MpParallelConfig *c)
+{
+  return c->ep > 1 || mp_parallel_config_etp (c) != c->tp
+         || c->dispatcher != MP_DISPATCH_ALLTOALL;
+}
 
 G_END_DECLS

@@ -82,8 +82,9 @@ gboolean mp_plan_evaluate (const MpCostContext *ctx, const MpParallelConfig *cfg
 
 /* Pins: "key=value" per JSON plan key (dp, tp, pp, vpp, cp, ep, sequence_parallel, zero,
  * recompute, recompute_method, recompute_num_layers, recompute_modules, micro_batch_size,
- * num_micro_batches, schedule) and the layer split's (first_stage_layers,
- * last_stage_layers, account_for_embedding, account_for_loss, layers_per_chunk). */
+ * num_micro_batches, schedule, fp8, etp, dispatcher) and the layer split's
+ * (first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss,
+ * layers_per_chunk). */
 typedef struct _MpPlanPins MpPlanPins;
 /* Parses "tp=8,pp=8,recompute=full"; NULL with MP_ERROR_USAGE naming a bad key or value.
  * Caller owns. */

@@ -382,7 +382,7 @@ builder_init (Builder *b, const MpCostContext *ctx, const MpPlan *plan, guint ra
   b->grad_bytes = mp_cost_grad_bytes (ctx, cfg);
   guint replicas = cfg->dp * cfg->cp;
   b->reduce_dense = replicas > 1;
-  b->reduce_expert = replicas / MAX (cfg->ep, 1u) > 1;
+  b->reduce_expert = mp_parallel_config_edp (cfg) > 1;
   b->buckets = g_array_new (FALSE, FALSE, sizeof (Bucket));
   b->issued = g_array_new (FALSE, FALSE, sizeof (guint));
   b->insns = g_array_sized_new (FALSE, FALSE, sizeof (MpInsn), expected_insns (b, plan));

@@ -250,7 +250,10 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
 {
   if (!s->counting)
     {
-      gpointer key = GUINT_TO_POINTER (cfg->micro_batch_size << 16 | cfg->ep);
+      /* MoE (moe14): etp and the dispatcher change layer costs too. */
+      guint64 k = (guint64) cfg->micro_batch_size << 40 | (guint64) cfg->etp << 21
+                  | (guint64) cfg->ep << 1 | cfg->dispatcher;
+      gpointer key = GSIZE_TO_POINTER ((gsize) k);
       double *cost = g_hash_table_lookup (cache, key);
       if (cost == NULL)
         {
@@ -263,20 +266,46 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
   loop_schedule (s, cfg);
 }
 
-/* Expert parallelism (MoE only) divides the experts and the data-parallel replicas. */
+/* MoE (moe14): Megatron-Core's expert grid over a stage's tp * cp * dp ranks: ep
+ * dividing the experts, etp a divisor of tp that divides the expert width (etp != tp
+ * only with sequence parallelism when tp > 1, as mp_parallel_config_check asks), etp * ep
+ * dividing the stage, and both dispatchers once tokens move (etp * ep > 1). Dense
+ * models: ep = 1, etp = tp, all-to-all. */
 static void
 loop_ep (Search *s, MpParallelConfig *cfg, GHashTable *cache)
 {
+  guint experts = (guint) s->model->experts, stage = cfg->tp * cfg->cp * cfg->dp;
+  guint64 width = s->model->moe_ffn_hidden;
   cfg->ep = 1;
-  guint experts = (guint) s->model->experts;
-  for (guint ep = 1; ep <= MAX (experts, 1u); ep++)
+  cfg->etp = cfg->tp;
+  cfg->dispatcher = MP_DISPATCH_ALLTOALL;
+  if (experts == 0)
     {
-      if ((experts > 0 && experts % ep != 0) || (cfg->dp * cfg->cp) % ep != 0)
-        continue;
-      cfg->ep = ep;
       with_layer_costs (s, cfg, cache);
+      return;
+    }
+  for (guint etp = cfg->tp; etp >= 1; etp--)
+    {
+      if (cfg->tp % etp != 0 || width % etp != 0
+          || (etp != cfg->tp && cfg->tp > 1 && !cfg->sequence_parallel))
+        continue;
+      cfg->etp = etp;
+      for (guint ep = 1; ep <= experts && etp * ep <= stage; ep++)
+        {
+          if (experts % ep != 0 || stage % (etp * ep) != 0)
+            continue;
+          cfg->ep = ep;
+          for (int d = MP_DISPATCH_ALLTOALL; d <= MP_DISPATCH_ALLGATHER; d++)
+            if (d == MP_DISPATCH_ALLTOALL || etp * ep > 1)
+              {
+                cfg->dispatcher = (MpDispatcher) d;
+                with_layer_costs (s, cfg, cache);
+              }
+        }
     }
   cfg->ep = 1;
+  cfg->etp = cfg->tp;
+  cfg->dispatcher = MP_DISPATCH_ALLTOALL;
 }
 
 static void
@@ -374,6 +403,8 @@ loop_tp (Search *s, MpParallelConfig *cfg)
       /* tp must divide the heads, kv heads and ffn: ask the checker with pp = 1. */
       MpParallelConfig probe = *cfg;
       probe.dp = world / tp;
+      probe.etp = 0;                   /* MoE (moe14): the experts' grid is probed later */
+      probe.ep = 1;
       if (!mp_parallel_config_check (&probe, s->model, s->cluster, NULL))
         continue;
       loop_cp (s, cfg, world / tp);

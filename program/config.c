@@ -9,6 +9,7 @@
 
 static const char *const recompute_names[] = { "none", "selective", "full", NULL };
 static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "none", NULL };
+static const char *const dispatcher_names[] = { "alltoall", "allgather", NULL };
 static const MpParallelDim default_order[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP,
                                                        MP_DIM_PP };
 
@@ -99,11 +100,42 @@ mp_recompute_modules_from_name (const char *names, guint *out)
   return TRUE;
 }
 
+/* ---- MoE (moe14) ---- */
+
+const char *
+mp_dispatcher_name (MpDispatcher d)
+{
+  return (guint) d < G_N_ELEMENTS (dispatcher_names) - 1 ? dispatcher_names[d] : "?";
+}
+
+gboolean
+mp_dispatcher_from_name (const char *name, MpDispatcher *out)
+{
+  int i;
+  if (!index_of (dispatcher_names, name, &i))
+    return FALSE;
+  *out = (MpDispatcher) i;
+  return TRUE;
+}
+
 guint
 mp_recompute_modules_of (const MpParallelConfig *cfg)
 {
   g_return_val_if_fail (cfg != NULL, 0);
   return cfg->recompute_modules ? cfg->recompute_modules : MP_RECOMPUTE_CORE_ATTN;
+}
+
+guint
+mp_parallel_config_etp (const MpParallelConfig *cfg)
+{
+  return cfg->etp > 0 ? cfg->etp : MAX (cfg->tp, 1u);
+}
+
+guint
+mp_parallel_config_edp (const MpParallelConfig *cfg)
+{
+  guint grid = mp_parallel_config_etp (cfg) * MAX (cfg->ep, 1u);
+  return MAX ((cfg->tp * cfg->cp * cfg->dp) / MAX (grid, 1u), 1u);
 }
 
 gboolean
@@ -192,6 +224,36 @@ check_chunks (const MpParallelConfig *cfg, const MpModel *model, GError **error)
   return TRUE;
 }
 
+/* MoE (moe14): Megatron-Core's expert grid (see MpParallelConfig) and the widths it
+ * splits. Megatron-Core asks for sequence parallelism with MoE and tp > 1; here it is
+ * needed where the expert grid differs from the dense one (etp != tp), whose tokens
+ * then come from the sequence-split hidden state. */
+static gboolean
+check_experts (const MpParallelConfig *cfg, const MpModel *model, GError **error)
+{
+  guint etp = mp_parallel_config_etp (cfg), stage = cfg->tp * cfg->cp * cfg->dp;
+  if (model->experts == 0)
+    {
+      CHECK (cfg->ep == 1, "ep = %u on a dense model", cfg->ep);
+      CHECK (etp == cfg->tp, "etp = %u on a dense model", etp);
+      return TRUE;
+    }
+  CHECK (model->experts % cfg->ep == 0, "ep = %u does not divide %" G_GUINT64_FORMAT
+         " experts", cfg->ep, model->experts);
+  CHECK (stage % (etp * cfg->ep) == 0, "etp * ep = %u * %u does not divide the tp * cp * dp "
+         "= %u ranks of a pipeline stage", etp, cfg->ep, stage);
+  CHECK (model->moe_ffn_hidden % etp == 0, "etp = %u does not divide the expert width %"
+         G_GUINT64_FORMAT, etp, model->moe_ffn_hidden);
+  CHECK (model->shared_experts * model->shared_expert_ffn % cfg->tp == 0, "tp = %u does not "
+         "divide the shared experts' width %" G_GUINT64_FORMAT, cfg->tp,
+         model->shared_experts * model->shared_expert_ffn);
+  CHECK (etp == cfg->tp || cfg->tp == 1 || cfg->sequence_parallel, "etp = %u with tp = %u "
+         "needs sequence_parallel (experts take their tokens from the sequence-split hidden "
+         "state, as in Megatron-Core)", etp, cfg->tp);
+  CHECK ((guint) cfg->dispatcher <= MP_DISPATCH_ALLGATHER, "unknown token dispatcher");
+  return TRUE;
+}
+
 gboolean
 mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
                           const MpCluster *cluster, GError **error)
@@ -234,8 +296,11 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
       /* Megatron splits kv heads (query groups) over tp too. */
       CHECK (model->kv_heads % cfg->tp == 0, "tp = %u does not divide %" G_GUINT64_FORMAT
              " kv heads", cfg->tp, model->kv_heads);
-      CHECK (model->ffn_hidden % cfg->tp == 0, "tp = %u does not divide ffn_hidden %"
-             G_GUINT64_FORMAT, cfg->tp, model->ffn_hidden);
+      /* MoE (moe14): an MoE model's ffn_hidden matters only in its dense blocks. */
+      CHECK (model->ffn_hidden % cfg->tp == 0 || (model->experts > 0
+                                                  && model->first_k_dense == 0),
+             "tp = %u does not divide ffn_hidden %" G_GUINT64_FORMAT, cfg->tp,
+             model->ffn_hidden);
       CHECK (model->seq_len % cfg->cp == 0, "cp = %u does not divide seq_len %"
              G_GUINT64_FORMAT, cfg->cp, model->seq_len);
     }
@@ -249,15 +314,8 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
   for (guint g = 0; cfg->fp8 && g < cluster->n_groups; g++)
     CHECK (cluster->groups[g].device.peak_flops[MP_DTYPE_FP8] > 0, "fp8 needs an FP8 rate "
            "on every device, and '%s' lists none in its peak", cluster->groups[g].device.name);
-  if (model->experts == 0)
-    CHECK (cfg->ep == 1, "ep = %u on a dense model", cfg->ep);
-  else
-    {
-      CHECK (model->experts % cfg->ep == 0, "ep = %u does not divide %" G_GUINT64_FORMAT
-             " experts", cfg->ep, model->experts);
-      CHECK ((cfg->dp * cfg->cp) % cfg->ep == 0, "ep = %u does not divide dp * cp = %u",
-             cfg->ep, cfg->dp * cfg->cp);
-    }
+  if (!check_experts (cfg, model, error))
+    return FALSE;
   return check_chunks (cfg, model, error);
 }
 
@@ -307,11 +365,13 @@ mp_parallel_config_compare (const MpParallelConfig *x, const MpParallelConfig *y
   const guint kx[] = { x->tp, x->pp, x->dp, x->cp, x->ep, x->vpp, x->sequence_parallel,
                        x->zero, x->recompute, x->micro_batch_size, x->schedule,
                        x->order[0], x->order[1], x->order[2], x->order[3],
+                       mp_parallel_config_etp (x), x->dispatcher,
                        x->num_micro_batches, x->flash_attention, x->fp32_grads, x->fp8,
                        x->recompute_num_layers, x->recompute_method, x->recompute_modules };
   const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
                        y->zero, y->recompute, y->micro_batch_size, y->schedule,
                        y->order[0], y->order[1], y->order[2], y->order[3],
+                       mp_parallel_config_etp (y), y->dispatcher,
                        y->num_micro_batches, y->flash_attention, y->fp32_grads, y->fp8,
                        y->recompute_num_layers, y->recompute_method, y->recompute_modules };
   G_STATIC_ASSERT (MP_DIM_N == 4);

@@ -72,14 +72,26 @@ typedef enum {
 /* The parallel dimensions that number ranks, for MpParallelConfig.order. */
 typedef enum { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP, MP_DIM_PP, MP_DIM_N } MpParallelDim;
 
+/* MoE (moe14): how tokens reach their experts (Megatron-Core --moe-token-dispatcher-type). */
+typedef enum {
+  MP_DISPATCH_ALLTOALL,    /* permute, all-to-all over ep (then all-gather over etp) */
+  MP_DISPATCH_ALLGATHER,   /* all-gather every token over etp x ep, reduce-scatter back */
+} MpDispatcher;
+
 /* How a step is split over ranks; plain data (the planner builds one per plan). The
- * ranks used are dp * tp * pp * cp; expert parallelism is carved out of the dp * cp
- * ranks as Megatron-LM does (ep divides dp * cp; experts are divided over ep and, like
- * the dense MLP, tensor-split over tp; their gradients are reduced over dp * cp / ep). */
+ * ranks used are dp * tp * pp * cp. Experts use Megatron-Core's second grid over the
+ * same tp * cp * dp ranks of a pipeline stage (parallel_state.py, its expert rank
+ * generator): etp fastest, then ep, then the expert-data-parallel rest, so ep may
+ * exceed dp * cp when etp < tp (ep folded over tensor ranks). Experts are divided over
+ * ep and tensor-split over etp; their gradients are reduced over
+ * edp = tp * cp * dp / (etp * ep). With etp = tp this is ep carved out of dp * cp. */
 typedef struct {
   guint dp, tp, pp, cp;        /* data, tensor, pipeline, context parallel sizes (>= 1) */
   guint vpp;                   /* model chunks per pipeline rank (interleaved); 1 otherwise */
   guint ep;                    /* expert parallel size (1 for dense models) */
+  /* MoE (moe14) */
+  guint etp;                   /* expert tensor parallel size; 0: tp (Megatron's default) */
+  MpDispatcher dispatcher;     /* token dispatch (all-to-all when zeroed) */
   gboolean sequence_parallel;  /* Megatron SP: norms/dropout split by sequence over tp */
   guint zero;                  /* ZeRO stage 0-3 over the dp * cp replicas */
   MpRecompute recompute;
@@ -111,13 +123,20 @@ typedef struct {
 void mp_parallel_config_init (MpParallelConfig *cfg);
 /* TRUE when CFG can run MODEL on CLUSTER: sizes >= 1, world fits, fp8 only on devices with
  * an FP8 rate, tp divides heads, kv
- * heads and ffn (mlp: every layer's outputs), cp divides the sequence, ep divides experts
- * and dp * cp, vpp needs the interleaved schedule (whose micro-batches pp divides, as
+ * heads and ffn (mlp: every layer's outputs), cp divides the sequence, ep divides experts,
+ * etp * ep divides tp * cp * dp, etp divides the expert width and tp the shared one,
+ * etp != tp needs sequence parallelism when tp > 1, vpp needs the interleaved schedule (whose micro-batches pp divides, as
  * Megatron-LM requires), chunk_layers sums to the layer count with no empty chunk (so
  * the embedding is on the first chunk and the head on the last), or without it every
  * chunk gets a block. Else FALSE with MP_ERROR_INPUT naming the first problem. */
 gboolean mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
                                    const MpCluster *cluster, GError **error);
+/* MoE (moe14): the expert tensor-parallel size (etp, or tp when 0) and the
+ * expert-data-parallel size tp * cp * dp / (etp * ep) under CFG. */
+guint mp_parallel_config_etp (const MpParallelConfig *cfg);
+guint mp_parallel_config_edp (const MpParallelConfig *cfg);
+const char *mp_dispatcher_name (MpDispatcher d);
+gboolean mp_dispatcher_from_name (const char *name, MpDispatcher *out);
 /* Model chunks per pipeline rank: vpp under the interleaved schedule, else 1. */
 guint mp_parallel_config_vpp (const MpParallelConfig *cfg);
 /* Model chunks in all, pp * mp_parallel_config_vpp: the entries of chunk_layers. */
@@ -127,8 +146,8 @@ guint mp_parallel_config_chunks (const MpParallelConfig *cfg);
 void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DIM_N]);
 /* A total order on configs, over every field: the sizes and choices (tp, pp, dp, cp, ep,
  * vpp, sequence_parallel, zero, recompute, micro_batch_size, schedule, then the rank
- * order, num_micro_batches, flash_attention, fp32_grads, fp8, bucket_bytes, the recompute
- * extent), then the layer
+ * order, etp (effective), dispatcher, num_micro_batches, flash_attention, fp32_grads, fp8,
+ * bucket_bytes, the recompute extent), then the layer
  * split (mp_parallel_config_chunks entries; NULL, the balanced split, first) and the
  * placement (world entries; NULL, the identity, first). 0: the same plan. */
 int mp_parallel_config_compare (const MpParallelConfig *a, const MpParallelConfig *b);
@@ -155,7 +174,8 @@ guint mp_recompute_modules_of (const MpParallelConfig *cfg);
  * to the step. Names ("compute", "tp_comm", ...) are the time_s keys of every JSON. */
 typedef enum {
   MP_PHASE_COMPUTE,      /* kernels, recomputation included */
-  MP_PHASE_TP,           /* exposed tensor-, context- and expert-parallel collectives */
+  MP_PHASE_TP,           /* exposed tensor- and context-parallel collectives */
+  MP_PHASE_EP,           /* MoE (moe14): the experts' token dispatch and combine */
   MP_PHASE_PP,           /* pipeline sends and receives on the critical path */
   MP_PHASE_DP,           /* exposed gradient reduction, ZeRO gathers, tied embeddings */
   MP_PHASE_BUBBLE,       /* pipeline fill and drain, waiting on slower stages */
@@ -169,7 +189,8 @@ typedef struct {
   double t[MP_PHASE_N];
 } MpStepTime;
 
-/* "compute", "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer"; "?" out of range. */
+/* "compute", "tp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer"; "?" out
+ * of range. */
 const char *mp_phase_name (MpPhase phase);
 /* The inverse (exact match); FALSE for any other name. */
 gboolean mp_phase_from_name (const char *name, MpPhase *out);

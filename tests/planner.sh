@@ -129,6 +129,36 @@ ok "... naming the rule" err_has 'layers_per_chunk sums to 95 layers, the model 
 ok "--fix interleaved micro-batches pp does not divide exits 2" status_is 2 "$MPPLAN" plan \
   -q -m "$m94" -c dgx-h100:64 --fix pp=8,vpp=4,num_micro_batches=12
 ok "... naming the rule" err_has 'num_micro_batches \(12\) divisible by pp \(8\)'
+# ---- MoE (moe14): published Megatron-Core / NeMo configurations plan with --fix -------
+# fix_plans WANT MODEL CLUSTER PINS: exit 0, and the recommended plan's line matches WANT.
+fix_plans () {
+  status_is 0 "$MPPLAN" plan -q -m "$2" -c "$3" --fix "$4" --top 1 &&
+    grep -Eq "^Recommended: .*$1" "$tmp/out" || { sed 's/^/# /' "$tmp/out" "$tmp/err"; return 1; }
+}
+ok "mixtral-8x22b at NeMo's tp2 pp4 ep8 sp, etp 1" fix_plans "tp=2 pp=4 .*ep=8 etp=1 sp" \
+  mixtral-8x22b dgx-h100:16 tp=2,pp=4,ep=8,etp=1,sequence_parallel=true
+ok "mixtral-8x7b at ep8 tp2 etp1 (ep folded over tp: 8 > dp x cp = 4)" \
+  fix_plans "dp=4 tp=2 .*ep=8 etp=1 sp" mixtral-8x7b dgx-h100:4 dp=4,tp=2,ep=8,etp=1
+ok "qwen3-235b-a22b at NeMo's tp4 pp8 ep4 etp1 sp" fix_plans "tp=4 pp=8 ep=4 etp=1" \
+  qwen3-235b-a22b dgx-h100:32 tp=4,pp=8,ep=4,etp=1,sequence_parallel=true
+ok "qwen3-235b-a22b at ep32 > dp x cp = 8" fix_plans "dp=8 tp=4 pp=8 ep=32 etp=1" \
+  qwen3-235b-a22b dgx-h100:32 tp=4,pp=8,ep=32,etp=1
+ok "gpt-oss-120b with the all-gather dispatcher" fix_plans "ep=16 etp=1 dispatcher=allgather" \
+  gpt-oss-120b dgx-h100:8 tp=2,ep=16,etp=1,dispatcher=allgather
+ok "tiny-moe plans on the host" status_is 0 "$MPPLAN" plan -q -m tiny-moe -c host --top 1
+moe_round_trip () {
+  "$MPPLAN" plan -q -m qwen3-235b-a22b -c dgx-h100:32 --fix tp=4,pp=8,ep=32,etp=1 \
+    -o "$tmp/moe.yaml" >/dev/null 2>"$tmp/err" &&
+    grep -q '^  etp: 1$' "$tmp/moe.yaml" && grep -q '^  dispatcher: ' "$tmp/moe.yaml" &&
+    "$MPPLAN" validate "$tmp/moe.yaml" >/dev/null && "$MPPLAN" simulate -p "$tmp/moe.yaml" |
+    grep -q '^  ep_comm '
+}
+ok "an etp/dispatcher plan file round-trips (plan -o, validate, simulate)" moe_round_trip
+ok "--fix etp that divides no stage exits 2" status_is 2 "$MPPLAN" plan -q -m mixtral-8x7b \
+  -c dgx-h100:4 --fix etp=3
+ok "... saying the pins cannot be honoured" err_has 'honours the pins'
+ok "--fix dispatcher=flex exits 2" status_is 2 "$MPPLAN" plan --fix dispatcher=flex
+ok "... naming the value" err_has "bad value 'flex' for dispatcher"
 
 # ---- other options --------------------------------------------------------------------
 ok "-b -1 exits 2" status_is 2 "$MPPLAN" plan -b -1

@@ -1203,6 +1203,221 @@ test_costmodel_moe_expert_parallel (void **state)
   assert_true (st.dp_reduce_s > 0 && st.fwd.ep_comm_s > 0);
 }
 
+/* ---- MoE (moe14): dispatch bytes, grouped GEMMs, the expert grid ------------------------ */
+
+/* The first op of LAYER named NAME. */
+static guint
+op_index (const MpModel *m, guint layer, const char *name)
+{
+  for (guint o = 0; o < m->layers[layer].n_ops; o++)
+    if (strcmp (m->layers[layer].ops[o].name, name) == 0)
+      return o;
+  fail_msg ("no op %s in layer %u", name, layer);
+  return 0;
+}
+
+static void
+test_costmodel_moe_alltoall_bytes (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("qwen3-235b-a22b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:4");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 32;
+  cfg.ep = 8;
+  cfg.etp = 1;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  /* Tokens x top-k x hidden x bf16 x (ep - 1) / ep leave each rank per dispatch. */
+  double tokens = (double) m->seq_len, k = 8, h = 4096;
+  double bytes = mp_cost_moe_dispatch_bytes (ctx, &cfg, 1);
+  mp_assert_close (bytes, tokens * k * h * 2 * 7 / 8, 1e-12);
+  assert_true (mp_cost_moe_dispatch_bytes (ctx, &cfg, 0) == 0);      /* the embedding */
+  /* The layer's expert-parallel time is that all-to-all twice (dispatch, combine) each
+   * way: nccl-tests' size is the whole send buffer, ep / (ep - 1) of the bytes. */
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  assert_int_equal (sp.ep.n_ranks, 8);
+  MpCollCost a2a;
+  mp_cost_collective (ctx, sp.device, MP_COLL_ALL_TO_ALL, bytes * 8 / 7, &sp.ep,
+                      MP_ALGO_AUTO, &a2a);
+  MpPhaseCost f, b;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &f, &b);
+  mp_assert_close (f.ep_comm_s, 2 * a2a.time_s, 1e-12);
+  mp_assert_close (b.ep_comm_s, 2 * a2a.time_s, 1e-12);
+  /* Sequence parallelism over tp = 4 sends a quarter of the tokens per rank; ep = 8
+   * folds over the tensor ranks (ep 8 > dp * cp = 2, etp = 1). */
+  cfg.dp = 2;
+  cfg.tp = 4;
+  cfg.sequence_parallel = TRUE;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  mp_assert_close (mp_cost_moe_dispatch_bytes (ctx, &cfg, 1), bytes / 4, 1e-12);
+  /* A load imbalance sends (and computes) as much more on the busiest rank. */
+  g_autoptr(MpModel) skew = model_ok ("qwen3-235b-a22b");
+  skew->load_imbalance = 1.25;
+  g_autoptr(MpCostContext) sctx = mp_cost_context_new (skew, c, NULL);
+  mp_assert_close (mp_cost_moe_dispatch_bytes (sctx, &cfg, 1), 1.25 * bytes / 4, 1e-12);
+  skew->capacity_factor = 1.1;                      /* capped: the rest is dropped */
+  mp_assert_close (mp_cost_moe_dispatch_bytes (sctx, &cfg, 1), 1.1 * bytes / 4, 1e-12);
+}
+
+static void
+test_costmodel_grouped_gemm_small_experts (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("qwen3-235b-a22b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  /* 128 experts of ffn 768 (Qwen3-30B-A3B: h 2048, top-8): 4096 tokens x 8 copies spread
+   * over 128 experts is 256 rows each. The grouped GEMM reads 128 weight matrices for
+   * the FLOPs one large GEMM does with one: slower per FLOP. */
+  MpKernelCost grouped, big;
+  mp_cost_gemm (dev, MP_DTYPE_BF16, 256, 2 * 768, 2048, 128, &grouped);
+  mp_cost_gemm (dev, MP_DTYPE_BF16, 256 * 128, 2 * 768, 2048, 1, &big);
+  mp_assert_close (grouped.flops, big.flops, 1e-12);
+  assert_true (grouped.time_s / grouped.flops > 1.2 * big.time_s / big.flops);
+  /* In the IR: an expert GEMM at ep = 8 is a group of 16 experts of 8 * 4096 * 8 / 128
+   * rows (every ep peer's tokens for them). */
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 8;
+  cfg.ep = 8;
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  MpOpCost oc;
+  mp_cost_op (ctx, &cfg, &sp, 1, op_index (m, 1, "expert_fc1"), &oc);
+  mp_assert_close (oc.batch, 16, 0);
+  mp_assert_close (oc.m, 4096.0 * 8 * 8 / 128, 1e-12);
+  mp_assert_close (oc.n, 2 * 1536, 0);
+}
+
+static void
+test_costmodel_expert_tensor_parallel (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("mixtral-8x7b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:4");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  g_autoptr(GError) error = NULL;
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 2;
+  cfg.dp = 16;
+  cfg.ep = 8;
+  cfg.sequence_parallel = TRUE;
+  /* etp = tp by default (Megatron-Core's): ep must fit in dp * cp. */
+  assert_int_equal (mp_parallel_config_etp (&cfg), 2);
+  assert_int_equal (mp_parallel_config_edp (&cfg), 2);
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  /* etp = 1: the expert grid takes ep = 8 of the 32 stage ranks, etp-fastest; ep over
+   * tp and dp (rank 0's group: ranks 0..7), experts' gradients over the other 4. */
+  cfg.etp = 1;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  assert_int_equal (mp_parallel_config_edp (&cfg), 4);
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  assert_int_equal (sp.ep.n_ranks, 8);
+  assert_int_equal (sp.ep.n_nodes, 1);
+  assert_int_equal (sp.etp.n_ranks, 1);
+  assert_int_equal (sp.edp.n_ranks, 4);
+  assert_int_equal (sp.edp.n_nodes, 4);
+  /* Each rank holds experts / ep whole experts: weights over etp x ep = 8, not tp x ep. */
+  double dense, expert, dense2, expert2;
+  mp_cost_layer_params (ctx, &cfg, 1, &dense, &expert);
+  cfg.etp = 2;
+  cfg.ep = 4;
+  mp_cost_layer_params (ctx, &cfg, 1, &dense2, &expert2);
+  mp_assert_close (expert, expert2, 1e-12);
+  mp_assert_close (dense, dense2, 0);
+  /* Permuted activations: a rank keeps the token copies its experts saw, tokens x k x
+   * etp / tp of them (h wide, the fc1 input): etp = 2 keeps one more copy's worth per
+   * tp = 2 rank than etp = 1. */
+  cfg.etp = 1;
+  cfg.ep = 8;
+  double act1 = mp_cost_layer_activation_bytes (ctx, &cfg, 1);
+  cfg.etp = 2;
+  cfg.ep = 4;
+  double act2 = mp_cost_layer_activation_bytes (ctx, &cfg, 1);
+  mp_assert_close (act2 - act1, (double) m->seq_len * 2 * 4096 * 2 / 2, 1e-9);
+  /* ep = 8 with etp = 1 on tp 2 x dp 4: ep may exceed dp * cp, folded over tp. */
+  cfg.etp = 1;
+  cfg.ep = 8;
+  cfg.dp = 4;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  /* Dividing rules, each refused by name. */
+  cfg.etp = 3;
+  assert_false (mp_parallel_config_check (&cfg, m, c, &error));
+  assert_non_null (strstr (error->message, "etp * ep = 3 * 8 does not divide"));
+  g_clear_error (&error);
+  cfg.etp = 1;
+  cfg.ep = 3;
+  assert_false (mp_parallel_config_check (&cfg, m, c, &error));
+  assert_non_null (strstr (error->message, "ep = 3 does not divide 8 experts"));
+  g_clear_error (&error);
+  cfg.ep = 4;
+  cfg.sequence_parallel = FALSE;
+  assert_false (mp_parallel_config_check (&cfg, m, c, &error));
+  assert_non_null (strstr (error->message, "needs sequence_parallel"));
+  g_clear_error (&error);
+  g_autoptr(MpModel) dense_model = model_ok ("llama3-8b");
+  cfg.sequence_parallel = TRUE;
+  cfg.ep = 1;
+  assert_false (mp_parallel_config_check (&cfg, dense_model, c, &error));
+  assert_non_null (strstr (error->message, "etp = 1 on a dense model"));
+  g_clear_error (&error);
+  /* etp must divide the expert width. */
+  g_autoptr(MpModel) odd = model_ok ("mixtral-8x7b");
+  odd->moe_ffn_hidden = 14335;
+  cfg.ep = 1;
+  cfg.etp = 2;
+  cfg.dp = 16;
+  assert_false (mp_parallel_config_check (&cfg, odd, c, &error));
+  assert_non_null (strstr (error->message, "etp = 2 does not divide the expert width"));
+  /* Names round-trip. */
+  MpDispatcher d;
+  assert_true (mp_dispatcher_from_name (mp_dispatcher_name (MP_DISPATCH_ALLGATHER), &d));
+  assert_int_equal (d, MP_DISPATCH_ALLGATHER);
+  assert_false (mp_dispatcher_from_name ("flex", &d));
+}
+
+static void
+test_costmodel_moe_dispatchers (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("qwen3-235b-a22b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 4;
+  cfg.dp = 2;
+  cfg.ep = 8;
+  cfg.etp = 1;
+  cfg.sequence_parallel = TRUE;
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  MpPhaseCost fa, ba, fg, bg;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &fa, &ba);
+  /* All-gather: every rank's tokens (h wide, once) over the etp x ep = 8 ranks and the
+   * outputs reduce-scattered back, each way. */
+  cfg.dispatcher = MP_DISPATCH_ALLGATHER;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &fg, &bg);
+  double size = 4096.0 / 4 * 4096 * 2 * 8;
+  MpCollCost ag, rs;
+  mp_cost_collective (ctx, sp.device, MP_COLL_ALL_GATHER, size, &sp.etp_ep, MP_ALGO_AUTO, &ag);
+  mp_cost_collective (ctx, sp.device, MP_COLL_REDUCE_SCATTER, size, &sp.etp_ep, MP_ALGO_AUTO,
+                      &rs);
+  mp_assert_close (fg.ep_comm_s, ag.time_s + rs.time_s, 1e-12);
+  /* Same expert work either way; the compute does not change. */
+  mp_assert_close (fg.compute_s, fa.compute_s, 1e-12);
+  mp_assert_close (fg.model_flops, fa.model_flops, 1e-12);
+  /* With top-8 of ep = 8 the all-to-all moves 8 x 7/8 token copies per token, the
+   * all-gather 7/8 of 8 ranks' tokens: about as much, so neither is free. */
+  assert_true (fa.ep_comm_s > 0 && fg.ep_comm_s > 0);
+}
+
 static void
 test_costmodel_context_parallel (void **state)
 {
@@ -1467,16 +1682,6 @@ model_text (const char *yaml)
   return m;
 }
 
-static guint
-op_index (const MpModel *m, guint layer, const char *name)
-{
-  for (guint i = 0; i < m->layers[layer].n_ops; i++)
-    if (strcmp (m->layers[layer].ops[i].name, name) == 0)
-      return i;
-  fail_msg ("layer %u has no op %s", layer, name);
-  return 0;
-}
-
 /* A causal kernel with a sliding window computes the 128 x 128 blocks that meet the
  * band: counted here block by block, against the causal pairs it must at least cover,
  * and equal to the plain causal count once the window covers the sequence. */
@@ -1627,6 +1832,10 @@ main (void)
     cmocka_unit_test (test_costmodel_profile_interpolation),
     cmocka_unit_test (test_costmodel_nccl_tests_table_calibrates),
     cmocka_unit_test (test_costmodel_moe_expert_parallel),
+    cmocka_unit_test (test_costmodel_moe_alltoall_bytes),
+    cmocka_unit_test (test_costmodel_grouped_gemm_small_experts),
+    cmocka_unit_test (test_costmodel_expert_tensor_parallel),
+    cmocka_unit_test (test_costmodel_moe_dispatchers),
     cmocka_unit_test (test_costmodel_context_parallel),
     cmocka_unit_test (test_costmodel_heterogeneous_stages),
     cmocka_unit_test (test_costmodel_rank_order_decides_tiers),

@@ -107,6 +107,63 @@ test_import_moe_published_sizes (void **state)
   mp_assert_close (q->params_active, 3.3e9, 0.02);
 }
 
+/* MoE (moe14): shared experts and dense first layers are read, not refused. */
+static void
+test_import_shared_experts_and_dense_first (void **state)
+{
+  (void) state;
+  /* Qwen1.5-MoE-A2.7B (Qwen2-MoE config.json): 60 experts of 1408, top-4, one shared
+   * expert of 5632, 24 layers of 2048; published 14.3B parameters, 2.7B activated. */
+  static const char qwen2_moe[] =
+    "{\"model_type\": \"qwen2_moe\", \"hidden_size\": 2048, \"num_hidden_layers\": 24,"
+    " \"num_attention_heads\": 16, \"num_key_value_heads\": 16, \"intermediate_size\": 5632,"
+    " \"moe_intermediate_size\": 1408, \"shared_expert_intermediate_size\": 5632,"
+    " \"num_experts\": 60, \"num_experts_per_tok\": 4, \"decoder_sparse_step\": 1,"
+    " \"mlp_only_layers\": [], \"vocab_size\": 151936, \"max_position_embeddings\": 8192,"
+    " \"rope_theta\": 1000000.0, \"rms_norm_eps\": 1e-06, \"hidden_act\": \"silu\","
+    " \"tie_word_embeddings\": false}";
+  GError *error = NULL;
+  g_autoptr(MpModel) q = mp_model_load_hf_data ("qwen1.5-moe.json", qwen2_moe,
+                                                strlen (qwen2_moe), NULL, &error);
+  assert_non_null (q);
+  assert_int_equal (q->shared_experts, 1);
+  assert_int_equal (q->shared_expert_ffn, 5632);
+  assert_int_equal (q->moe_ffn_hidden, 1408);
+  assert_int_equal (q->first_k_dense, 0);
+  /* 14.3B with q/k/v biases and the shared-expert gate left out (see model-hf.c). */
+  mp_assert_close (q->params_total, 14.3e9, 0.005);
+  /* DeepSeek-V3's MoE side (its MLA keys taken out; that attention is refused below):
+   * 3 dense layers of 18432, then 256 experts of 2048 and one shared expert. */
+  g_autofree char *path = g_build_filename (MPPLAN_SRCDIR, "tests", "data", "hf",
+                                            "deepseek-v3-like.json", NULL);
+  g_autofree char *text = NULL;
+  assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  assert_true (json_parser_load_from_data (parser, text, -1, NULL));
+  JsonObject *o = json_node_get_object (json_parser_get_root (parser));
+  json_object_remove_member (o, "kv_lora_rank");
+  json_object_remove_member (o, "q_lora_rank");
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  json_generator_set_root (gen, json_parser_get_root (parser));
+  g_autofree char *plain = json_generator_to_data (gen, NULL);
+  g_autoptr(MpModel) d = mp_model_load_hf_data ("deepseek.json", plain, strlen (plain), NULL,
+                                                &error);
+  assert_non_null (d);
+  assert_int_equal (d->first_k_dense, 3);
+  assert_int_equal (d->ffn_hidden, 18432);
+  assert_int_equal (d->moe_ffn_hidden, 2048);
+  assert_int_equal (d->shared_experts, 1);
+  assert_int_equal (d->shared_expert_ffn, 2048);
+  assert_int_equal (d->experts, 256);
+  assert_false (d->layers[3].moe);
+  assert_true (d->layers[4].moe);
+  /* The YAML it would print reads back to the same model. */
+  g_autofree char *yaml = mp_model_to_yaml (d, NULL);
+  g_autoptr(MpModel) back = mp_model_load_data ("back.yaml", yaml, strlen (yaml), &error);
+  assert_non_null (back);
+  mp_assert_close (back->params_total, d->params_total, 0);
+}
+
 static void
 test_import_aliases_and_kinds (void **state)
 {
@@ -236,9 +293,10 @@ test_import_deepseek_mla (void **state)
   (void) state;
   g_autofree char *path = hf_path ("deepseek-v3-like");
   GError *error = NULL;
-  assert_null (mp_model_load_hf (path, NULL, &error));
-  assert_non_null (strstr (error->message, "shared experts (n_shared_experts)"));
-  g_error_free (error);
+  g_autoptr(MpModel) full = mp_model_load_hf (path, NULL, &error);
+  assert_non_null (full);               /* MLA and shared experts both imported */
+  assert_int_equal (full->shared_experts, 1);
+  assert_true (full->kv_lora_rank > 0);
   static const char text[] =
     "{\"model_type\": \"deepseek_v3\", \"num_hidden_layers\": 3, \"hidden_size\": 7168,"
     " \"intermediate_size\": 18432, \"num_attention_heads\": 128,"
@@ -315,8 +373,7 @@ test_import_refuses_other_features (void **state)
   static const struct {
     const char *text, *want;
   } cases[] = {
-    { "{\"model_type\": \"qwen2_moe\", \"shared_expert_intermediate_size\": 5632}",
-      "shared experts (shared_expert_intermediate_size)" },
+    { "{\"model_type\": \"deepseek_v2\", \"moe_layer_freq\": 2}", "moe_layer_freq" },
     { "{\"model_type\": \"qwen3_moe\", \"decoder_sparse_step\": 2}", "decoder_sparse_step" },
     { "{\"model_type\": \"qwen3_moe\", \"mlp_only_layers\": [0, 1]}", "mlp_only_layers" },
     { "{\"model_type\": \"t5\", \"num_layers\": 6}", "unsupported model_type 't5'" },
@@ -491,17 +548,11 @@ static void
 test_import_refusals_by_name (void **state)
 {
   (void) state;
-  const char *cases[][2] = {
-    { "qwen1.5-moe-a2.7b", "shared experts (shared_expert_intermediate_size)" },
-  };
-  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
-    {
-      g_autofree char *path = hf_path (cases[i][0]);
-      g_autoptr(GError) error = NULL;
-      g_autoptr(MpModel) m = mp_model_load_hf (path, NULL, &error);
-      assert_null (m);
-      assert_non_null (strstr (error->message, cases[i][1]));
-    }
+  /* Qwen2-MoE's shared expert, once refused, is read (moe14); what stays refused is
+   * refused by name (test_import_refuses_other_features). */
+  g_autoptr(MpModel) m = import_ok ("qwen1.5-moe-a2.7b");
+  assert_int_equal (m->shared_experts, 1);
+  assert_true (m->shared_expert_ffn > 0);
 }
 
 /* The training length: 4096 of a longer context by default, with a note; --seq-len and
@@ -547,6 +598,7 @@ main (void)
     cmocka_unit_test (test_import_training_length),
     cmocka_unit_test (test_import_dense_published_sizes),
     cmocka_unit_test (test_import_moe_published_sizes),
+    cmocka_unit_test (test_import_shared_experts_and_dense_first),
     cmocka_unit_test (test_import_aliases_and_kinds),
     cmocka_unit_test (test_import_head_dim_differs),
     cmocka_unit_test (test_import_gemma2),

@@ -146,6 +146,140 @@ test_model_mixtral_total_and_active_params (void **state)
   mp_assert_close (m->params_active, 12.9e9, 0.005);
 }
 
+/* ---- MoE (moe14): the zoo's MoE models against their published sizes ------------------ */
+
+/* Forward FLOPs per token from a published count of ACTIVE weights outside the input
+ * embedding (a lookup): 2 per weight (biases and norm gains are a rounding error) plus
+ * the attention core's 4 s q per block. */
+static double
+moe_fwd_flops (const MpModel *m, double active)
+{
+  double q = (double) m->heads * (double) m->head_dim;
+  return 2 * active + 4.0 * (double) m->seq_len * q * (double) m->n_blocks;
+}
+
+static void
+test_model_mixtral_8x22b_published (void **state)
+{
+  /* Mistral AI (April 2024): 141B parameters, 39B active. */
+  g_autoptr(MpModel) m = load_ok ("mixtral-8x22b");
+  mp_assert_close (m->params_total, 141e9, 0.005);
+  mp_assert_close (m->params_active, 39e9, 0.005);
+  mp_assert_close (m->fwd_flops_per_token, moe_fwd_flops (m, 39e9 - m->params_embedding),
+                   0.005);
+}
+
+static void
+test_model_qwen3_235b_published (void **state)
+{
+  /* Qwen3 report Table 2: 235B total, 22B activated. The active figure has two
+   * significant digits (21.5B to 22.5B); the config's is 22.19B. */
+  g_autoptr(MpModel) m = load_ok ("qwen3-235b-a22b");
+  mp_assert_close (m->params_total, 235e9, 0.005);
+  mp_assert_close (m->params_active, 22e9, 0.5 / 22);
+  assert_int_equal (m->head_dim, 128);            /* not hidden / heads = 64 */
+  mp_assert_close (find_op (first_block (m), "qkv")->gemm_n, (64 + 2 * 4) * 128.0, 0);
+  mp_assert_close (m->fwd_flops_per_token, moe_fwd_flops (m, 22e9 - m->params_embedding),
+                   0.5 / 22);
+}
+
+static void
+test_model_qwen3_30b_published (void **state)
+{
+  /* Qwen3 report Table 2: 30.5B total, 3.3B activated (the config gives 3.35B, as
+   * tests/test-import.c finds from the same config.json). */
+  g_autoptr(MpModel) m = load_ok ("qwen3-30b-a3b");
+  mp_assert_close (m->params_total, 30.5e9, 0.005);
+  mp_assert_close (m->params_active, 3.3e9, 0.02);
+}
+
+static void
+test_model_gpt_oss_120b_published (void **state)
+{
+  /* gpt-oss model card Table 1: 116.83B total, 5.13B active (the input embedding not
+   * counted as active); less the 2304 sink logits the IR does not hold yet. */
+  g_autoptr(MpModel) m = load_ok ("gpt-oss-120b");
+  mp_assert_close (m->params_total, 116.83e9, 0.005);
+  mp_assert_close (m->params_active - m->params_embedding, 5.13e9, 0.005);
+  /* Biased experts and router: the expert up/gate projection keeps 2 ffn biases. */
+  const MpLayer *b = first_block (m);
+  mp_assert_close (find_op (b, "expert_fc1")->params, 128 * (2880.0 * 5760 + 5760), 0);
+  mp_assert_close (find_op (b, "router")->params, 128 * 2880.0 + 128, 0);
+  mp_assert_close (m->fwd_flops_per_token, moe_fwd_flops (m, 5.13e9), 0.005);
+}
+
+/* DeepSeek-V3's MoE side (its attention is multi-head latent attention, which this test
+ * leaves plain): 61 blocks, the first 3 dense with an 18432 MLP, then 256 routed experts
+ * of 2048 (top-8) and one shared expert of 2048 (DeepSeek-V3 config.json). */
+static const char deepseek_moe_text[] =
+  "layers: 61\nhidden: 7168\nheads: 128\nffn_hidden: 18432\nvocab: 129280\n"
+  "seq_len: 4096\nactivation: swiglu\nnorm: rmsnorm\nposition: rotary\nbias: false\n"
+  "tied_embeddings: false\nexperts: 256\nexperts_per_token: 8\nmoe_ffn_hidden: 2048\n"
+  "shared_experts: 1\nfirst_k_dense: 3\n";
+
+static void
+test_model_shared_experts_and_first_k_dense (void **state)
+{
+  g_autoptr(MpModel) m = load_text (deepseek_moe_text);
+  double h = 7168, dense = 18432, f = 2048;
+  /* The first three blocks are dense, the rest MoE. */
+  for (guint i = 1; i <= 61; i++)
+    assert_int_equal (m->layers[i].moe, i > 3);
+  const MpLayer *d = &m->layers[1], *e = &m->layers[4];
+  mp_assert_close (find_op (d, "fc1")->params, 2 * dense * h, 0);
+  mp_assert_close (find_op (e, "shared_fc1")->params, 2 * f * h, 0);
+  mp_assert_close (find_op (e, "shared_fc2")->active_params, f * h, 0);
+  mp_assert_close (find_op (e, "expert_fc1")->params, 256 * 2 * f * h, 0);
+  /* MLP weights in all: 3 dense blocks, 58 of (256 routed + 1 shared + the router);
+   * 657.7B of DeepSeek-V3's 671B (the rest: attention and embeddings). */
+  double mlp = 3 * 3 * dense * h + 58 * (257 * 3 * f * h + 256 * h);
+  double sum = 0;
+  for (guint i = 1; i <= 61; i++)
+    for (guint j = 0; j < m->layers[i].n_ops; j++)
+      {
+        const MpOp *op = &m->layers[i].ops[j];
+        if (op->kind == MP_OP_ROUTER || strstr (op->name, "fc") != NULL)
+          sum += op->params;
+      }
+  mp_assert_close (sum, mlp, 1e-12);
+  mp_assert_close (mlp, 657.7e9, 0.001);
+  /* Active per MoE block: 8 routed + 1 shared expert and the router. */
+  double active = 0;
+  for (guint j = 0; j < e->n_ops; j++)
+    if (e->ops[j].kind == MP_OP_ROUTER || strstr (e->ops[j].name, "fc") != NULL)
+      active += e->ops[j].active_params;
+  mp_assert_close (active, 9 * 3 * f * h + 256 * h, 1e-12);
+  /* The YAML it prints reads back to the same model. */
+  g_autofree char *yaml = mp_model_to_yaml (m, NULL);
+  g_autoptr(MpModel) back = load_text (yaml);
+  mp_assert_close (back->params_total, m->params_total, 0);
+  assert_int_equal (back->first_k_dense, 3);
+  assert_int_equal (back->shared_experts, 1);
+}
+
+static void
+test_model_moe_keys_refused_on_bad_input (void **state)
+{
+  static const struct {
+    const char *text, *want;
+  } cases[] = {
+    { "layers: 2\nhidden: 64\nheads: 4\nvocab: 10\nseq_len: 8\nshared_experts: 1\n",
+      "'shared_experts' needs 'experts' > 0" },
+    { "layers: 2\nhidden: 64\nheads: 4\nvocab: 10\nseq_len: 8\nexperts: 4\n"
+      "experts_per_token: 2\nfirst_k_dense: 2\n", "leaves none of the 2 blocks" },
+    { "layers: 2\nhidden: 64\nheads: 4\nvocab: 10\nseq_len: 8\nexperts: 4\n"
+      "experts_per_token: 2\nload_imbalance: 0.5\n", "'load_imbalance' = 0.5" },
+    { "layers: 2\nhidden: 64\nheads: 4\nvocab: 10\nseq_len: 8\nexperts: 4\n"
+      "experts_per_token: 2\ncapacity_factor: 9\n", "'capacity_factor' = 9" },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *msg = load_text_error (cases[i].text);
+      if (strstr (msg, cases[i].want) == NULL || strstr (msg, "bad.yaml:") == NULL)
+        fail_msg ("case %zu: '%s' lacks '%s'", i, msg, cases[i].want);
+    }
+}
+
 static void
 test_model_bert_large_params (void **state)
 {
@@ -441,7 +575,7 @@ test_model_zoo_lists_all_models (void **state)
   static const char *const want[] = {
     "mlp-1024", "gpt3-125m", "gpt3-1.3b", "gpt3-13b", "gpt3-175b", "llama2-7b", "llama2-70b",
     "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "bert-large", "tiny-gpt",
-    "gpt2-124m"
+    "gpt2-124m", "mixtral-8x22b", "qwen3-235b-a22b", "gpt-oss-120b", "tiny-moe", "qwen3-30b-a3b"
   };
   g_auto(GStrv) names = mp_model_zoo_list ();
   for (guint i = 0; i < G_N_ELEMENTS (want); i++)
@@ -886,6 +1020,12 @@ main (void)
     cmocka_unit_test (test_model_llama3_70b_params),
     cmocka_unit_test (test_model_llama3_405b_params),
     cmocka_unit_test (test_model_mixtral_total_and_active_params),
+    cmocka_unit_test (test_model_mixtral_8x22b_published),
+    cmocka_unit_test (test_model_qwen3_235b_published),
+    cmocka_unit_test (test_model_qwen3_30b_published),
+    cmocka_unit_test (test_model_gpt_oss_120b_published),
+    cmocka_unit_test (test_model_shared_experts_and_first_k_dense),
+    cmocka_unit_test (test_model_moe_keys_refused_on_bad_input),
     cmocka_unit_test (test_model_bert_large_params),
     cmocka_unit_test (test_model_mlp_params),
     cmocka_unit_test (test_model_narayanan_param_formula),

@@ -102,10 +102,11 @@ static char *
 config_key (const MpParallelConfig *c)
 {
   return g_strdup_printf ("dp%u tp%u pp%u cp%u ep%u vpp%u sp%d zero%u rc%d mbs%u m%u s%d "
-                          "order%d%d%d%d", c->dp, c->tp, c->pp, c->cp, c->ep, c->vpp,
+                          "order%d%d%d%d etp%u d%d", c->dp, c->tp, c->pp, c->cp, c->ep, c->vpp,
                           c->sequence_parallel, c->zero, c->recompute, c->micro_batch_size,
                           c->num_micro_batches, c->schedule, c->order[0], c->order[1],
-                          c->order[2], c->order[3]);
+                          c->order[2], c->order[3], mp_parallel_config_etp (c),
+                          c->dispatcher);
 }
 
 /* A plan's JSON text (deterministic key order, %.17g numbers). */
@@ -183,6 +184,10 @@ in_search_space (const Pair *p, const MpParallelConfig *c, gboolean pp_inner)
     return FALSE;
   if (c->micro_batch_size > mp_planner_max_micro_batch (m))
     return FALSE;
+  /* MoE (moe14): etp divides tp; the all-gather dispatcher once tokens move. */
+  guint etp = mp_parallel_config_etp (c);
+  if (c->tp % etp != 0 || (c->dispatcher == MP_DISPATCH_ALLGATHER && etp * c->ep == 1))
+    return FALSE;
   /* No pipeline or one micro-batch: layer placement; else the three pipelined schedules,
    * interleaved with 2..MAX_VPP chunks dividing the blocks per stage. */
   if (c->pp == 1 || c->num_micro_batches == 1)
@@ -249,6 +254,9 @@ static void
 brute_force_choices (Brute *b, const Pair *p, MpParallelConfig *c, guint batch)
 {
   guint experts = (guint) MAX (p->model->experts, 1u);
+  guint etps = p->model->experts > 0 ? c->tp * c->cp * c->dp : 1;
+  for (guint etp = 1; etp <= etps; etp++)
+  for (int d = 0; d <= (p->model->experts > 0 ? MP_DISPATCH_ALLGATHER : 0); d++)
   for (guint ep = 1; ep <= experts; ep++)
     for (int sp = 0; sp <= 1; sp++)
       for (int r = MP_RECOMPUTE_NONE; r <= MP_RECOMPUTE_FULL; r++)
@@ -258,6 +266,8 @@ brute_force_choices (Brute *b, const Pair *p, MpParallelConfig *c, guint batch)
               for (int o = 0; o <= 1; o++)
                 {
                   c->ep = ep, c->sequence_parallel = sp, c->recompute = (MpRecompute) r;
+                  c->etp = p->model->experts > 0 ? etp : 0;
+                  c->dispatcher = (MpDispatcher) d;
                   c->zero = zero, c->schedule = (MpSchedule) sch, c->vpp = vpp;
                   memcpy (c->order, o ? PP_INNER : MEGATRON, sizeof c->order);
                   if (mp_parallel_config_check (c, p->model, p->cluster, NULL)
@@ -386,8 +396,10 @@ assert_plan_valid (const Pair *p, const MpPlan *plan, guint global_batch)
   if ((guint64) c->dp * c->micro_batch_size * c->num_micro_batches != global_batch
       || plan->global_batch != global_batch)
     fail_msg ("%s: dp x mbs x m is not the global batch %u", key, global_batch);
-  if (m->experts == 0 ? c->ep != 1 : (m->experts % c->ep || (c->dp * c->cp) % c->ep))
-    fail_msg ("%s: ep does not divide the experts and dp x cp", key);
+  guint stage = c->tp * c->cp * c->dp, grid = mp_parallel_config_etp (c) * c->ep;
+  if (m->experts == 0 ? c->ep != 1 || mp_parallel_config_etp (c) != c->tp
+                      : (m->experts % c->ep || stage % grid))
+    fail_msg ("%s: ep does not divide the experts or etp x ep the stage's tp x cp x dp", key);
 
   /* The layer split: pp x vpp chunks of contiguous layers, each with a block, the
    * embedding in the first and the head in the last. */

@@ -483,7 +483,10 @@ reduces (const MpParallelConfig *cfg, gboolean *dense, gboolean *expert)
 {
   guint replicas = cfg->dp * cfg->cp;
   *dense = replicas > 1;
-  *expert = replicas / cfg->ep > 1;
+  /* MoE (moe14): experts are reduced over the expert-data-parallel rest of the stage's
+   * tp x cp x dp ranks once etp x ep of them hold an expert's shards. */
+  guint etp = cfg->etp ? cfg->etp : cfg->tp;
+  *expert = cfg->tp * cfg->cp * cfg->dp / (etp * cfg->ep) > 1;
 }
 
 /* This rank's parameters of layers [LO, LO + N) reduced over GROUP. */
