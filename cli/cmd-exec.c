@@ -41,7 +41,9 @@ print_summary (const MpExecResult *r)
           r->summary.step.min, r->summary.step.max);
   for (int p = 0; p < MP_PHASE_N; p++)
     printf ("%s%s %.4f", p ? ", " : "", mp_phase_name (p), r->summary.t[p].median);
-  printf ("; peak memory %.1f MiB\n", r->ranks[r->mem_rank].mem.peak_total / 1048576.0);
+  const MpMemStats *mem = &r->ranks[r->mem_rank].mem;
+  printf ("; peak memory %.1f MiB (gradients at most %.1f MiB)\n", mem->peak_total / 1048576.0,
+          mem->peak[MP_MEM_GRADIENTS] / 1048576.0);
 }
 
 /* --check: both runs side by side, step by step, and the verdict. */

@@ -809,23 +809,25 @@ unrecompute (MpPhaseCost *acc, const MpPhaseCost *fwd, const MpPhaseCost *bwd)
   acc->flops -= fwd->flops;
 }
 
-/* BYTES moved by KIND over SPAN in buckets of at most the config's bucket size: the total
- * time, and the last bucket's (what is left once backward has finished). */
+/* BUCKETS[N] at BYTES per parameter moved by KIND over SPAN, one collective each (the
+ * programs' buckets, cm_stage_buckets): the total time, and the last bucket's (what is
+ * left once backward has finished). */
 static double
-bucketed (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
-          MpCollKind kind, double bytes, const MpGroupSpan *span, double *last)
+bucketed (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind kind,
+          const MpGradBucket *buckets, guint n, double bytes, const MpGroupSpan *span,
+          double *last)
 {
-  if (!(bytes > 0) || span->n_ranks <= 1)
-    {
-      if (last)
-        *last = 0;
-      return 0;
-    }
-  double n = ceil (bytes / cm_bucket_bytes (cfg));
-  double one = coll (ctx, dev, kind, bytes / n, span);
+  double total = 0, size = -1, one = 0;
+  if (bytes > 0 && span->n_ranks > 1)
+    for (guint i = 0; i < n; i++)
+      {
+        if (buckets[i].params * bytes != size)
+          one = coll (ctx, dev, kind, size = buckets[i].params * bytes, span);
+        total += one;
+      }
   if (last)
-    *last = one;
-  return n * one;
+    *last = total > 0 ? one : 0;
+  return total;
 }
 
 /* Data-parallel and optimizer times of a stage whose rank holds DENSE and EXPERT
@@ -833,43 +835,37 @@ bucketed (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDev
  * embeddings with the other end stage. */
 static void
 stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *sp,
-            double dense, double expert, const double fp8[2], double tied, MpStageTime *out)
+            guint stage, double dense, double expert, const double fp8[2], double tied,
+            MpStageTime *out)
 {
   const MpCostDevice *dev = sp->device;
   double w, g, o, last_d = 0, last_e = 0;
   mp_model_state_bytes_per_param (ctx->model, &w, NULL, &o);
   g = cm_grad_bytes (ctx, cfg);
   double reps = (double) cfg->dp * cfg->cp, ereps = mp_parallel_config_edp (cfg);
-  switch (cfg->zero)
+  double cap = cm_bucket_bytes (cfg) / g;
+  guint nd, ne;
+  g_autofree MpGradBucket *bd = cm_stage_buckets (ctx, cfg, stage, FALSE, cap, &nd);
+  g_autofree MpGradBucket *be = cm_stage_buckets (ctx, cfg, stage, TRUE, cap, &ne);
+  /* ZeRO-1: once after the last micro-batch; ZeRO-2/3: every micro-batch (program.c). */
+  double times = cfg->zero >= 2 ? cfg->num_micro_batches : 1;
+  MpCollKind reduce = cfg->zero >= 1 ? MP_COLL_REDUCE_SCATTER : MP_COLL_ALL_REDUCE;
+  out->dp_reduce_s = times * (bucketed (ctx, dev, reduce, bd, nd, g, &sp->dp, &last_d)
+                              + bucketed (ctx, dev, reduce, be, ne, g, &sp->edp, &last_e));
+  if (cfg->zero == 1 || cfg->zero == 2)
+    /* the updated weights gathered back, bucket by bucket */
+    out->dp_gather_s = bucketed (ctx, dev, MP_COLL_ALL_GATHER, bd, nd, w, &sp->dp, NULL)
+                       + bucketed (ctx, dev, MP_COLL_ALL_GATHER, be, ne, w, &sp->edp, NULL);
+  else if (cfg->zero >= 3)
     {
-    case 0:
-      out->dp_reduce_s = bucketed (ctx, cfg, dev, MP_COLL_ALL_REDUCE, dense * g, &sp->dp, &last_d)
-                         + bucketed (ctx, cfg, dev, MP_COLL_ALL_REDUCE, expert * g, &sp->edp,
-                                     &last_e);
-      break;
-    case 1:
-    case 2:
-      /* Gradients reduce-scattered to their owners; updated weights gathered back. */
-      out->dp_reduce_s = bucketed (ctx, cfg, dev, MP_COLL_REDUCE_SCATTER, dense * g, &sp->dp,
-                                   &last_d)
-                         + bucketed (ctx, cfg, dev, MP_COLL_REDUCE_SCATTER, expert * g,
-                                     &sp->edp, &last_e);
-      out->dp_gather_s = bucketed (ctx, cfg, dev, MP_COLL_ALL_GATHER, dense * w, &sp->dp, NULL)
-                         + bucketed (ctx, cfg, dev, MP_COLL_ALL_GATHER, expert * w, &sp->edp,
-                                     NULL);
-      break;
-    default:
-      /* ZeRO-3 / FSDP: weights gathered before forward and again before backward, and
-       * gradients reduce-scattered, every micro-batch. */
+      /* ZeRO-3 / FSDP: each layer's weights gathered before its forward and again before
+       * its backward, every micro-batch. */
+      guint ld, le;
+      g_autofree MpGradBucket *pd = cm_stage_buckets (ctx, cfg, stage, FALSE, 0, &ld);
+      g_autofree MpGradBucket *pe = cm_stage_buckets (ctx, cfg, stage, TRUE, 0, &le);
       out->zero3_gather_s
-        = 2 * (bucketed (ctx, cfg, dev, MP_COLL_ALL_GATHER, dense * w, &sp->dp, NULL)
-               + bucketed (ctx, cfg, dev, MP_COLL_ALL_GATHER, expert * w, &sp->edp, NULL));
-      out->dp_reduce_s
-        = cfg->num_micro_batches
-          * (bucketed (ctx, cfg, dev, MP_COLL_REDUCE_SCATTER, dense * g, &sp->dp, &last_d)
-             + bucketed (ctx, cfg, dev, MP_COLL_REDUCE_SCATTER, expert * g, &sp->edp,
-                         &last_e));
-      break;
+        = 2 * (bucketed (ctx, dev, MP_COLL_ALL_GATHER, pd, ld, w, &sp->dp, NULL)
+               + bucketed (ctx, dev, MP_COLL_ALL_GATHER, pe, le, w, &sp->edp, NULL));
     }
   out->dp_last_bucket_s = MAX (last_d, last_e);
   if (tied > 0)
@@ -1018,7 +1014,7 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
           st->optimizer_s = prev->optimizer_s;
         }
       else
-        stage_sync (ctx, cfg, sp, dense, expert, fp8, tied, st);
+        stage_sync (ctx, cfg, sp, s, dense, expert, fp8, tied, st);
       rep_of[s] = rep;
       prev_dense = dense;
       prev_expert = expert;

@@ -185,6 +185,11 @@ const MpCostDevice *cm_stage_device (const MpCostContext *ctx, const MpParallelC
 double cm_bucket_bytes (const MpParallelConfig *cfg);
 /* Gradient bytes per parameter under CFG. */
 double cm_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg);
+/* STAGE's gradient buckets (mp_cost_grad_buckets over its chunks, the last chunk first,
+ * the tied word-embedding copy with the last stage's head) of its dense (EXPERT FALSE) or
+ * expert parameters, closing at CAP_PARAMS (0: one per layer). Caller frees. */
+MpGradBucket *cm_stage_buckets (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                guint stage, gboolean expert, double cap_params, guint *n);
 
 /* Activation bytes per micro-batch crossing from a stage whose layers end at LAST_LAYER
  * to the next stage (for the last stage, whose output is the loss: the gradient of the

@@ -375,7 +375,7 @@ typedef struct {
   double p2p_bytes;                   /* activation (or gradient) sent to the next stage */
   double p2p_s;                       /* one such send/recv, per chunk boundary */
   double dp_reduce_s;                 /* gradient all-reduce / reduce-scatter, per step
-                                       * (ZeRO-3: every micro-batch's, summed) */
+                                       * (ZeRO-2/3: every micro-batch's, summed) */
   double dp_last_bucket_s;            /* its last bucket (exposed when overlapped) */
   double dp_gather_s;                 /* ZeRO 1/2 parameter all-gather after the step */
   double zero3_gather_s;              /* ZeRO-3 parameter all-gathers, per micro-batch */
@@ -399,6 +399,19 @@ double mp_cost_tied_params (const MpCostContext *ctx, const MpParallelConfig *cf
 /* Gradient bytes per parameter (fp32_grads: 4) and the data-parallel bucket size. */
 double mp_cost_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg);
 double mp_cost_bucket_bytes (const MpParallelConfig *cfg);
+/* One data-parallel gradient bucket: layers [lo, lo + n) of a chunk, holding PARAMS of
+ * this rank's parameters (dense or expert). */
+typedef struct {
+  guint lo, n;
+  double params;
+} MpGradBucket;
+/* The one bucket rule the closed form, the memory model, the programs and the executor
+ * share: the layers [FIRST, FIRST + COUNT) of a chunk with PARAMS[layer] parameters each,
+ * from the last layer down (the order backward produces gradients), a bucket closing at
+ * the end of the layer that brings it to CAP_PARAMS, or at the lowest layer with
+ * parameters. Fills OUT (room for COUNT) in that order; returns how many. */
+guint mp_cost_grad_buckets (const double *params, guint first, guint count, double cap_params,
+                            MpGradBucket *out);
 /* Bytes per micro-batch of the activation LAYER hands to the next layer when that one is
  * on another pipeline stage, and of its gradient coming back (MpStageTime.p2p_bytes). */
 double mp_cost_boundary_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg,
@@ -433,7 +446,8 @@ typedef struct {
   guint stage;
   double params;              /* parameters this rank holds (after TP/EP, before ZeRO) */
   double weights_bytes;       /* its share of the weights (ZeRO-3: sharded) */
-  double grads_bytes;         /* gradients (ZeRO-2/3: sharded) */
+  double grads_bytes;         /* gradients (ZeRO-1: full + its reduced shard; ZeRO-2/3:
+                               * the accumulated shard + the buckets in flight) */
   double optimizer_bytes;     /* optimizer state incl. fp32 master weights (ZeRO >= 1) */
   double activations_bytes;   /* saved for backward, all micro-batches in flight */
   double in_flight;           /* micro-batches of this stage's activations held */

@@ -189,6 +189,100 @@ mp_cost_in_flight (const MpParallelConfig *cfg, guint stage)
   return sum / vpp;
 }
 
+/* ---- gradient buckets ---------------------------------------------------------------- */
+
+guint
+mp_cost_grad_buckets (const double *params, guint first, guint count, double cap_params,
+                      MpGradBucket *out)
+{
+  g_return_val_if_fail (params != NULL && (out != NULL || count == 0), 0);
+  guint end = first + count, bottom = first, n = 0, hi = 0;
+  while (bottom < end && !(params[bottom] > 0))
+    bottom++;
+  MpGradBucket cur = { 0, 0, 0 };
+  for (guint l = end; l-- > bottom;)
+    {
+      if (!(params[l] > 0))
+        continue;
+      if (cur.params == 0)
+        hi = l;
+      cur.params += params[l];
+      cur.lo = l;
+      cur.n = hi - l + 1;
+      if (cur.params >= cap_params || l == bottom)
+        {
+          out[n++] = cur;
+          cur = (MpGradBucket) { 0, 0, 0 };
+        }
+    }
+  return n;
+}
+
+MpGradBucket *
+cm_stage_buckets (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
+                  gboolean expert, double cap_params, guint *n)
+{
+  guint pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg), chunks = pp * vpp;
+  guint first[chunks], count[chunks], nl = ctx->model->n_layers, room = 0;
+  cm_chunk_layers (ctx, cfg, first, count);
+  g_autofree double *params = g_new0 (double, nl);
+  for (guint v = 0; v < vpp; v++)
+    {
+      guint c = stage + v * pp;
+      room += count[c];
+      for (guint l = first[c]; l < first[c] + count[c]; l++)
+        {
+          double d, e;
+          mp_cost_layer_params (ctx, cfg, l, &d, &e);
+          params[l] = expert ? e : d;
+        }
+    }
+  /* The last stage keeps a copy of the tied word embeddings for its head (program.c). */
+  if (!expert && stage == pp - 1)
+    params[nl - 1] += mp_cost_tied_params (ctx, cfg);
+  MpGradBucket *out = g_new (MpGradBucket, MAX (room, 1u));
+  *n = 0;
+  for (guint v = vpp; v-- > 0;)
+    {
+      guint c = stage + v * pp;
+      *n += mp_cost_grad_buckets (params, first[c], count[c], cap_params, out + *n);
+    }
+  return out;
+}
+
+/* ZeRO-2/3 gradient bytes in flight on STAGE besides the accumulated shard (DeepSpeed
+ * stage 2's IPG buckets with overlap_comm, FSDP's reduce-scatter): one bucket's full
+ * gradients being filled by backward while the one before is reduce-scattered into a
+ * result shard of 1/replicas of it; the executor waits for that reduction before it
+ * starts the next (runner.c), so these are the two largest buckets at most. */
+static double
+buckets_in_flight (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
+                   double g)
+{
+  double cap = cm_bucket_bytes (cfg) / g, top[2] = { 0, 0 }, shard = 0;
+  for (int e = 0; e < 2; e++)
+    {
+      double reps = e ? mp_parallel_config_edp (cfg) : (double) cfg->dp * cfg->cp;
+      if (!(reps > 1))
+        continue;
+      guint n;
+      g_autofree MpGradBucket *b = cm_stage_buckets (ctx, cfg, stage, e, cap, &n);
+      for (guint i = 0; i < n; i++)
+        {
+          double bytes = b[i].params * g;
+          if (bytes > top[0])
+            {
+              top[1] = top[0];
+              top[0] = bytes;
+              shard = bytes / reps;
+            }
+          else
+            top[1] = MAX (top[1], bytes);
+        }
+    }
+  return top[0] + top[1] + shard;
+}
+
 /* What one layer asks of the transient budget (per micro-batch, one rank). */
 typedef struct {
   double params;        /* this rank's parameters of the layer (before ZeRO) */
@@ -279,8 +373,15 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   double shard_d = 1.0 / reps, shard_e = 1.0 / ereps;
   out->weights_bytes = (dense * (cfg->zero >= 3 ? shard_d : 1)
                         + expert * (cfg->zero >= 3 ? shard_e : 1)) * w;
-  out->grads_bytes = (dense * (cfg->zero >= 2 ? shard_d : 1)
-                      + expert * (cfg->zero >= 2 ? shard_e : 1)) * g;
+  /* ZeRO-1 (Megatron's distributed optimizer, DeepSpeed stage 1): the full gradients,
+   * reduce-scattered once after the last micro-batch into this rank's shard, which the
+   * optimizer reads (DeepSpeed's fp32 partition; the executor's too). ZeRO-2/3 (DeepSpeed
+   * stage 2, FSDP): each micro-batch's gradients reduce-scattered bucket by bucket into an
+   * accumulated shard, with the buckets in flight. */
+  double full = cfg->zero >= 2 ? 0 : dense + expert;
+  double sharded = cfg->zero >= 1 ? dense * shard_d + expert * shard_e : 0;
+  out->grads_bytes = (full + sharded) * g
+                     + (cfg->zero >= 2 ? buckets_in_flight (ctx, cfg, stage, g) : 0);
   out->optimizer_bytes = (dense * (cfg->zero >= 1 ? shard_d : 1)
                           + expert * (cfg->zero >= 1 ? shard_e : 1)) * o;
   /* FP8 (compute.c): Transformer Engine keeps an FP8 copy of every FP8 GEMM's weight (and
@@ -317,10 +418,7 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   double logits = has_head ? tokens * (double) m->vocab / t * (4 + e) : 0;
   double comm = 0;
   if (cfg->zero >= 3)
-    comm += worst.params * (2 * w + g);   /* a layer gathered, the next prefetched, and
-                                           * its full gradient before reduce-scatter */
-  else if (cfg->zero == 2)
-    comm += 2 * cm_bucket_bytes (cfg);    /* reduce buckets, double-buffered */
+    comm += worst.params * 2 * w;         /* a layer gathered, the next prefetched */
   if (pp > 1)       /* the activation being sent on and the next one received */
     comm += 2 * cm_boundary_bytes (ctx, cfg, last_layer, first_layer);
   out->transient_bytes = MAX (backward, logits) + comm + dev->curve->workspace_bytes;

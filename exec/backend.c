@@ -77,6 +77,7 @@ mp_mem_ledger_add (MpMemLedger *ledger, void *ptr, gsize bytes, MpMemKind kind)
   MpMemStats *m = &ledger->stats;
   m->current[kind] += (double) bytes;
   m->current_total += (double) bytes;
+  m->peak[kind] = MAX (m->peak[kind], m->current[kind]);
   if (m->current_total > m->peak_total)
     {
       m->peak_total = m->current_total;

@@ -24,12 +24,14 @@ typedef struct _MpBackend MpBackend;
 typedef struct _MpGroup MpGroup;         /* an ordered set of world ranks */
 typedef struct _MpRequest MpRequest;     /* a non-blocking operation in flight */
 
-/* Bytes in use now, and at the moment the total peaked (with the total's parts then). */
+/* Bytes in use now, and at the moment the total peaked (with the total's parts then);
+ * and each kind's own peak (gradients peak in backward, activations before it). */
 typedef struct {
   double current[MP_MEM_N];
   double current_total;
   double peak_total;
   double at_peak[MP_MEM_N];
+  double peak[MP_MEM_N];
 } MpMemStats;
 
 /* The accounting every backend keeps of its allocations: what each live pointer holds,

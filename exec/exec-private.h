@@ -20,10 +20,11 @@ typedef struct {
   gsize padded;            /* shard_n * dp when sharded, else n */
   float *param;            /* (padded) the local tensor; under ZeRO-3 only while gathered */
   float *pshard;           /* ZeRO-3: this rank's persistent shard (shard_n) */
-  float *grad;             /* (padded) accumulated over micro-batches */
+  float *grad;             /* (padded) ZeRO 0/1: accumulated over micro-batches; ZeRO 2/3:
+                            * one micro-batch's, from its backward to its reduction */
   float *gshard;           /* ZeRO >= 1: the reduced shard (shard_n) */
-  float *rs_tmp;           /* ZeRO-3: a micro-batch's reduce-scatter result (shard_n), while
-                            * it is in flight */
+  float *rs_tmp;           /* ZeRO 2/3: a micro-batch's reduce-scatter result (shard_n),
+                            * while it is in flight */
   float *m, *v;            /* optimizer state over what this rank updates */
   guint gathers;           /* ZeRO-3: outstanding uses of the gathered param */
   gboolean replicated;     /* identical on every tp rank (counted once in the norm) */

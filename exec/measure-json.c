@@ -21,6 +21,20 @@ add_memory (JsonBuilder *b, const MpMemStats *mem)
   json_builder_end_object (b);
 }
 
+/* Each kind's own peak over the run (memory_bytes holds them at the total's peak). */
+static void
+add_kind_peaks (JsonBuilder *b, const MpMemStats *mem)
+{
+  json_builder_set_member_name (b, "memory_peak_bytes");
+  json_builder_begin_object (b);
+  for (int k = 0; k < MP_MEM_N; k++)
+    {
+      json_builder_set_member_name (b, mp_mem_kind_name (k));
+      json_builder_add_double_value (b, mem->peak[k]);
+    }
+  json_builder_end_object (b);
+}
+
 /* The medians, smallest and largest of the six spreads T into MED, LO, HI. */
 static void
 split_spreads (const MpSpread *t, MpStepTime *med, MpStepTime *lo, MpStepTime *hi)
@@ -55,6 +69,7 @@ add_rank (JsonBuilder *b, const MpExecRank *rank, guint n_steps)
   mp_step_time_add_json (b, "time_s", &med);
   json_builder_set_member_name (b, "memory_bytes");
   add_memory (b, &rank->mem);
+  add_kind_peaks (b, &rank->mem);
   json_builder_end_object (b);
 }
 
@@ -99,6 +114,7 @@ mp_exec_result_to_json (const MpExecResult *r, JsonNode *plan_json)
   json_builder_add_int_value (b, r->summary.time_rank);
   json_builder_set_member_name (b, "memory_bytes");
   add_memory (b, &r->ranks[r->mem_rank].mem);
+  add_kind_peaks (b, &r->ranks[r->mem_rank].mem);
   json_builder_set_member_name (b, "memory_bytes_rank");
   json_builder_add_int_value (b, r->mem_rank);
   g_autofree double *step_times = g_new0 (double, MAX (r->steps, 1u));

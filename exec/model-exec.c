@@ -1,6 +1,7 @@
 /* model-exec.c - one rank's share of the model: which layers it holds (pipeline rank),
  * its tensor-parallel shard of each weight (tp rank, Megatron's splits), its ZeRO shard of
- * gradients, optimizer state and, for ZeRO-3, weights (dp rank); the weights' seeded
+ * gradients (ZeRO-1: the full ones reduced into it once, ZeRO-2/3: every micro-batch's),
+ * optimizer state and, for ZeRO-3, weights (dp rank); the weights' seeded
  * initialisation, the step's loss, the gradient norm and the optimizer.
  *
  * Every rank generates exactly its shard of each full tensor with the counter-based RNG
@@ -65,9 +66,9 @@ tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *hos
         return NULL;
       be->ops->upload (be, t->param, host, n * sizeof (float));
     }
-  /* ZeRO-3 keeps only the reduced shard: the full gradient (and its reduce-scatter
+  /* ZeRO-2/3 keep only the reduced shard: the full gradient (and its reduce-scatter
    * result) lives from the layer's backward to the end of its reduction (runner.c). */
-  if (ex->zero < 3)
+  if (ex->zero < 2)
     {
       t->grad = be->ops->alloc (be, t->padded * sizeof (float), MP_MEM_GRADIENTS, error);
       if (t->grad == NULL)

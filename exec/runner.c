@@ -41,6 +41,7 @@ struct _MpRunner {
   guint n_chunks;
   GQueue dp;                   /* DpOp*, in issue order */
   guint dp_next;               /* id of the next DP op (ids start at 1) */
+  guint last_reduce;           /* id of the last gradient reduction started (0: none) */
   GHashTable *recvs;           /* float ** slot -> MpRequest * */
   GPtrArray *sends;            /* SendOp* in flight */
   MpInsnTime *times;           /* per instruction of the last step */
@@ -109,8 +110,8 @@ dp_finish (MpRunner *r, DpOp *op, GError **error)
   op->req = NULL;
   if (op->action == DP_DONE_ACCUMULATE)
     {
-      /* ZeRO-3: this micro-batch's reduced shard joins the step's; the full gradient is
-       * let go (the next backward of the layer starts a new one from zero). */
+      /* ZeRO-2/3: this micro-batch's reduced shard joins the step's; the full gradient
+       * is let go (the next backward of the layer starts a new one from zero). */
       ExTensor *t = op->t;
       r->ex->k->add (r->ex->be, t->gshard, t->rs_tmp, t->shard_n);
       r->be->ops->release (r->be, t->rs_tmp);
@@ -239,12 +240,12 @@ await_params (MpRunner *r, guint layer, gboolean backward, MpInsnTime *tm, GErro
   return ok;
 }
 
-/* ZeRO-3: the full gradients LAYER's backward adds to, new (zero) where the last
+/* ZeRO-2/3: the full gradients LAYER's backward adds to, new (zero) where the last
  * micro-batch's were reduced and let go. */
 static gboolean
 grads_ready (MpRunner *r, guint layer, GError **error)
 {
-  if (r->ex->zero < 3)
+  if (r->ex->zero < 2)
     return TRUE;
   ExLayer *L = &r->ex->layers[layer];
   for (guint i = 0; i < L->uses->len; i++)
@@ -357,6 +358,11 @@ run_reduce (MpRunner *r, const MpInsn *in, GError **error)
 {
   MpExec *ex = r->ex;
   g_autoptr(GPtrArray) ts = tensors_of (r, in, FALSE);
+  /* ZeRO-2/3: one bucket reduced while the next fills (DeepSpeed's double-buffered IPG
+   * buckets with overlap_comm): the one before this is completed first, so at most two
+   * buckets of full gradients are alive, as the memory model counts (memory.c). */
+  if (ex->zero >= 2 && !dp_complete (r, r->last_reduce, error))
+    return FALSE;
   for (guint i = 0; i < ts->len; i++)
     {
       ExTensor *t = g_ptr_array_index (ts, i);
@@ -365,7 +371,7 @@ run_reduce (MpRunner *r, const MpInsn *in, GError **error)
       DpAction action = DP_DONE_NOTHING;
       if (ex->zero == 0)
         ok = r->be->ops->iall_reduce (r->be, ex->dp_group, t->grad, t->n, &req, error);
-      else if (ex->zero < 3)
+      else if (ex->zero < 2)
         ok = r->be->ops->ireduce_scatter (r->be, ex->dp_group, t->grad, t->gshard, t->shard_n,
                                           &req, error);
       else
@@ -379,7 +385,7 @@ run_reduce (MpRunner *r, const MpInsn *in, GError **error)
         }
       if (!ok)
         return FALSE;
-      t->pending = dp_push (r, req, action, t);
+      t->pending = r->last_reduce = dp_push (r, req, action, t);
     }
   return TRUE;
 }

@@ -292,6 +292,17 @@ dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st)
       double b = st[i].bwd.total_s;
       double exposed = MAX (st[i].dp_last_bucket_s, st[i].dp_reduce_s - b);
       double zero3 = 0;
+      if (cfg->zero == 2)
+        {
+          /* ZeRO-2 reduce-scatters every micro-batch's gradients from its backward on:
+           * the stream hides under the compute from the first backward to the end of the
+           * last (forwards between backwards in 1F1B, none under GPipe), and the last
+           * micro-batch's last bucket is left. */
+          double m = cfg->num_micro_batches;
+          double window = m * b + (cfg->schedule == MP_SCHEDULE_GPIPE ? 0
+                                   : (m - 1) * st[i].fwd.total_s);
+          exposed = MAX (st[i].dp_last_bucket_s, st[i].dp_reduce_s - window);
+        }
       if (cfg->zero == 3)
         {
           /* ZeRO-3 (FSDP) gathers weights one layer ahead and reduce-scatters gradients

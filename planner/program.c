@@ -251,8 +251,10 @@ static void
 emit_backward (Builder *b, const Step *s)
 {
   guint c = b->stage + s->v * b->p, lo = b->first[c], end = lo + b->count[c];
-  /* DDP's no_sync: earlier micro-batches only accumulate; FSDP reduce-scatters each. */
-  gboolean reduce = b->cfg->zero >= 3 || s->mb == b->last_mb[s->v];
+  /* DDP's no_sync and ZeRO-1: earlier micro-batches only accumulate into the full
+   * gradients; ZeRO-2 (DeepSpeed stage 2, FSDP SHARD_GRAD_OP) and ZeRO-3 keep only a
+   * shard, so they reduce-scatter every micro-batch's. */
+  gboolean reduce = b->cfg->zero >= 2 || s->mb == b->last_mb[s->v];
   gather_layer (b, end - 1);
   if (c + 1 < b->chunks)
     emit_p2p (b, MP_INSN_RECV, c, c, s->mb, TRUE);
@@ -269,34 +271,20 @@ emit_backward (Builder *b, const Step *s)
     emit_p2p (b, MP_INSN_SEND, c - 1, c, s->mb, TRUE);
 }
 
-/* Fills the buckets of chunk C for PARAMS (dense or expert, reduced over GROUP): layers
- * from the last down, a bucket closing once its gradients reach the bucket size, so that
- * it can be reduced as soon as the backward of its lowest layer is done (PyTorch DDP's
- * assignment in reverse parameter order, at whole layers). */
+/* Fills the buckets of chunk C for PARAMS (dense or expert, reduced over GROUP) by the cost
+ * model's rule (mp_cost_grad_buckets), so that each can be reduced as soon as the backward
+ * of its lowest layer is done. */
 static void
 fill_buckets (Builder *b, guint c, MpCommGroup group, const double *params, gint *closes)
 {
-  double cap = mp_cost_bucket_bytes (b->cfg);
-  guint lo = b->first[c], end = lo + b->count[c], bottom = lo;
-  while (bottom < end && !(params[bottom] > 0))
-    bottom++;
-  Bucket cur = { group, 0, 0, 0, G_MAXUINT };
-  guint hi = 0;
-  for (guint l = end; l-- > bottom;)
+  g_autofree MpGradBucket *out = g_new (MpGradBucket, MAX (b->count[c], 1u));
+  guint n = mp_cost_grad_buckets (params, b->first[c], b->count[c],
+                                  mp_cost_bucket_bytes (b->cfg) / b->grad_bytes, out);
+  for (guint k = 0; k < n; k++)
     {
-      if (!(params[l] > 0))
-        continue;
-      if (cur.params == 0)
-        hi = l;
-      cur.params += params[l];
-      cur.lo = l;
-      cur.n = hi - l + 1;
-      if (cur.params * b->grad_bytes >= cap || l == bottom)
-        {
-          closes[l] = (gint) b->buckets->len;
-          g_array_append_val (b->buckets, cur);
-          cur = (Bucket) { group, 0, 0, 0, G_MAXUINT };
-        }
+      Bucket cur = { group, out[k].lo, out[k].n, out[k].params, G_MAXUINT };
+      closes[out[k].lo] = (gint) b->buckets->len;
+      g_array_append_val (b->buckets, cur);
     }
 }
 
