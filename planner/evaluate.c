@@ -280,11 +280,41 @@ stage_layers (const MpParallelConfig *cfg, guint stage)
   return n;
 }
 
+/* Time STAGE has from the start of its first backward to the end of its last, for a
+ * data-parallel stream that starts there (ZeRO-2's per-micro-batch reductions). With 1F1B
+ * and interleaving it is the pipeline's time PIPE_S less the first micro-batch's way
+ * there (forward through every chunk, backward from the last stage through the last
+ * chunks down to this one) and less AHEAD, by which it drains before stage 0; idle time
+ * in between hides reductions too. Never less than its own compute after the first
+ * backward: every backward, and the forwards not run before it (Megatron's warm-up: p - i
+ * in 1F1B, 2 (p - i - 1) + (v - 1) p + 1 chunks interleaved; GPipe runs all of them
+ * first; one runs before the first backward without pipelining). */
+static double
+backward_window (const MpParallelConfig *cfg, const MpStageTime *st, guint stage,
+                 double pipe_s, double ahead)
+{
+  double m = cfg->num_micro_batches, v = MAX (cfg->vpp, 1u), p = cfg->pp, i = stage;
+  double before = 1;                  /* micro-batches' forwards before the first backward */
+  if (cfg->schedule == MP_SCHEDULE_GPIPE)
+    before = m;
+  else if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && v > 1)
+    before = MIN (m * v, 2 * (p - i - 1) + (v - 1) * p + 1) / v;
+  else if (cfg->schedule != MP_SCHEDULE_NONE)
+    before = MIN (m, p - i);
+  double own = m * st[stage].bwd.total_s + (m - before) * st[stage].fwd.total_s;
+  if (cfg->schedule != MP_SCHEDULE_1F1B && cfg->schedule != MP_SCHEDULE_INTERLEAVED)
+    return own;
+  double way = 0;
+  for (guint j = 0; j < cfg->pp; j++)
+    way += st[j].fwd.total_s + (j > stage ? st[j].bwd.total_s / v : 0);
+  return MAX (own, pipe_s - ahead - way);
+}
+
 /* Exposed data-parallel time after the pipeline drains: each stage reduces its gradients
  * under its last backward; stage i drains ahead of stage 0 by the backward work of the
  * stages before it, which hides that much more of its reduction. */
 static double
-dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st)
+dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, double pipe_s)
 {
   double worst = 0, ahead = 0;
   for (guint i = 0; i < cfg->pp; i++)
@@ -296,11 +326,8 @@ dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st)
         {
           /* ZeRO-2 reduce-scatters every micro-batch's gradients from its backward on:
            * the stream hides under the compute from the first backward to the end of the
-           * last (forwards between backwards in 1F1B, none under GPipe), and the last
-           * micro-batch's last bucket is left. */
-          double m = cfg->num_micro_batches;
-          double window = m * b + (cfg->schedule == MP_SCHEDULE_GPIPE ? 0
-                                   : (m - 1) * st[i].fwd.total_s);
+           * last, and the last micro-batch's last bucket is left. */
+          double window = backward_window (cfg, st, i, pipe_s, ahead);
           exposed = MAX (st[i].dp_last_bucket_s, st[i].dp_reduce_s - window);
         }
       if (cfg->zero == 3)
@@ -404,7 +431,7 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
                                  - t[MP_PHASE_EP] - t[MP_PHASE_PP]);
   if (t[MP_PHASE_BUBBLE] < 1e-12 * pipe.pipe_s)
     t[MP_PHASE_BUBBLE] = 0;      /* rounding left by the subtraction, not a bubble */
-  t[MP_PHASE_DP] = dp_exposed (cfg, st);
+  t[MP_PHASE_DP] = dp_exposed (cfg, st, pipe.pipe_s);
   t[MP_PHASE_OPTIMIZER] = 0;
   for (guint i = 0; i < cfg->pp; i++)
     t[MP_PHASE_OPTIMIZER] = MAX (t[MP_PHASE_OPTIMIZER], st[i].optimizer_s);
