@@ -40,6 +40,14 @@ typedef struct {
 int mp_cli_inputs_load (MpCliInputs *in, const char *model, const char *cluster,
                         const char *profile_path);
 void mp_cli_inputs_clear (MpCliInputs *in);
+/* --memory-headroom TEXT onto CTX: a fraction of each device's memory (0 <= f < 1, e.g.
+ * 0.05) or a size (4GiB); NULL leaves none. FALSE with MP_ERROR_INPUT for anything else. */
+gboolean mp_cli_memory_headroom (struct _MpCostContext *ctx, const char *text,
+                                 GError **error);
+#define MP_CLI_HEADROOM_HELP \
+  "Memory each device must leave free beyond the modelled reserve: a fraction of its " \
+  "memory (0.05) or a size (4GiB); default 0"
+
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (MpCliInputs, mp_cli_inputs_clear)
 
 /* The text of --help about where profiles come from. */

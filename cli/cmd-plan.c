@@ -70,7 +70,7 @@ result_json (const MpSearchResult *res, const MpModel *model, const MpCluster *c
 }
 
 typedef struct {
-  char *model, *cluster, *output, *fix, *emit, *profile;
+  char *model, *cluster, *output, *fix, *emit, *profile, *headroom;
   int batch, top, refine;
   gboolean json, explain, quiet;
 } PlanArgs;
@@ -127,6 +127,8 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
   MpModel *model = in.model;
   MpCluster *cluster = in.cluster;
   MpCostContext *ctx = in.ctx;
+  if (!mp_cli_memory_headroom (ctx, a->headroom, &error))
+    return mp_cli_fail (error);
   g_autoptr(MpPlanPins) pins = NULL;
   if (a->fix && (pins = mp_plan_pins_parse (a->fix, &error)) == NULL)
     return mp_cli_fail (error);
@@ -239,6 +241,8 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
     { "profile", 0, 0, G_OPTION_ARG_FILENAME, &a.profile,
       "Calibration profile (from `mpplan calibrate`) to use in place of the built-in curves",
       "FILE" },
+    { "memory-headroom", 0, 0, G_OPTION_ARG_STRING, &a.headroom, MP_CLI_HEADROOM_HELP,
+      "F|SIZE" },
     G_OPTION_ENTRY_NULL
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
@@ -292,6 +296,7 @@ out:
   g_free (a.output);
   g_free (a.fix);
   g_free (a.profile);
+  g_free (a.headroom);
   g_free (a.emit);
   return status;
 }

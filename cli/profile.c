@@ -78,6 +78,35 @@ mp_cli_inputs_load (MpCliInputs *in, const char *model, const char *cluster,
   return 0;
 }
 
+gboolean
+mp_cli_memory_headroom (MpCostContext *ctx, const char *text, GError **error)
+{
+  if (text == NULL)
+    return TRUE;
+  char *end = NULL;
+  double f = g_ascii_strtod (text, &end);
+  if (end != text && *end == '\0')
+    {
+      if (!(f >= 0 && f < 1))
+        {
+          g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                       "--memory-headroom: %s is not a fraction below 1 (for a size give "
+                       "its unit, e.g. 4GiB)", text);
+          return FALSE;
+        }
+      mp_cost_context_set_memory_headroom (ctx, f, 0);
+      return TRUE;
+    }
+  double bytes;
+  if (!mp_units_parse (text, MP_UNIT_BYTES, &bytes, error))
+    {
+      g_prefix_error (error, "--memory-headroom: ");
+      return FALSE;
+    }
+  mp_cost_context_set_memory_headroom (ctx, 0, bytes);
+  return TRUE;
+}
+
 void
 mp_cli_inputs_clear (MpCliInputs *in)
 {

@@ -89,6 +89,8 @@ struct _MpCostContext {
   double attn_fwd_flops;          /* per token, all attention cores (IR, forward) */
   double recomputable_fwd_flops;  /* per token, layers full recompute applies to */
   MpGroupSpan any_span;           /* per-tier bandwidth and latency of any group */
+  double headroom_fraction;       /* memory plans must leave free (memory.c) */
+  double headroom_bytes;
 };
 
 /* Is OP of LAYER a GEMM that Transformer Engine runs in FP8 under fp8 (the linear layers

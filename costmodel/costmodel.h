@@ -441,6 +441,20 @@ double mp_cost_step_flops (const MpCostContext *ctx, const MpParallelConfig *cfg
 
 /* ==== memory (memory.c) ================================================================ */
 
+/* The memory a device's runtime holds besides the tensors (memory.c cites each): the CUDA
+ * context, NCCL's buffers of the rank's communicators, the GEMM library's workspace, and
+ * what the caching allocator loses to fragmentation; or the cluster file's
+ * device_overhead in place of all but the workspace. */
+typedef enum {
+  MP_RESERVE_CONTEXT,
+  MP_RESERVE_NCCL,
+  MP_RESERVE_WORKSPACE,
+  MP_RESERVE_FRAGMENTATION,
+  MP_RESERVE_DEVICE_OVERHEAD,
+  MP_RESERVE_N
+} MpReserveKind;
+const char *mp_reserve_kind_name (MpReserveKind kind);   /* "cuda_context", ... */
+
 /* Memory of one rank of one pipeline stage at its peak, broken down. */
 typedef struct {
   guint stage;
@@ -452,11 +466,18 @@ typedef struct {
   double activations_bytes;   /* saved for backward, all micro-batches in flight */
   double in_flight;           /* micro-batches of this stage's activations held */
   double transient_bytes;     /* logits/loss, recompute and backward buffers, ZeRO-3
-                               * gathers, TP gathers, comm buckets, GEMM workspace */
-  double overhead_bytes;      /* the cluster's device_overhead_bytes */
-  double total_bytes;
+                               * gathers, TP gathers, pipeline buffers */
+  double reserve[MP_RESERVE_N]; /* the runtime's reserve by part (MpReserveKind) */
+  double overhead_bytes;      /* their sum: the runtime's reserve */
+  double total_bytes;         /* all of the above */
+  double headroom_bytes;      /* what the plan must leave free besides (--memory-headroom) */
   double capacity_bytes;      /* the device's memory */
 } MpStageMemory;
+
+
+/* The memory every plan evaluated with CTX must leave free on each device: FRACTION of
+ * its memory plus BYTES (plan --memory-headroom; default none). */
+void mp_cost_context_set_memory_headroom (MpCostContext *ctx, double fraction, double bytes);
 
 /* Fills *OUT for STAGE (< cfg->pp). */
 void mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg,

@@ -7,8 +7,9 @@
  * accounting under tensor/sequence parallelism and recomputation, times the micro-batches
  * the schedule keeps in flight on the stage. Transient buffers: the loss's logits, what a
  * backward pass allocates (recomputed activations, gradient buffers), ZeRO-3 gathers,
- * pipeline and bucket buffers, the GEMM library's workspace; then the cluster's per-device
- * overhead. Units: bytes. */
+ * pipeline buffers; then the runtime's reserve (the CUDA context, NCCL's buffers, the GEMM
+ * library's workspace, allocator fragmentation; or the cluster's device_overhead). Units:
+ * bytes. */
 #define G_LOG_DOMAIN "mpplan-costmodel"
 #include "config.h"
 #include "costmodel/costmodel-private.h"
@@ -283,6 +284,85 @@ buckets_in_flight (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
   return top[0] + top[1] + shard;
 }
 
+/* ---- the runtime's reserve ------------------------------------------------------------ */
+
+/* The CUDA context of a training process: 287 MB for one small kernel with lazy module
+ * loading and 667 MB with eager loading (pytorch/pytorch#86509, cudaMemGetInfo), "around
+ * 400 MB" with CUDA >= 11.7's lazy loading (pytorch/pytorch#109888); a trainer loads more
+ * kernels (cuBLAS, NCCL, its own) than those probes, hence the upper half. */
+#define CUDA_CONTEXT_BYTES (512.0 * 1024 * 1024)
+/* NCCL's connection buffers: NCCL_BUFFSIZE, default 4 MiB (NCCL's environment-variable
+ * documentation), for the Simple protocol per channel and per connected peer, a ring
+ * connecting each rank to two; 16 channels (NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS leave
+ * it to NCCL's topology search, which opens 16-32 on NVSwitch systems and fewer over
+ * PCIe). LL and LL128 buffers come on top and are left out. */
+#define NCCL_BUFFSIZE (4.0 * 1024 * 1024)
+#define NCCL_CHANNELS 16
+/* Allocator fragmentation, as a share of the tensors the caching allocator holds: GMLake
+ * (Guo et al., ASPLOS 2024) measured 15% on average (33% at most) for the PyTorch caching
+ * allocator on eight LLMs on A100-80GB under recomputation, ZeRO and offloading; PyTorch's
+ * expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, the CUDA
+ * semantics notes), which Megatron-LM's and torchtitan's recipes set, map segments so
+ * that most of it goes. 5% is our reading for such a setup; --memory-headroom adds more. */
+#define FRAGMENTATION_SHARE 0.05
+
+const char *
+mp_reserve_kind_name (MpReserveKind kind)
+{
+  static const char *const names[MP_RESERVE_N] = {
+    "cuda_context", "nccl_buffers", "gemm_workspace", "fragmentation", "device_overhead",
+  };
+  g_return_val_if_fail ((guint) kind < MP_RESERVE_N, "?");
+  return names[kind];
+}
+
+void
+mp_cost_context_set_memory_headroom (MpCostContext *ctx, double fraction, double bytes)
+{
+  g_return_if_fail (ctx != NULL && fraction >= 0 && fraction < 1 && bytes >= 0);
+  ctx->headroom_fraction = fraction;
+  ctx->headroom_bytes = bytes;
+}
+
+/* NCCL communicators of one rank with more than one member: tensor, context, data (with
+ * context, Megatron's), pipeline, expert, expert-data parallel, and the tied embedding's
+ * pair of end stages. */
+static guint
+communicators (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage)
+{
+  guint n = (cfg->tp > 1) + (cfg->cp > 1) + ((guint) cfg->dp * cfg->cp > 1) + (cfg->pp > 1);
+  if (cfg->ep > 1)
+    n += 1 + (mp_parallel_config_edp (cfg) > 1);
+  if (ctx->tied_params > 0 && cfg->pp > 1 && (stage == 0 || stage == cfg->pp - 1))
+    n++;
+  return n;
+}
+
+/* OUT's reserve, from its tensors (weights .. transient, filled): the cluster's
+ * device_overhead where the file gives one, else each part modelled; the workspace always. */
+static void
+runtime_reserve (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                 const MpCostDevice *dev, MpStageMemory *out)
+{
+  double *r = out->reserve;
+  memset (r, 0, sizeof out->reserve);
+  r[MP_RESERVE_WORKSPACE] = dev->curve->workspace_bytes;
+  if (ctx->cluster->device_overhead_given)
+    r[MP_RESERVE_DEVICE_OVERHEAD] = ctx->cluster->device_overhead_bytes;
+  else
+    {
+      double tensors = out->weights_bytes + out->grads_bytes + out->optimizer_bytes
+                       + out->activations_bytes + out->transient_bytes;
+      r[MP_RESERVE_CONTEXT] = CUDA_CONTEXT_BYTES;
+      r[MP_RESERVE_NCCL] = communicators (ctx, cfg, out->stage) * NCCL_CHANNELS * 2
+                           * NCCL_BUFFSIZE;
+      r[MP_RESERVE_FRAGMENTATION] = FRAGMENTATION_SHARE * tensors;
+    }
+  out->overhead_bytes = 0;
+  for (int k = 0; k < MP_RESERVE_N; k++)
+    out->overhead_bytes += r[k];
+}
+
 /* What one layer asks of the transient budget (per micro-batch, one rank). */
 typedef struct {
   double params;        /* this rank's parameters of the layer (before ZeRO) */
@@ -421,11 +501,12 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
     comm += worst.params * 2 * w;         /* a layer gathered, the next prefetched */
   if (pp > 1)       /* the activation being sent on and the next one received */
     comm += 2 * cm_boundary_bytes (ctx, cfg, last_layer, first_layer);
-  out->transient_bytes = MAX (backward, logits) + comm + dev->curve->workspace_bytes;
-  out->overhead_bytes = ctx->cluster->device_overhead_bytes;
+  out->transient_bytes = MAX (backward, logits) + comm;
+  runtime_reserve (ctx, cfg, dev, out);
   out->total_bytes = out->weights_bytes + out->grads_bytes + out->optimizer_bytes
                      + out->activations_bytes + out->transient_bytes + out->overhead_bytes;
   out->capacity_bytes = dev->device->memory_bytes;
+  out->headroom_bytes = ctx->headroom_fraction * out->capacity_bytes + ctx->headroom_bytes;
 }
 
 guint
@@ -440,7 +521,7 @@ mp_cost_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageMe
       mp_cost_stage_memory (ctx, cfg, s, &mem);
       if (out)
         out[s] = mem;
-      double excess = mem.total_bytes - mem.capacity_bytes;
+      double excess = mem.total_bytes + mem.headroom_bytes - mem.capacity_bytes;
       if (excess > worst_excess)
         {
           worst_excess = excess;

@@ -367,12 +367,14 @@ pl_plan_memory (const MpCostContext *ctx, MpPlan *plan)
       [MP_MEM_ACTIVATIONS] = b->activations_bytes,
       [MP_MEM_OTHER] = b->transient_bytes + b->overhead_bytes,
     },
+    .headroom_bytes = b->headroom_bytes,
     .capacity_bytes = b->capacity_bytes,
     .binding_stage = binding,
   };
+  memcpy (plan->memory.reserve, b->reserve, sizeof b->reserve);
   plan->fits = TRUE;
   for (guint i = 0; i < cfg->pp; i++)
-    if (mem[i].total_bytes > mem[i].capacity_bytes)
+    if (mem[i].total_bytes + mem[i].headroom_bytes > mem[i].capacity_bytes)
       plan->fits = FALSE;
 }
 

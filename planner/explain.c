@@ -112,6 +112,17 @@ append_memory (GString *s, const MpPlan *p)
       g_autofree char *u = mp_units_format (m->bytes[k], MP_UNIT_BYTES);
       g_string_append_printf (s, "%s%s %s", k ? ", " : "", mp_mem_kind_name (k), u);
     }
+  /* the runtime's part of "other", and what is left free on purpose */
+  g_string_append (s, " (runtime:");
+  for (int k = 0, n = 0; k < MP_RESERVE_N; k++)
+    if (m->reserve[k] > 0)
+      {
+        g_autofree char *u = mp_units_format (m->reserve[k], MP_UNIT_BYTES);
+        g_string_append_printf (s, "%s %s %s", n++ ? "," : "", mp_reserve_kind_name (k), u);
+      }
+  g_string_append (s, ")");
+  if (m->headroom_bytes > 0)
+    append_units (s, "; headroom %s left free", m->headroom_bytes, MP_UNIT_BYTES);
 }
 
 /* What holds a family's best plan back against the winner, in one clause. */

@@ -127,6 +127,12 @@ json_predictions (JsonBuilder *b, const MpPlan *plan)
   for (int k = 0; k < MP_MEM_N; k++)
     mp_json_add_double (b, mp_mem_kind_name (k), m->bytes[k]);
   json_builder_end_object (b);
+  json_builder_set_member_name (b, "memory_reserve_bytes");
+  json_builder_begin_object (b);
+  for (int k = 0; k < MP_RESERVE_N; k++)
+    mp_json_add_double (b, mp_reserve_kind_name (k), m->reserve[k]);
+  mp_json_add_double (b, "headroom", m->headroom_bytes);
+  json_builder_end_object (b);
 
   mp_step_time_add_json (b, "time_s", &plan->time);
 }

@@ -21,6 +21,8 @@ typedef struct {
   double peak_bytes;
   double bytes[MP_MEM_N];   /* its parts by MpMemKind (program.h); MP_MEM_OTHER: transient
                              * buffers and the per-device overhead */
+  double reserve[MP_RESERVE_N]; /* the runtime's part of MP_MEM_OTHER, by MpReserveKind */
+  double headroom_bytes;    /* to be left free besides (--memory-headroom) */
   double capacity_bytes;
   guint binding_stage;
 } MpPlanMemory;
@@ -50,7 +52,7 @@ struct _MpPlan {
   MpStepTime time;             /* the critical path's phases (compute: the bottleneck
                                 * stage's kernels); they add up to step_s */
   MpPlanMemory memory;
-  gboolean fits;               /* memory.peak_bytes <= capacity on every stage */
+  gboolean fits;               /* memory.peak_bytes + headroom <= capacity on every stage */
   MpPlanFamily family;
   double simulated_step_s;     /* the simulator's step (mp_planner_refine); 0: not simulated */
 };

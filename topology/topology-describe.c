@@ -33,6 +33,13 @@ plural (guint n)
 }
 
 /* PROFILED: the cluster names a calibration profile (the `profile` row). */
+/* The file's device_overhead, or -1 when the memory model reserves the runtime itself. */
+static double
+stated_overhead (const MpCluster *c)
+{
+  return c->device_overhead_given ? c->device_overhead_bytes : -1;
+}
+
 static void
 append_device (GString *out, const MpDevice *d, double overhead_bytes, const char *indent,
                gboolean profiled)
@@ -44,8 +51,10 @@ append_device (GString *out, const MpDevice *d, double overhead_bytes, const cha
   g_autofree char *sub = g_strconcat (indent, "  ", NULL);
   g_autofree char *mem = mp_units_format (d->memory_bytes, MP_UNIT_BYTES);
   g_autofree char *res = mp_units_format (overhead_bytes, MP_UNIT_BYTES);
-  g_autofree char *memory = g_strdup_printf ("%s (%s reserved for runtime and fragmentation)",
-                                             mem, res);
+  g_autofree char *memory
+      = overhead_bytes >= 0
+            ? g_strdup_printf ("%s (%s reserved for runtime and fragmentation)", mem, res)
+            : g_strdup_printf ("%s (runtime reserve modelled per plan)", mem);
   append_row (out, sub, "memory", memory);
   append_quantity (out, sub, "memory bandwidth", d->mem_bw_Bps, MP_UNIT_BPS);
   for (int t = 0; t < MP_DTYPE_N; t++)
@@ -104,7 +113,7 @@ append_groups (GString *out, const MpCluster *c)
                               g->name, g->first_node, g->first_node + g->nodes - 1, g->nodes,
                               g->devices_per_node, g->first_device,
                               g->first_device + g->nodes * g->devices_per_node - 1);
-      append_device (out, &g->device, c->device_overhead_bytes, "    ", c->profile != NULL);
+      append_device (out, &g->device, stated_overhead (c), "    ", c->profile != NULL);
     }
 }
 
@@ -124,7 +133,7 @@ mp_cluster_describe_text (const MpCluster *cluster)
                                                 c->world_size, plural (c->world_size));
       append_row (out, "  ", "nodes", shape);
       append_domains (out, c);
-      append_device (out, &g->device, c->device_overhead_bytes, "  ", c->profile != NULL);
+      append_device (out, &g->device, stated_overhead (c), "  ", c->profile != NULL);
     }
   else
     {

@@ -501,6 +501,7 @@ read_cluster (Loader *l)
 
   read_domain (l, root);
   c->device_overhead_bytes = MP_CLUSTER_DEFAULT_DEVICE_OVERHEAD_BYTES;
+  c->device_overhead_given = mp_yaml_lookup (root, "device_overhead") != NULL;
   mp_yaml_get_quantity (&l->r, root, "device_overhead", MP_UNIT_BYTES, FALSE, TRUE,
                         &c->device_overhead_bytes);
   const char *profile = NULL;

@@ -26,10 +26,10 @@ G_BEGIN_DECLS
  * must fit in a guint). */
 #define MP_CLUSTER_MAX_NODES 1000000u
 #define MP_CLUSTER_MAX_DEVICES_PER_NODE 100000u
-/* Per-device reserve when a file gives no `device_overhead`: a CUDA context with cuBLAS
- * and NCCL takes about 0.5-1 GiB, and allocator fragmentation typically a few percent of
- * an 80 GB device; 2 GiB covers both without hiding much of a large device. */
-#define MP_CLUSTER_DEFAULT_DEVICE_OVERHEAD_BYTES (2.0 * 1024 * 1024 * 1024)
+/* device_overhead_bytes when a file gives no `device_overhead`: none, since the memory
+ * model then reserves the runtime's parts itself, each for the plan at hand (the CUDA
+ * context, NCCL's buffers per communicator, allocator fragmentation: costmodel/memory.c). */
+#define MP_CLUSTER_DEFAULT_DEVICE_OVERHEAD_BYTES 0.0
 
 /* Link tiers, ordered best -> worst, so "<=" means "at least as good". */
 typedef enum {
@@ -82,6 +82,7 @@ struct _MpCluster {
   guint domains;                 /* ceil (nodes / nodes_per_domain) */
   double device_overhead_bytes;  /* per device, reserved for the runtime context and
                                   * allocator fragmentation (memory model subtracts it) */
+  gboolean device_overhead_given; /* the file said so; else the memory model models it */
   char *profile;                 /* calibration profile path from the file, or NULL */
   gboolean heterogeneous;        /* more than one distinct device */
 };
