@@ -164,8 +164,13 @@ test_plan_io_json_keys (void **state)
   for (gsize i = 0; i < G_N_ELEMENTS (time_keys); i++)
     assert_member (time, time_keys[i], G_TYPE_DOUBLE);
   assert_int_equal (json_object_get_size (time), G_N_ELEMENTS (time_keys));
-  /* 12 config + 6 figures + 2 breakdowns + 8 extra keys, and nothing else. */
-  assert_int_equal (json_object_get_size (o), 28);
+  JsonObject *reserve = json_object_get_object_member (o, "memory_reserve_bytes");
+  assert_non_null (reserve);
+  for (int k = 0; k < MP_RESERVE_N; k++)
+    assert_member (reserve, mp_reserve_kind_name (k), G_TYPE_DOUBLE);
+  assert_member (reserve, "headroom", G_TYPE_DOUBLE);
+  /* 12 config + 6 figures + 3 breakdowns + 8 extra keys, and nothing else. */
+  assert_int_equal (json_object_get_size (o), 29);
 
   assert_string_equal (json_object_get_string_member (o, "schedule"), "interleaved-1f1b");
   assert_string_equal (json_object_get_string_member (o, "family"), "hybrid");
