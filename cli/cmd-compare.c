@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 typedef struct {
-  char *model, *cluster;
+  char *model, *cluster, *headroom;
   int batch;
   gboolean json;
 } CompareArgs;
@@ -25,6 +25,8 @@ compare (const CompareArgs *a)
   MpModel *model = in.model;
   MpCluster *cluster = in.cluster;
   MpCostContext *ctx = in.ctx;
+  if (!mp_cli_memory_headroom (ctx, a->headroom, &error))
+    return mp_cli_fail (error);
   guint batch = a->batch > 0 ? (guint) a->batch : (guint) model->global_batch;
   g_autoptr(GPtrArray) rows = mp_compare_strategies (ctx, batch, &error);
   if (rows == NULL)
@@ -53,6 +55,8 @@ mp_cmd_compare (int argc, char **argv, gboolean do_help)
     { "batch", 'b', 0, G_OPTION_ARG_INT, &a.batch,
       "Global batch in sequences (default: the model's training.global_batch)", "N" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object", NULL },
+    { "memory-headroom", 0, 0, G_OPTION_ARG_STRING, &a.headroom, MP_CLI_HEADROOM_HELP,
+      "F|SIZE" },
     G_OPTION_ENTRY_NULL
   };
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
@@ -80,5 +84,6 @@ mp_cmd_compare (int argc, char **argv, gboolean do_help)
 out:
   g_free (a.model);
   g_free (a.cluster);
+  g_free (a.headroom);
   return status;
 }

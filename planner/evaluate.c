@@ -48,7 +48,7 @@ const char *
 mp_plan_family_name (MpPlanFamily family)
 {
   static const char *const names[MP_FAMILY_N] = {
-    "data parallel (DDP, Horovod, MirroredStrategy)", "ZeRO-3 / FSDP",
+    "data parallel (DDP, Horovod, MirroredStrategy)", "ZeRO-2/3 / FSDP",
     "layer placement (no pipelining)", "pipeline only", "tensor, context or expert only", "2D",
     "full hybrid"
   };
@@ -73,7 +73,10 @@ mp_plan_family_of (const MpParallelConfig *cfg)
     return MP_FAMILY_TENSOR;
   if (cfg->pp > 1)
     return MP_FAMILY_PIPELINE;
-  return cfg->zero == 3 ? MP_FAMILY_FSDP : MP_FAMILY_DATA;
+  /* DDP, Horovod and MirroredStrategy replicate the gradients (ZeRO-1: DDP with PyTorch's
+   * ZeroRedundancyOptimizer); sharded gradients are FSDP's (SHARD_GRAD_OP: ZeRO-2) or
+   * DeepSpeed's. */
+  return cfg->zero >= 2 ? MP_FAMILY_FSDP : MP_FAMILY_DATA;
 }
 
 /* ---- the layer split ------------------------------------------------------------------ */

@@ -31,9 +31,22 @@ plan_phrase (const MpPlan *p)
     g_string_append_printf (s, " zero=%u", c->zero);
   if (c->recompute != MP_RECOMPUTE_NONE)
     g_string_append_printf (s, " recompute=%s", mp_recompute_name (c->recompute));
+  if (c->recompute == MP_RECOMPUTE_FULL && c->recompute_num_layers > 0)
+    g_string_append_printf (s, " (%s %u)", mp_recompute_method_name (c->recompute_method),
+                            c->recompute_num_layers);
+  if (c->recompute == MP_RECOMPUTE_SELECTIVE && c->recompute_modules != 0)
+    {
+      g_autofree char *mods = mp_recompute_modules_name (c->recompute_modules);
+      g_string_append_printf (s, " (%s)", mods);
+    }
   g_string_append_printf (s, " micro-batch %u x %u", c->micro_batch_size, c->num_micro_batches);
   if (c->pp > 1)
     g_string_append_printf (s, " %s", mp_schedule_name (c->schedule));
+  /* the rank order tells apart plans that are otherwise the same (which links each
+   * group crosses) */
+  g_autofree char *order = mp_plan_order_text (c);
+  if (order)
+    g_string_append_printf (s, " order=%s", order);
   return g_string_free (s, FALSE);
 }
 
@@ -49,16 +62,23 @@ mp_plan_table_text (const GPtrArray *plans)
 {
   GString *s = g_string_new (NULL);
   /* Plans refined by the simulator are ranked by it: show its step beside the closed form's. */
-  gboolean simulated = FALSE;
+  gboolean simulated = FALSE, ordered = FALSE;
   for (guint i = 0; i < plans->len; i++)
-    simulated |= ((const MpPlan *) g_ptr_array_index ((GPtrArray *) plans, i))->simulated_step_s > 0;
+    {
+      const MpPlan *p = g_ptr_array_index ((GPtrArray *) plans, i);
+      g_autofree char *order = mp_plan_order_text (&p->cfg);
+      simulated |= p->simulated_step_s > 0;
+      ordered |= order != NULL;
+    }
   g_string_append_printf (s, "%4s %5s %3s %3s %3s %3s %3s %2s %4s %-9s %4s %5s %-11s %9s",
                           "rank", "dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute",
                           "mbs", "m", "schedule", "step");
   if (simulated)
     g_string_append_printf (s, " %9s", "simulated");
-  g_string_append_printf (s, " %11s %9s %5s %10s  %s\n", "tokens/s", "TFLOP/s", "MFU", "mem/GPU",
+  g_string_append_printf (s, " %11s %9s %5s %10s  %s", "tokens/s", "TFLOP/s", "MFU", "mem/GPU",
                           "dominant");
+  /* The rank order only when some plan's is not Megatron's default (tp, cp, dp, pp). */
+  g_string_append (s, ordered ? " order\n" : "\n");
   for (guint i = 0; i < plans->len; i++)
     {
       const MpPlan *p = g_ptr_array_index ((GPtrArray *) plans, i);
@@ -81,8 +101,14 @@ mp_plan_table_text (const GPtrArray *plans)
                                      : g_strdup ("-");
           g_string_append_printf (s, " %9s", sim);
         }
-      g_string_append_printf (s, " %11s %9.1f %4.1f%% %10s  %s\n", tok, p->tflops_per_gpu / 1e12,
-                              100 * p->mfu, mem, mp_plan_dominant (p));
+      g_string_append_printf (s, " %11s %9.1f %4.1f%% %10s  ", tok, p->tflops_per_gpu / 1e12,
+                              100 * p->mfu, mem);
+      g_autofree char *order = mp_plan_order_text (c);
+      if (ordered)
+        g_string_append_printf (s, "%-8s %s\n", mp_plan_dominant (p),
+                                order ? order : "tp,cp,dp,pp");
+      else
+        g_string_append_printf (s, "%s\n", mp_plan_dominant (p));
     }
   return g_string_free (s, FALSE);
 }

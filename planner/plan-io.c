@@ -65,6 +65,22 @@ effective_order (const MpParallelConfig *cfg, MpParallelDim order[MP_DIM_N])
     order[i] = seen == (1u << MP_DIM_N) - 1 ? cfg->order[i] : (MpParallelDim) i;
 }
 
+char *
+mp_plan_order_text (const MpParallelConfig *cfg)
+{
+  g_return_val_if_fail (cfg != NULL, NULL);
+  MpParallelDim order[MP_DIM_N];
+  effective_order (cfg, order);
+  gboolean def = TRUE;
+  GString *s = g_string_new (NULL);
+  for (int i = 0; i < MP_DIM_N; i++)
+    {
+      def &= order[i] == (MpParallelDim) i;
+      g_string_append_printf (s, "%s%s", i ? "," : "", mp_plan_dim_name (order[i]));
+    }
+  return g_string_free (s, def);
+}
+
 static guint
 n_chunks (const MpParallelConfig *cfg)
 {

@@ -29,8 +29,8 @@ typedef struct {
 
 /* Families a user knows plans by, for --explain (the best of each is reported). */
 typedef enum {
-  MP_FAMILY_DATA,       /* pure data parallel: DDP, Horovod, MirroredStrategy (ZeRO <= 2) */
-  MP_FAMILY_FSDP,       /* data parallel with ZeRO-3 / FSDP sharding */
+  MP_FAMILY_DATA,       /* pure data parallel: DDP, Horovod, MirroredStrategy (ZeRO <= 1) */
+  MP_FAMILY_FSDP,       /* data parallel with sharded gradients: ZeRO-2/3, FSDP */
   MP_FAMILY_PLACEMENT,  /* layer placement over devices, no pipelining (MXNet style) */
   MP_FAMILY_PIPELINE,   /* pipeline parallel only */
   MP_FAMILY_TENSOR,     /* tensor (or context, expert) parallel only */
@@ -227,6 +227,9 @@ char *mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext
  * short family ids "data", "fsdp", "placement", "pipeline", "tensor", "2d", "hybrid". */
 const char *mp_plan_schedule_name (MpSchedule schedule);
 const char *mp_plan_dim_name (MpParallelDim dim);
+/* CFG's rank order as "tp,dp,cp,pp" (innermost first), or NULL when it is Megatron's
+ * default (tp, cp, dp, pp). Caller frees. */
+char *mp_plan_order_text (const MpParallelConfig *cfg);
 const char *mp_plan_family_id (MpPlanFamily family);
 
 /* PLAN as one JSON object: the config (dp ... schedule, chunk_layers, order), the

@@ -171,6 +171,24 @@ ok "an unknown model exits 2" status_is 2 "$MPPLAN" plan -m no-such-model
 ok "-b sets the global batch" json_run "$MPPLAN" plan -m gpt3-125m -c dgx-a100-80g:1 -b 24 --json
 ok "... in the JSON and in every plan" \
   sh -c "grep -qx 'global_batch=24' '$tmp/j.paths' && grep -qx 'plans\[0\]\.global_batch=24' '$tmp/j.paths'"
+# --memory-headroom: every plan leaves that much of each device free besides its peak;
+# junk, a fraction of 1 or more and a negative size exit 2.
+headroom_left () {
+  json_run "$MPPLAN" plan -m llama3-8b -c dgx-h100:1 --memory-headroom "$1" --json || return 1
+  awk -F= -v want="$2" '
+    /^plans\[[0-9]+\]\.memory_bytes\.peak=/ { n = $1; sub(/\.memory_bytes\.peak$/, "", n); peak[n] = $2 }
+    /^plans\[[0-9]+\]\.memory_reserve_bytes\.headroom=/ { n = $1; sub(/\.memory_reserve_bytes\.headroom$/, "", n); room[n] = $2 }
+    END { cap = 81559 * 1048576; k = 0
+          for (n in peak) { k++; if (!(room[n] >= want && peak[n] + room[n] <= cap)) exit 1 }
+          exit k == 0 }' "$tmp/j.paths"
+}
+ok "--memory-headroom 0.25: every plan leaves a quarter of the H100 free" \
+  headroom_left 0.25 21380200000
+ok "--memory-headroom 20GiB: every plan leaves 20 GiB free" headroom_left 20GiB 21474836480
+for bad in 1 -0.1 lots -4GiB; do
+  ok "--memory-headroom $bad exits 2" status_is 2 "$MPPLAN" plan -m llama3-8b -c dgx-h100:1 \
+    --memory-headroom "$bad"
+done
 ok "--top 12 shows 12 plans" status_is 0 "$MPPLAN" plan -m gpt3-125m -c dgx-a100-80g:1 --top 12
 ok "... rank 12 and no 13" sh -c "grep -Eq '^ +12 ' '$tmp/out' && ! grep -Eq '^ +13 ' '$tmp/out'"
 

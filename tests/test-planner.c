@@ -952,6 +952,11 @@ test_planner_cp_family (void **state)
   assert_int_equal (mp_plan_family_of (&c), MP_FAMILY_2D);
   c.cp = 1;
   assert_int_equal (mp_plan_family_of (&c), MP_FAMILY_DATA);
+  /* Sharded gradients are not what DDP or Horovod run: ZeRO-2 is FSDP's SHARD_GRAD_OP. */
+  c.zero = 1;
+  assert_int_equal (mp_plan_family_of (&c), MP_FAMILY_DATA);
+  c.zero = 2;
+  assert_int_equal (mp_plan_family_of (&c), MP_FAMILY_FSDP);
 }
 
 int
