@@ -336,11 +336,12 @@ mp_cost_attention_flops (double batch, double heads, double head_dim, double s_q
                                          backward);
 }
 
-void
-mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double batch,
-                                double heads, double kv_heads, double head_dim, double s_q,
-                                double s_kv, double window, gboolean causal,
-                                gboolean backward, MpKernelCost *out)
+/* Fused attention whose plateau is PLATEAU (the kernel's efficiency at head size 128 and
+ * long sequences). */
+static void
+flash_attention (const MpCostDevice *dev, double plateau, MpDtype dtype, double batch,
+                 double heads, double kv_heads, double head_dim, double s_q, double s_kv,
+                 double window, gboolean causal, gboolean backward, MpKernelCost *out)
 {
   g_return_if_fail (dev != NULL && out != NULL);
   memset (out, 0, sizeof *out);
@@ -352,8 +353,7 @@ mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double b
                                                     causal, backward);
   /* A query's keys: the sequence, or its window (what a short-sequence kernel lacks). */
   double keys = window > 0 && window < s_kv ? window : s_kv;
-  double eff = (backward ? c->attn_bwd_eff : c->attn_fwd_eff) * keys / (keys + c->attn_seq_half)
-               * head_factor (c, head_dim);
+  double eff = plateau * keys / (keys + c->attn_seq_half) * head_factor (c, head_dim);
   eff = MIN (eff, 1.0);
   /* Forward reads Q, K, V and writes O (and the fp32 log-sum-exp); backward reads Q, K,
    * V, O, dO and writes dQ, dK, dV. */
@@ -376,6 +376,29 @@ mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double b
   out->bytes = bytes;
   out->efficiency = eff;
   out->memory_bound = stream > math;
+}
+
+void
+mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double batch,
+                                double heads, double kv_heads, double head_dim, double s_q,
+                                double s_kv, double window, gboolean causal,
+                                gboolean backward, MpKernelCost *out)
+{
+  g_return_if_fail (dev != NULL);
+  double plateau = backward ? dev->curve->attn_bwd_eff : dev->curve->attn_fwd_eff;
+  flash_attention (dev, plateau, dtype, batch, heads, kv_heads, head_dim, s_q, s_kv, window,
+                   causal, backward, out);
+}
+
+/* The plateau of STACK's attention kernel on DEV, forward or BACKWARD (acc16). */
+static double
+stack_attention_plateau (const MpCostDevice *dev, MpStack stack, gboolean backward)
+{
+  const MpDeviceCurve *c = dev->curve;
+  double fa2 = c->attn_fa2_eff[backward ? 1 : 0];
+  if (mp_stack_fa2_attention (stack) && fa2 > 0)
+    return fa2;
+  return backward ? c->attn_bwd_eff : c->attn_fwd_eff;
 }
 
 void
@@ -463,10 +486,11 @@ cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpC
    * flash attention (the host executor's one kernel stores or recomputes the scores). */
   if (cfg->flash_attention || mp_cost_profile_attention_flops (dev->profile, s_kv, FALSE) > 0)
     {
-      mp_cost_flash_attention_window (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, op->window,
-                                      ctx->causal, FALSE, &out->fwd);
-      mp_cost_flash_attention_window (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, op->window,
-                                      ctx->causal, TRUE, &out->bwd);
+      /* The stack picks the kernel (acc16): FlashAttention-2 class or cuDNN / FA3. */
+      flash_attention (dev, stack_attention_plateau (dev, cfg->stack, FALSE), dev->dtype, b,
+                       heads, kv, d, s_q, s_kv, op->window, ctx->causal, FALSE, &out->fwd);
+      flash_attention (dev, stack_attention_plateau (dev, cfg->stack, TRUE), dev->dtype, b,
+                       heads, kv, d, s_q, s_kv, op->window, ctx->causal, TRUE, &out->bwd);
     }
   else
     unfused_attention (dev, dev->dtype, ctx->elt, b * heads, s_q, s_kv, d,

@@ -1008,6 +1008,38 @@ test_model_describe_json_keys (void **state)
   assert_true (text[0] == '{');
 }
 
+/* mp_model_set_seq_len rebuilds the IR for the new length: parameters stay, and the
+ * training FLOPs per token change by exactly the attention term, 12 L (heads x head_dim)
+ * per key under the full-square convention (6N + 12 L H Q T, PaLM app. B); out-of-range
+ * lengths and lengths under a sliding window are refused and leave the model as it was. */
+static void
+test_model_set_seq_len (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = load_ok ("llama3-8b");
+  double params = m->params_total, flops = m->train_flops_per_token;
+  guint64 s0 = m->seq_len;
+  GError *error = NULL;
+  assert_true (mp_model_set_seq_len (m, 2 * s0, &error));
+  assert_int_equal (m->seq_len, 2 * s0);
+  mp_assert_close (m->params_total, params, 1e-12);
+  double attn = 12.0 * m->n_blocks * m->heads * m->head_dim * (double) s0;
+  mp_assert_close (m->train_flops_per_token - flops, attn, 1e-9);
+  assert_false (mp_model_set_seq_len (m, 0, &error));
+  assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
+  g_clear_error (&error);
+  assert_int_equal (m->seq_len, 2 * s0);
+
+  g_autoptr(MpModel) w = load_text ("layers: 2\nhidden: 64\nheads: 4\nvocab: 100\n"
+                                     "seq_len: 256\nattention: {window: 128}\n");
+  assert_int_equal (w->window, 128);
+  assert_false (mp_model_set_seq_len (w, w->window - 1, &error));
+  assert_non_null (strstr (error->message, "window"));
+  g_clear_error (&error);
+  assert_true (mp_model_set_seq_len (w, 8192, &error));
+  assert_int_equal (w->seq_len, 8192);
+}
+
 int
 main (void)
 {
@@ -1058,6 +1090,7 @@ main (void)
     cmocka_unit_test (test_model_attention_options),
     cmocka_unit_test (test_model_attention_yaml_round_trips),
     cmocka_unit_test (test_model_attention_bad_input),
+    cmocka_unit_test (test_model_set_seq_len),
   };
   return cmocka_run_group_tests_name ("model", tests, NULL, NULL);
 }
