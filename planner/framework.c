@@ -352,8 +352,27 @@ accept_rules (const MpParallelConfig *cfg, gpointer data)
   return mp_framework_rejects ((MpFramework) (which - MP_STRATEGY_N), cfg) == NULL;
 }
 
+/* The training stack whose kernels FW's plans run (acc16): PyTorch's own for torchrun;
+ * the default (Megatron-Core + TE traits) for those with no known attention kernel. */
+static MpStack
+framework_stack (MpFramework fw)
+{
+  switch (fw)
+    {
+    case MP_FRAMEWORK_DEEPSPEED: return MP_STACK_DEEPSPEED;
+    case MP_FRAMEWORK_TORCHRUN: return MP_STACK_PYTORCH;
+    case MP_FRAMEWORK_TORCHTITAN: return MP_STACK_TORCHTITAN;
+    case MP_FRAMEWORK_MEGATRON:
+    case MP_FRAMEWORK_HOROVOD:
+    case MP_FRAMEWORK_TENSORFLOW:
+    case MP_FRAMEWORK_MXNET:
+    case MP_FRAMEWORK_N:
+    default: return MP_STACK_MEGATRON;
+    }
+}
+
 /* The search under rule set WHICH, with strategy ST's bucket and adjustment (ST may be
- * MP_STRATEGY_N: the cost model's defaults). */
+ * MP_STRATEGY_N: the cost model's defaults) and its framework's stack. */
 static MpSearchResult *
 search_rules (const MpCostContext *ctx, guint which, MpStrategy st,
               const MpSearchOptions *opts, GError **error)
@@ -362,6 +381,8 @@ search_rules (const MpCostContext *ctx, guint which, MpStrategy st,
   o.accept = accept_rules;
   o.accept_data = GUINT_TO_POINTER (which);
   o.bucket_bytes = mp_strategy_bucket_bytes (st, mp_cost_context_model (ctx));
+  o.stack = framework_stack (which < MP_STRATEGY_N ? mp_strategy_framework ((MpStrategy) which)
+                                                   : (MpFramework) (which - MP_STRATEGY_N));
   o.shard = o.n_shards = 0;
   MpSearchResult *res = mp_planner_search (ctx, &o, error);
   if (res == NULL)

@@ -219,7 +219,7 @@ read_parallel (Loader *l, const MpYamlNode *map)
   const char *stack = NULL;
   if (mp_yaml_get_string (r, map, "stack", FALSE, &stack) && !mp_stack_from_name (stack, &c->stack))
     mp_yaml_problem (r, mp_yaml_lookup (map, "stack"), "unknown stack '%s' (megatron, "
-                     "nemo-automodel, torchtitan, llm-foundry, deepspeed)", stack);
+                     "nemo-automodel, torchtitan, llm-foundry, deepspeed, pytorch)", stack);
   mp_yaml_get_quantity (r, map, "bucket_bytes", MP_UNIT_BYTES, FALSE, TRUE, &c->bucket_bytes);
   const MpYamlNode *order = mp_yaml_lookup (map, "order");
   if (order)

@@ -119,6 +119,8 @@ typedef struct {
   gpointer accept_data;
   double bucket_bytes;         /* every config's gradient bucket (0: the cost model's
                                 * default, PyTorch DDP's 25 MiB) */
+  MpStack stack;               /* every config's training stack unless a pin sets it
+                                * (zeroed: megatron); the search never varies it */
   /* Called now and then with the configs enumerated so far and the total; may be NULL. */
   void (*progress) (guint64 done, guint64 total, gpointer data);
   gpointer progress_data;

@@ -418,8 +418,8 @@ run (Search *s)
   mp_parallel_config_init (&cfg);
   cfg.bucket_bytes = s->opts->bucket_bytes;
   /* The stack is the user's, not a choice of the search: every config (the best one
-   * without the pins too) runs under the pinned one, megatron by default. */
-  guint stack = MP_STACK_MEGATRON;
+   * without the pins too) runs under the pinned one, else the options'. */
+  guint stack = s->opts->stack;
   mp_plan_pins_get (s->opts->pins, "stack", &stack);
   cfg.stack = (MpStack) stack;
   s->index = 0;

@@ -48,7 +48,7 @@ mp_recompute_from_name (const char *name, MpRecompute *out)
 }
 
 static const char *const stack_names[] = { "megatron", "nemo-automodel", "torchtitan",
-                                           "llm-foundry", "deepspeed", NULL };
+                                           "llm-foundry", "deepspeed", "pytorch", NULL };
 G_STATIC_ASSERT (G_N_ELEMENTS (stack_names) == MP_STACK_N + 1);
 
 const char *
@@ -71,7 +71,7 @@ gboolean
 mp_stack_fa2_attention (MpStack stack)
 {
   return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_LLM_FOUNDRY
-         || stack == MP_STACK_DEEPSPEED;
+         || stack == MP_STACK_DEEPSPEED || stack == MP_STACK_PYTORCH;
 }
 
 static const char *const method_names[] = { "block", "uniform", NULL };

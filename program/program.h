@@ -91,6 +91,8 @@ typedef enum {
  *  - llm-foundry: Composer + PyTorch FSDP1; MPT attention through the flash-attn 2
  *    package.
  *  - deepspeed: DeepSpeed ZeRO with Hugging Face models and flash-attn 2.
+ *  - pytorch: plain PyTorch (torchrun: DDP / FSDP2, DeviceMesh TP) with
+ *    scaled_dot_product_attention: attention as torchtitan's.
  * On A100 FlashAttention-2 is the native kernel, and CPU stacks have none of these: there
  * every stack costs the same. */
 typedef enum {
@@ -99,6 +101,7 @@ typedef enum {
   MP_STACK_TORCHTITAN,
   MP_STACK_LLM_FOUNDRY,
   MP_STACK_DEEPSPEED,
+  MP_STACK_PYTORCH,
   MP_STACK_N
 } MpStack;
 
@@ -183,7 +186,8 @@ gboolean mp_parallel_config_equal (const MpParallelConfig *a, const MpParallelCo
 const char *mp_recompute_name (MpRecompute r);
 const char *mp_schedule_name (MpSchedule s);
 gboolean mp_recompute_from_name (const char *name, MpRecompute *out);
-/* "megatron", "nemo-automodel", "torchtitan", "llm-foundry", "deepspeed" and back. */
+/* "megatron", "nemo-automodel", "torchtitan", "llm-foundry", "deepspeed", "pytorch" and
+ * back. */
 const char *mp_stack_name (MpStack stack);
 gboolean mp_stack_from_name (const char *name, MpStack *out);
 /* Does STACK call FlashAttention-2-class attention kernels (no Hopper wgmma/TMA), rather

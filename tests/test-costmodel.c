@@ -1839,7 +1839,8 @@ test_cost_stack_attention_kernel (void **state)
   (void) state;
   double fwd_mg = attention_core_s ("dgx-h100:1", MP_STACK_MEGATRON, FALSE);
   double bwd_mg = attention_core_s ("dgx-h100:1", MP_STACK_MEGATRON, TRUE);
-  static const MpStack fa2[] = { MP_STACK_TORCHTITAN, MP_STACK_LLM_FOUNDRY, MP_STACK_DEEPSPEED };
+  static const MpStack fa2[] = { MP_STACK_TORCHTITAN, MP_STACK_LLM_FOUNDRY, MP_STACK_DEEPSPEED,
+                                 MP_STACK_PYTORCH };
   for (guint i = 0; i < G_N_ELEMENTS (fa2); i++)
     {
       mp_assert_close (attention_core_s ("dgx-h100:1", fa2[i], FALSE) / fwd_mg,
