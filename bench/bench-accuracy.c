@@ -1,7 +1,8 @@
 /* bench-accuracy.c - how close mpplan's predictions come to published measured training
  * runs (issue 16): each run of bench/data/published-runs.yaml planned with its published
  * plan pinned (accuracy.h), its predicted and measured figure and the error; the runs that
- * do not plan and why; per family, per stack and overall the count, the MAPE and the mean
+ * do not plan and why; per family, per stack, per cluster (the device: hold-out checks
+ * compare A100 against H100 and Blackwell rows) and overall the count, the MAPE and the mean
  * signed error of the step time (negative: predicted too fast, positive: too slow). Build
  * and run:
  *   make bench/bench-accuracy && bench/bench-accuracy [--json] [RUNS.yaml]
@@ -118,6 +119,8 @@ main (int argc, char **argv)
                                                           g_free);
   g_autoptr(GHashTable) stacks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                                         g_free);
+  g_autoptr(GHashTable) clusters = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                          g_free);
   g_autoptr(GHashTable) overall = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                                          g_free);
   g_autoptr(GString) skipped = g_string_new (NULL);
@@ -143,6 +146,7 @@ main (int argc, char **argv)
         {
           tally_add (families, run->family, res.error);
           tally_add (stacks, run->stack, res.error);
+          tally_add (clusters, run->cluster, res.error);
           tally_add (overall, "overall", res.error);
           if (!json)
             printf ("%-34s %-13s %-13s %10.4g %10.4g %+6.1f%%  %s\n", run->id, run->family,
@@ -159,6 +163,7 @@ main (int argc, char **argv)
     {
       json_groups (b, "families", families);
       json_groups (b, "stacks", stacks);
+      json_groups (b, "clusters", clusters);
       json_groups (b, "overall", overall);
       json_builder_end_object (b);
       g_autoptr(JsonNode) root = json_builder_get_root (b);
@@ -169,6 +174,7 @@ main (int argc, char **argv)
           skipped->len ? skipped->str : "(none)\n");
   print_groups ("family", families);
   print_groups ("stack", stacks);
+  print_groups ("cluster", clusters);
   print_groups ("all", overall);
   return 0;
 }

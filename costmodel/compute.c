@@ -630,7 +630,8 @@ phase_total (MpPhaseCost *p)
  * gradient backward, overlapped with the weight-gradient GEMM. With SP: entry all-gathers
  * forward and, backward, all-gathers the input again (overlapped with the input-gradient
  * GEMM) and reduce-scatters its gradient (overlapped with the weight-gradient GEMM); the
- * exit reduce-scatters forward and all-gathers the gradient backward. */
+ * exit reduce-scatters forward and all-gathers the gradient backward. A stack that does
+ * not overlap them (mp_stack_overlaps_tp_backward) exposes every backward collective. */
 static void
 tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
                 const MpStageSpans *spans, const CmOp *r, const MpOpCost *oc,
@@ -640,6 +641,8 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpGroupSpan *g = &spans->tp;
   double tokens = cm_tokens (ctx, cfg), e = ctx->elt;
   gboolean sp = sequence_parallel (cfg);
+  gboolean overlap = mp_stack_overlaps_tp_backward (cfg->stack);
+  double under_dgrad = overlap ? oc->dgrad_s : 0, under_wgrad = overlap ? oc->wgrad_s : 0;
   if (r->entry_width > 0)
     {
       double size = tokens * r->entry_width * e;
@@ -648,10 +651,10 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
           double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, size, g);
           fwd->tp_comm_s += ag;
           double rs = coll (ctx, dev, MP_COLL_REDUCE_SCATTER, size, g);
-          bwd->tp_comm_s += MAX (0, ag - oc->dgrad_s) + MAX (0, rs - oc->wgrad_s);
+          bwd->tp_comm_s += MAX (0, ag - under_dgrad) + MAX (0, rs - under_wgrad);
         }
       else
-        bwd->tp_comm_s += MAX (0, coll (ctx, dev, MP_COLL_ALL_REDUCE, size, g) - oc->wgrad_s);
+        bwd->tp_comm_s += MAX (0, coll (ctx, dev, MP_COLL_ALL_REDUCE, size, g) - under_wgrad);
     }
   if (r->exit_width > 0)
     {

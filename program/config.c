@@ -74,6 +74,12 @@ mp_stack_fa2_attention (MpStack stack)
          || stack == MP_STACK_DEEPSPEED || stack == MP_STACK_PYTORCH;
 }
 
+gboolean
+mp_stack_overlaps_tp_backward (MpStack stack)
+{
+  return stack == MP_STACK_MEGATRON || stack == MP_STACK_NEMO_AUTOMODEL;
+}
+
 static const char *const method_names[] = { "block", "uniform", NULL };
 /* Megatron's --recompute-modules names in its order (MpRecomputeModule bits), then
  * torchtitan's op-level policy. */

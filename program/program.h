@@ -83,7 +83,7 @@ typedef enum {
  * cost model uses the attention kernel:
  *  - megatron: Megatron-Core + Transformer Engine (the default): cuDNN fused attention
  *    (FlashAttention-3 class on Hopper and later), fused norms, bias-GeLU/SwiGLU and
- *    rotary, TP communication overlapped where TE's userbuffers are on.
+ *    rotary, backward TP collectives under the gradient GEMMs.
  *  - nemo-automodel: PyTorch FSDP2 with Transformer Engine's kernels: attention as
  *    megatron's.
  *  - torchtitan: PyTorch FSDP2; attention through scaled_dot_product_attention, whose
@@ -93,8 +93,9 @@ typedef enum {
  *  - deepspeed: DeepSpeed ZeRO with Hugging Face models and flash-attn 2.
  *  - pytorch: plain PyTorch (torchrun: DDP / FSDP2, DeviceMesh TP) with
  *    scaled_dot_product_attention: attention as torchtitan's.
- * On A100 FlashAttention-2 is the native kernel, and CPU stacks have none of these: there
- * every stack costs the same. */
+ * The cost model uses the attention kernel (mp_stack_fa2_attention) and the backward TP
+ * overlap (mp_stack_overlaps_tp_backward). On A100 FlashAttention-2 is the native kernel
+ * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
   MP_STACK_MEGATRON,
   MP_STACK_NEMO_AUTOMODEL,
@@ -193,6 +194,15 @@ gboolean mp_stack_from_name (const char *name, MpStack *out);
 /* Does STACK call FlashAttention-2-class attention kernels (no Hopper wgmma/TMA), rather
  * than cuDNN's / FlashAttention-3's? */
 gboolean mp_stack_fa2_attention (MpStack stack);
+/* Does STACK overlap the backward tensor-parallel collectives with the gradient GEMMs?
+ * Megatron's linear layers launch the input-gradient all-reduce (with SP: the input
+ * all-gather and the gradient reduce-scatter) asynchronously under the weight-gradient
+ * GEMM (megatron/core/tensor_parallel/layers.py,
+ * LinearWithGradAccumulationAndAsyncCommunication); PyTorch's DTensor tensor
+ * parallelism (torchtitan without its opt-in AsyncTP, torchrun) and DeepSpeed's issue
+ * them in line, so each is exposed ("Introducing Async Tensor Parallelism in PyTorch",
+ * PyTorch forums, 2024: vanilla TP's collectives are serialized with the matmuls). */
+gboolean mp_stack_overlaps_tp_backward (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

@@ -1833,6 +1833,34 @@ attention_core_s (const char *cluster, MpStack stack, gboolean backward)
   return 0;
 }
 
+/* The backward TP overlap of the stack (acc16): one GPT-3 175B block at tp 8 on a DGX
+ * A100 under torchtitan pays its two input-gradient all-reduces in full backward; under
+ * megatron they hide (partly) under the weight-gradient GEMMs; forward is the same. */
+static void
+test_cost_stack_tp_backward_overlap (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-175b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 8;
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+  MpPhaseCost f_mg, b_mg, f_tt, b_tt;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f_mg, &b_mg);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f_tt, &b_tt);
+  MpCollCost ar;
+  mp_cost_collective (ctx, spans.device, MP_COLL_ALL_REDUCE, 2048.0 * m->hidden * 2,
+                      &spans.tp, MP_ALGO_AUTO, &ar);
+  mp_assert_close (b_tt.tp_comm_s, 2 * ar.time_s, 1e-12);
+  assert_true (b_mg.tp_comm_s < b_tt.tp_comm_s);
+  mp_assert_close (f_tt.tp_comm_s, f_mg.tp_comm_s, 1e-12);
+  mp_assert_close (f_tt.compute_s, f_mg.compute_s, 1e-12);
+}
+
 static void
 test_cost_stack_attention_kernel (void **state)
 {
@@ -1863,6 +1891,7 @@ main (void)
     g_setenv ("MPPLAN_DATADIR", MPPLAN_SRCDIR "/examples", TRUE);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_cost_stack_attention_kernel),
+    cmocka_unit_test (test_cost_stack_tp_backward_overlap),
     cmocka_unit_test (test_costmodel_bus_factors),
     cmocka_unit_test (test_costmodel_busbw_conversions),
     cmocka_unit_test (test_costmodel_ring_allreduce_closed_form),
