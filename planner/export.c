@@ -115,25 +115,49 @@ arg (GString *s, const char *name, const char *fmt, ...)
   g_string_append_c (s, '\n');
 }
 
-/* Megatron's layer split: nothing when even; --decoder-first/last-pipeline-num-layers
- * when only the ends differ (no interleaving); else the explicit layout, E embedding, t a
- * block, L the loss, | between chunks in chunk order. */
+/* Does every chunk hold N layers, counting the embedding on the first when EMBED and the
+ * loss on the last when LOSS as one each (Megatron's --account-for-*-in-pipeline-split,
+ * transformer_block.py get_num_layers_to_build)? */
+static gboolean
+chunks_even (const Export *e, gboolean embed, gboolean loss, guint *n)
+{
+  guint chunks = e->c->pp * e->c->vpp;
+  for (guint i = 0; i < chunks; i++)
+    {
+      guint k = chunk_blocks (e, i) + (embed && i == 0) + (loss && i + 1 == chunks);
+      if (i == 0)
+        *n = k;
+      if (k != *n)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Megatron's layer split: nothing when even (each chunk the same blocks, or the same
+ * layers with the embedding and/or the loss counted as one, the --account-for-* split);
+ * --decoder-first/last-pipeline-num-layers when only the ends differ (no interleaving);
+ * else the explicit layout, E embedding, t a block, L the loss, | between chunks in chunk
+ * order. */
 static void
 megatron_split (GString *s, const Export *e)
 {
   guint chunks = e->c->pp * e->c->vpp, first = chunk_blocks (e, 0);
   guint last = chunk_blocks (e, chunks - 1), mid = chunks > 2 ? chunk_blocks (e, 1) : first;
-  gboolean even = TRUE, mid_even = TRUE;
-  for (guint i = 0; i < chunks; i++)
+  gboolean mid_even = TRUE;
+  for (guint i = 1; i + 1 < chunks; i++)
+    mid_even = mid_even && chunk_blocks (e, i) == mid;
+  for (guint a = 0; a < 4; a++)
     {
-      even = even && chunk_blocks (e, i) == first;
-      if (i > 0 && i + 1 < chunks)
-        mid_even = mid_even && chunk_blocks (e, i) == mid;
-    }
-  if (even)
-    {
+      gboolean embed = a & 1, loss = a & 2;
+      guint n = 0;
+      if (!chunks_even (e, embed, loss, &n))
+        continue;
+      if (embed)
+        arg (s, "--account-for-embedding-in-pipeline-split", NULL);
+      if (loss)
+        arg (s, "--account-for-loss-in-pipeline-split", NULL);
       if (e->c->vpp > 1)
-        arg (s, "--num-layers-per-virtual-pipeline-stage", "%u", first);
+        arg (s, "--num-layers-per-virtual-pipeline-stage", "%u", n);
       return;
     }
   if (e->c->vpp == 1 && mid_even && chunks > 2)

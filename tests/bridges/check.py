@@ -222,13 +222,24 @@ def megatron(d, lists):
     gran = a.get("--recompute-granularity", "none")
     if gran != plan["recompute"]:
         bad(f"megatron_args.txt: recompute {gran}, the plan's is {plan['recompute']}")
+    layers = (int(a.get("--num-layers", 0)) + ("--account-for-embedding-in-pipeline-split"
+              in a) + ("--account-for-loss-in-pipeline-split" in a))
     if plan["vpp"] > 1:
         layout = a.get("--pipeline-model-parallel-layout")
         per = a.get("--num-layers-per-virtual-pipeline-stage")
+        # The --account-for-* flags count the embedding and the loss as a layer each.
         chunks = layout.count("|") + 1 if layout else (
-            int(a.get("--num-layers", 0)) // int(per) if per else 1)
+            layers // int(per) if per and layers % int(per) == 0 else 1)
         if chunks != plan["pp"] * plan["vpp"]:
             bad(f"megatron_args.txt: {chunks} chunks, not pp x vpp")
+    if plan["pp"] > 1 and "--pipeline-model-parallel-layout" not in a:
+        # arguments.py validate_args / transformer_block.py: what is left splits evenly.
+        rest, stages = layers, plan["pp"] * (plan["vpp"] if plan["vpp"] > 1 else 1)
+        for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"):
+            if f in a:
+                rest, stages = rest - int(a[f]) * plan["vpp"], stages - plan["vpp"]
+        if stages > 0 and rest % stages != 0:
+            bad(f"megatron_args.txt: {rest} layers do not split over {stages} chunks")
     if a.get("--position-embedding-type") == "rope" and "--rotary-base" not in a:
         bad("megatron_args.txt: rope without --rotary-base")
     for f in ("--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length"):
