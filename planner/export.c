@@ -4,8 +4,10 @@
  * Argument and key names are the frameworks' own at one named version each (the first
  * line of each tests/bridges/ list, extracted from their sources by tests/bridges/extract.py;
  * tests/bridges/check.py parses every export against them): Megatron-LM core_v0.15.3,
- * DeepSpeed 0.19, torchtitan 0.3.0, Horovod 0.28.1, Keras 3, MXNet 1.9. The plan must be
- * one the framework can express (framework.c); the CLI re-plans when it is not. Model code
+ * DeepSpeed 0.19, torchtitan 0.3.0, Horovod 0.28.1, Keras 3, MXNet 1.9 (check.py parses
+ * Megatron's with argparse rebuilt from its declarations). The plan and the model must be
+ * ones the framework can express (framework.c: what it cannot is refused by name, never
+ * left out); the CLI re-plans when the plan is not. Model code
  * (module names in the PyTorch and MXNet snippets) is the user's: the snippets say where
  * to adapt. */
 #define G_LOG_DOMAIN "mpplan-planner"
