@@ -216,8 +216,8 @@ test_model_gpt_oss_120b_published (void **state)
  * 37B activated per token, which DeepSeek's README_WEIGHTS.md gives as 36.6B with the
  * 0.9B output head (the main model, its MTP module apart; tests/data/hf/README.md): as
  * for gpt-oss, without the input embedding lookup. Forward FLOPs from the active weights
- * plus the latent attention core, s (qk + v) 2 FLOPs per head and token: scores over the 192-wide
- * q/k heads, the weighted sum over the 128-wide values. */
+ * plus the latent attention core, s (qk + v) 2 FLOPs per head and token: scores over
+ * the 192-wide q/k heads, the weighted sum over the 128-wide values. */
 static void
 test_model_deepseek_v3_published (void **state)
 {
