@@ -247,7 +247,6 @@ static const MpJsonKey hf_keys[] = {
   HF_BOOL ("mlp_bias"), HF_BOOL ("attention_bias"), HF_BOOL ("use_sliding_window"),
   HF_BOOL ("parallel_attn"), HF_BOOL ("use_parallel_residual"),
   HF_BOOL ("new_decoder_architecture"), HF_BOOL ("multi_query"),
-  HF_BOOL ("is_encoder_decoder"), HF_BOOL ("alibi"),
   HF_LAYERS ("num_hidden_layers", 1), HF_LAYERS ("n_layer", 1),
   HF_LAYERS ("decoder_sparse_step", 1), HF_LAYERS ("moe_layer_freq", 1),
   HF_LAYERS ("sliding_window_pattern", 1), HF_LAYERS ("max_window_layers", 0),
@@ -274,7 +273,6 @@ static const MpJsonKey hf_keys[] = {
   { "final_logit_softcapping", MP_JSON_ABOVE, 0, 1e6 },
   { "rope_scaling", MP_JSON_OBJECT, 0, 0 }, { "text_config", MP_JSON_OBJECT, 0, 0 },
   { "vision_config", MP_JSON_OBJECT, 0, 0 }, { "layer_types", MP_JSON_STRINGS, 0, 0 },
-  { "mlp_only_layers", MP_JSON_WHOLES, 0, MP_MODEL_MAX_LAYERS },
 };
 
 /* Every key of hf_keys present in O (at WHERE, NULL: the top) has its type and range. */
@@ -296,7 +294,13 @@ refuse_unsupported (Reader *r)
     { "is_encoder_decoder", "encoder-decoder models" },
     { "alibi", "ALiBi positions" },
   };
-  for (gsize i = 0; i < G_N_ELEMENTS (refused); i++)
+  /* Their types first (before the family, like the refusals): an object is no list. */
+  static const MpJsonKey types[] = {
+    { "mlp_only_layers", MP_JSON_WHOLES, 0, MP_MODEL_MAX_LAYERS },
+    { "is_encoder_decoder", MP_JSON_BOOL, 0, 0 }, { "alibi", MP_JSON_BOOL, 0, 0 },
+  };
+  mp_json_check_keys (&r->json, r->root, NULL, types, G_N_ELEMENTS (types));
+  for (gsize i = 0; i < G_N_ELEMENTS (refused) && r->json.error == NULL; i++)
     if (feature_on (r, refused[i].key))
       {
         problem (r, "unsupported feature: %s (%s)", refused[i].feature, refused[i].key);
