@@ -32,6 +32,17 @@ fail_once (int rank, GError *error)
   return status;
 }
 
+/* What the executor does not run yet (exec/model-exec.c check_supported and
+ * mp_model_attention_extras refuse each by name); --help must list them all. */
+#define EXEC_LIMITS                                                                      \
+  "Not run yet, refused by name (exit 2): mixture-of-experts blocks and expert "          \
+  "parallelism (ep > 1), context parallelism (cp > 1), sliding-window attention, "        \
+  "multi-head latent attention, attention sinks, qk-norm, attention biases unlike the "   \
+  "MLP's, post-norms, scaled embeddings, logit soft-capping, geglu MLPs, uniform "        \
+  "recompute in groups of blocks (recompute_method=uniform), selective recompute of "     \
+  "modules other than core_attn. An fp8 plan runs its GEMMs at the backend's precision " \
+  "(host: fp32; cuda: bf16), said on stderr.\n\n"
+
 /* The summary line of a run (rank 0's result). */
 static void
 print_summary (const MpExecResult *r)
@@ -116,6 +127,10 @@ run (int *argc, char ***argv, const char *plan_path, const MpExecOptions *opts,
   g_autoptr(MpPlanResolved) res = mp_plan_file_resolve (file, &error);
   if (res == NULL)
     return fail_once (rank, error);
+  if (rank == 0 && res->plan->cfg.fp8)
+    fprintf (stderr, "mpplan: note: %s: the plan's fp8 GEMMs run at the %s backend's "
+             "precision (no FP8 kernels yet)\n", plan_path,
+             opts->backend ? opts->backend : "host");
   g_autoptr(MpExecResult) result = mp_exec_plan (world, res, opts, &error);
   if (result == NULL)
     return fail_once (rank, error);
@@ -158,7 +173,7 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
            "seeded synthetic data with the plan's data, tensor and pipeline split, ZeRO "
            "stage and recomputation (host backend: OpenBLAS and MPI), measures each "
            "instruction, and prints the median step time.");
-  g_option_context_set_description (ctx, MP_CLI_EXIT_CODES);
+  g_option_context_set_description (ctx, EXEC_LIMITS MP_CLI_EXIT_CODES);
   g_option_context_add_main_entries (ctx, entries, NULL);
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)

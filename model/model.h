@@ -131,8 +131,12 @@ struct _MpModel {
                                 * (DeepSeek first_k_dense_replace) */
   double capacity_factor;      /* tokens an expert takes at most, over its mean
                                 * (--moe-expert-capacity-factor); 0: dropless */
-  double load_imbalance;       /* tokens of the busiest expert rank over the mean (>= 1;
-                                * 1: balanced routing, what the aux loss aims at); the
+  double load_imbalance;       /* tokens of the busiest expert rank over the mean (>= 1).
+                                * Default 1, balanced routing: the optimum of the
+                                * load-balancing loss (Switch Transformer, Fedus et al.
+                                * JMLR 2022, eq. 4: minimal at uniform routing) and of
+                                * DeepSeek-V3's bias balancing (report sec. 2.1.2); a
+                                * measured imbalance is the user's to set. The
                                 * expert GEMMs and dispatch run at this, capped by the
                                 * capacity factor (the rest is dropped) */
 

@@ -110,6 +110,40 @@ greedy_groups (const double *units, guint n_units, double limit, guint n, guint 
   return group + 1;
 }
 
+/* Fills UNITS into N contiguous groups of cost <= LIMIT (a bottleneck greedy_groups
+ * meets), each as close to an even share of what is left as LIMIT and the groups after
+ * it allow. The greedy fill packs the front groups to LIMIT and leaves slivers at the end
+ * ([5, 4, 4, ..., 1, 1, 2]): as good for the largest chunk, but an interleaved stage then
+ * waits on each round's largest chunk, and the first stages, which hold the most
+ * micro-batches in flight, hold the most layers. Returns the groups used. */
+static guint
+balanced_groups (const double *units, guint n_units, double limit, guint n, guint *counts)
+{
+  double left = 0;
+  for (guint u = 0; u < n_units; u++)
+    left += units[u];
+  guint u = 0, group = 0;
+  for (; group < n && u < n_units; group++)
+    {
+      guint after = n - 1 - group;           /* groups still to fill after this one */
+      double share = left / (after + 1), load = 0;
+      guint start = u;
+      while (u < n_units)
+        {
+          gboolean must = u == start
+                          || greedy_groups (units + u, n_units - u, limit, after, NULL) > after;
+          gboolean closer = load + units[u] <= limit && n_units - u - 1 >= after
+                            && fabs (load + units[u] - share) < fabs (load - share);
+          if (!must && !closer)
+            break;
+          load += units[u++];
+        }
+      counts[group] = u - start;
+      left -= load;
+    }
+  return group;
+}
+
 void
 pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, double *cost)
 {
@@ -137,12 +171,53 @@ mp_plan_split_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpModel *model = mp_cost_context_model (ctx);
   g_autofree double *cost = g_new (double, model->n_layers);
   pl_layer_costs (ctx, cfg, cost);
-  return pl_split_costs (model, cost, cfg->pp * MAX (cfg->vpp, 1u), chunk_layers);
+  return pl_split_costs (model, cost, cfg->pp, MAX (cfg->vpp, 1u), chunk_layers);
+}
+
+/* How a split of UNITS into CHUNKS groups of COUNTS (group c on stage c % pp) paces a
+ * pipeline: *STAGE the largest stage's work (the steady state, as the closed form and
+ * the simulation find it), *ROUNDS the sum over interleaving rounds of each round's
+ * largest chunk (what a stage may wait on within a round). */
+static void
+split_score (const double *units, const guint *counts, guint chunks, guint pp,
+             double *stage_max, double *rounds)
+{
+  g_autofree double *stage = g_new0 (double, pp);
+  double round_max = 0;
+  *stage_max = *rounds = 0;
+  for (guint c = 0, u = 0; c < chunks; c++)
+    {
+      double load = 0;
+      for (guint i = 0; i < counts[c]; i++)
+        load += units[u++];
+      stage[c % pp] += load;
+      round_max = MAX (round_max, load);
+      if (c % pp == pp - 1 || c == chunks - 1)
+        {
+          *rounds += round_max;
+          round_max = 0;
+        }
+    }
+  for (guint i = 0; i < pp; i++)
+    *stage_max = MAX (*stage_max, stage[i]);
+}
+
+/* Is split A (counts) better than B: a lighter largest stage, else lighter rounds? */
+static gboolean
+split_better (const double *units, const guint *a, const guint *b, guint chunks, guint pp)
+{
+  double sa, ra, sb, rb;
+  split_score (units, a, chunks, pp, &sa, &ra);
+  split_score (units, b, chunks, pp, &sb, &rb);
+  double tol = 1e-9 * MAX (sa, sb);
+  return sa < sb - tol || (sa <= sb + tol && ra < rb - tol);
 }
 
 gboolean
-pl_split_costs (const MpModel *model, const double *cost, guint chunks, guint *chunk_layers)
+pl_split_costs (const MpModel *model, const double *cost, guint pp, guint vpp,
+                guint *chunk_layers)
 {
+  guint chunks = pp * vpp;
   /* Units are blocks; the embedding rides with the first and the head with the last,
    * unless there are more chunks than blocks (a pinned vpp): then they are units too and
    * end up alone in the end chunks, as Megatron's account_for_* splits put them. */
@@ -173,7 +248,15 @@ pl_split_costs (const MpModel *model, const double *cost, guint chunks, guint *c
       else
         lo = mid;
     }
-  guint used = greedy_groups (units, n_units, hi, chunks, chunk_layers);
+  /* Two fills meet that bottleneck: the greedy one (its slack in the last chunks) and the
+   * balanced one; the pipeline keeps the better (split_better), the balanced one on a tie
+   * (lighter first stages, which hold the most micro-batches in flight). */
+  g_autofree guint *greedy = g_new0 (guint, chunks);
+  guint used = balanced_groups (units, n_units, hi, chunks, chunk_layers);
+  guint used_greedy = greedy_groups (units, n_units, hi, chunks, greedy);
+  if (used_greedy == chunks && used == chunks
+      && split_better (units, greedy, chunk_layers, chunks, pp))
+    memcpy (chunk_layers, greedy, chunks * sizeof *greedy);
   g_assert (used <= chunks);
   /* Fewer groups than chunks can only happen with all-zero costs: spread the rest. */
   for (guint c = used; c < chunks; c++)

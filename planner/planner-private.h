@@ -7,9 +7,9 @@ G_BEGIN_DECLS
 /* Forward + backward time of each model layer for one micro-batch under CFG's tensor,
  * context and expert split (pipeline ignored). COST has model->n_layers entries. */
 void pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, double *cost);
-/* Balanced contiguous split of the layers with costs COST into CHUNKS chunks (see
- * mp_plan_split_layers). */
-gboolean pl_split_costs (const MpModel *model, const double *cost, guint chunks,
+/* Balanced contiguous split of the layers with costs COST into PP * VPP chunks, chunk c
+ * on stage c % pp (see mp_plan_split_layers). */
+gboolean pl_split_costs (const MpModel *model, const double *cost, guint pp, guint vpp,
                          guint *chunk_layers);
 
 /* A plan in three steps, so the search can skip the time of a plan that does not fit:

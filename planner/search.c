@@ -197,7 +197,7 @@ with_split (Search *s, MpParallelConfig *cfg)
     cfg->chunk_layers = s->pinned_split;   /* the split the user pinned */
   else if (!s->counting)
     {
-      if (!pl_split_costs (s->model, s->layer_cost, chunks, s->split))
+      if (!pl_split_costs (s->model, s->layer_cost, cfg->pp, cfg->vpp, s->split))
         return;
       cfg->chunk_layers = s->split;
     }
@@ -437,11 +437,11 @@ run (Search *s)
 static char *
 pins_reason (const Search *s)
 {
-  static const char *const keys[] = { "dp", "tp", "pp", "vpp", "cp", "ep",
+  static const char *const keys[] = { "dp", "tp", "pp", "vpp", "cp", "ep", "etp",
                                       "micro_batch_size", "num_micro_batches" };
   MpParallelConfig cfg;
   mp_parallel_config_init (&cfg);
-  guint *field[] = { &cfg.dp, &cfg.tp, &cfg.pp, &cfg.vpp, &cfg.cp, &cfg.ep,
+  guint *field[] = { &cfg.dp, &cfg.tp, &cfg.pp, &cfg.vpp, &cfg.cp, &cfg.ep, &cfg.etp,
                      &cfg.micro_batch_size, &cfg.num_micro_batches };
   for (gsize i = 0; i < G_N_ELEMENTS (keys); i++)
     mp_plan_pins_get (s->opts->pins, keys[i], field[i]);

@@ -160,11 +160,16 @@ refuses () {
   "$MPPLAN" exec -p "$tmp/$1.yaml" --steps 1 >"$tmp/$1.out" 2>"$tmp/$1.err"
   st=$?
   sed 's/^/# /' "$tmp/$1.err" | head -2
-  [ $st -eq 2 ] && grep -q "does not run $3" "$tmp/$1.err"
+  [ $st -eq 2 ] && grep -q "does not run $3" "$tmp/$1.err" &&
+    "$MPPLAN" exec --help | grep -q "refused by name.*$3"
 }
 ok "a windowed model is refused by name" refuses win 'attention: {window: 8}' \
   'sliding-window attention'
 ok "an MLA model is refused by name" refuses mla \
   'attention: {mla: {kv_lora_rank: 8, qk_nope_head_dim: 4, qk_rope_head_dim: 4, v_head_dim: 8}}' \
   'multi-head latent attention'
+ok "attention sinks are refused by name" refuses sinks 'attention: {sinks: true}' \
+  'attention sinks'
+ok "an MoE model is refused by name" refuses moe 'experts: 4
+experts_per_token: 2' 'mixture-of-experts blocks'
 tap_done

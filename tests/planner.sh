@@ -157,6 +157,7 @@ ok "an etp/dispatcher plan file round-trips (plan -o, validate, simulate)" moe_r
 ok "--fix etp that divides no stage exits 2" status_is 2 "$MPPLAN" plan -q -m mixtral-8x7b \
   -c dgx-h100:4 --fix etp=3
 ok "... saying the pins cannot be honoured" err_has 'honours the pins'
+ok "... naming the rule" err_has 'etp \* ep = 3 \* 1 does not divide'
 ok "--fix dispatcher=flex exits 2" status_is 2 "$MPPLAN" plan --fix dispatcher=flex
 ok "... naming the value" err_has "bad value 'flex' for dispatcher"
 

@@ -197,7 +197,7 @@ static void
 test_model_gpt_oss_120b_published (void **state)
 {
   /* gpt-oss model card Table 1: 116.83B total, 5.13B active (the input embedding not
-   * counted as active); less the 2304 sink logits the IR does not hold yet. */
+   * counted as active); the 2304 sink logits are a rounding error of either. */
   g_autoptr(MpModel) m = load_ok ("gpt-oss-120b");
   mp_assert_close (m->params_total, 116.83e9, 0.005);
   mp_assert_close (m->params_active - m->params_embedding, 5.13e9, 0.005);
@@ -205,7 +205,30 @@ test_model_gpt_oss_120b_published (void **state)
   const MpLayer *b = first_block (m);
   mp_assert_close (find_op (b, "expert_fc1")->params, 128 * (2880.0 * 5760 + 5760), 0);
   mp_assert_close (find_op (b, "router")->params, 128 * 2880.0 + 128, 0);
-  mp_assert_close (m->fwd_flops_per_token, moe_fwd_flops (m, 5.13e9), 0.005);
+  /* Half the blocks see the last 128 keys only: the full-square core counts min(s, W). */
+  double q = 64 * 64.0, cores = 4 * q * (18 * 4096.0 + 18 * 128.0);
+  mp_assert_close (m->fwd_flops_per_token, 2 * 5.13e9 + cores, 0.005);
+  assert_int_equal (m->layers[1].window, 128);
+  assert_int_equal (m->layers[2].window, 0);
+}
+
+/* DeepSeek-V3 whole (MLA + shared experts + 3 dense blocks): the report's 671B total and
+ * 37B activated per token (two significant digits: 36.5B to 37.5B, counted like gpt-oss
+ * without the input embedding lookup), and forward FLOPs from the active weights plus the
+ * latent attention core, s (qk + v) 2 FLOPs per head and token: scores over the 192-wide
+ * q/k heads, the weighted sum over the 128-wide values. */
+static void
+test_model_deepseek_v3_published (void **state)
+{
+  g_autoptr(MpModel) m = load_ok ("deepseek-v3");
+  mp_assert_close (m->params_total, 671e9, 0.005);
+  mp_assert_close (m->params_active - m->params_embedding, 37e9, 0.5 / 37);
+  double core = 2.0 * (double) m->seq_len * 128 * (192 + 128) * 61;
+  mp_assert_close (m->fwd_flops_per_token,
+                   2 * (m->params_active - m->params_embedding) + core, 0.005);
+  /* What an inference cache keeps per token: the 512 latent and the 64-wide rotary key,
+   * not 2 x 128 heads x 192 (DeepSeek-V2 report, sec. 2.1.2). */
+  mp_assert_close (m->kv_cache_bytes_per_token, 61 * (512 + 64) * 2.0, 0);
 }
 
 /* DeepSeek-V3's MoE side (its attention is multi-head latent attention, which this test
@@ -575,7 +598,8 @@ test_model_zoo_lists_all_models (void **state)
   static const char *const want[] = {
     "mlp-1024", "gpt3-125m", "gpt3-1.3b", "gpt3-13b", "gpt3-175b", "llama2-7b", "llama2-70b",
     "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "bert-large", "tiny-gpt",
-    "gpt2-124m", "mixtral-8x22b", "qwen3-235b-a22b", "gpt-oss-120b", "tiny-moe", "qwen3-30b-a3b"
+    "gpt2-124m", "mixtral-8x22b", "qwen3-235b-a22b", "gpt-oss-120b", "tiny-moe", "qwen3-30b-a3b",
+    "deepseek-v3", "llama3.1-405b", "gemma3-27b", "qwen3-32b"
   };
   g_auto(GStrv) names = mp_model_zoo_list ();
   for (guint i = 0; i < G_N_ELEMENTS (want); i++)
@@ -1024,6 +1048,7 @@ main (void)
     cmocka_unit_test (test_model_qwen3_235b_published),
     cmocka_unit_test (test_model_qwen3_30b_published),
     cmocka_unit_test (test_model_gpt_oss_120b_published),
+    cmocka_unit_test (test_model_deepseek_v3_published),
     cmocka_unit_test (test_model_shared_experts_and_first_k_dense),
     cmocka_unit_test (test_model_moe_keys_refused_on_bad_input),
     cmocka_unit_test (test_model_bert_large_params),

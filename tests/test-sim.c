@@ -918,6 +918,15 @@ test_sim_closed_form_agrees_on_zoo (void **state)
   check_best_plans ("llama2-70b", "dgx-h100:16", 5);
   check_best_plans ("gpt3-175b", "dgx-a100-80g:128", 5);
   check_best_plans ("tiny-gpt", MPPLAN_SRCDIR "/tests/data/cluster-host4.yaml", 5);
+  /* The expressiveness issue's zoo: MoE (ep, etp, dispatchers), windows, qk-norm, the
+   * NVLink domain tier and B200 (clusters small enough to search in a second). */
+  check_best_plans ("qwen3-30b-a3b", "dgx-h100:1", 3);
+  check_best_plans ("mixtral-8x22b", "dgx-h100:4", 3);
+  check_best_plans ("tiny-moe", MPPLAN_SRCDIR "/tests/data/cluster-host4.yaml", 3);
+  check_best_plans ("gemma3-27b", "dgx-h100:1", 3);
+  check_best_plans ("qwen3-32b", "dgx-h100:2", 3);
+  check_best_plans ("llama3-70b", "gb200-nvl72:1", 3);
+  check_best_plans ("gpt3-13b", "dgx-b200:2", 3);
 }
 
 static void
