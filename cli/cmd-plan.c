@@ -223,7 +223,8 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       "K" },
     { "fix", 0, 0, G_OPTION_ARG_STRING, &a.fix,
       "Pin dimensions by their JSON keys, e.g. tp=8,pp=8,recompute=full (fp8=true: plan "
-      "Transformer Engine FP8 training)", "KEY=VALUE,..." },
+      "Transformer Engine FP8 training; stack=torchtitan: the training stack)",
+      "KEY=VALUE,..." },
     { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object (docs/json.md)", NULL },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &a.output,
       "Write the best plan to FILE (YAML; -: standard output, the table then on stderr); "

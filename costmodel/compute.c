@@ -336,11 +336,12 @@ mp_cost_attention_flops (double batch, double heads, double head_dim, double s_q
                                          backward);
 }
 
-void
-mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double batch,
-                                double heads, double kv_heads, double head_dim, double s_q,
-                                double s_kv, double window, gboolean causal,
-                                gboolean backward, MpKernelCost *out)
+/* Fused attention whose plateau is PLATEAU (the kernel's efficiency at head size 128 and
+ * long sequences). */
+static void
+flash_attention (const MpCostDevice *dev, double plateau, MpDtype dtype, double batch,
+                 double heads, double kv_heads, double head_dim, double s_q, double s_kv,
+                 double window, gboolean causal, gboolean backward, MpKernelCost *out)
 {
   g_return_if_fail (dev != NULL && out != NULL);
   memset (out, 0, sizeof *out);
@@ -352,8 +353,7 @@ mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double b
                                                     causal, backward);
   /* A query's keys: the sequence, or its window (what a short-sequence kernel lacks). */
   double keys = window > 0 && window < s_kv ? window : s_kv;
-  double eff = (backward ? c->attn_bwd_eff : c->attn_fwd_eff) * keys / (keys + c->attn_seq_half)
-               * head_factor (c, head_dim);
+  double eff = plateau * keys / (keys + c->attn_seq_half) * head_factor (c, head_dim);
   eff = MIN (eff, 1.0);
   /* Forward reads Q, K, V and writes O (and the fp32 log-sum-exp); backward reads Q, K,
    * V, O, dO and writes dQ, dK, dV. */
@@ -376,6 +376,29 @@ mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double b
   out->bytes = bytes;
   out->efficiency = eff;
   out->memory_bound = stream > math;
+}
+
+void
+mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double batch,
+                                double heads, double kv_heads, double head_dim, double s_q,
+                                double s_kv, double window, gboolean causal,
+                                gboolean backward, MpKernelCost *out)
+{
+  g_return_if_fail (dev != NULL);
+  double plateau = backward ? dev->curve->attn_bwd_eff : dev->curve->attn_fwd_eff;
+  flash_attention (dev, plateau, dtype, batch, heads, kv_heads, head_dim, s_q, s_kv, window,
+                   causal, backward, out);
+}
+
+/* The plateau of STACK's attention kernel on DEV, forward or BACKWARD (acc16). */
+static double
+stack_attention_plateau (const MpCostDevice *dev, MpStack stack, gboolean backward)
+{
+  const MpDeviceCurve *c = dev->curve;
+  double fa2 = c->attn_fa2_eff[backward ? 1 : 0];
+  if (mp_stack_fa2_attention (stack) && fa2 > 0)
+    return fa2;
+  return backward ? c->attn_bwd_eff : c->attn_fwd_eff;
 }
 
 void
@@ -463,10 +486,11 @@ cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpC
    * flash attention (the host executor's one kernel stores or recomputes the scores). */
   if (cfg->flash_attention || mp_cost_profile_attention_flops (dev->profile, s_kv, FALSE) > 0)
     {
-      mp_cost_flash_attention_window (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, op->window,
-                                      ctx->causal, FALSE, &out->fwd);
-      mp_cost_flash_attention_window (dev, dev->dtype, b, heads, kv, d, s_q, s_kv, op->window,
-                                      ctx->causal, TRUE, &out->bwd);
+      /* The stack picks the kernel (acc16): FlashAttention-2 class or cuDNN / FA3. */
+      flash_attention (dev, stack_attention_plateau (dev, cfg->stack, FALSE), dev->dtype, b,
+                       heads, kv, d, s_q, s_kv, op->window, ctx->causal, FALSE, &out->fwd);
+      flash_attention (dev, stack_attention_plateau (dev, cfg->stack, TRUE), dev->dtype, b,
+                       heads, kv, d, s_q, s_kv, op->window, ctx->causal, TRUE, &out->bwd);
     }
   else
     unfused_attention (dev, dev->dtype, ctx->elt, b * heads, s_q, s_kv, d,
@@ -606,7 +630,8 @@ phase_total (MpPhaseCost *p)
  * gradient backward, overlapped with the weight-gradient GEMM. With SP: entry all-gathers
  * forward and, backward, all-gathers the input again (overlapped with the input-gradient
  * GEMM) and reduce-scatters its gradient (overlapped with the weight-gradient GEMM); the
- * exit reduce-scatters forward and all-gathers the gradient backward. */
+ * exit reduce-scatters forward and all-gathers the gradient backward. A stack that does
+ * not overlap them (mp_stack_overlaps_tp_backward) exposes every backward collective. */
 static void
 tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
                 const MpStageSpans *spans, const CmOp *r, const MpOpCost *oc,
@@ -616,6 +641,8 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpGroupSpan *g = &spans->tp;
   double tokens = cm_tokens (ctx, cfg), e = ctx->elt;
   gboolean sp = sequence_parallel (cfg);
+  gboolean overlap = mp_stack_overlaps_tp_backward (cfg->stack);
+  double under_dgrad = overlap ? oc->dgrad_s : 0, under_wgrad = overlap ? oc->wgrad_s : 0;
   if (r->entry_width > 0)
     {
       double size = tokens * r->entry_width * e;
@@ -624,10 +651,10 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
           double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, size, g);
           fwd->tp_comm_s += ag;
           double rs = coll (ctx, dev, MP_COLL_REDUCE_SCATTER, size, g);
-          bwd->tp_comm_s += MAX (0, ag - oc->dgrad_s) + MAX (0, rs - oc->wgrad_s);
+          bwd->tp_comm_s += MAX (0, ag - under_dgrad) + MAX (0, rs - under_wgrad);
         }
       else
-        bwd->tp_comm_s += MAX (0, coll (ctx, dev, MP_COLL_ALL_REDUCE, size, g) - oc->wgrad_s);
+        bwd->tp_comm_s += MAX (0, coll (ctx, dev, MP_COLL_ALL_REDUCE, size, g) - under_wgrad);
     }
   if (r->exit_width > 0)
     {

@@ -70,6 +70,9 @@ typedef struct {
   double gemm_anchor[3];         /* ... this M, N, K (bf16, or fp32 on a CPU) */
   double fp32_simt_eff;          /* large fp32 (non tensor-core) GEMM efficiency */
   double attn_fwd_eff, attn_bwd_eff;  /* fused attention plateau, forward / backward */
+  double attn_fa2_eff[2];        /* the same for FlashAttention-2-class kernels (stacks of
+                                  * mp_stack_fa2_attention), forward / backward; 0: as
+                                  * above (where FA2 is the native kernel) */
   double attn_seq_half;          /* sequence length at which attention is at half plateau */
   double mem_eff;                /* large memory-bound kernel: achieved / datasheet */
   double mem_latency_s;          /* start-up of a memory-bound kernel (a DRAM round trip):

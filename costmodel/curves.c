@@ -83,6 +83,7 @@ static const MpGemmTile cpu_tiles[] = { { 1, 1, 1.0 } };
     .gemm_anchor = { 8192, 8192, 8192 },                                                 \
     .fp32_simt_eff = 0.9,                                                                \
     .attn_fwd_eff = 1613.0 / 2250.0, .attn_bwd_eff = 0.45, .attn_seq_half = 240,         \
+    .attn_fa2_eff = { 0.35, 0.30 },   /* FA2 on Blackwell: no figure; Hopper's (below) */ \
     .mem_eff = 0.9, .mem_latency_s = MEM_LATENCY,                                        \
     .launch_s = LAUNCH,                                                                  \
     .link_eff = { [MP_TIER_NODE] = 841.0 / 900.0, [MP_TIER_DOMAIN] = 841.0 / 900.0,      \
@@ -152,6 +153,11 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
      * within 2%. Backward: FA3 paper (Shah et al. 2024, arXiv 2407.08608) reports it
      * 1.5-1.75x FA2's, which is ~0.3 of peak on H100: 0.45. */
     .attn_fwd_eff = 0.64, .attn_bwd_eff = 0.45, .attn_seq_half = 240,
+    /* FlashAttention-2 on H100 (the kernel of PyTorch SDPA's flash backend and of the
+     * flash-attn 2 package: Ampere's mma.sync, no wgmma or TMA): "only 35% utilization on
+     * the H100 GPU" (FA3 paper, Shah et al. 2024, abstract) forward; backward ~0.3 of
+     * peak, FA3's 0.45 over the 1.5-1.75x the same paper reports FA3's backward faster. */
+    .attn_fa2_eff = { 0.35, 0.30 },
     /* REFERENCE-DATA.md: device-to-device copy 4.3 of 4.8 TB/s on an H200 -> 0.9. */
     .mem_eff = 0.9, .mem_latency_s = MEM_LATENCY,
     .launch_s = LAUNCH,

@@ -23,13 +23,15 @@
  *    makes windowed; a window covering the training length is full attention (a note
  *    says so). Multi-head latent attention from kv_lora_rank, q_lora_rank (null: direct
  *    q), qk_nope_head_dim, qk_rope_head_dim, v_head_dim. Qwen3 and Gemma 3 normalise q
- *    and k per head; Qwen2 biases q, k, v only; GPT-OSS has a sink per head; Gemma 2/3
+ *    and k per head; Qwen2 and Qwen2-MoE bias q, k, v only; GPT-OSS has a sink per head; Gemma 2/3
  *    scale the embeddings, normalise the attention and MLP outputs, and (2) soft-cap
  *    scores and logits. query_pre_attn_scalar only changes a scale: it costs nothing.
  *  - attention_bias sets the attention projections' biases, mlp_bias the MLP's (and the
  *    router's).
  *  - Gemma 3's vision tower (vision_config) is left out with a note: the text decoder
- *    (text_config) is the model.
+ *    (text_config) is the model. So is DeepSeek-V3's multi-token-prediction module
+ *    (num_nextn_predict_layers): the 61 blocks of its 671B are the model. Qwen2-MoE's
+ *    shared-expert gate (one scalar per token and block) is not counted.
  *  - BERT's token-type embeddings, pooler and MLM transform (~2M) are left out, as in
  *    examples/models/bert-large.yaml. */
 #define G_LOG_DOMAIN "mpplan-model"
@@ -90,7 +92,7 @@ static const Family families[] = {
   { "gemma3_text", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, 131072, NULL, &gemma3_attn },
   { "gemma3", TRUE, FALSE, TRUE, FALSE, MP_NORM_RMSNORM, 131072, NULL, &gemma3_attn },
   { "gpt_oss", TRUE, FALSE, FALSE, TRUE, MP_NORM_RMSNORM, 0, NULL, &gpt_oss_attn },
-  { "qwen2_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
+  { "qwen2_moe", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, &qwen2_attn },
   { "deepseek_v2", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
   { "deepseek_v3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
   { "phi3", TRUE, FALSE, FALSE, FALSE, MP_NORM_RMSNORM, 0, NULL, NULL },
@@ -637,6 +639,15 @@ read_moe (Reader *r, MpModel *m)
   else if (feature_on (r, "shared_expert_intermediate_size")
            && get_dim (r, qwen_shared_key, FALSE, &m->shared_expert_ffn))
     m->shared_experts = 1;
+  /* DeepSeek-V3's multi-token-prediction module (README_WEIGHTS.md: 11.5B parameters
+   * of its own beyond the 671B) trains beside the main model; the IR has no such layer. */
+  static const char *const mtp_key[] = { "num_nextn_predict_layers", NULL };
+  guint64 mtp = 0;
+  if (feature_on (r, "num_nextn_predict_layers")
+      && get_count (r, mtp_key, FALSE, MP_MODEL_MAX_LAYERS, &mtp))
+    note (r, "the multi-token-prediction module (num_nextn_predict_layers %" G_GUINT64_FORMAT
+          ") is left out: the main model's %" G_GUINT64_FORMAT " blocks are costed",
+          mtp, m->n_blocks);
   if (feature_on (r, "first_k_dense_replace")
       && get_count (r, dense_key, FALSE, MP_MODEL_MAX_LAYERS, &m->first_k_dense))
     {

@@ -594,11 +594,9 @@ mp_model_build_ir (MpModel *m)
 
 /* ---- lifetime, lookup -------------------------------------------------------------- */
 
-void
-mp_model_free (MpModel *model)
+static void
+free_layers (MpModel *model)
 {
-  if (model == NULL)
-    return;
   for (guint i = 0; i < model->n_layers; i++)
     {
       MpLayer *l = &model->layers[i];
@@ -608,6 +606,46 @@ mp_model_free (MpModel *model)
       g_free (l->name);
     }
   g_free (model->layers);
+  model->layers = NULL;
+  model->n_layers = 0;
+}
+
+gboolean
+mp_model_set_seq_len (MpModel *model, guint64 seq_len, GError **error)
+{
+  g_return_val_if_fail (model != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+  if (model->arch != MP_ARCH_TRANSFORMER)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s: seq_len applies to transformers only "
+                   "(an MLP has no sequence)", model->name);
+      return FALSE;
+    }
+  if (seq_len < 1 || seq_len > MP_MODEL_MAX_DIM)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s: seq_len %" G_GUINT64_FORMAT
+                   " is outside 1..%u", model->name, seq_len, MP_MODEL_MAX_DIM);
+      return FALSE;
+    }
+  if (model->window > seq_len)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "%s: seq_len %" G_GUINT64_FORMAT
+                   " is shorter than the sliding window %" G_GUINT64_FORMAT " (the model "
+                   "file checks window <= seq_len)", model->name, seq_len, model->window);
+      return FALSE;
+    }
+  free_layers (model);
+  model->seq_len = seq_len;
+  mp_model_build_ir (model);
+  return TRUE;
+}
+
+void
+mp_model_free (MpModel *model)
+{
+  if (model == NULL)
+    return;
+  free_layers (model);
   g_free (model->mlp_layers);
   g_free (model->window_pattern);
   g_free (model->name);

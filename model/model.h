@@ -230,6 +230,12 @@ gboolean mp_model_file_is_hf (const char *path);
  * mp_model_load reads back to the same model; COMMENT (may be NULL, may hold newlines)
  * becomes the header comment. Caller owns. */
 char *mp_model_to_yaml (const MpModel *model, const char *comment);
+/* Sets MODEL's sequence length (a transformer's; 1..10^7 and at least its sliding window)
+ * and rebuilds its layers and totals for it, as if its file had said seq_len: SEQ_LEN; the
+ * global batch (sequences) is kept. FALSE with MP_ERROR_INPUT, MODEL unchanged, when
+ * SEQ_LEN is out of range. For runs that train a zoo model at another length
+ * (bench/bench-accuracy). */
+gboolean mp_model_set_seq_len (MpModel *model, guint64 seq_len, GError **error);
 void mp_model_free (MpModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpModel, mp_model_free)
 

@@ -27,6 +27,8 @@ plan_phrase (const MpPlan *p)
     g_string_append (s, " sp");
   if (c->fp8)
     g_string_append (s, " fp8");
+  if (c->stack != MP_STACK_MEGATRON)
+    g_string_append_printf (s, " stack=%s", mp_stack_name (c->stack));
   if (c->zero)
     g_string_append_printf (s, " zero=%u", c->zero);
   if (c->recompute != MP_RECOMPUTE_NONE)

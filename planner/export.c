@@ -4,8 +4,10 @@
  * Argument and key names are the frameworks' own at one named version each (the first
  * line of each tests/bridges/ list, extracted from their sources by tests/bridges/extract.py;
  * tests/bridges/check.py parses every export against them): Megatron-LM core_v0.15.3,
- * DeepSpeed 0.19, torchtitan 0.3.0, Horovod 0.28.1, Keras 3, MXNet 1.9. The plan must be
- * one the framework can express (framework.c); the CLI re-plans when it is not. Model code
+ * DeepSpeed 0.19, torchtitan 0.3.0, Horovod 0.28.1, Keras 3, MXNet 1.9 (check.py parses
+ * Megatron's with argparse rebuilt from its declarations). The plan and the model must be
+ * ones the framework can express (framework.c: what it cannot is refused by name, never
+ * left out); the CLI re-plans when the plan is not. Model code
  * (module names in the PyTorch and MXNet snippets) is the user's: the snippets say where
  * to adapt. */
 #define G_LOG_DOMAIN "mpplan-planner"
@@ -57,6 +59,19 @@ append_header (GString *s, const Export *e, const char *comment)
                           c->num_micro_batches, mp_plan_schedule_name (c->schedule));
   g_string_append_printf (s, "%s predicted: step %s, %.0f tokens/s, %s per GPU\n", comment,
                           step, e->plan->tokens_per_s, mem);
+  g_string_append_printf (s, "%s precision: %s, fp8=%s\n", comment,
+                          mp_dtype_name (e->model->precision), c->fp8 ? "yes" : "no");
+}
+
+/* What a launcher-only export says of an fp8 plan: the FP8 GEMMs are the model code's
+ * (Transformer Engine's autocast in the hybrid format the plan costs). */
+static void
+append_fp8_note (GString *s, const Export *e, const char *comment)
+{
+  if (e->c->fp8)
+    g_string_append_printf (s, "%s fp8: run the blocks' linears in FP8 in train.py, e.g. "
+                               "Transformer Engine: with te.fp8_autocast(fp8_recipe="
+                               "DelayedScaling(fp8_format=Format.HYBRID)): ...\n", comment);
 }
 
 /* The torchrun launch line (also Megatron's launcher). */
@@ -102,25 +117,49 @@ arg (GString *s, const char *name, const char *fmt, ...)
   g_string_append_c (s, '\n');
 }
 
-/* Megatron's layer split: nothing when even; --decoder-first/last-pipeline-num-layers
- * when only the ends differ (no interleaving); else the explicit layout, E embedding, t a
- * block, L the loss, | between chunks in chunk order. */
+/* Does every chunk hold N layers, counting the embedding on the first when EMBED and the
+ * loss on the last when LOSS as one each (Megatron's --account-for-*-in-pipeline-split,
+ * transformer_block.py get_num_layers_to_build)? */
+static gboolean
+chunks_even (const Export *e, gboolean embed, gboolean loss, guint *n)
+{
+  guint chunks = e->c->pp * e->c->vpp;
+  for (guint i = 0; i < chunks; i++)
+    {
+      guint k = chunk_blocks (e, i) + (embed && i == 0) + (loss && i + 1 == chunks);
+      if (i == 0)
+        *n = k;
+      if (k != *n)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Megatron's layer split: nothing when even (each chunk the same blocks, or the same
+ * layers with the embedding and/or the loss counted as one, the --account-for-* split);
+ * --decoder-first/last-pipeline-num-layers when only the ends differ (no interleaving);
+ * else the explicit layout, E embedding, t a block, L the loss, | between chunks in chunk
+ * order. */
 static void
 megatron_split (GString *s, const Export *e)
 {
   guint chunks = e->c->pp * e->c->vpp, first = chunk_blocks (e, 0);
   guint last = chunk_blocks (e, chunks - 1), mid = chunks > 2 ? chunk_blocks (e, 1) : first;
-  gboolean even = TRUE, mid_even = TRUE;
-  for (guint i = 0; i < chunks; i++)
+  gboolean mid_even = TRUE;
+  for (guint i = 1; i + 1 < chunks; i++)
+    mid_even = mid_even && chunk_blocks (e, i) == mid;
+  for (guint a = 0; a < 4; a++)
     {
-      even = even && chunk_blocks (e, i) == first;
-      if (i > 0 && i + 1 < chunks)
-        mid_even = mid_even && chunk_blocks (e, i) == mid;
-    }
-  if (even)
-    {
+      gboolean embed = a & 1, loss = a & 2;
+      guint n = 0;
+      if (!chunks_even (e, embed, loss, &n))
+        continue;
+      if (embed)
+        arg (s, "--account-for-embedding-in-pipeline-split", NULL);
+      if (loss)
+        arg (s, "--account-for-loss-in-pipeline-split", NULL);
       if (e->c->vpp > 1)
-        arg (s, "--num-layers-per-virtual-pipeline-stage", "%u", first);
+        arg (s, "--num-layers-per-virtual-pipeline-stage", "%u", n);
       return;
     }
   if (e->c->vpp == 1 && mid_even && chunks > 2)
@@ -140,20 +179,111 @@ megatron_split (GString *s, const Export *e)
   g_string_free (layout, TRUE);
 }
 
-static void
-megatron_model (GString *s, const MpModel *m)
+/* Which blocks of M are windowed (Megatron's 1-indexed layer L is block L - 1). */
+static gboolean
+block_windowed (const MpModel *m, guint64 block)
 {
-  arg (s, "--num-layers", "%" G_GUINT64_FORMAT, m->n_blocks);
-  arg (s, "--hidden-size", "%" G_GUINT64_FORMAT, m->hidden);
-  arg (s, "--ffn-hidden-size", "%" G_GUINT64_FORMAT, m->ffn_hidden);
+  return m->n_window_pattern == 0 || m->window_pattern[block % m->n_window_pattern];
+}
+
+/* --window-size and --window-attn-skip-freq (megatron/core/transformer/utils.py
+ * is_layer_window_attention): Transformer Engine's window (left, right) counts the keys
+ * before the query, so mpplan's window of W keys, the query's own included, is (W - 1, 0).
+ * A pattern of N - 1 windowed blocks then a full one is the integer N; any other is the
+ * per-layer list (1: windowed), as a Python list expression. */
+static void
+megatron_window (GString *s, const MpModel *m)
+{
+  if (m->window == 0)
+    return;
+  arg (s, "--window-size", "%" G_GUINT64_FORMAT ",0", m->window - 1);
+  if (m->n_window_pattern == 0)
+    return;
+  guint n = m->n_window_pattern;
+  gboolean every_nth = !m->window_pattern[n - 1];
+  for (guint i = 0; i + 1 < n; i++)
+    every_nth = every_nth && m->window_pattern[i];
+  if (every_nth)
+    {
+      arg (s, "--window-attn-skip-freq", "%u", n);
+      return;
+    }
+  GString *list = g_string_new ("[");
+  for (guint64 b = 0; b < m->n_blocks; b++)
+    g_string_append_printf (list, "%s%d", b ? "," : "", block_windowed (m, b) ? 1 : 0);
+  g_string_append_c (list, ']');
+  arg (s, "--window-attn-skip-freq", "%s", list->str);
+  g_string_free (list, TRUE);
+}
+
+/* Attention as the IR holds it: head width, groups, multi-head latent attention
+ * (megatron/training/arguments.py _add_mla_args), qk-norm, windows, sinks (Megatron's
+ * learnable softmax offset, GPT-OSS's sink), biases. framework.c refuses what has no
+ * argument. */
+static void
+megatron_attention (GString *s, const MpModel *m)
+{
   arg (s, "--num-attention-heads", "%" G_GUINT64_FORMAT, m->heads);
-  if (m->head_dim * m->heads != m->hidden)
+  if (m->kv_lora_rank > 0)
+    {
+      arg (s, "--multi-latent-attention", NULL);
+      if (m->q_lora_rank > 0)                /* none: q projected directly */
+        arg (s, "--q-lora-rank", "%" G_GUINT64_FORMAT, m->q_lora_rank);
+      arg (s, "--kv-lora-rank", "%" G_GUINT64_FORMAT, m->kv_lora_rank);
+      arg (s, "--qk-head-dim", "%" G_GUINT64_FORMAT, m->qk_nope_head_dim);
+      arg (s, "--qk-pos-emb-head-dim", "%" G_GUINT64_FORMAT, m->qk_rope_head_dim);
+      arg (s, "--v-head-dim", "%" G_GUINT64_FORMAT, m->v_head_dim);
+    }
+  else if (m->head_dim * m->heads != m->hidden)
     arg (s, "--kv-channels", "%" G_GUINT64_FORMAT, m->head_dim);
   if (m->kv_heads < m->heads)
     {
       arg (s, "--group-query-attention", NULL);
       arg (s, "--num-query-groups", "%" G_GUINT64_FORMAT, m->kv_heads);
     }
+  if (m->qk_norm)
+    arg (s, "--qk-layernorm", NULL);
+  megatron_window (s, m);
+  if (m->attn_sinks)
+    arg (s, "--softmax-type", "learnable");
+  /* --disable-bias-linear drops every linear's bias; --add-qkv-bias then puts back q, k
+   * and v's (arguments.py keeps add_qkv_bias only without add_bias_linear). */
+  if (!m->bias)
+    arg (s, "--disable-bias-linear", NULL);
+  if (!m->bias && m->attn_bias == MP_ATTN_BIAS_QKV)
+    arg (s, "--add-qkv-bias", NULL);
+}
+
+/* MoE (moe14): the routed experts' width (ffn_hidden stays the dense blocks'), the shared
+ * experts as one MLP of their summed width, DeepSeek's dense first blocks as a
+ * --moe-layer-freq pattern, a capacity factor when tokens drop, and grouped GEMMs, which
+ * the cost model prices (costmodel/compute.c). */
+static void
+megatron_moe (GString *s, const MpModel *m)
+{
+  if (m->experts == 0)
+    return;
+  arg (s, "--num-experts", "%" G_GUINT64_FORMAT, m->experts);
+  arg (s, "--moe-router-topk", "%" G_GUINT64_FORMAT, m->experts_per_token);
+  arg (s, "--moe-ffn-hidden-size", "%" G_GUINT64_FORMAT, m->moe_ffn_hidden);
+  if (m->shared_experts > 0)
+    arg (s, "--moe-shared-expert-intermediate-size", "%" G_GUINT64_FORMAT,
+         m->shared_experts * m->shared_expert_ffn);
+  if (m->first_k_dense > 0)
+    arg (s, "--moe-layer-freq", "([0]*%" G_GUINT64_FORMAT "+[1]*%" G_GUINT64_FORMAT ")",
+         m->first_k_dense, m->n_blocks - m->first_k_dense);
+  if (m->capacity_factor > 0)
+    arg (s, "--moe-expert-capacity-factor", "%g", m->capacity_factor);
+  arg (s, "--moe-grouped-gemm", NULL);
+}
+
+static void
+megatron_model (GString *s, const MpModel *m)
+{
+  arg (s, "--num-layers", "%" G_GUINT64_FORMAT, m->n_blocks);
+  arg (s, "--hidden-size", "%" G_GUINT64_FORMAT, m->hidden);
+  arg (s, "--ffn-hidden-size", "%" G_GUINT64_FORMAT, m->ffn_hidden);
+  megatron_attention (s, m);
   arg (s, "--seq-length", "%" G_GUINT64_FORMAT, m->seq_len);
   arg (s, "--max-position-embeddings", "%" G_GUINT64_FORMAT, m->seq_len);
   if (m->activation == MP_ACT_SWIGLU)
@@ -167,18 +297,38 @@ megatron_model (GString *s, const MpModel *m)
     }
   if (!m->tied_embeddings)
     arg (s, "--untie-embeddings-and-output-weights", NULL);
-  if (!m->bias)
-    arg (s, "--disable-bias-linear", NULL);
-  if (m->experts > 0)
-    {
-      arg (s, "--num-experts", "%" G_GUINT64_FORMAT, m->experts);
-      arg (s, "--moe-router-topk", "%" G_GUINT64_FORMAT, m->experts_per_token);
-      arg (s, "--moe-ffn-hidden-size", "%" G_GUINT64_FORMAT, m->ffn_hidden);
-    }
+  megatron_moe (s, m);
   if (m->precision == MP_DTYPE_BF16)
     arg (s, "--bf16", NULL);
   else if (m->precision == MP_DTYPE_FP16)
     arg (s, "--fp16", NULL);
+}
+
+/* The FP8 scaling recipe: Transformer Engine's delayed scaling, Megatron's default,
+ * unless the plan recomputes moe_act or layernorm, which transformer_config.py refuses
+ * with delayed scaling: then per-tensor current scaling (TE >= 2.6). */
+static const char *
+megatron_fp8_recipe (const MpParallelConfig *c)
+{
+  guint mods = c->recompute == MP_RECOMPUTE_SELECTIVE ? mp_recompute_modules_of (c) : 0;
+  return mods & (MP_RECOMPUTE_MOE_ACT | MP_RECOMPUTE_LAYERNORM) ? "tensorwise" : "delayed";
+}
+
+/* The plan's precision and kernel choices: Transformer Engine FP8 in its hybrid format
+ * (E4M3 forward, E5M2 gradients: what the plan's fp8 costs); gradients reduced in fp32;
+ * attention without the fused kernel when the plan keeps the score matrix. */
+static void
+megatron_precision (GString *s, const MpParallelConfig *c)
+{
+  if (c->fp8)
+    {
+      arg (s, "--fp8-format", "hybrid");
+      arg (s, "--fp8-recipe", "%s", megatron_fp8_recipe (c));
+    }
+  if (c->fp32_grads)
+    arg (s, "--accumulate-allreduce-grads-in-fp32", NULL);
+  if (!c->flash_attention)
+    arg (s, "--attention-backend", "unfused");
 }
 
 static void
@@ -197,7 +347,8 @@ megatron_parallel (GString *s, const Export *e)
     arg (s, "--expert-model-parallel-size", "%u", c->ep);
   if (mp_parallel_config_etp (c) != c->tp)                 /* MoE (moe14) */
     arg (s, "--expert-tensor-parallel-size", "%u", mp_parallel_config_etp (c));
-  if (c->ep > 1 || c->dispatcher != MP_DISPATCH_ALLTOALL)
+  /* Megatron's default dispatcher is allgather: the plan's is always written. */
+  if (e->model->experts > 0)
     arg (s, "--moe-token-dispatcher-type", "%s", mp_dispatcher_name (c->dispatcher));
   arg (s, "--micro-batch-size", "%u", c->micro_batch_size);
   arg (s, "--global-batch-size", "%u", e->plan->global_batch);
@@ -234,12 +385,23 @@ export_megatron (Export *e, GError **error)
   g_autoptr(GString) args = g_string_new (NULL);
   megatron_parallel (args, e);
   megatron_model (args, e->model);
+  megatron_precision (args, e->c);
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
   g_string_append (cmd, "# Megatron-LM core_v0.15.3 arguments in megatron_args.txt (one per "
                         "line); add the data, tokenizer and optimizer ones after cmd.sh.\n"
                         "# MEGATRON_LM_DIR: a Megatron-LM checkout (pretrain_gpt.py is "
-                        "there).\nhere=\"$(dirname \"$0\")\"\n");
+                        "there).\n");
+  if (e->model->window > 0)
+    g_string_append_printf (cmd, "# --window-size %" G_GUINT64_FORMAT ",0: Transformer "
+                                 "Engine's (left, right) keys beside the query; the %"
+                                 G_GUINT64_FORMAT "-token window includes the query.\n",
+                            e->model->window - 1, e->model->window);
+  if (e->c->fp8)
+    g_string_append_printf (cmd, "# fp8: mpplan costs the blocks' GEMMs at the FP8 rate; "
+                                 "the scaling recipe (--fp8-recipe %s) is not costed.\n",
+                            megatron_fp8_recipe (e->c));
+  g_string_append (cmd, "here=\"$(dirname \"$0\")\"\n");
   append_torchrun (cmd, e, "\"${MEGATRON_LM_DIR:?set MEGATRON_LM_DIR to a Megatron-LM "
                            "checkout}/pretrain_gpt.py\" $(cat \"$here/megatron_args.txt\") "
                            "\"$@\"\n");
@@ -309,6 +471,36 @@ deepspeed_config (const Export *e)
   return json_builder_get_root (b);
 }
 
+/* DeepSpeed-MoE is model code (deepspeed/moe/layer.py MoE): ds_config.json has no expert
+ * key, so the plan's experts are said where the model must build them. */
+static void
+deepspeed_moe_note (GString *s, const Export *e)
+{
+  const MpModel *m = e->model;
+  if (m->experts == 0)
+    return;
+  g_string_append_printf (s, "# MoE: each MoE block's MLP is deepspeed.moe.layer.MoE("
+                             "hidden_size=%" G_GUINT64_FORMAT ", expert=<an MLP of %"
+                             G_GUINT64_FORMAT ">, num_experts=%" G_GUINT64_FORMAT
+                             ", ep_size=%u, k=%" G_GUINT64_FORMAT ", %s),\n# its expert "
+                             "parameters grouped by deepspeed.moe.utils."
+                             "split_params_into_different_moe_groups_for_optimizer.\n",
+                          m->hidden, m->moe_ffn_hidden, m->experts, e->c->ep,
+                          m->experts_per_token, m->capacity_factor > 0
+                                                  ? "drop_tokens=True" : "drop_tokens=False");
+  if (m->capacity_factor > 0)
+    g_string_append_printf (s, "# MoE: capacity_factor=%g (the plan's)\n", m->capacity_factor);
+  if (m->shared_experts > 0)
+    g_string_append_printf (s, "# MoE: %" G_GUINT64_FORMAT " shared expert(s) of %"
+                               G_GUINT64_FORMAT " beside the routed ones: a dense MLP in the "
+                               "block (MoE's use_residual only takes one of the expert's "
+                               "size).\n", m->shared_experts, m->shared_expert_ffn);
+  if (m->first_k_dense > 0)
+    g_string_append_printf (s, "# MoE: the first %" G_GUINT64_FORMAT " blocks keep a dense "
+                               "MLP of %" G_GUINT64_FORMAT ".\n", m->first_k_dense,
+                            m->ffn_hidden);
+}
+
 static gboolean
 export_deepspeed (Export *e, GError **error)
 {
@@ -328,6 +520,8 @@ export_deepspeed (Export *e, GError **error)
     g_string_append (cmd, "# Selective recompute has no DeepSpeed key: train.py must "
                           "checkpoint the attention core (deepspeed.checkpointing."
                           "checkpoint).\n");
+  append_fp8_note (cmd, e, "#");
+  deepspeed_moe_note (cmd, e);
   g_string_append_printf (cmd, "# hostfile: one line per node, \"worker-N slots=%u\".\n"
                                "cd \"$(dirname \"$0\")\"\n"
                                "deepspeed --num_nodes %u --num_gpus %u --hostfile "
@@ -489,7 +683,9 @@ export_torchrun (Export *e, GError **error)
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
   g_string_append (cmd, "# train.py imports parallel.py and calls parallelize(model, "
-                        "blocks).\ncd \"$(dirname \"$0\")\"\n");
+                        "blocks).\n");
+  append_fp8_note (cmd, e, "#");
+  g_string_append (cmd, "cd \"$(dirname \"$0\")\"\n");
   append_torchrun (cmd, e, "train.py \"$@\"\n");
   return write_file (e, "parallel.py", py, error) && write_file (e, "cmd.sh", cmd->str, error);
 }
@@ -572,6 +768,26 @@ titan_parallelism (GString *s, const Export *e)
   titan_model_parts (s, e);
 }
 
+/* The plan's fp8 as torchtitan 0.3.0 trains it: torchao float8 linears
+ * (components/quantization/float8.py Float8LinearConverter; its rowwise scaling is not
+ * Transformer Engine's, the GEMMs run at the same FP8 rate) and, for an MoE, float8
+ * grouped expert GEMMs, applied to the model config as its model_registry applies
+ * converters. */
+static void
+titan_fp8 (GString *s, const Export *e)
+{
+  if (!e->c->fp8)
+    return;
+  g_string_append_printf (s, "    # fp8: torchao float8 training of the linears%s (needs "
+                             "torchao; SM89 or later)\n"
+                             "    for conv in (Float8LinearConverter.Config(),%s):\n"
+                             "        config.model_spec.model = conv.build().convert("
+                             "config.model_spec.model)\n",
+                          e->model->experts > 0 ? " and the experts' grouped GEMMs" : "",
+                          e->model->experts > 0 ? " Float8GroupedExpertsConverter.Config()"
+                                                : "");
+}
+
 static char *
 titan_config (const Export *e)
 {
@@ -584,7 +800,7 @@ titan_config (const Export *e)
       s, "# torchtitan 0.3.0 config: torchrun ... -m torchtitan.train --module mpplan_titan "
          "--config mpplan_plan (cmd.sh).\n"
          "import importlib\n\n"
-         "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n\n"
+         "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n%s\n"
          "# The config function of the model: %" G_GUINT64_FORMAT " layers, hidden %"
          G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT " heads (%" G_GUINT64_FORMAT " kv), ffn %"
          G_GUINT64_FORMAT ", vocab %" G_GUINT64_FORMAT ".\n"
@@ -592,6 +808,8 @@ titan_config (const Export *e)
          "BASE_CONFIG = \"%s\"%s\n\n\n"
          "def mpplan_plan():\n"
          "    config = getattr(importlib.import_module(BASE_MODULE), BASE_CONFIG)()\n",
+      c->fp8 ? "from torchtitan.components.quantization import Float8GroupedExpertsConverter, "
+               "Float8LinearConverter\n" : "",
       m->n_blocks, m->hidden, m->heads, m->kv_heads, m->ffn_hidden, m->vocab, base,
       *base ? "" : "  # fill in: torchtitan ships no config of this model");
   titan_parallelism (s, e);
@@ -606,10 +824,12 @@ titan_config (const Export *e)
                           local, e->plan->global_batch, local,
                           e->plan->global_batch / (local * c->dp), c->dp, m->seq_len);
   g_string_append_printf (s, "    config.activation_checkpoint = %s  # torchtitan's default is "
-                             "selective\n    return config\n",
+                             "selective\n",
                           c->recompute == MP_RECOMPUTE_FULL        ? "FullAC.Config()"
                           : c->recompute == MP_RECOMPUTE_SELECTIVE ? "SelectiveAC.Config()"
                                                                    : "None");
+  titan_fp8 (s, e);
+  g_string_append (s, "    return config\n");
   return g_string_free (s, FALSE);
 }
 
@@ -651,6 +871,7 @@ export_horovod (Export *e, GError **error)
                                  "torch.utils.checkpoint.checkpoint (PyTorch) or "
                                  "tf.recompute_grad (TensorFlow)\n",
                             mp_recompute_name (e->c->recompute));
+  append_fp8_note (cmd, e, "#");
   g_string_append_printf (cmd, "# train.py: hvd.init(); opt = hvd.DistributedOptimizer(opt, "
                                "backward_passes_per_step=%u); hvd.broadcast_parameters(...)\n"
                                "# per-GPU batch %u: micro-batch %u x %u passes\n"
@@ -733,6 +954,9 @@ export_tensorflow (Export *e, GError **error)
   if (c->recompute != MP_RECOMPUTE_NONE)
     g_string_append_printf (py, "# recompute (%s): wrap each block's call in "
                                 "tf.recompute_grad\n", mp_recompute_name (c->recompute));
+  if (c->fp8)
+    g_string_append (py, "# fp8: Keras 3 float8 training, model.quantize(\"float8\") before "
+                         "compile (its own delayed scaling)\n");
   g_autoptr(GString) cmd = g_string_new ("#!/bin/sh\n");
   append_header (cmd, e, "#");
   g_string_append (cmd, "cd \"$(dirname \"$0\")\"\n");

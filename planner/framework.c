@@ -75,6 +75,12 @@ rejects_megatron (const MpParallelConfig *c)
   /* megatron/core/pipeline_parallel/schedules.py: 1F1B, interleaved 1F1B; no GPipe. */
   if (c->pp > 1 && c->schedule == MP_SCHEDULE_GPIPE)
     return "Megatron-LM has no GPipe schedule (1F1B and interleaved 1F1B only)";
+  /* --recompute-modules takes Megatron's submodules (core_attn, moe_act, layernorm,
+   * mla_up_proj, mlp, moe, shared_experts), not torchtitan's per-op policy. */
+  if (c->recompute == MP_RECOMPUTE_SELECTIVE
+      && (mp_recompute_modules_of (c) & MP_RECOMPUTE_OP))
+    return "Megatron-LM's --recompute-modules has no op-level selective recompute "
+           "(torchtitan's)";
   return NULL;
 }
 
@@ -91,6 +97,9 @@ rejects_deepspeed (const MpParallelConfig *c)
   /* deepspeed/runtime/pipe/schedule.py TrainSchedule is 1F1B without interleaving. */
   if (c->pp > 1 && (c->schedule == MP_SCHEDULE_GPIPE || c->schedule == MP_SCHEDULE_INTERLEAVED))
     return "DeepSpeed pipelines run one 1F1B schedule (no GPipe, no interleaving)";
+  /* deepspeed/moe/sharded_moe.py MOELayer: experts reached by all-to-all (_AllToAll). */
+  if (c->ep > 1 && c->dispatcher != MP_DISPATCH_ALLTOALL)
+    return "DeepSpeed-MoE dispatches tokens to experts by all-to-all only";
   return NULL;
 }
 
@@ -112,6 +121,26 @@ rejects_torchtitan (const MpParallelConfig *c)
   /* Data parallelism is dp_replicate (DDP) x dp_shard (FSDP2): no ZeRO-1. */
   if (c->zero == 1)
     return "torchtitan shards with FSDP2 (ZeRO-2/3) or replicates; it has no ZeRO-1";
+  /* torchtitan/distributed/activation_checkpoint.py SelectiveAC is a per-op policy (the
+   * plan's recompute_modules=op); it names no submodule to recompute. */
+  if (c->recompute == MP_RECOMPUTE_SELECTIVE && mp_recompute_modules_of (c) != MP_RECOMPUTE_OP)
+    return "torchtitan's selective activation checkpointing is op-level (recompute_modules="
+           "op), not a list of submodules";
+  /* FullAC checkpoints every block on its own (recompute_num_layers 0, or uniform 1). */
+  if (c->recompute == MP_RECOMPUTE_FULL && c->recompute_num_layers > 0
+      && !(c->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM && c->recompute_num_layers == 1))
+    return "torchtitan's full activation checkpointing recomputes every block, one at a "
+           "time (no recompute_num_layers)";
+  /* config/configs.py expert_parallel_degree: the experts' region is efsdp x ep over the
+   * dense dp_shard x cp x tp ranks, so experts are not tensor-split, and EP borrows only
+   * from the sharded ranks (dp_replicate is outside it). */
+  if (c->ep > 1 && mp_parallel_config_etp (c) != 1)
+    return "torchtitan does not tensor-split experts (expert tensor parallelism 1 only)";
+  if (c->ep > 1 && ((c->zero >= 2 ? c->dp : 1) * c->cp * c->tp) % c->ep != 0)
+    return "torchtitan's expert parallelism borrows from dp_shard x cp x tp only, which ep "
+           "must divide";
+  if (c->ep > 1 && c->dispatcher != MP_DISPATCH_ALLTOALL)
+    return "torchtitan dispatches tokens to experts by all-to-all only";
   return NULL;
 }
 
@@ -123,6 +152,8 @@ rejects_mxnet (const MpParallelConfig *c)
   if (c->cp > 1 || c->ep > 1 || c->zero > 0)
     return "MXNet's kvstore replicates the model (no sharding, context or expert "
            "parallelism)";
+  if (c->fp8)
+    return "MXNet 1.9 has no FP8 training";
   /* group2ctxs places layers on devices; nothing pipelines micro-batches through them. */
   if (c->pp > 1 && c->num_micro_batches > 1)
     return "MXNet layer placement runs one batch at a time (no pipelined micro-batches)";
@@ -161,6 +192,32 @@ mp_framework_rejects (MpFramework fw, const MpParallelConfig *cfg)
   return "unknown framework";
 }
 
+/* What pretrain_gpt.py's GPTModel cannot be told by Megatron-LM core_v0.15.3's arguments
+ * (megatron/training/arguments.py): its gated activations are --swiglu (silu) and
+ * --quick-geglu (x sigmoid(1.702 x)), no GeGLU; no soft-capping, Gemma's post-norms or
+ * scaled embeddings; biases on every linear (add_bias_linear), none, or q/k/v only
+ * (--add-qkv-bias). */
+static const char *
+megatron_rejects_model (const MpModel *m)
+{
+  if (m->activation == MP_ACT_GEGLU)
+    return "Megatron-LM's arguments have no GeGLU activation (--swiglu and --quick-geglu "
+           "only)";
+  if (m->attn_softcap > 0 || m->logit_softcap > 0)
+    return "Megatron-LM's arguments have no attention or logit soft-capping";
+  if (m->post_norms)
+    return "Megatron-LM's arguments have no norms after attention and the MLP (Gemma's "
+           "post-norms)";
+  if (m->embed_scale)
+    return "Megatron-LM's arguments have no scaled embeddings (Gemma's sqrt(hidden))";
+  MpAttnBias b = m->attn_bias == MP_ATTN_BIAS_AS_MODEL
+                   ? (m->bias ? MP_ATTN_BIAS_ALL : MP_ATTN_BIAS_NONE) : m->attn_bias;
+  if (m->bias ? b != MP_ATTN_BIAS_ALL : b == MP_ATTN_BIAS_ALL)
+    return "Megatron-LM biases every linear layer, none, or q/k/v only (--add-qkv-bias), "
+           "not the attention and the MLP apart";
+  return NULL;
+}
+
 const char *
 mp_framework_rejects_model (MpFramework fw, const MpModel *model)
 {
@@ -168,7 +225,7 @@ mp_framework_rejects_model (MpFramework fw, const MpModel *model)
    * torchtitan trains the decoder models of its registry (--module/--config): neither
    * runs a user's network, so an mlp is no model either can train. */
   if (model->arch == MP_ARCH_TRANSFORMER)
-    return NULL;
+    return fw == MP_FRAMEWORK_MEGATRON ? megatron_rejects_model (model) : NULL;
   if (fw == MP_FRAMEWORK_MEGATRON)
     return "Megatron-LM trains its own transformer models (pretrain_gpt.py), not an mlp";
   if (fw == MP_FRAMEWORK_TORCHTITAN)
@@ -352,8 +409,27 @@ accept_rules (const MpParallelConfig *cfg, gpointer data)
   return mp_framework_rejects ((MpFramework) (which - MP_STRATEGY_N), cfg) == NULL;
 }
 
+/* The training stack whose kernels FW's plans run (acc16): PyTorch's own for torchrun;
+ * the default (Megatron-Core + TE traits) for those with no known attention kernel. */
+static MpStack
+framework_stack (MpFramework fw)
+{
+  switch (fw)
+    {
+    case MP_FRAMEWORK_DEEPSPEED: return MP_STACK_DEEPSPEED;
+    case MP_FRAMEWORK_TORCHRUN: return MP_STACK_PYTORCH;
+    case MP_FRAMEWORK_TORCHTITAN: return MP_STACK_TORCHTITAN;
+    case MP_FRAMEWORK_MEGATRON:
+    case MP_FRAMEWORK_HOROVOD:
+    case MP_FRAMEWORK_TENSORFLOW:
+    case MP_FRAMEWORK_MXNET:
+    case MP_FRAMEWORK_N:
+    default: return MP_STACK_MEGATRON;
+    }
+}
+
 /* The search under rule set WHICH, with strategy ST's bucket and adjustment (ST may be
- * MP_STRATEGY_N: the cost model's defaults). */
+ * MP_STRATEGY_N: the cost model's defaults) and its framework's stack. */
 static MpSearchResult *
 search_rules (const MpCostContext *ctx, guint which, MpStrategy st,
               const MpSearchOptions *opts, GError **error)
@@ -362,6 +438,8 @@ search_rules (const MpCostContext *ctx, guint which, MpStrategy st,
   o.accept = accept_rules;
   o.accept_data = GUINT_TO_POINTER (which);
   o.bucket_bytes = mp_strategy_bucket_bytes (st, mp_cost_context_model (ctx));
+  o.stack = framework_stack (which < MP_STRATEGY_N ? mp_strategy_framework ((MpStrategy) which)
+                                                   : (MpFramework) (which - MP_STRATEGY_N));
   o.shard = o.n_shards = 0;
   MpSearchResult *res = mp_planner_search (ctx, &o, error);
   if (res == NULL)

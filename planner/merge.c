@@ -34,7 +34,7 @@ put_plan (GArray *a, guint slot, guint family, const MpPlan *p)
                              c->num_micro_batches, c->schedule, c->flash_attention,
                              c->fp32_grads, c->fp8, c->order[0], c->order[1], c->order[2],
                              c->order[3], c->recompute_method, c->recompute_num_layers,
-                             c->recompute_modules, c->etp, c->dispatcher, chunks };
+                             c->recompute_modules, c->etp, c->dispatcher, c->stack, chunks };
   g_array_append_vals (a, fields, G_N_ELEMENTS (fields));
   for (guint i = 0; i < chunks; i++)
     put (a, p->chunk_layers[i]);
@@ -101,11 +101,11 @@ merge_part (const MpCostContext *ctx, guint global_batch, guint top_k, GBytes *p
     return FALSE;
   res->stats.evaluated += ((guint64) w[1] << 32) | w[2];
   res->stats.feasible += ((guint64) w[3] << 32) | w[4];
-  const gsize fixed = 27;
+  const gsize fixed = 28;
   while (at + fixed <= n)
     {
       const guint32 *f = w + at;
-      guint chunks = f[26];
+      guint chunks = f[27];
       if (chunks == 0 || f[1] >= MP_FAMILY_N || at + fixed + chunks > n)
         return FALSE;
       MpParallelConfig cfg;
@@ -120,6 +120,7 @@ merge_part (const MpCostContext *ctx, guint global_batch, guint top_k, GBytes *p
       cfg.recompute_method = (MpRecomputeMethod) f[21], cfg.recompute_num_layers = f[22];
       cfg.recompute_modules = f[23];
       cfg.etp = f[24], cfg.dispatcher = (MpDispatcher) f[25];     /* MoE (moe14) */
+      cfg.stack = (MpStack) f[26];          /* checked by mp_parallel_config_check */
       cfg.chunk_layers = w + at + fixed;
       if (cfg.pp * MAX (cfg.vpp, 1u) != chunks
           || !mp_parallel_config_check (&cfg, mp_cost_context_model (ctx),

@@ -101,6 +101,8 @@ json_config (JsonBuilder *b, const MpPlan *plan)
   mp_json_add_string (b, "schedule", mp_plan_schedule_name (c->schedule));
   if (c->fp8)       /* only when on: plans without it read as before */
     mp_json_add_bool (b, "fp8", TRUE);
+  if (c->stack != MP_STACK_MEGATRON)   /* likewise only when not the default */
+    mp_json_add_string (b, "stack", mp_stack_name (c->stack));
   if (pl_config_has_experts (c))
     {
       mp_json_add_int (b, "etp", mp_parallel_config_etp (c));
@@ -390,6 +392,8 @@ write_parallel (GString *out, const MpParallelConfig *c)
                           c->fp32_grads ? "true" : "false");
   if (c->fp8)
     g_string_append (out, "  fp8: true\n");
+  if (c->stack != MP_STACK_MEGATRON)
+    g_string_append_printf (out, "  stack: %s\n", mp_stack_name (c->stack));
   if (pl_config_has_experts (c))
     g_string_append_printf (out, "  etp: %u\n  dispatcher: %s\n", mp_parallel_config_etp (c),
                             mp_dispatcher_name (c->dispatcher));

@@ -19,7 +19,7 @@ static const char *const parallel_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
   "micro_batch_size", "num_micro_batches", "schedule", "flash_attention", "fp32_grads",
   "fp8", "bucket_bytes", "order", "etp", "dispatcher", "recompute_method",
-  "recompute_num_layers", "recompute_modules", NULL
+  "recompute_num_layers", "recompute_modules", "stack", NULL
 };
 static const char *const predicted_keys[] = { "step_s", "tokens_per_s", "tflops_per_gpu",
                                               "mfu", "memory_bytes", "time_s", NULL };
@@ -216,6 +216,10 @@ read_parallel (Loader *l, const MpYamlNode *map)
   mp_yaml_get_bool (r, map, "flash_attention", FALSE, &c->flash_attention);
   mp_yaml_get_bool (r, map, "fp32_grads", FALSE, &c->fp32_grads);
   mp_yaml_get_bool (r, map, "fp8", FALSE, &c->fp8);
+  const char *stack = NULL;
+  if (mp_yaml_get_string (r, map, "stack", FALSE, &stack) && !mp_stack_from_name (stack, &c->stack))
+    mp_yaml_problem (r, mp_yaml_lookup (map, "stack"), "unknown stack '%s' (megatron, "
+                     "nemo-automodel, torchtitan, llm-foundry, deepspeed, pytorch)", stack);
   mp_yaml_get_quantity (r, map, "bucket_bytes", MP_UNIT_BYTES, FALSE, TRUE, &c->bucket_bytes);
   const MpYamlNode *order = mp_yaml_lookup (map, "order");
   if (order)

@@ -82,7 +82,7 @@ gboolean mp_plan_evaluate (const MpCostContext *ctx, const MpParallelConfig *cfg
 
 /* Pins: "key=value" per JSON plan key (dp, tp, pp, vpp, cp, ep, sequence_parallel, zero,
  * recompute, recompute_method, recompute_num_layers, recompute_modules, micro_batch_size,
- * num_micro_batches, schedule, fp8, etp, dispatcher) and the layer split's
+ * num_micro_batches, schedule, fp8, etp, dispatcher, stack) and the layer split's
  * (first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss,
  * layers_per_chunk). */
 typedef struct _MpPlanPins MpPlanPins;
@@ -119,6 +119,8 @@ typedef struct {
   gpointer accept_data;
   double bucket_bytes;         /* every config's gradient bucket (0: the cost model's
                                 * default, PyTorch DDP's 25 MiB) */
+  MpStack stack;               /* every config's training stack unless a pin sets it
+                                * (zeroed: megatron); the search never varies it */
   /* Called now and then with the configs enumerated so far and the total; may be NULL. */
   void (*progress) (guint64 done, guint64 total, gpointer data);
   gpointer progress_data;

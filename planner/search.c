@@ -417,6 +417,11 @@ run (Search *s)
   MpParallelConfig cfg;
   mp_parallel_config_init (&cfg);
   cfg.bucket_bytes = s->opts->bucket_bytes;
+  /* The stack is the user's, not a choice of the search: every config (the best one
+   * without the pins too) runs under the pinned one, else the options'. */
+  guint stack = s->opts->stack;
+  mp_plan_pins_get (s->opts->pins, "stack", &stack);
+  cfg.stack = (MpStack) stack;
   s->index = 0;
   /* FP8 changes the numerics, so the search tries it only when the user pins it
    * (--fix fp8=true), and then bf16 too for the best plan without the pins. */

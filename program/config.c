@@ -47,6 +47,39 @@ mp_recompute_from_name (const char *name, MpRecompute *out)
   return TRUE;
 }
 
+static const char *const stack_names[] = { "megatron", "nemo-automodel", "torchtitan",
+                                           "llm-foundry", "deepspeed", "pytorch", NULL };
+G_STATIC_ASSERT (G_N_ELEMENTS (stack_names) == MP_STACK_N + 1);
+
+const char *
+mp_stack_name (MpStack stack)
+{
+  return (guint) stack < MP_STACK_N ? stack_names[stack] : "?";
+}
+
+gboolean
+mp_stack_from_name (const char *name, MpStack *out)
+{
+  int i;
+  if (!index_of (stack_names, name, &i))
+    return FALSE;
+  *out = (MpStack) i;
+  return TRUE;
+}
+
+gboolean
+mp_stack_fa2_attention (MpStack stack)
+{
+  return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_LLM_FOUNDRY
+         || stack == MP_STACK_DEEPSPEED || stack == MP_STACK_PYTORCH;
+}
+
+gboolean
+mp_stack_overlaps_tp_backward (MpStack stack)
+{
+  return stack == MP_STACK_MEGATRON || stack == MP_STACK_NEMO_AUTOMODEL;
+}
+
 static const char *const method_names[] = { "block", "uniform", NULL };
 /* Megatron's --recompute-modules names in its order (MpRecomputeModule bits), then
  * torchtitan's op-level policy. */
@@ -311,6 +344,7 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
         CHECK (model->mlp_layers[i].out % cfg->tp == 0, "tp = %u does not divide the %"
                G_GUINT64_FORMAT " outputs of layer %u", cfg->tp, model->mlp_layers[i].out, i);
     }
+  CHECK ((guint) cfg->stack < MP_STACK_N, "unknown stack %u", (guint) cfg->stack);
   for (guint g = 0; cfg->fp8 && g < cluster->n_groups; g++)
     CHECK (cluster->groups[g].device.peak_flops[MP_DTYPE_FP8] > 0, "fp8 needs an FP8 rate "
            "on every device, and '%s' lists none in its peak", cluster->groups[g].device.name);
@@ -367,13 +401,15 @@ mp_parallel_config_compare (const MpParallelConfig *x, const MpParallelConfig *y
                        x->order[0], x->order[1], x->order[2], x->order[3],
                        mp_parallel_config_etp (x), x->dispatcher,
                        x->num_micro_batches, x->flash_attention, x->fp32_grads, x->fp8,
-                       x->recompute_num_layers, x->recompute_method, x->recompute_modules };
+                       x->recompute_num_layers, x->recompute_method, x->recompute_modules,
+                       x->stack };
   const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
                        y->zero, y->recompute, y->micro_batch_size, y->schedule,
                        y->order[0], y->order[1], y->order[2], y->order[3],
                        mp_parallel_config_etp (y), y->dispatcher,
                        y->num_micro_batches, y->flash_attention, y->fp32_grads, y->fp8,
-                       y->recompute_num_layers, y->recompute_method, y->recompute_modules };
+                       y->recompute_num_layers, y->recompute_method, y->recompute_modules,
+                       y->stack };
   G_STATIC_ASSERT (MP_DIM_N == 4);
   for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)
     if (kx[i] != ky[i])

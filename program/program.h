@@ -78,6 +78,34 @@ typedef enum {
   MP_DISPATCH_ALLGATHER,   /* all-gather every token over etp x ep, reduce-scatter back */
 } MpDispatcher;
 
+/* The training stack a plan runs under (acc16): the same plan runs at different speed
+ * under each, by the kernels it calls. Traits (docs/plan-file.md, "stack"), of which the
+ * cost model uses the attention kernel:
+ *  - megatron: Megatron-Core + Transformer Engine (the default): cuDNN fused attention
+ *    (FlashAttention-3 class on Hopper and later), fused norms, bias-GeLU/SwiGLU and
+ *    rotary, backward TP collectives under the gradient GEMMs.
+ *  - nemo-automodel: PyTorch FSDP2 with Transformer Engine's kernels: attention as
+ *    megatron's.
+ *  - torchtitan: PyTorch FSDP2; attention through scaled_dot_product_attention, whose
+ *    flash backend is FlashAttention-2; norms and activations eager or torch.compile'd.
+ *  - llm-foundry: Composer + PyTorch FSDP1; MPT attention through the flash-attn 2
+ *    package.
+ *  - deepspeed: DeepSpeed ZeRO with Hugging Face models and flash-attn 2.
+ *  - pytorch: plain PyTorch (torchrun: DDP / FSDP2, DeviceMesh TP) with
+ *    scaled_dot_product_attention: attention as torchtitan's.
+ * The cost model uses the attention kernel (mp_stack_fa2_attention) and the backward TP
+ * overlap (mp_stack_overlaps_tp_backward). On A100 FlashAttention-2 is the native kernel
+ * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
+typedef enum {
+  MP_STACK_MEGATRON,
+  MP_STACK_NEMO_AUTOMODEL,
+  MP_STACK_TORCHTITAN,
+  MP_STACK_LLM_FOUNDRY,
+  MP_STACK_DEEPSPEED,
+  MP_STACK_PYTORCH,
+  MP_STACK_N
+} MpStack;
+
 /* How a step is split over ranks; plain data (the planner builds one per plan). The
  * ranks used are dp * tp * pp * cp. Experts use Megatron-Core's second grid over the
  * same tp * cp * dp ranks of a pipeline stage (parallel_state.py, its expert rank
@@ -108,6 +136,7 @@ typedef struct {
   gboolean fp8;                /* Transformer Engine FP8 (hybrid: E4M3 forward, E5M2
                                 * gradients) for the blocks' GEMMs; bf16 elsewhere */
   double bucket_bytes;         /* data-parallel gradient bucket; 0: 25 MiB (PyTorch DDP) */
+  MpStack stack;               /* the training stack (acc16); zeroed: megatron */
   /* Model layers (model->layers, embedding and head included) per model chunk, pp * vpp
    * entries in chunk order; chunk c runs on pipeline rank c % pp. NULL: blocks spread
    * evenly, the embedding on the first chunk and the head on the last. Borrowed. */
@@ -158,6 +187,22 @@ gboolean mp_parallel_config_equal (const MpParallelConfig *a, const MpParallelCo
 const char *mp_recompute_name (MpRecompute r);
 const char *mp_schedule_name (MpSchedule s);
 gboolean mp_recompute_from_name (const char *name, MpRecompute *out);
+/* "megatron", "nemo-automodel", "torchtitan", "llm-foundry", "deepspeed", "pytorch" and
+ * back. */
+const char *mp_stack_name (MpStack stack);
+gboolean mp_stack_from_name (const char *name, MpStack *out);
+/* Does STACK call FlashAttention-2-class attention kernels (no Hopper wgmma/TMA), rather
+ * than cuDNN's / FlashAttention-3's? */
+gboolean mp_stack_fa2_attention (MpStack stack);
+/* Does STACK overlap the backward tensor-parallel collectives with the gradient GEMMs?
+ * Megatron's linear layers launch the input-gradient all-reduce (with SP: the input
+ * all-gather and the gradient reduce-scatter) asynchronously under the weight-gradient
+ * GEMM (megatron/core/tensor_parallel/layers.py,
+ * LinearWithGradAccumulationAndAsyncCommunication); PyTorch's DTensor tensor
+ * parallelism (torchtitan without its opt-in AsyncTP, torchrun) and DeepSpeed's issue
+ * them in line, so each is exposed ("Introducing Async Tensor Parallelism in PyTorch",
+ * PyTorch forums, 2024: vanilla TP's collectives are serialized with the matmuls). */
+gboolean mp_stack_overlaps_tp_backward (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

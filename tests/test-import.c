@@ -107,6 +107,40 @@ test_import_moe_published_sizes (void **state)
   mp_assert_close (q->params_active, 3.3e9, 0.02);
 }
 
+/* The two shared-expert families from their whole published config.json files.
+ * Qwen1.5-MoE-A2.7B (model card: 14.3B in total, 2.7B activated): by its config's
+ * arithmetic 14,315,784,192, of which mpplan counts all but the shared expert's scalar
+ * gate (Linear(2048, 1) per block, 49,152 in all); activated, the embedding and the head
+ * included, 2,689,124,352. DeepSeek-V3 (README_WEIGHTS.md of deepseek-ai/DeepSeek-V3:
+ * main model 671B, 36.6B activated of which 0.9B the output head, i.e. the embedding
+ * lookup not counted; the multi-token-prediction module's 11.5B more are not in the 671B
+ * and not in mpplan's count, which a note says). */
+static void
+test_import_shared_expert_models_published_sizes (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) q = import_ok ("qwen1.5-moe-a2.7b");
+  mp_assert_close (q->params_total, 14.3e9, 0.005);
+  mp_assert_close (q->params_active, 2.7e9, 0.005);
+  assert_int_equal ((gint64) q->params_total, 14315784192 - 24 * 2048);
+  assert_int_equal ((gint64) q->params_active, 2689124352);
+  assert_int_equal (q->attn_bias, MP_ATTN_BIAS_QKV);   /* Qwen2MoeAttention: q, k, v */
+  g_autoptr(GPtrArray) notes = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(MpModel) d = import_at ("deepseek-v3", 4096, notes);
+  mp_assert_close (d->params_total, 671e9, 0.005);
+  mp_assert_close (d->params_active - d->params_embedding, 36.6e9, 0.005);
+  assert_int_equal ((gint64) d->params_total, 671026404352);
+  assert_int_equal ((gint64) d->params_active, 37552282624);
+  assert_int_equal (d->first_k_dense, 3);
+  assert_int_equal (d->experts, 256);
+  assert_int_equal (d->shared_experts, 1);
+  assert_int_equal (d->q_lora_rank, 1536);
+  gboolean mtp = FALSE;
+  for (guint i = 0; i < notes->len; i++)
+    mtp = mtp || strstr (g_ptr_array_index (notes, i), "num_nextn_predict_layers 1") != NULL;
+  assert_true (mtp);
+}
+
 /* MoE (moe14): shared experts and dense first layers are read, not refused. */
 static void
 test_import_shared_experts_and_dense_first (void **state)
@@ -130,7 +164,7 @@ test_import_shared_experts_and_dense_first (void **state)
   assert_int_equal (q->shared_expert_ffn, 5632);
   assert_int_equal (q->moe_ffn_hidden, 1408);
   assert_int_equal (q->first_k_dense, 0);
-  /* 14.3B with q/k/v biases and the shared-expert gate left out (see model-hf.c). */
+  /* 14.3B (the shared expert's scalar gate left out). */
   mp_assert_close (q->params_total, 14.3e9, 0.005);
   /* DeepSeek-V3's MoE side (its MLA keys taken out; that attention is refused below):
    * 3 dense layers of 18432, then 256 experts of 2048 and one shared expert. */
@@ -599,6 +633,7 @@ main (void)
     cmocka_unit_test (test_import_dense_published_sizes),
     cmocka_unit_test (test_import_moe_published_sizes),
     cmocka_unit_test (test_import_shared_experts_and_dense_first),
+    cmocka_unit_test (test_import_shared_expert_models_published_sizes),
     cmocka_unit_test (test_import_aliases_and_kinds),
     cmocka_unit_test (test_import_head_dim_differs),
     cmocka_unit_test (test_import_gemma2),

@@ -667,6 +667,42 @@ test_planner_shards_merge_to_whole (void **state)
   assert_same_result (whole_moe, merged_moe);
 }
 
+/* The stack (acc16) is the user's: every plan of a search pinned to stack=torchtitan
+ * runs under it (the best plan ignoring the pins too), it survives the MPI merge's wire
+ * record, and the plan file states it and reads back to it; a plan under the default
+ * writes no `stack` line. On an H100 the FA2 stack is slower (its attention kernel). */
+static void
+test_planner_stack_pinned (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-1.3b", "dgx-h100:1");
+  g_autoptr(MpPlanPins) pins = pins_ok ("stack=torchtitan,pp=1");
+  g_autoptr(MpSearchResult) whole = search_ok (p, 0, 10, pins);
+  g_autoptr(MpSearchResult) merged = search_sharded (p, 0, 10, pins, 2);
+  assert_same_result (whole, merged);
+  assert_true (whole->plans->len > 0);
+  for (guint i = 0; i < merged->plans->len; i++)
+    assert_int_equal (((MpPlan *) g_ptr_array_index (merged->plans, i))->cfg.stack,
+                      MP_STACK_TORCHTITAN);
+  assert_int_equal (whole->stats.free_best->cfg.stack, MP_STACK_TORCHTITAN);
+
+  const MpPlan *best = g_ptr_array_index (whole->plans, 0);
+  g_autofree char *yaml = mp_plan_to_yaml (best, p->model, p->cluster, NULL);
+  assert_non_null (strstr (yaml, "  stack: torchtitan\n"));
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MpPlanFile) file = mp_plan_file_load_data ("p.yaml", yaml, strlen (yaml), &error);
+  if (file == NULL)
+    fail_msg ("%s", error->message);
+  assert_int_equal (file->cfg.stack, MP_STACK_TORCHTITAN);
+
+  g_autoptr(MpPlanPins) plain = pins_ok ("pp=1");
+  g_autoptr(MpSearchResult) megatron = search_ok (p, 0, 10, plain);
+  const MpPlan *mbest = g_ptr_array_index (megatron->plans, 0);
+  g_autofree char *myaml = mp_plan_to_yaml (mbest, p->model, p->cluster, NULL);
+  assert_null (strstr (myaml, "stack:"));
+  assert_true (best->step_s > mbest->step_s);
+}
+
 static void
 test_planner_merge_refuses_malformed (void **state)
 {
@@ -968,6 +1004,7 @@ main (void)
     cmocka_unit_test (test_planner_deterministic),
     cmocka_unit_test (test_planner_shards_merge_to_whole),
     cmocka_unit_test (test_planner_merge_refuses_malformed),
+    cmocka_unit_test (test_planner_stack_pinned),
     cmocka_unit_test (test_planner_pins_honoured),
     cmocka_unit_test (test_planner_bad_pins_refused),
     cmocka_unit_test (test_planner_megatron_split_pins),

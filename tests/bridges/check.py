@@ -9,6 +9,7 @@ Python files are parsed with ast, JSON with json, nothing of the framework is im
 Then consistency with the plan in the files' header: world size = tp x pp x cp x dp in
 the launch, global batch = micro-batch x accumulation x dp, and vpp, recompute, ZeRO and
 sequence parallelism carried over. Prints every problem; exit 1 when there is one."""
+import argparse
 import ast
 import json
 import os
@@ -60,6 +61,10 @@ def plan_of(text):
         if plan[x].isdigit():
             plan[x] = int(plan[x])
     plan["world"], plan["nodes"] = int(m.group(1)), int(m.group(2))
+    f = re.search(r"precision: (\w+), fp8=(yes|no)", text)
+    if not f:
+        sys.exit("check.py: no precision line in the header")
+    plan["precision"], plan["fp8"] = f.group(1), f.group(2) == "yes"
     plan["global"] = plan["mb"] * plan["n"] * plan["dp"]
     if plan["dp"] * plan["tp"] * plan["pp"] * plan["cp"] != plan["world"]:
         bad(f"header: dp x tp x pp x cp != {plan['world']} GPUs")
@@ -95,6 +100,90 @@ def check_torchrun_launch(words, plan):
         bad(f"torchrun: --nnodes x --nproc-per-node is not the plan's {plan['world']} GPUs")
 
 
+def megatron_pattern(x):
+    """Megatron's moe_freq_type (also --window-attn-skip-freq's): an int, or a Python list
+    expression of digits, commas, brackets, parentheses, + and * (arguments.py
+    _eval_pattern refuses anything else), evaluated to the per-layer list."""
+    if "[" not in x:
+        return int(x)
+    if re.search(r"[^,\d\[\]()+*]", x):
+        raise ValueError(f"invalid pattern {x}")
+    v = eval(x, {"__builtins__": {}})  # only digits and list operators, checked above
+    if not isinstance(v, list):
+        raise ValueError(f"pattern {x} is not a list")
+    return v
+
+
+def megatron_tuple(x):
+    """Megatron's tuple_type: '(a,b)' or 'a,b' of ints."""
+    return tuple(int(i) for i in x.strip("()").split(","))
+
+
+class ParseError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise ParseError(message)
+
+
+def megatron_parser(lists):
+    """Megatron-LM's argument parser rebuilt from the add_argument calls of its
+    arguments.py (the 'arg' lines of megatron.txt): the same actions, nargs, choices and
+    types, allow_abbrev=False as parse_args has it; converters other than these are
+    taken as strings."""
+    types = {"int": int, "float": float, "str": str, "tuple_type": megatron_tuple,
+             "moe_freq_type": megatron_pattern}
+    p = Parser(add_help=False, allow_abbrev=False)
+    with open(os.path.join(lists, "megatron.txt"), encoding="utf-8") as f:
+        for line in f:
+            w = line.split()
+            if not w or w[0] != "arg":
+                continue
+            spec = dict(x.split("=", 1) for x in w[2:])
+            kw = {"dest": w[1].lstrip("-").replace("-", "_") + "__" + str(len(p._actions))}
+            if "action" in spec:
+                kw["action"] = spec["action"]
+            if spec.get("action", "store") in ("store", "append"):
+                kw["type"] = types.get(spec.get("type"), str)
+                if "nargs" in spec:
+                    kw["nargs"] = spec["nargs"]
+                if spec.get("choices", "other") != "other":
+                    kw["choices"] = [kw["type"](c) for c in spec["choices"].split(",")]
+            try:
+                p.add_argument(w[1], **kw)
+            except (ValueError, TypeError, argparse.ArgumentError):
+                p.add_argument(w[1], nargs="*")  # an action this rebuild cannot copy
+    return p
+
+
+def megatron_semantics(a, values):
+    """What Megatron-Core checks after parsing (transformer_config.py __post_init__,
+    gpt_layer_specs.py): per-layer patterns as long as the model, the recompute modules
+    it knows and their preconditions."""
+    layers = int(a.get("--num-layers", 0))
+    for f in ("--moe-layer-freq", "--window-attn-skip-freq"):
+        v = values.get(f)
+        if isinstance(v, list) and len(v) != layers:
+            bad(f"megatron_args.txt: {f} lists {len(v)} layers, the model has {layers}")
+    w = values.get("--window-size")
+    if w is not None and (len(w) != 2 or w[0] < 0 or w[1] != 0):
+        bad(f"megatron_args.txt: --window-size {w} is not a causal (left, 0) window")
+    mods = values.get("--recompute-modules") or []
+    allowed = {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe",
+               "shared_experts"}
+    if set(mods) - allowed:
+        bad(f"megatron_args.txt: --recompute-modules {set(mods) - allowed} unknown")
+    if "moe_act" in mods and "--moe-grouped-gemm" not in a:
+        bad("megatron_args.txt: moe_act recompute needs --moe-grouped-gemm")
+    if "mla_up_proj" in mods and "--multi-latent-attention" not in a:
+        bad("megatron_args.txt: mla_up_proj recompute needs --multi-latent-attention")
+    if "--fp8-format" in a and a.get("--fp8-recipe", "delayed") == "delayed" \
+            and {"moe_act", "layernorm"} & set(mods):
+        bad("megatron_args.txt: delayed-scaling fp8 cannot recompute moe_act or layernorm")
+
+
 def megatron(d, lists):
     cmd, args = read(d, "cmd.sh"), read(d, "megatron_args.txt")
     plan = plan_of(cmd)
@@ -105,6 +194,20 @@ def megatron(d, lists):
         if w[0] not in known:
             bad(f"megatron_args.txt: {w[0]} is not a Megatron-LM argument")
         a[w[0]] = w[1] if len(w) > 1 else True
+    # The words pretrain_gpt.py gets ($(cat megatron_args.txt) splits on white space).
+    parser, values = megatron_parser(lists), {}
+    try:
+        ns = vars(parser.parse_args(args.split()))
+        for act in parser._actions:
+            if ns.get(act.dest) is not None:
+                values[act.option_strings[0]] = ns[act.dest]
+    except (ParseError, ValueError) as e:
+        bad(f"megatron_args.txt: Megatron-LM's parser: {e}")
+    megatron_semantics(a, values)
+    if plan["fp8"] != (values.get("--fp8-format") == "hybrid"):
+        bad("megatron_args.txt: --fp8-format hybrid does not match the plan's fp8")
+    if plan["ep"] > 1 and int(a.get("--expert-model-parallel-size", 1)) != plan["ep"]:
+        bad("megatron_args.txt: --expert-model-parallel-size is not the plan's ep")
     want = {"--tensor-model-parallel-size": plan["tp"], "--pipeline-model-parallel-size":
             plan["pp"], "--micro-batch-size": plan["mb"], "--global-batch-size": plan["global"]}
     for f, v in want.items():
@@ -119,13 +222,24 @@ def megatron(d, lists):
     gran = a.get("--recompute-granularity", "none")
     if gran != plan["recompute"]:
         bad(f"megatron_args.txt: recompute {gran}, the plan's is {plan['recompute']}")
+    layers = (int(a.get("--num-layers", 0)) + ("--account-for-embedding-in-pipeline-split"
+              in a) + ("--account-for-loss-in-pipeline-split" in a))
     if plan["vpp"] > 1:
         layout = a.get("--pipeline-model-parallel-layout")
         per = a.get("--num-layers-per-virtual-pipeline-stage")
+        # The --account-for-* flags count the embedding and the loss as a layer each.
         chunks = layout.count("|") + 1 if layout else (
-            int(a.get("--num-layers", 0)) // int(per) if per else 1)
+            layers // int(per) if per and layers % int(per) == 0 else 1)
         if chunks != plan["pp"] * plan["vpp"]:
             bad(f"megatron_args.txt: {chunks} chunks, not pp x vpp")
+    if plan["pp"] > 1 and "--pipeline-model-parallel-layout" not in a:
+        # arguments.py validate_args / transformer_block.py: what is left splits evenly.
+        rest, stages = layers, plan["pp"] * (plan["vpp"] if plan["vpp"] > 1 else 1)
+        for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"):
+            if f in a:
+                rest, stages = rest - int(a[f]) * plan["vpp"], stages - plan["vpp"]
+        if stages > 0 and rest % stages != 0:
+            bad(f"megatron_args.txt: {rest} layers do not split over {stages} chunks")
     if a.get("--position-embedding-type") == "rope" and "--rotary-base" not in a:
         bad("megatron_args.txt: rope without --rotary-base")
     for f in ("--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length"):
@@ -159,6 +273,9 @@ def deepspeed(d, lists):
     if plan["pp"] > 1 and cfg.get("pipeline", {}).get("stages") != plan["pp"]:
         bad("ds_config.json: pipeline.stages is not the plan's pp")
     recompute_said(plan, cmd + json.dumps(cfg), "checkpoint", "ds_config.json/cmd.sh")
+    fp8_said(plan, cmd, "te.fp8_autocast", "cmd.sh")
+    if plan["ep"] > 1 and f"ep_size={plan['ep']}" not in cmd:
+        bad("cmd.sh: the plan's experts (ep) are not said: deepspeed.moe.layer.MoE(ep_size=...)")
     if plan["recompute"] == "full" and plan["pp"] == 1 and "deepspeed.checkpointing" not in cmd:
         bad("cmd.sh: full recompute at pp = 1 without saying the model must call "
             "deepspeed.checkpointing")
@@ -213,6 +330,7 @@ def torchrun(d, lists):
         if plan["cp"] > 1 and ("cp" not in dims or "_flatten" not in py):
             bad("parallel.py: cp > 1 but gradients are not reduced over dp x cp")
     recompute_said(plan, py, "torch.utils.checkpoint", "parallel.py")
+    fp8_said(plan, cmd, "te.fp8_autocast", "cmd.sh")
     if plan["cp"] > 1 and "buffer_seq_dims" not in py:
         bad("parallel.py: context_parallel without buffer_seq_dims")
     if re.search(r'mesh=mesh\["dp"\]|device_mesh=mesh\["dp"\]', py) and plan["cp"] > 1:
@@ -279,6 +397,16 @@ def torchtitan(d, lists):
         bad(f"mpplan_titan.py: activation_checkpoint {ac_name}, the plan's is {want}")
     if ac_name not in names(lists, "torchtitan", "ac") | {"none"}:
         bad(f"mpplan_titan.py: {ac_name} is not a torchtitan policy")
+    quant = names(lists, "torchtitan", "quantization")
+    used = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+            and n.module == "torchtitan.components.quantization" for a in n.names}
+    for u in used - quant:
+        bad(f"mpplan_titan.py: {u} is not a torchtitan converter")
+    called = {n.func.value.id for n in ast.walk(fn) if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Attribute) and n.func.attr == "Config"
+              and isinstance(n.func.value, ast.Name)}
+    if plan["fp8"] != ("Float8LinearConverter" in called):
+        bad("mpplan_titan.py: Float8LinearConverter does not match the plan's fp8")
     words = command(cmd, "torchrun")
     check_torchrun_launch(words, plan)
     tail = words[words.index("torchtitan.train") + 1:] if "torchtitan.train" in words else []
@@ -287,6 +415,11 @@ def torchtitan(d, lists):
             bad(f"cmd.sh: torchtitan 0.3.0 needs {f}")
     if any(w.startswith("--job.") for w in tail):
         bad("cmd.sh: --job.* is gone in torchtitan 0.3.0")
+
+
+def fp8_said(plan, text, how, what):
+    if plan["fp8"] and how not in text:
+        bad(f"{what}: the plan runs fp8 GEMMs but nothing says {how}")
 
 
 def recompute_said(plan, text, how, what):
@@ -298,6 +431,7 @@ def horovod(d, lists):
     cmd = read(d, "cmd.sh")
     plan = plan_of(cmd)
     recompute_said(plan, cmd, "torch.utils.checkpoint", "cmd.sh")
+    fp8_said(plan, cmd, "te.fp8_autocast", "cmd.sh")
     words = command(cmd, "horovodrun")
     i, j = words.index("horovodrun"), words.index("python")
     flags_of(words[i + 1:j], names(lists, "horovod", "flag"), "horovodrun")
@@ -314,6 +448,7 @@ def tensorflow(d, lists):
     plan = plan_of(cmd)
     c = constants(python_of(d, "strategy.py"))
     recompute_said(plan, read(d, "strategy.py"), "tf.recompute_grad", "strategy.py")
+    fp8_said(plan, read(d, "strategy.py"), 'quantize("float8")', "strategy.py")
     if c.get("GLOBAL_BATCH") != plan["global"]:
         bad("strategy.py: GLOBAL_BATCH is not micro-batch x accumulation x dp")
     steps = c.get("GRADIENT_ACCUMULATION_STEPS")
@@ -337,6 +472,8 @@ def mxnet(d, lists):
     plan = plan_of(cmd)
     c = constants(python_of(d, "mxnet_setup.py"))
     recompute_said(plan, cmd, "MXNET_BACKWARD_DO_MIRROR", "cmd.sh")
+    if plan["fp8"]:
+        bad("cmd.sh: MXNet 1.9 has no FP8 training, yet the plan is fp8")
     if (c.get("BATCH_PER_REPLICA"), c.get("ACCUMULATE")) != (plan["mb"], plan["n"]):
         bad("mxnet_setup.py: BATCH_PER_REPLICA x ACCUMULATE is not the plan's batch")
     if plan["n"] > 1 and 'grad_req="add"' not in read(d, "mxnet_setup.py"):

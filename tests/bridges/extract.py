@@ -72,9 +72,38 @@ def call_kwargs(tree, cls, method):
     raise SystemExit(f"extract.py: no {cls}.{method}")
 
 
+def argparse_specs(tree):
+    """'--flag key=value ...' for every add_argument call: its action, nargs, literal
+    choices and type (a builtin's or a converter's name; 'other' for a lambda), what
+    check.py needs to rebuild the parser and parse an export with argparse itself."""
+    out = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            continue
+        flags = [a.value for a in node.args if isinstance(a, ast.Constant)
+                 and isinstance(a.value, str) and a.value.startswith("-")]
+        spec = []
+        for k in node.keywords:
+            if k.arg in ("action", "nargs") and isinstance(k.value, ast.Constant):
+                spec.append(f"{k.arg}={k.value.value}")
+            elif k.arg == "type":
+                spec.append("type=" + (k.value.id if isinstance(k.value, ast.Name)
+                                       else "other"))
+            elif k.arg == "choices":
+                try:
+                    spec.append("choices=" + ",".join(str(c) for c in
+                                                      ast.literal_eval(k.value)))
+                except ValueError:
+                    spec.append("choices=other")
+        out |= {" ".join([f] + spec) for f in flags}
+    return out
+
+
 def megatron(root):
     f = "megatron/training/arguments.py"
-    return [f], {"flag": argparse_flags(parse(root, f))}
+    t = parse(root, f)
+    return [f], {"flag": argparse_flags(t), "arg": argparse_specs(t)}
 
 
 def get_keys(tree):
@@ -106,8 +135,10 @@ def deepspeed(root):
 
 def torchtitan(root):
     files = ["torchtitan/config/configs.py", "torchtitan/distributed/activation_checkpoint.py",
-             "torchtitan/config/manager.py"]
+             "torchtitan/config/manager.py", "torchtitan/components/quantization/__init__.py"]
     t = {f: parse(root, f) for f in files}
+    exported = {a.asname or a.name for n in ast.walk(t[files[3]])
+                if isinstance(n, ast.ImportFrom) for a in n.names}
     ac = {n.name for n in ast.walk(t[files[1]]) if isinstance(n, ast.ClassDef)}
     flags = argparse_flags(t[files[2]]) | {
         c.value for c in ast.walk(t[files[2]])
@@ -115,6 +146,7 @@ def torchtitan(root):
     return files, {"parallelism": class_fields(t[files[0]], "ParallelismConfig"),
                    "training": class_fields(t[files[0]], "TrainingConfig"),
                    "ac": ac & {"FullAC", "SelectiveAC", "MemoryBudgetAC"},
+                   "quantization": {x for x in exported if x.endswith("Converter")},
                    "flag": flags}
 
 
@@ -142,7 +174,7 @@ def main():
     print(f"# {version}: names read from {', '.join(files)} by tests/bridges/extract.py")
     for sec in sorted(sections):
         for name in sorted(sections[sec]):
-            if re.fullmatch(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*", name):
+            if re.fullmatch(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]*", name.split(" ")[0]):
                 print(sec, name)
 
 

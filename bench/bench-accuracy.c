@@ -1,0 +1,180 @@
+/* bench-accuracy.c - how close mpplan's predictions come to published measured training
+ * runs (issue 16): each run of bench/data/published-runs.yaml planned with its published
+ * plan pinned (accuracy.h), its predicted and measured figure and the error; the runs that
+ * do not plan and why; per family, per stack, per cluster (the device: hold-out checks
+ * compare A100 against H100 and Blackwell rows) and overall the count, the MAPE and the mean
+ * signed error of the step time (negative: predicted too fast, positive: too slow). Build
+ * and run:
+ *   make bench/bench-accuracy && bench/bench-accuracy [--json] [RUNS.yaml]
+ * A benchmark, not a test: public figures are noisy; the unit tests pin the mechanisms. */
+#include "config.h"
+#include "bench/accuracy.h"
+#include "common/output.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+  guint n;
+  double abs_sum, signed_sum, worst;
+} Tally;
+
+static void
+tally_add (GHashTable *groups, const char *key, double error)
+{
+  Tally *t = g_hash_table_lookup (groups, key);
+  if (t == NULL)
+    {
+      t = g_new0 (Tally, 1);
+      g_hash_table_insert (groups, g_strdup (key), t);
+    }
+  t->n++;
+  t->abs_sum += fabs (error);
+  t->signed_sum += error;
+  t->worst = fabs (error) > fabs (t->worst) ? error : t->worst;
+}
+
+static void
+print_groups (const char *title, GHashTable *groups)
+{
+  printf ("\n%-16s %4s %8s %8s %8s\n", title, "n", "MAPE", "signed", "worst");
+  g_autoptr(GList) keys = g_list_sort (g_hash_table_get_keys (groups), (GCompareFunc) strcmp);
+  for (GList *k = keys; k; k = k->next)
+    {
+      const Tally *t = g_hash_table_lookup (groups, k->data);
+      printf ("%-16s %4u %7.1f%% %+7.1f%% %+7.1f%%\n", (const char *) k->data, t->n,
+              100 * t->abs_sum / t->n, 100 * t->signed_sum / t->n, 100 * t->worst);
+    }
+}
+
+static void
+json_groups (JsonBuilder *b, const char *name, GHashTable *groups)
+{
+  json_builder_set_member_name (b, name);
+  json_builder_begin_object (b);
+  g_autoptr(GList) keys = g_list_sort (g_hash_table_get_keys (groups), (GCompareFunc) strcmp);
+  for (GList *k = keys; k; k = k->next)
+    {
+      const Tally *t = g_hash_table_lookup (groups, k->data);
+      json_builder_set_member_name (b, k->data);
+      json_builder_begin_object (b);
+      mp_json_add_int (b, "n", t->n);
+      mp_json_add_double (b, "mape", t->abs_sum / t->n);
+      mp_json_add_double (b, "mean_signed", t->signed_sum / t->n);
+      mp_json_add_double (b, "worst", t->worst);
+      json_builder_end_object (b);
+    }
+  json_builder_end_object (b);
+}
+
+static void
+json_row (JsonBuilder *b, const AccRun *run, const AccResult *res)
+{
+  json_builder_begin_object (b);
+  mp_json_add_string (b, "id", run->id);
+  mp_json_add_string (b, "family", run->family);
+  mp_json_add_string (b, "stack", run->stack);
+  mp_json_add_bool (b, "planned", res->planned);
+  if (!res->planned)
+    mp_json_add_string (b, "reason", res->reason);
+  else
+    {
+      mp_json_add_string (b, "metric", acc_metric_name (res->metric));
+      mp_json_add_double (b, "measured", res->measured);
+      mp_json_add_double (b, "predicted", res->predicted);
+      mp_json_add_double (b, "error", res->error);
+      mp_json_add_double (b, "predicted_tokens_per_s_per_gpu", res->pred_tokens_per_gpu);
+      mp_json_add_double (b, "predicted_mfu", res->pred_mfu);
+      mp_json_add_double (b, "predicted_step_s", res->pred_step_s);
+      mp_json_add_string (b, "plan", res->plan);
+    }
+  json_builder_end_object (b);
+}
+
+int
+main (int argc, char **argv)
+{
+  gboolean json = FALSE;
+  const char *path = MPPLAN_SRCDIR "/bench/data/published-runs.yaml";
+  for (int i = 1; i < argc; i++)
+    if (strcmp (argv[i], "--json") == 0)
+      json = TRUE;
+    else if (argv[i][0] == '-')
+      {
+        fprintf (stderr, "usage: bench-accuracy [--json] [RUNS.yaml]\n");
+        return 2;
+      }
+    else
+      path = argv[i];
+
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AccRuns) runs = acc_runs_load (path, &error);
+  if (runs == NULL)
+    {
+      fprintf (stderr, "bench-accuracy: %s\n", error->message);
+      return 2;
+    }
+  g_autoptr(GHashTable) families = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                          g_free);
+  g_autoptr(GHashTable) stacks = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                        g_free);
+  g_autoptr(GHashTable) clusters = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                          g_free);
+  g_autoptr(GHashTable) overall = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                                         g_free);
+  g_autoptr(GString) skipped = g_string_new (NULL);
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "runs");
+  json_builder_begin_array (b);
+  if (!json)
+    printf ("%-34s %-13s %-13s %10s %10s %7s  %s\n", "run", "family", "metric", "measured",
+            "predicted", "error", "plan");
+  for (guint i = 0; i < runs->runs->len; i++)
+    {
+      const AccRun *run = g_ptr_array_index (runs->runs, i);
+      AccResult res;
+      if (!acc_run_predict (runs, run, &res, &error))
+        {
+          fprintf (stderr, "bench-accuracy: %s:%u: %s: %s\n", path, run->line, run->id,
+                   error->message);
+          return 2;
+        }
+      json_row (b, run, &res);
+      if (res.planned)
+        {
+          tally_add (families, run->family, res.error);
+          tally_add (stacks, run->stack, res.error);
+          tally_add (clusters, run->cluster, res.error);
+          tally_add (overall, "overall", res.error);
+          if (!json)
+            printf ("%-34s %-13s %-13s %10.4g %10.4g %+6.1f%%  %s\n", run->id, run->family,
+                    acc_metric_name (res.metric), res.measured, res.predicted,
+                    100 * res.error, res.plan);
+        }
+      else
+        g_string_append_printf (skipped, "%-34s %-13s %s\n", run->id, run->family,
+                                res.reason);
+      acc_result_clear (&res);
+    }
+  json_builder_end_array (b);
+  if (json)
+    {
+      json_groups (b, "families", families);
+      json_groups (b, "stacks", stacks);
+      json_groups (b, "clusters", clusters);
+      json_groups (b, "overall", overall);
+      json_builder_end_object (b);
+      g_autoptr(JsonNode) root = json_builder_get_root (b);
+      return mp_json_write ("-", root, &error) ? 0 : 1;
+    }
+  const Tally *all = g_hash_table_lookup (overall, "overall");
+  printf ("\n%u of %u runs plan. Not planned:\n%s", all ? all->n : 0, runs->runs->len,
+          skipped->len ? skipped->str : "(none)\n");
+  print_groups ("family", families);
+  print_groups ("stack", stacks);
+  print_groups ("cluster", clusters);
+  print_groups ("all", overall);
+  return 0;
+}

@@ -1,0 +1,83 @@
+/* test-accuracy.c - bench/data/published-runs.yaml, the input of bench/bench-accuracy:
+ * it parses, it holds the issue's 50 or more runs, and every run's model (at its seq_len),
+ * cluster (its device count) and pins load; a malformed runs file is refused with its
+ * location. Not a timing test: the predictions themselves are the benchmark's. */
+#include "config.h"
+#include "test-util.h"
+
+#include "bench/accuracy.h"
+#include "common/error.h"
+
+#include <glib/gstdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static void
+test_accuracy_runs_load (void **state)
+{
+  (void) state;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AccRuns) runs = acc_runs_load (MPPLAN_SRCDIR "/bench/data/published-runs.yaml",
+                                           &error);
+  if (runs == NULL)
+    fail_msg ("%s", error->message);
+  assert_true (runs->runs->len >= 50);
+  for (guint i = 0; i < runs->runs->len; i++)
+    {
+      const AccRun *run = g_ptr_array_index (runs->runs, i);
+      g_autoptr(MpModel) m = acc_run_model (runs, run, &error);
+      if (m == NULL)
+        fail_msg ("%s: %s", run->id, error->message);
+      assert_int_equal (m->seq_len, run->seq_len);
+      g_autoptr(MpCluster) c = acc_run_cluster (run, &error);
+      if (c == NULL)
+        fail_msg ("%s: %s", run->id, error->message);
+      assert_int_equal (c->world_size, run->gpus);
+      g_autoptr(MpPlanPins) pins = mp_plan_pins_parse (run->pins, &error);
+      if (pins == NULL)
+        fail_msg ("%s: %s", run->id, error->message);
+      guint fp8 = 0;
+      gboolean fp8_precision = strcmp (run->precision, "fp8") == 0
+                               || strcmp (run->precision, "mxfp8") == 0;
+      assert_int_equal (mp_plan_pins_get (pins, "fp8", &fp8) && fp8, fp8_precision);
+      MpStack stack;
+      guint pinned = 0;
+      assert_int_equal (mp_plan_pins_get (pins, "stack", &pinned),
+                        mp_stack_from_name (run->stack, &stack));
+      if (mp_stack_from_name (run->stack, &stack))
+        assert_int_equal (pinned, stack);
+    }
+}
+
+static void
+test_accuracy_runs_bad (void **state)
+{
+  (void) state;
+  g_autofree char *path = g_build_filename (g_get_tmp_dir (), "mpplan-acc-XXXXXX.yaml", NULL);
+  int fd = g_mkstemp (path);
+  assert_true (fd >= 0);
+  const char *text = "version: 1\nsources: {a: b}\nruns:\n"
+                     "  - {id: x, source: a, family: f, stack: s, model: tiny-gpt,\n"
+                     "     seq_len: 128, gpus: 1, cluster: host, precision: bf16,\n"
+                     "     global_batch: 4, measured: {tokens: 5}}\n";
+  assert_true (write (fd, text, strlen (text)) == (ssize_t) strlen (text));
+  close (fd);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AccRuns) runs = acc_runs_load (path, &error);
+  g_unlink (path);
+  assert_null (runs);
+  assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
+  g_autofree char *where = g_strdup_printf ("%s:6:", path);
+  assert_non_null (strstr (error->message, where));
+  assert_non_null (strstr (error->message, "unknown key 'tokens'"));
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (test_accuracy_runs_load),
+    cmocka_unit_test (test_accuracy_runs_bad),
+  };
+  return cmocka_run_group_tests_name ("accuracy", tests, NULL, NULL);
+}
