@@ -183,7 +183,7 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
   if (plan_path == NULL)
     return mp_cli_usage (ctx, "no plan file given (-p plan.yaml)");
   if (steps < 1 || steps > 100000 || warmup < 0 || warmup > 100000)
-    return mp_cli_usage (ctx, "--steps must be 1 or more and --warmup 0 or more");
+    return mp_cli_usage (ctx, "--steps must be from 1 to 100000 and --warmup from 0 to 100000");
   if (backend != NULL && !mp_backend_name_valid (backend))
     {
       g_autofree char *msg = g_strdup_printf ("unknown backend '%s' (host, cuda, cuda-fp32)",

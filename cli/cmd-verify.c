@@ -476,7 +476,8 @@ mp_cmd_verify (int argc, char **argv, gboolean do_help)
     status = mp_cli_usage (ctx, "give a model and a cluster (-m MODEL -c CLUSTER)");
   else if (a.top < 1 || a.np < 0 || a.steps < 1 || a.warmup < 0 || a.steps > 100000
            || a.warmup > 100000)
-    status = mp_cli_usage (ctx, "--top and --steps must be 1 or more, -np and --warmup 0 or more");
+    status = mp_cli_usage (ctx, "--top must be 1 or more, --steps from 1 to 100000, --warmup from 0 to "
+                           "100000 and -np 0 or more");
   else if (a.rounds < 1 || a.rounds > 100)
     status = mp_cli_usage (ctx, "--rounds must be 1 to 100");
   else

@@ -429,6 +429,70 @@ mp_json_get_uint (MpJsonReader *r, JsonObject *o, const char *where, const char 
   return n && mp_json_node_uint (r, n, name, min, max, out);
 }
 
+/* Checks N (NAME in messages) as K says. */
+static void
+check_value (MpJsonReader *r, JsonNode *n, const char *name, const MpJsonKey *k)
+{
+  guint64 u;
+  double x;
+  gboolean b;
+  switch (k->kind)
+    {
+    case MP_JSON_STRING:
+      mp_json_node_string (r, n, name);
+      break;
+    case MP_JSON_BOOL:
+      mp_json_node_bool (r, n, name, &b);
+      break;
+    case MP_JSON_OBJECT:
+      mp_json_node_object (r, n, name);
+      break;
+    case MP_JSON_WHOLE:
+      mp_json_node_uint (r, n, name, (guint64) k->lo, (guint64) k->hi, &u);
+      break;
+    case MP_JSON_NUMBER:
+    case MP_JSON_ABOVE:
+      if (mp_json_node_number (r, n, name, k->lo, k->hi, &x) && k->kind == MP_JSON_ABOVE
+          && x <= k->lo)
+        mp_json_problem (r, name, "%g is not above %g", x, k->lo);
+      break;
+    case MP_JSON_STRINGS:
+    case MP_JSON_WHOLES:
+    case MP_JSON_NUMBERS:
+      {
+        if (!JSON_NODE_HOLDS_ARRAY (n))
+          {
+            mp_json_problem (r, name, "expected a list, got %s", mp_json_type_name (n));
+            break;
+          }
+        JsonArray *a = json_node_get_array (n);
+        MpJsonKey e = { NULL, k->kind == MP_JSON_STRINGS ? MP_JSON_STRING
+                              : k->kind == MP_JSON_WHOLES ? MP_JSON_WHOLE : MP_JSON_NUMBER,
+                        k->lo, k->hi };
+        for (guint i = 0; i < json_array_get_length (a) && r->error == NULL; i++)
+          {
+            g_autofree char *at = g_strdup_printf ("%s[%u]", name, i);
+            check_value (r, json_array_get_element (a, i), at, &e);
+          }
+        break;
+      }
+    }
+}
+
+void
+mp_json_check_keys (MpJsonReader *r, JsonObject *o, const char *where, const MpJsonKey *keys,
+                    gsize n)
+{
+  for (gsize i = 0; i < n && o != NULL && r->error == NULL; i++)
+    {
+      JsonNode *node = mp_json_member (r, o, where, keys[i].key, FALSE);
+      if (node == NULL)
+        continue;
+      g_autofree char *name = full_name (where, keys[i].key);
+      check_value (r, node, name, &keys[i]);
+    }
+}
+
 gboolean
 mp_json_check_schema (MpJsonReader *r, JsonObject *root, const char *what, gint64 known)
 {

@@ -75,6 +75,27 @@ const char *mp_json_node_string (MpJsonReader *r, JsonNode *node, const char *na
 gboolean mp_json_node_bool (MpJsonReader *r, JsonNode *node, const char *name,
                             gboolean *out);
 
+/* What a member holds, for mp_json_check_keys. */
+typedef enum {
+  MP_JSON_STRING, MP_JSON_BOOL, MP_JSON_OBJECT,
+  MP_JSON_WHOLE,                  /* a whole number from LO to HI */
+  MP_JSON_NUMBER,                 /* a number from LO to HI */
+  MP_JSON_ABOVE,                  /* a number above LO, up to HI */
+  MP_JSON_STRINGS, MP_JSON_WHOLES, MP_JSON_NUMBERS   /* a list of those (WHOLE, NUMBER) */
+} MpJsonKind;
+
+typedef struct {
+  const char *key;                /* a dotted path below the object checked */
+  MpJsonKind kind;
+  double lo, hi;
+} MpJsonKey;
+
+/* Each of the N KEYS present and not null in O (at WHERE) holds what it says; absent ones
+ * are no problem. For members a reader does not otherwise use (an alias, a figure only
+ * shown), so that a wrong one is refused all the same. */
+void mp_json_check_keys (MpJsonReader *r, JsonObject *o, const char *where,
+                         const MpJsonKey *keys, gsize n);
+
 /* A document's schema_version: absent, not a whole number or other than one this mpplan
  * reads (1 .. KNOWN) is refused by name ("schema_version 2 is newer than this mpplan
  * reads (1)"). WHAT names the kind of file for the message ("a measured file"). */

@@ -115,6 +115,7 @@ typedef struct {
   MpJsonReader json;
   GPtrArray *notes;
   const MpHfOptions *opts;   /* never NULL */
+  JsonObject *top;           /* the file's object (ROOT may be its text_config) */
 } Reader;
 
 static void note (Reader *r, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
@@ -223,6 +224,66 @@ feature_on (Reader *r, const char *key)
   return json_node_get_double (n) != 0;
 }
 
+/* ---- the type of every key read ------------------------------------------------- */
+
+#define HF_STRING(k) { k, MP_JSON_STRING, 0, 0 }
+#define HF_BOOL(k) { k, MP_JSON_BOOL, 0, 0 }
+#define HF_DIM(k) { k, MP_JSON_WHOLE, 1, MP_MODEL_MAX_DIM }
+#define HF_LAYERS(k, lo) { k, MP_JSON_WHOLE, lo, MP_MODEL_MAX_LAYERS }
+#define HF_EXPERTS(k, lo) { k, MP_JSON_WHOLE, lo, MP_MODEL_MAX_EXPERTS }
+
+/* Every key this reader looks at, with its type and the widest range a real config.json
+ * holds, so that a wrong value is refused whether or not the key is used afterwards: an
+ * alias behind another (GPT-2's n_ctx behind n_positions, intermediate_size behind
+ * moe_intermediate_size), a window use_sliding_window turns off, an epsilon whose
+ * presence alone names the norm. null is absent; 0 is allowed where configs write it
+ * for "none" (first_k_dense_replace, n_shared_experts, ...). Epsilons are added to a
+ * variance of order 1 (real ones 1e-12 to 1e-5), rotary fractions are of a head, rope
+ * bases end at read_rope_theta's 1e12, soft-caps (Gemma 2: 30, 50) at 1e6, where tanh
+ * capping no longer caps anything. */
+static const MpJsonKey hf_keys[] = {
+  HF_STRING ("model_type"), HF_STRING ("hidden_activation"), HF_STRING ("hidden_act"),
+  HF_STRING ("activation_function"), HF_STRING ("position_embedding_type"),
+  HF_STRING ("torch_dtype"), HF_STRING ("dtype"),
+  HF_BOOL ("tie_word_embeddings"), HF_BOOL ("use_bias"), HF_BOOL ("bias"),
+  HF_BOOL ("mlp_bias"), HF_BOOL ("attention_bias"), HF_BOOL ("use_sliding_window"),
+  HF_BOOL ("parallel_attn"), HF_BOOL ("use_parallel_residual"),
+  HF_BOOL ("new_decoder_architecture"), HF_BOOL ("multi_query"),
+  HF_LAYERS ("num_hidden_layers", 1), HF_LAYERS ("n_layer", 1),
+  HF_LAYERS ("decoder_sparse_step", 1), HF_LAYERS ("moe_layer_freq", 1),
+  HF_LAYERS ("sliding_window_pattern", 1), HF_LAYERS ("max_window_layers", 0),
+  HF_LAYERS ("first_k_dense_replace", 0), HF_LAYERS ("num_nextn_predict_layers", 0),
+  HF_DIM ("hidden_size"), HF_DIM ("n_embd"), HF_DIM ("num_attention_heads"),
+  HF_DIM ("n_head"), HF_DIM ("num_key_value_heads"), HF_DIM ("num_kv_heads"),
+  HF_DIM ("head_dim"), HF_DIM ("vocab_size"), HF_DIM ("intermediate_size"),
+  HF_DIM ("n_inner"), HF_DIM ("ffn_hidden_size"), HF_DIM ("moe_intermediate_size"),
+  HF_DIM ("kv_lora_rank"), HF_DIM ("q_lora_rank"), HF_DIM ("qk_nope_head_dim"),
+  HF_DIM ("qk_rope_head_dim"), HF_DIM ("v_head_dim"), HF_DIM ("rotary_dim"),
+  HF_DIM ("max_position_embeddings"), HF_DIM ("n_positions"), HF_DIM ("n_ctx"),
+  { "shared_expert_intermediate_size", MP_JSON_WHOLE, 0, MP_MODEL_MAX_DIM },
+  { "sliding_window", MP_JSON_WHOLE, 0, G_MAXUINT32 },
+  HF_EXPERTS ("num_local_experts", 1), HF_EXPERTS ("num_experts", 1),
+  HF_EXPERTS ("n_routed_experts", 1), HF_EXPERTS ("num_experts_per_tok", 1),
+  HF_EXPERTS ("experts_per_token", 1), HF_EXPERTS ("n_shared_experts", 0),
+  { "rms_norm_eps", MP_JSON_ABOVE, 0, 1 }, { "layer_norm_epsilon", MP_JSON_ABOVE, 0, 1 },
+  { "layer_norm_eps", MP_JSON_ABOVE, 0, 1 }, { "norm_epsilon", MP_JSON_ABOVE, 0, 1 },
+  { "rope_theta", MP_JSON_ABOVE, 0, 1e12 }, { "rotary_emb_base", MP_JSON_ABOVE, 0, 1e12 },
+  { "rope_parameters", MP_JSON_OBJECT, 0, 0 },
+  { "rope_parameters.rope_theta", MP_JSON_ABOVE, 0, 1e12 },
+  { "rotary_pct", MP_JSON_ABOVE, 0, 1 }, { "partial_rotary_factor", MP_JSON_ABOVE, 0, 1 },
+  { "attn_logit_softcapping", MP_JSON_ABOVE, 0, 1e6 },
+  { "final_logit_softcapping", MP_JSON_ABOVE, 0, 1e6 },
+  { "rope_scaling", MP_JSON_OBJECT, 0, 0 }, { "text_config", MP_JSON_OBJECT, 0, 0 },
+  { "vision_config", MP_JSON_OBJECT, 0, 0 }, { "layer_types", MP_JSON_STRINGS, 0, 0 },
+};
+
+/* Every key of hf_keys present in O (at WHERE, NULL: the top) has its type and range. */
+static void
+check_types (Reader *r, JsonObject *o, const char *where)
+{
+  mp_json_check_keys (&r->json, o, where, hf_keys, G_N_ELEMENTS (hf_keys));
+}
+
 /* Refuses what the IR cannot cost, naming the feature and the key that shows it. */
 static void
 refuse_unsupported (Reader *r)
@@ -235,7 +296,13 @@ refuse_unsupported (Reader *r)
     { "is_encoder_decoder", "encoder-decoder models" },
     { "alibi", "ALiBi positions" },
   };
-  for (gsize i = 0; i < G_N_ELEMENTS (refused); i++)
+  /* Their types first (before the family, like the refusals): an object is no list. */
+  static const MpJsonKey types[] = {
+    { "mlp_only_layers", MP_JSON_WHOLES, 0, MP_MODEL_MAX_LAYERS },
+    { "is_encoder_decoder", MP_JSON_BOOL, 0, 0 }, { "alibi", MP_JSON_BOOL, 0, 0 },
+  };
+  mp_json_check_keys (&r->json, r->root, NULL, types, G_N_ELEMENTS (types));
+  for (gsize i = 0; i < G_N_ELEMENTS (refused) && r->json.error == NULL; i++)
     if (feature_on (r, refused[i].key))
       {
         problem (r, "unsupported feature: %s (%s)", refused[i].feature, refused[i].key);
@@ -302,18 +369,6 @@ read_activation (Reader *r, const Family *f, MpModel *m)
              f->gated ? "gated" : "plain");
 }
 
-/* KEY, when present and not null, is a number > 0: only its presence is used (an
- * epsilon names the norm, a rope base the positions), but a wrong one is still wrong. */
-static void
-check_positive (Reader *r, const char *key)
-{
-  JsonNode *n = json_object_get_member (r->root, key);
-  double v = 0;
-  if (n != NULL && !JSON_NODE_HOLDS_NULL (n)
-      && mp_json_node_number (&r->json, n, key, 0, G_MAXDOUBLE, &v) && v <= 0)
-    mp_json_problem (&r->json, key, "%g is not above 0", v);
-}
-
 /* Positions: rope keys mean rotary, else the family's kind; norm from the epsilon key. */
 static void
 read_position_norm (Reader *r, const Family *f, MpModel *m)
@@ -326,10 +381,6 @@ read_position_norm (Reader *r, const Family *f, MpModel *m)
   if (pos != NULL && strcmp (pos, "absolute") != 0)
     problem (r, "unsupported feature: %s position embeddings (position_embedding_type)",
              pos);
-  check_positive (r, "rms_norm_eps");
-  check_positive (r, "layer_norm_epsilon");
-  check_positive (r, "layer_norm_eps");
-  check_positive (r, "rope_theta");
   if (json_object_has_member (r->root, "rms_norm_eps"))
     m->norm = MP_NORM_RMSNORM;
   else if (json_object_has_member (r->root, "layer_norm_epsilon")
@@ -704,6 +755,14 @@ read_training (Reader *r, MpModel *m)
 {
   static const char *const dtype_keys[] = { "torch_dtype", "dtype", NULL };
   const char *dtype = get_string (r, dtype_keys);
+  if (dtype == NULL && r->top != r->root)
+    {
+      /* Gemma 3 gives its dtype beside text_config, not in it. */
+      JsonObject *text = r->root;
+      r->root = r->top;
+      dtype = get_string (r, dtype_keys);
+      r->root = text;
+    }
   m->precision = MP_DTYPE_BF16;
   if (dtype != NULL && strcmp (dtype, "float16") == 0)
     m->precision = MP_DTYPE_FP16;
@@ -726,8 +785,8 @@ read_config (Reader *r, MpModel *m)
   static const char *const layer_keys[] = { "num_hidden_layers", "n_layer", NULL };
   static const char *const hidden_keys[] = { "hidden_size", "n_embd", NULL };
   static const char *const vocab_keys[] = { "vocab_size", NULL };
-  JsonNode *text = json_object_get_member (r->root, "text_config");
-  if (text != NULL && JSON_NODE_HOLDS_OBJECT (text))
+  JsonObject *text = mp_json_get_object (&r->json, r->root, NULL, "text_config", FALSE);
+  if (text != NULL)
     {
       /* A vision-language checkpoint (Gemma 3): the text decoder is the model trained
        * here; a vision tower is not costed. */
@@ -735,12 +794,20 @@ read_config (Reader *r, MpModel *m)
         g_ptr_array_add (r->notes, g_strdup_printf ("%s: the vision tower (vision_config) is "
                                                     "left out: this is its text decoder",
                                                     r->name));
-      r->root = json_node_get_object (text);
+      r->root = text;
     }
   refuse_unsupported (r);
   const Family *f = find_family (r);
   if (f == NULL)
     return;
+  /* After the family: a config of another family is refused by its model_type, not by
+   * a key of its own kind (OpenELM's list of kv heads). */
+  check_types (r, r->top, NULL);
+  JsonObject *vision = mp_json_get_object (&r->json, r->top, NULL, "vision_config", FALSE);
+  if (vision != NULL)
+    check_types (r, vision, "vision_config");
+  if (text != NULL)
+    check_types (r, text, "text_config");
   m->arch = MP_ARCH_TRANSFORMER;
   get_count (r, layer_keys, TRUE, MP_MODEL_MAX_LAYERS, &m->n_blocks);
   get_dim (r, hidden_keys, TRUE, &m->hidden);
@@ -804,12 +871,18 @@ load_data (const char *name, const char *data, gsize len, const MpHfOptions *opt
   g_autoptr(GPtrArray) own_notes = g_ptr_array_new_with_free_func (g_free);
   static const MpHfOptions defaults = { 0 };
   Reader r = { name, json_node_get_object (root), { 0 }, notes ? notes : own_notes,
-               opts ? opts : &defaults };
+               opts ? opts : &defaults, json_node_get_object (root) };
+  guint n_notes = r.notes->len;
   mp_json_reader_init (&r.json, name);
   g_autoptr(MpModel) m = g_new0 (MpModel, 1);
   read_config (&r, m);
   if (!mp_json_reader_finish (&r.json, error))
-    return NULL;
+    {
+      /* A refused file gets its error alone: notes after a problem describe a model read
+       * from a broken value (a "0-token context"). */
+      g_ptr_array_set_size (r.notes, n_notes);
+      return NULL;
+    }
   m->name = name_from_path (name);
   m->source = g_strdup (name);
   mp_model_build_ir (m);

@@ -23,6 +23,10 @@
 #define MAX_SIZE (1u << 24)            /* dp, tp, pp, ... */
 #define MAX_STEPS 1000000000u
 #define SCHEMA_VERSION 1
+/* No GPU does a zettaFLOP/s, no job a zetta-token per second. */
+#define MAX_RATE 1e21
+/* A cross-entropy: ln(vocab) ~ 12 at the start; a diverged run is inf, which JSON lacks. */
+#define MAX_LOSS 1e9
 
 /* The keys of a plan that say which plan it is; 0 / NULL where the file does not say. */
 typedef struct {
@@ -137,6 +141,47 @@ read_plan_keys (MpJsonReader *r, JsonObject *o, const char *where, PlanKeys *k)
                        G_GUINT64_FORMAT, k->world, world);
     }
   k->world = world;
+}
+
+/* The rest of a plan object (mp_plan_to_json, docs/json.md): not joined, but checked.
+ * tflops_per_gpu / hw_tflops_per_gpu are the older names of the FLOP/s; mfu passes 1 in
+ * FP8 plans (it is over the bf16 peak). */
+static const MpJsonKey plan_figures[] = {
+  { "etp", MP_JSON_WHOLE, 1, MAX_SIZE }, { "dispatcher", MP_JSON_STRING, 0, 0 },
+  { "recompute_method", MP_JSON_STRING, 0, 0 },
+  { "recompute_num_layers", MP_JSON_WHOLE, 1, MAX_SIZE },
+  { "recompute_modules", MP_JSON_STRING, 0, 0 }, { "fp8", MP_JSON_BOOL, 0, 0 },
+  { "step_s", MP_JSON_NUMBER, 0, MAX_SECONDS },
+  { "simulated_step_s", MP_JSON_NUMBER, 0, MAX_SECONDS },
+  { "tokens_per_s", MP_JSON_NUMBER, 0, MAX_RATE },
+  { "flops_per_gpu", MP_JSON_NUMBER, 0, MAX_RATE },
+  { "hw_flops_per_gpu", MP_JSON_NUMBER, 0, MAX_RATE },
+  { "tflops_per_gpu", MP_JSON_NUMBER, 0, MAX_RATE },
+  { "hw_tflops_per_gpu", MP_JSON_NUMBER, 0, MAX_RATE },
+  { "mfu", MP_JSON_NUMBER, 0, 100 }, { "hfu", MP_JSON_NUMBER, 0, 100 },
+  { "family", MP_JSON_STRING, 0, 0 }, { "dominant", MP_JSON_STRING, 0, 0 },
+  { "fits", MP_JSON_BOOL, 0, 0 }, { "chunk_layers", MP_JSON_WHOLES, 0, MAX_SIZE },
+  { "order", MP_JSON_STRINGS, 0, 0 }, { "binding_stage", MP_JSON_WHOLE, 0, MAX_SIZE },
+  { "global_batch", MP_JSON_WHOLE, 1, MAX_STEPS },
+};
+
+/* A plan object O at WHERE: its identifying keys into K, every other member checked. */
+static void
+read_plan (MpJsonReader *r, JsonObject *o, const char *where, PlanKeys *k)
+{
+  read_plan_keys (r, o, where, k);
+  mp_json_check_keys (r, o, where, plan_figures, G_N_ELEMENTS (plan_figures));
+  double scratch[MP_REPORT_N + MP_REPORT_MEM_N];
+  read_memory (r, o, where, scratch);
+  if (mp_json_member (r, o, where, "time_s", FALSE))
+    read_phases (r, o, where, "time_s", TRUE, scratch);
+}
+
+void
+mp_report_check_plan (MpJsonReader *r, JsonObject *plan, const char *where)
+{
+  PlanKeys k;
+  read_plan (r, plan, where, &k);
 }
 
 /* The plan in words: "dp2 tp1 pp1 zero1 2x1 1f1b". */
@@ -266,6 +311,16 @@ add_hint (MpJsonReader *r, const char *what)
   r->error->message = msg;
 }
 
+/* What else `exec -o` (and verify's merge) writes, checked though not joined. */
+static const MpJsonKey measured_extras[] = {
+  { "source", MP_JSON_STRING, 0, 0 }, { "backend", MP_JSON_STRING, 0, 0 },
+  { "warmup_steps", MP_JSON_WHOLE, 0, MAX_STEPS },
+  { "time_s_rank", MP_JSON_WHOLE, 0, MAX_RANKS - 1 },
+  { "memory_bytes_rank", MP_JSON_WHOLE, 0, MAX_RANKS - 1 },
+  { "step_times_s", MP_JSON_NUMBERS, 0, MAX_SECONDS },
+  { "loss", MP_JSON_NUMBERS, 0, MAX_LOSS }, { "grad_norm", MP_JSON_NUMBERS, 0, MAX_BYTES },
+};
+
 static void
 read_measured (MpJsonReader *r, JsonObject *m, MpReportRun *run, Shape *shape)
 {
@@ -296,13 +351,11 @@ read_measured (MpJsonReader *r, JsonObject *m, MpReportRun *run, Shape *shape)
   run->rounds = (guint) rounds;
   JsonObject *plan = mp_json_get_object (r, m, NULL, "plan", FALSE);
   if (plan)
-    read_plan_keys (r, plan, "plan", &shape->plan);
+    read_plan (r, plan, "plan", &shape->plan);
   /* Not joined (the ranks' are), but checked like the rest. */
   double scratch[MP_REPORT_N + MP_REPORT_MEM_N];
   read_memory (r, m, NULL, scratch);
-  read_memory (r, plan, "plan", scratch);
-  if (plan && mp_json_member (r, plan, "plan", "time_s", FALSE))
-    read_phases (r, plan, "plan", "time_s", TRUE, scratch);
+  mp_json_check_keys (r, m, NULL, measured_extras, G_N_ELEMENTS (measured_extras));
   read_ranks (r, m, shape, run);
   if (r->error == NULL && shape->plan.present && shape->n_ranks > 0
       && shape->n_ranks != shape->plan.world)
@@ -339,6 +392,47 @@ keep_plan (MpReportRun *run, JsonObject *plan)
   json_node_set_object (run->plan, plan);
 }
 
+/* What else `simulate --json` and `plan --json` write beside the figures, checked though
+ * not joined (plan: the plan file's path in simulate's output). */
+static const MpJsonKey predicted_extras[] = {
+  { "plan", MP_JSON_STRING, 0, 0 }, { "model", MP_JSON_STRING, 0, 0 },
+  { "cluster", MP_JSON_STRING, 0, 0 },
+  { "closed_form_step_s", MP_JSON_NUMBER, 0, MAX_SECONDS },
+  { "difference", MP_JSON_NUMBER, -1, MAX_SECONDS },
+  { "critical_rank", MP_JSON_WHOLE, 0, MAX_RANKS - 1 },
+  { "critical_stage", MP_JSON_WHOLE, 0, MAX_SIZE - 1 },
+  { "instructions", MP_JSON_WHOLE, 0, 1e15 }, { "events", MP_JSON_WHOLE, 0, 1e15 },
+  { "world_size", MP_JSON_WHOLE, 1, MAX_RANKS },
+  { "global_batch", MP_JSON_WHOLE, 1, MAX_STEPS }, { "search", MP_JSON_OBJECT, 0, 0 },
+  { "search.evaluated", MP_JSON_WHOLE, 0, 1e15 },
+  { "search.feasible", MP_JSON_WHOLE, 0, 1e15 },
+  { "search.seconds", MP_JSON_NUMBER, 0, MAX_SECONDS },
+  { "free_best", MP_JSON_OBJECT, 0, 0 },
+};
+
+/* The members of a predicted file beside the predicted object's: the extras, simulate's
+ * closed form, and plan --json's other plans (plans[1..], free_best). */
+static void
+read_predicted_extras (MpJsonReader *r, JsonObject *root)
+{
+  mp_json_check_keys (r, root, NULL, predicted_extras, G_N_ELEMENTS (predicted_extras));
+  double scratch[MP_REPORT_N];
+  if (mp_json_member (r, root, NULL, "closed_form_time_s", FALSE))
+    read_phases (r, root, NULL, "closed_form_time_s", TRUE, scratch);
+  JsonArray *plans = json_object_has_member (root, "plans")
+                         ? mp_json_get_array (r, root, NULL, "plans", TRUE) : NULL;
+  for (guint i = 1; plans && i < json_array_get_length (plans) && r->error == NULL; i++)
+    {
+      g_autofree char *at = g_strdup_printf ("plans[%u]", i);
+      JsonObject *o = mp_json_node_object (r, json_array_get_element (plans, i), at);
+      if (o)
+        mp_report_check_plan (r, o, at);
+    }
+  JsonObject *best = mp_json_get_object (r, root, NULL, "free_best", FALSE);
+  if (best)
+    mp_report_check_plan (r, best, "free_best");
+}
+
 static void
 read_predicted (MpJsonReader *r, JsonObject *root, MpReportRun *run, Shape *shape)
 {
@@ -366,12 +460,13 @@ read_predicted (MpJsonReader *r, JsonObject *root, MpReportRun *run, Shape *shap
     }
   if (json_object_has_member (p, "dp"))
     {
-      read_plan_keys (r, p, where, &shape->plan);
+      read_plan (r, p, where, &shape->plan);
       keep_plan (run, p);
     }
   else if (where == NULL)
     read_ranks (r, p, shape, NULL);   /* simulate --json lists its ranks and stages */
   run->has_predicted_mem = read_memory (r, p, where, run->predicted_mem);
+  read_predicted_extras (r, root);
 }
 
 /* Is the measured file a measurement of the predicted plan? The same world size and

@@ -14,6 +14,7 @@
 #include <json-glib/json-glib.h>
 #include "program/program.h"
 #include "costmodel/costmodel.h"   /* MpSimResult */
+#include "common/jsonread.h"
 
 G_BEGIN_DECLS
 
@@ -139,6 +140,9 @@ MpReportRun *mp_report_run_load_data (const char *pname, const char *pdata, gsiz
                                       const char *mname, const char *mdata, gsize mlen,
                                       GError **error);
 MpReportRun *mp_report_run_load (const char *ppath, const char *mpath, GError **error);
+/* Checks a plan object (mp_plan_to_json's keys, docs/json.md) found at WHERE of R's
+ * document, as the readers above do: for a trace's otherData.plan. */
+void mp_report_check_plan (MpJsonReader *r, JsonObject *plan, const char *where);
 void mp_report_run_free (MpReportRun *run);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpReportRun, mp_report_run_free)
 

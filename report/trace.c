@@ -520,6 +520,21 @@ mp_trace_measured (JsonArray *const *rank_events, guint n, JsonNode *plan, doubl
   return json_builder_get_root (b);
 }
 
+/* What the events' args hold (process and thread names, slices' figures, docs/trace.md). */
+static const MpJsonKey event_args[] = {
+  { "name", MP_JSON_STRING, 0, 0 }, { "sort_index", MP_JSON_WHOLE, 0, G_MAXINT32 },
+  { "phase", MP_JSON_STRING, 0, 0 }, { "group", MP_JSON_STRING, 0, 0 },
+  { "layer", MP_JSON_WHOLE, 0, G_MAXINT32 }, { "first_layer", MP_JSON_WHOLE, 0, G_MAXINT32 },
+  { "layers", MP_JSON_WHOLE, 0, G_MAXINT32 }, { "microbatch", MP_JSON_WHOLE, 0, G_MAXINT32 },
+  { "chunk", MP_JSON_WHOLE, 0, G_MAXINT32 }, { "stage", MP_JSON_WHOLE, 0, G_MAXINT32 },
+  { "peer", MP_JSON_WHOLE, 0, G_MAXINT32 }, { "tag", MP_JSON_WHOLE, 0, G_MAXINT64 },
+  { "bytes", MP_JSON_NUMBER, 0, 1e18 }, { "flops", MP_JSON_NUMBER, 0, 1e21 },
+  { "measured_us", MP_JSON_NUMBER, 0, 1e15 }, { "tp_comm_us", MP_JSON_NUMBER, 0, 1e15 },
+  { "recompute", MP_JSON_BOOL, 0, 0 }, { "placement", MP_JSON_STRING, 0, 0 },
+  { "collective", MP_JSON_STRING, 0, 0 }, { "bucket", MP_JSON_WHOLE, 0, G_MAXINT32 },
+  { "peak_bytes", MP_JSON_NUMBER, 0, 1e18 },
+};
+
 /* One event of a trace: an object whose pid and tid are whole numbers, ts and dur times
  * in microseconds, ph, name and cat strings and args an object, where present. */
 static void
@@ -543,9 +558,37 @@ check_event (MpJsonReader *r, JsonNode *node, guint i, gboolean measured)
   mp_json_get_string (r, e, at, "ph", FALSE);
   mp_json_get_string (r, e, at, "name", FALSE);
   mp_json_get_string (r, e, at, "cat", FALSE);
+  mp_json_get_uint (r, e, at, "id", FALSE, 0, G_MAXINT64, &sort);
+  mp_json_get_string (r, e, at, "bp", FALSE);
   JsonObject *args = mp_json_get_object (r, e, at, "args", FALSE);
   g_autofree char *args_at = g_strconcat (at, ".args", NULL);
-  mp_json_get_uint (r, args, args_at, "sort_index", FALSE, 0, G_MAXINT32, &sort);
+  mp_json_check_keys (r, args, args_at, event_args, G_N_ELEMENTS (event_args));
+}
+
+/* otherData (mp_trace_predicted, mp_trace_measured): copied into a merged trace, and
+ * checked like the events. */
+static void
+check_other_data (MpJsonReader *r, JsonObject *o)
+{
+  static const MpJsonKey keys[] = {
+    { "source", MP_JSON_STRING, 0, 0 }, { "mpplan_version", MP_JSON_STRING, 0, 0 },
+    { "model", MP_JSON_STRING, 0, 0 }, { "cluster", MP_JSON_STRING, 0, 0 },
+    { "plan_path", MP_JSON_STRING, 0, 0 }, { "step_s", MP_JSON_NUMBER, 0, 1e9 },
+    { "closed_form_step_s", MP_JSON_NUMBER, 0, 1e9 },
+    { "critical_rank", MP_JSON_WHOLE, 0, G_MAXINT32 }, { "time_s", MP_JSON_OBJECT, 0, 0 },
+  };
+  JsonObject *d = mp_json_get_object (r, o, NULL, "otherData", FALSE);
+  mp_json_check_keys (r, d, "otherData", keys, G_N_ELEMENTS (keys));
+  JsonObject *t = mp_json_get_object (r, d, "otherData", "time_s", FALSE);
+  for (guint p = 0; t && p < MP_REPORT_STEP; p++)
+    {
+      double v;
+      mp_json_get_number (r, t, "otherData.time_s", mp_report_phase_name (p), FALSE, 0, 1e9,
+                          &v);
+    }
+  JsonObject *plan = mp_json_get_object (r, d, "otherData", "plan", FALSE);
+  if (plan)
+    mp_report_check_plan (r, plan, "otherData.plan");
 }
 
 gboolean
@@ -559,7 +602,8 @@ mp_trace_check (JsonNode *trace, const char *name, gboolean measured, GError **e
   JsonArray *a = mp_json_get_array (&r, o, NULL, "traceEvents", TRUE);
   for (guint i = 0; a && i < json_array_get_length (a) && r.error == NULL; i++)
     check_event (&r, json_array_get_element (a, i), i, measured);
-  mp_json_get_object (&r, o, NULL, "otherData", FALSE);
+  mp_json_get_string (&r, o, NULL, "displayTimeUnit", FALSE);
+  check_other_data (&r, o);
   return mp_json_reader_finish (&r, error);
 }
 

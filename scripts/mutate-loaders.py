@@ -31,17 +31,15 @@ import tempfile
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(TOP, "tests", "data")
 
-# The keys each JSON reader reads (a mutation elsewhere may rightly be accepted).
-MEASURED_KEYS = {"schema_version", "step_s", "step_s_min", "step_s_max", "steps", "rounds",
-                 "time_s", "time_s_min", "time_s_max", "ranks", "rank", "stage",
-                 "memory_bytes", "plan", "dp", "tp", "pp", "vpp", "cp", "ep", "zero",
-                 "micro_batch_size", "num_micro_batches", "sequence_parallel", "recompute",
-                 "schedule", "world_size", "compute", "tp_comm", "pp_comm", "dp_comm",
-                 "bubble", "optimizer", "peak", "weights", "gradients", "activations",
-                 "other"}
-PREDICTED_KEYS = MEASURED_KEYS | {"source"}
-TRACE_KEYS = {"traceEvents", "pid", "tid", "ts", "dur", "ph", "name", "cat", "args",
-              "sort_index", "otherData"}
+# The keys each JSON reader checks (a mutation elsewhere may rightly be accepted). The
+# report readers check every member mpplan writes (ALL); config.json's reader the keys
+# model-hf.c names, not below rope_scaling (only its presence is read).
+ALL = None
+# A GLib / json-glib critical or warning: common/log.c writes "DOMAIN critical: ...",
+# GLib's own writer "DOMAIN-CRITICAL **" (not a message naming a key 'critical_rank').
+CRITICAL = re.compile(r"^(\[rank \d+\] )?[\w-]+ (critical|warning): |CRITICAL \*\*|WARNING \*\*",
+                      re.M)
+HF_OPAQUE = {"rope_scaling"}
 
 
 def hf_keys():
@@ -58,18 +56,21 @@ def run(cmd, env):
 
 # ---- JSON mutations ------------------------------------------------------------------
 
-def json_paths(doc, keys, path=()):
-    """Paths (tuples of keys / indexes) to every value under a key the reader reads."""
+def json_paths(doc, keys, path=(), opaque=()):
+    """Paths (tuples of keys / indexes) to every value under a key the reader reads (KEYS
+    None: every key), not into the values of OPAQUE keys; of a long list, 8 elements
+    spread over it."""
     out = []
     if isinstance(doc, dict):
         for k, v in doc.items():
-            if k in keys:
+            if keys is None or k in keys:
                 out.append(path + (k,))
-                out += json_paths(v, keys, path + (k,))
+                if k not in opaque:
+                    out += json_paths(v, keys, path + (k,), opaque)
     elif isinstance(doc, list):
-        for i, v in enumerate(doc[:8]):
+        for i in sorted({j * len(doc) // 8 for j in range(8)} & set(range(len(doc)))):
             out.append(path + (i,))
-            out += json_paths(v, keys, path + (i,))
+            out += json_paths(doc[i], keys, path + (i,), opaque)
     return out
 
 
@@ -99,10 +100,10 @@ def other_type(v, rng):
     return rng.choice(choices)
 
 
-def json_mutants(text, keys, rng, n):
+def json_mutants(text, keys, rng, n, opaque=()):
     """(class, malformed?, text) mutants of a JSON document."""
     doc = json.loads(text)
-    paths = json_paths(doc, keys)
+    paths = json_paths(doc, keys, (), opaque)
     numbers = [p for p in paths if isinstance(get_at(doc, p), (int, float))
                and not isinstance(get_at(doc, p), bool)]
     out = []
@@ -111,9 +112,13 @@ def json_mutants(text, keys, rng, n):
         d = copy.deepcopy(doc)
         if kind == "type" and paths:
             p = rng.choice(paths)
-            v = other_type(get_at(d, p), rng)
+            old = get_at(d, p)
+            v = other_type(old, rng)
             set_at(d, p, v)
-            out.append(("type swap", True, json.dumps(d, indent=1), "%s = %r" % (p, v)))
+            # null stands for "absent / the default": which type belongs there is unknown,
+            # so a value in its place may be valid (GPT-J's n_inner: null -> 7).
+            out.append(("type swap" if old is not None else "null replaced", old is not None,
+                        json.dumps(d, indent=1), "%s = %r" % (p, v)))
         elif kind == "delete" and paths:
             p = rng.choice([p for p in paths if isinstance(p[-1], str)] or paths)
             parent = get_at(d, p[:-1])
@@ -129,7 +134,8 @@ def json_mutants(text, keys, rng, n):
             cut = rng.randrange(1, max(2, len(text) - 2))
             out.append(("truncation", True, text[:cut], "cut at %d" % cut))
         elif kind == "duplicate":
-            m = [x for x in re.finditer(r'\n(\s*)"([a-z_]+)" ?: ', text) if x.group(2) in keys]
+            m = [x for x in re.finditer(r'\n(\s*)"([A-Za-z_]+)" ?: ', text)
+                 if keys is None or x.group(2) in keys]
             if m:
                 x = rng.choice(m)
                 dup = '\n%s"%s": 1,' % (x.group(1), x.group(2))
@@ -155,7 +161,15 @@ def yaml_mutants(text, rng, n):
         if kind == "type" and values:
             i = rng.choice(values)
             m = VALUE_LINE.match(ls[i])
-            ls[i] = m.group(1) + m.group(2) + ": " + rng.choice(["{x: 1}", "[[1, 2], 3]"])
+            v = m.group(3)
+            swaps = ["{x: 1}", "[[1, 2], 3]"]
+            # A word where a number or a boolean is, a number where a boolean is (a word
+            # where a word is may be valid: names, enums).
+            if re.match(r'^-?[0-9.]', v):
+                swaps += ["seven", "true"]
+            elif v in ("true", "false"):
+                swaps += ["7", "seven"]
+            ls[i] = m.group(1) + m.group(2) + ": " + rng.choice(swaps)
             out.append(("type swap", True, "\n".join(ls), ls[i].strip()))
         elif kind == "delete" and values:
             i = rng.choice(values)
@@ -197,9 +211,21 @@ def kinds(mpplan, work, env):
             plans.append((os.path.basename(path), open(path).read()))
     profiles = [("profile-host.yaml", open(os.path.join(DATA, "profile-host.yaml")).read())]
     hfdir = os.path.join(DATA, "hf")
-    hfs = [(f, open(os.path.join(hfdir, f)).read()) for f in sorted(os.listdir(hfdir))]
+    hfs = [(f, open(os.path.join(hfdir, f)).read()) for f in sorted(os.listdir(hfdir))
+           if f.endswith(".json")]
     pred = os.path.join(DATA, "predicted-pp2.json")
     meas = os.path.join(DATA, "measured-pp2.json")
+    # The other two predicted kinds, of the same plan: one plan's JSON (verify's
+    # predicted-N.json) and a `plan --json` holding it.
+    mdoc = json.load(open(meas))
+    plan_json = dict(mdoc["plan"], schema_version=1)
+    plan_list = {"schema_version": 1, "model": "model-exec", "cluster": "host2",
+                 "world_size": 2, "global_batch": 8,
+                 "search": {"evaluated": 40, "feasible": 12, "seconds": 0.01},
+                 "plans": [mdoc["plan"], mdoc["plan"]]}
+    preds = [("predicted.json", open(pred).read()),
+             ("predicted-plan.json", json.dumps(plan_json, indent=1)),
+             ("predicted-plans.json", json.dumps(plan_list, indent=1))]
     ptrace = os.path.join(DATA, "trace-predicted-pp2.json")
     mtrace = os.path.join(DATA, "trace-measured-pp2.json")
     hk = hf_keys()
@@ -211,17 +237,21 @@ def kinds(mpplan, work, env):
         ("plan YAML", plans, validate, ym),
         ("profile YAML", profiles, validate, ym),
         ("HF config.json", hfs, lambda p: [mpplan, "import", "hf", p],
-         lambda t, r, n: json_mutants(t, hk, r, n)),
+         lambda t, r, n: json_mutants(t, hk, r, n, HF_OPAQUE)),
         ("measured JSON", [("measured.json", open(meas).read())],
          lambda p: [mpplan, "report", "-p", pred, "-m", p],
-         lambda t, r, n: json_mutants(t, MEASURED_KEYS, r, n)),
-        ("predicted JSON", [("predicted.json", open(pred).read())],
+         lambda t, r, n: json_mutants(t, ALL, r, n)),
+        ("predicted JSON", preds,
          lambda p: [mpplan, "report", "-p", p, "-m", meas],
-         lambda t, r, n: json_mutants(t, PREDICTED_KEYS, r, n)),
+         lambda t, r, n: json_mutants(t, ALL, r, n)),
         ("measured trace", [("trace.json", open(mtrace).read())],
          lambda p: [mpplan, "report", "-p", pred, "-m", meas, "--predicted-trace", ptrace,
                     "--measured-trace", p, "--html", os.devnull],
-         lambda t, r, n: json_mutants(t, TRACE_KEYS, r, n)),
+         lambda t, r, n: json_mutants(t, ALL, r, n)),
+        ("predicted trace", [("trace.json", open(ptrace).read())],
+         lambda p: [mpplan, "report", "-p", pred, "-m", meas, "--predicted-trace", p,
+                    "--measured-trace", mtrace, "--html", os.devnull],
+         lambda t, r, n: json_mutants(t, ALL, r, n)),
     ]
 
 
@@ -262,15 +292,16 @@ def main():
                 what = None
                 if status >= 128 or status < 0 or "Sanitizer" in err or "runtime error:" in err:
                     what = "crash"
-                elif re.search(r"CRITICAL|critical|WARNING \*\*", err):
+                elif re.search(CRITICAL, err):
                     what = "critical"
                 elif status == 0 and malformed:
                     what = "exit 0"
                 elif status == 0:
                     benign += 1
-                elif status == 2 and not any(err.startswith(f + ":") for f in
-                                             command(path) if os.path.isfile(f)):
-                    what = "unlocated"
+                elif status == 2 and not any(line.startswith(f + ":")
+                                             for line in err.splitlines()
+                                             for f in command(path) if os.path.isfile(f)):
+                    what = "unlocated"   # notes may come first: any line naming the file
                 if what:
                     c[what] += 1
                     print("  %s: %s %s [%s] exit %d: %s" % (what, sname, cls, desc, status,

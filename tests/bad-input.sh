@@ -55,7 +55,9 @@ refused () {
   if ! grep -Eq "$located" "$err"; then
     echo "# $1: no located message:" >&2; cat "$err" >&2; return 1
   fi
-  if grep -Eqi "critical|warning" "$err"; then
+  # common/log.c's "DOMAIN critical: ..." or GLib's "DOMAIN-CRITICAL **" (a key named
+  # critical_rank in a message is no critical).
+  if grep -Eq "^(\[rank [0-9]+\] )?[A-Za-z0-9_-]+ (critical|warning): |CRITICAL \*\*|WARNING \*\*" "$err"; then
     echo "# $1: a critical or warning:" >&2; cat "$err" >&2; return 1
   fi
   if ! grep -Fq -- "$2" "$err"; then
@@ -94,4 +96,28 @@ ok "a directory as a measured file exits 2" \
   status_is 2 "$MPPLAN" report -p "$data/predicted-pp2.json" -m "$top_srcdir/tests/bad"
 ok "a missing measured file exits 2" \
   status_is 2 "$MPPLAN" report -p "$data/predicted-pp2.json" -m /nonexistent/measured.json
+
+# Sizes from users are bounded before anything is allocated for them: refused with a
+# message that names the bound, or answered (a --top above the plans found lists them all).
+# refuses_with TEXT COMMAND...: COMMAND exits 2 and says TEXT.
+refuses_with () {
+  want=$1; shift
+  "$@" >/dev/null 2>"$err"
+  status=$?
+  [ $status -eq 2 ] || { echo "# exit $status, expected 2" >&2; cat "$err" >&2; return 1; }
+  grep -Fq -- "$want" "$err" || { echo "# message lacks '$want':" >&2; cat "$err" >&2; return 1; }
+}
+ok "plan -b 2147483647 is refused naming the bound" \
+  refuses_with "--batch must be from 1 to 1000000000" "$MPPLAN" plan -q -m tiny-gpt -c host -b 2147483647
+ok "plan --top 2147483647 answers with the plans there are" \
+  "$MPPLAN" plan -q -m tiny-gpt -c host --refine 0 --top 2147483647
+ok "a node count of 2147483647 is refused naming the bound" \
+  refuses_with "node count from 1 to 1000000" "$MPPLAN" plan -q -m tiny-gpt -c dgx-h100:2147483647
+ok "exec --steps 2147483647 is refused naming the bound" \
+  refuses_with "--steps must be from 1 to 100000" "$MPPLAN" exec -p "$data/plan-small.yaml" \
+  --steps 2147483647
+ok "verify --steps 2147483647 is refused naming the bound" \
+  refuses_with "--steps from 1 to 100000" "$MPPLAN" verify -m tiny-gpt -c host --steps 2147483647
+ok "verify --rounds 101 is refused naming the bound" \
+  refuses_with "--rounds must be 1 to 100" "$MPPLAN" verify -m tiny-gpt -c host --rounds 101
 tap_done
