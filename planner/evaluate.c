@@ -131,10 +131,20 @@ balanced_groups (const double *units, guint n_units, double limit, guint n, guin
       guint after = n - 1 - group;           /* groups still to fill after this one */
       double share = left / (after + 1), load = 0;
       guint start = u;
+      /* The first unit whose suffix fits the groups after this one: every unit before it
+       * must join this group. A suffix of a suffix that fits fits too, so bisect. */
+      guint lo = start + 1, hi = n_units;
+      while (lo < hi)
+        {
+          guint mid = lo + (hi - lo) / 2;
+          if (greedy_groups (units + mid, n_units - mid, limit, after, NULL) <= after)
+            hi = mid;
+          else
+            lo = mid + 1;
+        }
       while (u < n_units)
         {
-          gboolean must = u == start
-                          || greedy_groups (units + u, n_units - u, limit, after, NULL) > after;
+          gboolean must = u < lo;
           gboolean closer = load + units[u] <= limit && n_units - u - 1 >= after
                             && fabs (load + units[u] - share) < fabs (load - share);
           if (!must && !closer)
