@@ -531,16 +531,42 @@ device_of_rank (const MpParallelConfig *cfg, guint rank)
   return cfg->placement ? cfg->placement[rank] : rank;
 }
 
+/* The rate a device group's GEMMs run at: its dense peak at its compute dtype. */
+static double
+group_peak (const MpCostContext *ctx, guint group)
+{
+  const MpCostDevice *d = &ctx->devices[group];
+  return d->device->peak_flops[d->dtype];
+}
+
+guint
+mp_cost_stage_group (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), 0);
+  if (ctx->n_devices == 1)
+    return 0;
+  /* A stage whose ranks sit on more than one kind of device waits on the slowest: every
+   * rank of a stage runs the same layers in lockstep (its TP, CP and DP collectives). */
+  guint stride[MP_DIM_N];
+  mp_parallel_config_strides (cfg, stride);
+  guint64 world = (guint64) cfg->dp * cfg->tp * cfg->pp * cfg->cp;
+  guint best = G_MAXUINT;
+  for (guint64 r = 0; r < world; r++)
+    {
+      guint device = device_of_rank (cfg, (guint) r);
+      if (r / stride[MP_DIM_PP] % cfg->pp != stage || device >= ctx->cluster->world_size)
+        continue;
+      guint g = (guint) (mp_cluster_group_of (ctx->cluster, device) - ctx->cluster->groups);
+      if (best == G_MAXUINT || group_peak (ctx, g) < group_peak (ctx, best))
+        best = g;
+    }
+  return best == G_MAXUINT ? 0 : best;
+}
+
 const MpCostDevice *
 cm_stage_device (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage)
 {
-  guint stride[MP_DIM_N];
-  mp_parallel_config_strides (cfg, stride);
-  guint device = device_of_rank (cfg, stage * stride[MP_DIM_PP]);
-  if (ctx->n_devices == 1 || device >= ctx->cluster->world_size)
-    return &ctx->devices[0];
-  const MpNodeGroup *g = mp_cluster_group_of (ctx->cluster, device);
-  return &ctx->devices[g - ctx->cluster->groups];
+  return &ctx->devices[mp_cost_stage_group (ctx, cfg, stage)];
 }
 
 gboolean

@@ -180,7 +180,7 @@ cm_expert_grid (const MpParallelConfig *cfg)
   return (cfg->sequence_parallel && cfg->tp > 1) || mp_parallel_config_etp (cfg) != cfg->tp
          || cfg->dispatcher == MP_DISPATCH_ALLGATHER;
 }
-/* The device (node group) of STAGE's first rank. */
+/* The device STAGE runs at (mp_cost_stage_group). */
 const MpCostDevice *cm_stage_device (const MpCostContext *ctx, const MpParallelConfig *cfg,
                                      guint stage);
 /* The data-parallel bucket size in bytes. */

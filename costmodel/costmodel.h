@@ -250,6 +250,11 @@ typedef struct {
 
 /* The device of node group GROUP (0 for a homogeneous cluster). Borrowed. */
 const MpCostDevice *mp_cost_device (const MpCostContext *ctx, guint group);
+/* The node group whose device pipeline stage STAGE (< cfg->pp) of CFG runs at: the slowest
+ * (lowest dense peak) its ranks sit on under CFG's rank order and placement; 0 on a
+ * homogeneous cluster. The closed form, the memory model and the simulator all cost a
+ * stage on this device. */
+guint mp_cost_stage_group (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage);
 
 /* ==== compute (compute.c) ============================================================== */
 

@@ -81,19 +81,37 @@ mp_plan_family_of (const MpParallelConfig *cfg)
 
 /* ---- the layer split ------------------------------------------------------------------ */
 
-/* Greedy fill of UNITS (costs) into at most N contiguous groups of cost <= LIMIT, each
- * non-empty; returns the groups used, or N + 1 when LIMIT is too small. */
+/* What a split fills: UNITS (blocks, the embedding and head riding on the end ones) costed
+ * on each node group's device, n_groups rows of n_units; chunk c runs on stage c % pp,
+ * whose device is that of group stage_group[c % pp] (NULL: group 0 everywhere). On a
+ * heterogeneous cluster a unit costs less on the faster stages, so they take more. */
+typedef struct {
+  const double *units;
+  guint n_units, n_groups, pp;
+  const guint *stage_group;
+} Units;
+
+static inline double
+unit_cost (const Units *us, guint chunk, guint u)
+{
+  guint g = us->stage_group ? us->stage_group[chunk % us->pp] : 0;
+  return us->units[(gsize) g * us->n_units + u];
+}
+
+/* Greedy fill of units U0.. into at most N contiguous groups (chunks C0 ..) of cost
+ * <= LIMIT, each non-empty; returns the groups used, or N + 1 when LIMIT is too small. */
 static guint
-greedy_groups (const double *units, guint n_units, double limit, guint n, guint *counts)
+greedy_groups (const Units *us, guint u0, guint c0, double limit, guint n, guint *counts)
 {
   guint group = 0, in_group = 0;
   double load = 0;
-  for (guint u = 0; u < n_units; u++)
+  for (guint u = u0; u < us->n_units; u++)
     {
       /* Start a new group when this unit would overflow it, or when every later group
        * needs one of the units left. */
-      gboolean full = in_group > 0 && load + units[u] > limit;
-      gboolean must = in_group > 0 && n_units - u <= n - 1 - group;
+      double cost = unit_cost (us, c0 + group, u);
+      gboolean full = in_group > 0 && load + cost > limit;
+      gboolean must = in_group > 0 && us->n_units - u <= n - 1 - group;
       if (full || must)
         {
           if (counts)
@@ -102,10 +120,11 @@ greedy_groups (const double *units, guint n_units, double limit, guint n, guint 
             return n + 1;
           in_group = 0;
           load = 0;
+          cost = unit_cost (us, c0 + group, u);
         }
-      if (units[u] > limit)
+      if (cost > limit)
         return n + 1;
-      load += units[u];
+      load += cost;
       in_group++;
     }
   if (counts)
@@ -113,23 +132,45 @@ greedy_groups (const double *units, guint n_units, double limit, guint n, guint 
   return group + 1;
 }
 
-/* Fills UNITS into N contiguous groups of cost <= LIMIT (a bottleneck greedy_groups
+/* The even share of the work LEFT (per node group: the units not yet placed, costed on
+ * that group's device) for chunk FIRST, when chunks FIRST .. N - 1 take it all: each the
+ * same time T, so chunk j takes T / left_j of the work and T = 1 / sum_j 1 / left_j (on
+ * one kind of device, left / chunks). */
+static double
+even_share (const Units *us, const double *left, guint first, guint n)
+{
+  if (us->stage_group == NULL)
+    return left[0] / (n - first);
+  double inv = 0;
+  for (guint j = first; j < n; j++)
+    {
+      double l = left[us->stage_group[j % us->pp]];
+      if (l <= 0)
+        return 0;
+      inv += 1 / l;
+    }
+  return 1 / inv;
+}
+
+/* Fills the units into N contiguous groups of cost <= LIMIT (a bottleneck greedy_groups
  * meets), each as close to an even share of what is left as LIMIT and the groups after
  * it allow. The greedy fill packs the front groups to LIMIT and leaves slivers at the end
  * ([5, 4, 4, ..., 1, 1, 2]): as good for the largest chunk, but an interleaved stage then
  * waits on each round's largest chunk, and the first stages, which hold the most
  * micro-batches in flight, hold the most layers. Returns the groups used. */
 static guint
-balanced_groups (const double *units, guint n_units, double limit, guint n, guint *counts)
+balanced_groups (const Units *us, double limit, guint n, guint *counts)
 {
-  double left = 0;
-  for (guint u = 0; u < n_units; u++)
-    left += units[u];
+  guint n_units = us->n_units;
+  g_autofree double *left = g_new0 (double, us->n_groups);
+  for (guint g = 0; g < us->n_groups; g++)
+    for (guint u = 0; u < n_units; u++)
+      left[g] += us->units[(gsize) g * n_units + u];
   guint u = 0, group = 0;
   for (; group < n && u < n_units; group++)
     {
       guint after = n - 1 - group;           /* groups still to fill after this one */
-      double share = left / (after + 1), load = 0;
+      double share = even_share (us, left, group, n), load = 0;
       guint start = u;
       /* The first unit whose suffix fits the groups after this one: every unit before it
        * must join this group. A suffix of a suffix that fits fits too, so bisect. */
@@ -137,22 +178,30 @@ balanced_groups (const double *units, guint n_units, double limit, guint n, guin
       while (lo < hi)
         {
           guint mid = lo + (hi - lo) / 2;
-          if (greedy_groups (units + mid, n_units - mid, limit, after, NULL) <= after)
+          if (greedy_groups (us, mid, group + 1, limit, after, NULL) <= after)
             hi = mid;
           else
             lo = mid + 1;
         }
       while (u < n_units)
         {
+          double cost = unit_cost (us, group, u);
           gboolean must = u < lo;
-          gboolean closer = load + units[u] <= limit && n_units - u - 1 >= after
-                            && fabs (load + units[u] - share) < fabs (load - share);
+          gboolean closer = load + cost <= limit && n_units - u - 1 >= after
+                            && fabs (load + cost - share) < fabs (load - share);
           if (!must && !closer)
             break;
-          load += units[u++];
+          load += cost;
+          u++;
         }
       counts[group] = u - start;
-      left -= load;
+      for (guint g = 0; g < us->n_groups; g++)
+        {
+          double taken = 0;                  /* summed as LOAD is, for this chunk's group */
+          for (guint i = start; i < u; i++)
+            taken += us->units[(gsize) g * n_units + i];
+          left[g] -= taken;
+        }
     }
   return group;
 }
@@ -169,11 +218,19 @@ pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, double *c
     even.schedule = MP_SCHEDULE_1F1B;
   MpStageSpans spans;
   mp_cost_stage_spans (ctx, &even, 0, &spans);
-  for (guint l = 0; l < model->n_layers; l++)
+  /* Each node group's device in turn, the groups' spans as the whole world's (the links
+   * are the cluster's): what a stage on that device pays. */
+  guint n_groups = mp_cost_context_cluster (ctx)->n_groups;
+  for (guint g = 0; g < n_groups; g++)
     {
-      MpPhaseCost f, b;
-      mp_cost_layer (ctx, &even, &spans, l, &f, &b);
-      cost[l] = f.total_s + b.total_s;
+      if (n_groups > 1)
+        spans.device = mp_cost_device (ctx, g);
+      for (guint l = 0; l < model->n_layers; l++)
+        {
+          MpPhaseCost f, b;
+          mp_cost_layer (ctx, &even, &spans, l, &f, &b);
+          cost[(gsize) g * model->n_layers + l] = f.total_s + b.total_s;
+        }
     }
 }
 
@@ -182,19 +239,21 @@ mp_plan_split_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
                       guint *chunk_layers)
 {
   const MpModel *model = mp_cost_context_model (ctx);
-  g_autofree double *cost = g_new (double, model->n_layers);
+  guint n_groups = mp_cost_context_cluster (ctx)->n_groups;
+  g_autofree double *cost = g_new (double, (gsize) n_groups * model->n_layers);
   pl_layer_costs (ctx, cfg, cost);
-  return pl_split_costs (model, cost, cfg->pp, MAX (cfg->vpp, 1u), chunk_layers);
+  return pl_split_costs (ctx, cfg, cost, chunk_layers);
 }
 
-/* How a split of UNITS into CHUNKS groups of COUNTS (group c on stage c % pp) paces a
+/* How a split of the units into CHUNKS groups of COUNTS (group c on stage c % pp) paces a
  * pipeline: *STAGE the largest stage's work (the steady state, as the closed form and
  * the simulation find it), *ROUNDS the sum over interleaving rounds of each round's
  * largest chunk (what a stage may wait on within a round). */
 static void
-split_score (const double *units, const guint *counts, guint chunks, guint pp,
-             double *stage_max, double *rounds)
+split_score (const Units *us, const guint *counts, guint chunks, double *stage_max,
+             double *rounds)
 {
+  guint pp = us->pp;
   g_autofree double *stage = g_new0 (double, pp);
   double round_max = 0;
   *stage_max = *rounds = 0;
@@ -202,7 +261,7 @@ split_score (const double *units, const guint *counts, guint chunks, guint pp,
     {
       double load = 0;
       for (guint i = 0; i < counts[c]; i++)
-        load += units[u++];
+        load += unit_cost (us, c, u++);
       stage[c % pp] += load;
       round_max = MAX (round_max, load);
       if (c % pp == pp - 1 || c == chunks - 1)
@@ -217,46 +276,77 @@ split_score (const double *units, const guint *counts, guint chunks, guint pp,
 
 /* Is split A (counts) better than B: a lighter largest stage, else lighter rounds? */
 static gboolean
-split_better (const double *units, const guint *a, const guint *b, guint chunks, guint pp)
+split_better (const Units *us, const guint *a, const guint *b, guint chunks)
 {
   double sa, ra, sb, rb;
-  split_score (units, a, chunks, pp, &sa, &ra);
-  split_score (units, b, chunks, pp, &sb, &rb);
+  split_score (us, a, chunks, &sa, &ra);
+  split_score (us, b, chunks, &sb, &rb);
   double tol = 1e-9 * MAX (sa, sb);
   return sa < sb - tol || (sa <= sb + tol && ra < rb - tol);
 }
 
+/* The node group of each of CFG's stages, or NULL on a homogeneous cluster. */
+static guint *
+stage_groups (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  if (mp_cost_context_cluster (ctx)->n_groups == 1)
+    return NULL;
+  guint *groups = g_new (guint, cfg->pp);
+  for (guint i = 0; i < cfg->pp; i++)
+    groups[i] = mp_cost_stage_group (ctx, cfg, i);
+  return groups;
+}
+
 gboolean
-pl_split_costs (const MpModel *model, const double *cost, guint pp, guint vpp,
+pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const double *cost,
                 guint *chunk_layers)
 {
-  guint chunks = pp * vpp;
+  const MpModel *model = mp_cost_context_model (ctx);
+  guint pp = cfg->pp, chunks = pp * MAX (cfg->vpp, 1u);
   /* Units are blocks; the embedding rides with the first and the head with the last,
    * unless there are more chunks than blocks (a pinned vpp): then they are units too and
    * end up alone in the end chunks, as Megatron's account_for_* splits put them. */
   gboolean transformer = model->arch == MP_ARCH_TRANSFORMER
                          && model->n_layers - 2 >= chunks;
-  guint first = transformer ? 1 : 0;
-  guint n_units = transformer ? model->n_layers - 2 : model->n_layers;
+  guint first = transformer ? 1 : 0, n_layers = model->n_layers;
+  guint n_units = transformer ? n_layers - 2 : n_layers;
   if (n_units < chunks)
     return FALSE;
-  g_autofree double *units = g_new (double, n_units);
+  g_autofree guint *groups = stage_groups (ctx, cfg);
+  Units us = { .n_units = n_units, .n_groups = groups ? mp_cost_context_cluster (ctx)->n_groups : 1,
+               .pp = pp, .stage_group = groups };
+  g_autofree double *units = g_new (double, (gsize) us.n_groups * n_units);
+  us.units = units;
+  for (guint g = 0; g < us.n_groups; g++)
+    for (guint u = 0; u < n_units; u++)
+      {
+        const double *row = cost + (gsize) g * n_layers;
+        double *v = &units[(gsize) g * n_units + u];
+        *v = row[first + u];
+        if (transformer && u == 0)
+          *v += row[0];
+        if (transformer && u == n_units - 1)
+          *v += row[n_layers - 1];
+      }
+  /* Bounds on the bottleneck: no unit costs less than on the fastest of the stages'
+   * devices, and every unit on the slowest one's fits under the sum. */
   double lo = 0, hi = 0;
   for (guint u = 0; u < n_units; u++)
     {
-      units[u] = cost[first + u];
-      if (transformer && u == 0)
-        units[u] += cost[0];
-      if (transformer && u == n_units - 1)
-        units[u] += cost[model->n_layers - 1];
-      lo = MAX (lo, units[u]);
-      hi += units[u];
+      double fast = unit_cost (&us, 0, u), slow = fast;
+      for (guint i = 1; groups && i < pp; i++)
+        {
+          fast = MIN (fast, unit_cost (&us, i, u));
+          slow = MAX (slow, unit_cost (&us, i, u));
+        }
+      lo = MAX (lo, fast);
+      hi += slow;
     }
   /* Binary search on the bottleneck, then the tightest greedy fill. */
   for (int it = 0; it < 60 && hi - lo > 1e-9 * hi; it++)
     {
       double mid = 0.5 * (lo + hi);
-      if (greedy_groups (units, n_units, mid, chunks, NULL) <= chunks)
+      if (greedy_groups (&us, 0, 0, mid, chunks, NULL) <= chunks)
         hi = mid;
       else
         lo = mid;
@@ -265,10 +355,10 @@ pl_split_costs (const MpModel *model, const double *cost, guint pp, guint vpp,
    * balanced one; the pipeline keeps the better (split_better), the balanced one on a tie
    * (lighter first stages, which hold the most micro-batches in flight). */
   g_autofree guint *greedy = g_new0 (guint, chunks);
-  guint used = balanced_groups (units, n_units, hi, chunks, chunk_layers);
-  guint used_greedy = greedy_groups (units, n_units, hi, chunks, greedy);
+  guint used = balanced_groups (&us, hi, chunks, chunk_layers);
+  guint used_greedy = greedy_groups (&us, 0, 0, hi, chunks, greedy);
   if (used_greedy == chunks && used == chunks
-      && split_better (units, greedy, chunk_layers, chunks, pp))
+      && split_better (&us, greedy, chunk_layers, chunks))
     memcpy (chunk_layers, greedy, chunks * sizeof *greedy);
   g_assert (used <= chunks);
   /* Fewer groups than chunks can only happen with all-zero costs: spread the rest. */
@@ -474,20 +564,51 @@ pl_plan_memory (const MpCostContext *ctx, MpPlan *plan)
       plan->fits = FALSE;
 }
 
+/* Node group G's dense peak at its compute dtype (fp32 for a device without it). */
+static double
+group_peak (const MpCostContext *ctx, guint g)
+{
+  const MpCostDevice *d = mp_cost_device (ctx, g);
+  double peak = d->device->peak_flops[d->dtype];
+  return peak > 0 ? peak : d->device->peak_flops[MP_DTYPE_FP32];
+}
+
+/* The peak of CFG's WORLD ranks' devices, averaged over the ranks: MFU is the model's
+ * FLOP/s over the sum of the devices' peaks (a mixed cluster's against neither the
+ * slowest nor the fastest alone). */
+static double
+mean_peak (const MpCostContext *ctx, const MpParallelConfig *cfg, guint world)
+{
+  const MpCluster *cluster = mp_cost_context_cluster (ctx);
+  if (cluster->n_groups == 1)
+    return group_peak (ctx, 0);
+  double sum = 0;
+  if (cfg->placement == NULL)
+    for (guint g = 0; g < cluster->n_groups; g++)
+      {
+        /* ranks on devices in order: group g holds the ranks in its device range */
+        const MpNodeGroup *ng = &cluster->groups[g];
+        guint64 end = ng->first_device + (guint64) ng->nodes * ng->devices_per_node;
+        guint64 n = MIN (end, (guint64) world) - MIN ((guint64) ng->first_device, world);
+        sum += n * group_peak (ctx, g);
+      }
+  else
+    for (guint r = 0; r < world; r++)
+      sum += group_peak (ctx, (guint) (mp_cluster_group_of (cluster, cfg->placement[r])
+                                       - cluster->groups));
+  return world > 0 ? sum / world : 0;
+}
+
 static void
 fill_throughput (const MpCostContext *ctx, const MpParallelConfig *cfg, MpPlan *plan)
 {
   const MpModel *model = mp_cost_context_model (ctx);
-  const MpCluster *cluster = mp_cost_context_cluster (ctx);
   double world = plan->world_size;
   double tokens = (double) plan->global_batch * MAX (model->seq_len, 1u);
   plan->tokens_per_s = tokens / plan->step_s;
   plan->tflops_per_gpu = mp_cost_step_flops (ctx, cfg, FALSE) / plan->step_s / world;
   plan->hw_tflops_per_gpu = mp_cost_step_flops (ctx, cfg, TRUE) / plan->step_s / world;
-  const MpDevice *slowest = mp_cluster_slowest_device (cluster);
-  double peak = slowest->peak_flops[mp_cost_device (ctx, 0)->dtype];
-  if (peak <= 0)
-    peak = slowest->peak_flops[MP_DTYPE_FP32];
+  double peak = mean_peak (ctx, cfg, plan->world_size);
   plan->mfu = peak > 0 ? plan->tflops_per_gpu / peak : 0;
   plan->hfu = peak > 0 ? plan->hw_tflops_per_gpu / peak : 0;
 }

@@ -5,12 +5,14 @@
 G_BEGIN_DECLS
 
 /* Forward + backward time of each model layer for one micro-batch under CFG's tensor,
- * context and expert split (pipeline ignored). COST has model->n_layers entries. */
+ * context and expert split (pipeline ignored), on each node group's device: COST has
+ * cluster->n_groups rows of model->n_layers entries (group g's at g * n_layers). */
 void pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, double *cost);
-/* Balanced contiguous split of the layers with costs COST into PP * VPP chunks, chunk c
- * on stage c % pp (see mp_plan_split_layers). */
-gboolean pl_split_costs (const MpModel *model, const double *cost, guint pp, guint vpp,
-                         guint *chunk_layers);
+/* Balanced contiguous split of the layers with costs COST (pl_layer_costs') into
+ * cfg->pp * vpp chunks, chunk c on stage c % pp and costed on that stage's device
+ * (mp_cost_stage_group under CFG's order; see mp_plan_split_layers). */
+gboolean pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                         const double *cost, guint *chunk_layers);
 
 /* A plan in three steps, so the search can skip the time of a plan that does not fit:
  * take CFG and CHUNK_LAYERS (copied; CFG checked by the caller), then its memory, then

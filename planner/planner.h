@@ -66,7 +66,8 @@ const char *mp_plan_dominant (const MpPlan *plan);
 const char *mp_plan_family_name (MpPlanFamily family);
 MpPlanFamily mp_plan_family_of (const MpParallelConfig *cfg);
 
-/* Splits the model's layers over CFG's pp * vpp chunks, balancing predicted time: the
+/* Splits the model's layers over CFG's pp * vpp chunks, balancing predicted time, each
+ * stage's on its own device (a heterogeneous cluster's faster stages take more): the
  * embedding on the first chunk, the head (output layer and loss) on the last, blocks
  * contiguous. Writes pp * vpp counts to CHUNK_LAYERS. FALSE when there are fewer blocks
  * than chunks. */

@@ -197,7 +197,7 @@ with_split (Search *s, MpParallelConfig *cfg)
     cfg->chunk_layers = s->pinned_split;   /* the split the user pinned */
   else if (!s->counting)
     {
-      if (!pl_split_costs (s->model, s->layer_cost, cfg->pp, cfg->vpp, s->split))
+      if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split))
         return;
       cfg->chunk_layers = s->split;
     }
@@ -257,7 +257,7 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
       double *cost = g_hash_table_lookup (cache, key);
       if (cost == NULL)
         {
-          cost = g_new (double, s->model->n_layers);
+          cost = g_new (double, (gsize) s->cluster->n_groups * s->model->n_layers);
           pl_layer_costs (s->ctx, cfg, cost);
           g_hash_table_insert (cache, key, cost);
         }
