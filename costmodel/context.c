@@ -605,9 +605,26 @@ group_leader (const MpParallelConfig *cfg, const guint stride[MP_DIM_N], guint r
          + (j0 / cfg->cp) * stride[MP_DIM_DP];
 }
 
-gboolean
-mp_cost_groups_in_domains (const MpCostContext *ctx, const MpParallelConfig *cfg,
-                           gboolean tp, gboolean ep)
+/* Where DEVICE sits for a grouping rule: its NVLink domain, or (KIND) the first node
+ * group with the same device, so that groups of one device spread over several node
+ * groups count as one kind. */
+static guint
+place_of (const MpCluster *c, guint device, gboolean kind)
+{
+  if (!kind)
+    return mp_cluster_domain_of (c, device);
+  const MpNodeGroup *g = mp_cluster_group_of (c, device);
+  for (guint i = 0; i < c->n_groups; i++)
+    if (g_strcmp0 (c->groups[i].device.name, g->device.name) == 0)
+      return i;
+  return (guint) (g - c->groups);
+}
+
+/* Does every TP group (with TP) and EP group (with EP) under CFG lie in one place
+ * (place_of)? */
+static gboolean
+groups_in_one_place (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean tp,
+                     gboolean ep, gboolean kind)
 {
   g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), FALSE);
   const MpCluster *c = ctx->cluster;
@@ -619,15 +636,29 @@ mp_cost_groups_in_domains (const MpCostContext *ctx, const MpParallelConfig *cfg
   tp = tp && cfg->tp > 1;
   for (guint r = 0; (tp || ep) && r < world; r++)
     {
-      guint domain = mp_cluster_domain_of (c, device_of_rank (cfg, r));
-      if (tp && mp_cluster_domain_of (c, device_of_rank (cfg, group_leader (cfg, stride, r,
-                                                                            FALSE))) != domain)
+      guint here = place_of (c, device_of_rank (cfg, r), kind);
+      if (tp && place_of (c, device_of_rank (cfg, group_leader (cfg, stride, r, FALSE)),
+                          kind) != here)
         return FALSE;
-      if (ep && mp_cluster_domain_of (c, device_of_rank (cfg, group_leader (cfg, stride, r,
-                                                                            TRUE))) != domain)
+      if (ep && place_of (c, device_of_rank (cfg, group_leader (cfg, stride, r, TRUE)),
+                          kind) != here)
         return FALSE;
     }
   return TRUE;
+}
+
+gboolean
+mp_cost_groups_in_domains (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                           gboolean tp, gboolean ep)
+{
+  return groups_in_one_place (ctx, cfg, tp, ep, FALSE);
+}
+
+gboolean
+mp_cost_groups_one_device (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                           gboolean tp, gboolean ep)
+{
+  return groups_in_one_place (ctx, cfg, tp, ep, TRUE);
 }
 
 /* Fills SPAN for RANKS[N] under CFG's placement: mp_cluster_span, except in the common

@@ -331,6 +331,11 @@ typedef struct {
  * under CFG lie inside one NVLink domain (one node, on a cluster without domains)? */
 gboolean mp_cost_groups_in_domains (const MpCostContext *ctx, const MpParallelConfig *cfg,
                                     gboolean tp, gboolean ep);
+/* Does every tensor-parallel group (with TP) and every expert-parallel group (with EP)
+ * under CFG sit on one kind of device (on a heterogeneous cluster, a group of A100s and
+ * H100s would run its per-layer collectives at the slower one's pace)? */
+gboolean mp_cost_groups_one_device (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                    gboolean tp, gboolean ep);
 /* Fills *OUT for STAGE (< cfg->pp). Cannot fail for a checked CFG. */
 void mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
                           MpStageSpans *out);

@@ -141,15 +141,17 @@ visit (Search *s, const MpParallelConfig *cfg)
 /* ---- the loops, innermost first -------------------------------------------------------- */
 
 /* On a cluster with NVLink domains, a tensor- or expert-parallel group that leaves its
- * domain would run its per-layer collectives over the network: such a config is visited
+ * domain would run its per-layer collectives over the network, and on a heterogeneous
+ * one a group over two kinds of device at the slower's pace: such a config is visited
  * only when the user pins that dimension (tp, ep). */
 static void
 visit_in_domains (Search *s, const MpParallelConfig *cfg)
 {
-  if (s->cluster->nodes_per_domain > 1
-      && !mp_cost_groups_in_domains (s->ctx, cfg,
-                                     !mp_plan_pins_get (s->opts->pins, "tp", NULL),
-                                     !mp_plan_pins_get (s->opts->pins, "ep", NULL)))
+  gboolean tp = !mp_plan_pins_get (s->opts->pins, "tp", NULL);
+  gboolean ep = !mp_plan_pins_get (s->opts->pins, "ep", NULL);
+  if (s->cluster->nodes_per_domain > 1 && !mp_cost_groups_in_domains (s->ctx, cfg, tp, ep))
+    return;
+  if (s->cluster->heterogeneous && !mp_cost_groups_one_device (s->ctx, cfg, tp, ep))
     return;
   visit (s, cfg);
 }

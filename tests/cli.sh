@@ -29,7 +29,8 @@ for m in mlp-1024 gpt3-125m gpt3-1.3b gpt3-13b gpt3-175b llama2-7b llama2-70b ll
   ok "zoo model $m is listed" prints "^  $m\$" "$MPPLAN" describe --list
   ok "describe $m --json has parameters.total" json_has total "$MPPLAN" describe "$m" --json
 done
-for c in dgx-a100-40g dgx-a100-80g dgx-h100 hgx-h200 dgx-b200 h200 workstation-pcie4 gb200-nvl72 host; do
+for c in dgx-a100-40g dgx-a100-80g dgx-h100 hgx-h200 dgx-b200 h200 workstation-pcie4 gb200-nvl72 \
+         mixed-a100-h100 host; do
   ok "zoo cluster $c is listed" prints "^  $c\$" "$MPPLAN" describe --list
   ok "describe $c --json has world_size" json_has world_size "$MPPLAN" describe "$c" --json
 done

@@ -20,6 +20,7 @@
 #include "planner/planner.h"
 #include "common/error.h"
 
+#include <math.h>
 #include <string.h>
 
 #define DATA(name) MPPLAN_SRCDIR "/tests/data/" name
@@ -995,12 +996,111 @@ test_planner_cp_family (void **state)
   assert_int_equal (mp_plan_family_of (&c), MP_FAMILY_FSDP);
 }
 
+/* ---- heterogeneous clusters ------------------------------------------------------------ */
+
+/* Forward layers stage PROGRAM runs per micro-batch. */
+static guint
+program_layers (const MpProgram *program)
+{
+  guint n = 0;
+  for (guint i = 0; i < program->n_insns; i++)
+    n += program->insns[i].kind == MP_INSN_FORWARD && program->insns[i].micro_batch == 0;
+  return n;
+}
+
+/* gpt3-13b on 2 A100 nodes then 2 H100 nodes: the layer split follows each stage's device
+ * (the H100 stage takes more layers, and the split is as fast as the best of every
+ * two-way split tried by hand), MFU is against the devices' mean peak (never above
+ * 100%), no tensor-parallel group mixes device kinds, and the simulator, the programs
+ * and the closed form agree on the uneven plan. */
+static void
+test_planner_heterogeneous_split (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-13b", "mixed-a100-h100");
+  assert_true (p->cluster->heterogeneous);
+  g_autoptr(MpSearchResult) res = search_ok (p, 0, 20, NULL);
+  const double a100 = 312e12, h100 = 989.4e12;      /* the zoo file's bf16 peaks */
+  const MpPlan *two = NULL;
+  for (guint i = 0; i < res->plans->len; i++)
+    {
+      const MpPlan *q = g_ptr_array_index (res->plans, i);
+      assert_true (q->mfu > 0 && q->mfu <= 1.0);
+      assert_true (mp_cost_groups_one_device (p->ctx, &q->cfg, TRUE, TRUE));
+      if (two == NULL && q->cfg.pp == 2 && q->cfg.vpp == 1)
+        two = q;
+    }
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    if (res->stats.family_best[f] != NULL)
+      {
+        assert_true (res->stats.family_best[f]->mfu <= 1.0);
+        assert_true (mp_cost_groups_one_device (p->ctx, &res->stats.family_best[f]->cfg, TRUE,
+                                                TRUE));
+      }
+  assert_non_null (two);
+  /* Stage 0 on the A100s, stage 1 on the H100s, about 3x faster: it takes more. */
+  assert_int_equal (mp_cost_stage_group (p->ctx, &two->cfg, 0), 0);
+  assert_int_equal (mp_cost_stage_group (p->ctx, &two->cfg, 1), 1);
+  assert_true (two->chunk_layers[1] > 2 * two->chunk_layers[0]);
+  /* Against the mean of the 16 A100 and 16 H100 peaks. */
+  mp_assert_close (two->mfu, two->tflops_per_gpu / ((a100 + h100) / 2), 1e-9);
+  /* Every hand split of the same config: none is more than 1% faster. */
+  double best_hand = G_MAXDOUBLE;
+  guint n = p->model->n_layers;
+  for (guint first = 1; first < n; first++)
+    {
+      guint split[2] = { first, n - first };
+      MpParallelConfig cfg = two->cfg;
+      cfg.chunk_layers = split;
+      MpPlan hand;
+      if (!mp_plan_evaluate (p->ctx, &cfg, two->global_batch, &hand, NULL))
+        continue;
+      best_hand = MIN (best_hand, hand.step_s);
+      g_free (hand.chunk_layers);
+    }
+  assert_true (two->step_s <= 1.01 * best_hand);
+  /* An even split, what stage 0's costs alone give, is far slower. */
+  guint even[2] = { n / 2, n - n / 2 };
+  MpParallelConfig cfg = two->cfg;
+  cfg.chunk_layers = even;
+  MpPlan evenly;
+  assert_true (mp_plan_evaluate (p->ctx, &cfg, two->global_batch, &evenly, NULL));
+  assert_true (evenly.step_s > 1.5 * two->step_s);
+  g_free (evenly.chunk_layers);
+  /* The simulator costs each stage on the same device as the closed form. */
+  g_autoptr(GError) error = NULL;
+  guint n_programs = 0;
+  MpProgram **programs = NULL;
+  g_autoptr(MpSimResult) sim = mp_plan_simulate (p->ctx, two, NULL, &programs, &n_programs,
+                                                 &error);
+  if (sim == NULL)
+    fail_msg ("simulate: %s", error->message);
+  assert_true (fabs (sim->step_s / two->step_s - 1) < 0.03);
+  /* The programs run the uneven split: each stage its chunk's layers. */
+  assert_int_equal (n_programs, 2);
+  assert_int_equal (program_layers (programs[0]), two->chunk_layers[0]);
+  assert_int_equal (program_layers (programs[1]), two->chunk_layers[1]);
+  mp_program_stages_free (programs);
+  /* A tensor-parallel group strided over the whole cluster mixes A100s and H100s. */
+  MpParallelConfig mixed;
+  mp_parallel_config_init (&mixed);
+  mixed.tp = 8;
+  mixed.dp = 4;
+  mixed.order[0] = MP_DIM_DP;
+  mixed.order[1] = MP_DIM_TP;
+  mixed.order[2] = MP_DIM_CP;
+  mixed.order[3] = MP_DIM_PP;
+  assert_false (mp_cost_groups_one_device (p->ctx, &mixed, TRUE, FALSE));
+  assert_true (mp_cost_groups_one_device (p->ctx, &mixed, FALSE, FALSE));
+}
+
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_planner_horovod_fusion_buffer),
     cmocka_unit_test (test_planner_cp_family),
+    cmocka_unit_test (test_planner_heterogeneous_split),
     cmocka_unit_test (test_planner_plans_satisfy_constraints),
     cmocka_unit_test (test_planner_plans_ranked),
     cmocka_unit_test (test_planner_drops_only_violations),
