@@ -34,6 +34,10 @@ limit_phrase (const MpPlan *best, const MpPlan *smallest)
     {
       g_autofree char *need = mp_units_format (smallest->memory.peak_bytes, MP_UNIT_BYTES);
       g_autofree char *has = mp_units_format (smallest->memory.capacity_bytes, MP_UNIT_BYTES);
+      g_autofree char *room = mp_units_format (smallest->memory.headroom_bytes, MP_UNIT_BYTES);
+      if (smallest->memory.headroom_bytes > 0)
+        return g_strdup_printf ("memory: the smallest plan needs %s per GPU of %s, %s kept "
+                                "free (--memory-headroom)", need, has, room);
       return g_strdup_printf ("memory: the smallest plan needs %s per GPU of %s", need, has);
     }
   GString *s = g_string_new (NULL);
@@ -151,7 +155,7 @@ char *
 mp_compare_text (const GPtrArray *rows)
 {
   GString *s = g_string_new (NULL);
-  g_string_append_printf (s, "%-27s %-36s %10s %10s %10s %4s  %s\n", "strategy", "best plan",
+  g_string_append_printf (s, "%-29s %-36s %10s %10s %10s %4s  %s\n", "strategy", "best plan",
                           "step", "tokens/s", "mem/GPU", "fits", "limited by");
   for (guint i = 0; i < rows->len; i++)
     {
@@ -159,7 +163,7 @@ mp_compare_text (const GPtrArray *rows)
       const MpPlan *p = r->best ? r->best : r->smallest;
       if (p == NULL)
         {
-          g_string_append_printf (s, "%-27s %-36s %10s %10s %10s %4s  %s\n",
+          g_string_append_printf (s, "%-29s %-36s %10s %10s %10s %4s  %s\n",
                                   row_title (r), "-", "-", "-", "-", "no",
                                   r->limit);
           continue;
@@ -170,7 +174,7 @@ mp_compare_text (const GPtrArray *rows)
       g_autofree char *tok = r->best ? mp_units_format (p->tokens_per_s, MP_UNIT_COUNT)
                                      : g_strdup ("-");
       g_autofree char *mem = mp_units_format (p->memory.peak_bytes, MP_UNIT_BYTES);
-      g_string_append_printf (s, "%-27s %-36s %10s %10s %10s %4s  %s\n",
+      g_string_append_printf (s, "%-29s %-36s %10s %10s %10s %4s  %s\n",
                               row_title (r), what, step, tok, mem,
                               r->best ? "yes" : "no", r->limit);
     }

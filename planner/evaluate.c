@@ -48,7 +48,7 @@ const char *
 mp_plan_family_name (MpPlanFamily family)
 {
   static const char *const names[MP_FAMILY_N] = {
-    "data parallel (DDP, Horovod, MirroredStrategy)", "ZeRO-2/3 / FSDP",
+    "data parallel (ZeRO-0/1)", "sharded data parallel (ZeRO-2/3)",
     "layer placement (no pipelining)", "pipeline only", "tensor, context or expert only", "2D",
     "full hybrid"
   };

@@ -5,8 +5,40 @@
 #include "planner/planner.h"
 
 #include <math.h>
+#include <string.h>
 
-/* "dp64 tp4 pp4 vpp8 sp zero2 mbs2x12 interleaved" - a plan in one short phrase. */
+/* The choices the table has no column for: MoE's expert settings, FP8, the stack and the
+ * extent of recompute (" etp=1 fp8 stack=torchtitan (block 4)"); with ALL, the rest of
+ * what a phrase says beyond the sizes too (sp, zero, recompute) in phrase order. */
+static void
+append_uncolumned (GString *s, const MpParallelConfig *c, gboolean all)
+{
+  if (mp_parallel_config_etp (c) != c->tp)                 /* MoE (moe14) */
+    g_string_append_printf (s, " etp=%u", mp_parallel_config_etp (c));
+  if (c->dispatcher != MP_DISPATCH_ALLTOALL)
+    g_string_append_printf (s, " dispatcher=%s", mp_dispatcher_name (c->dispatcher));
+  if (c->sequence_parallel && all)
+    g_string_append (s, " sp");
+  if (c->fp8)
+    g_string_append (s, " fp8");
+  if (c->stack != MP_STACK_MEGATRON)
+    g_string_append_printf (s, " stack=%s", mp_stack_name (c->stack));
+  if (c->zero && all)
+    g_string_append_printf (s, " zero=%u", c->zero);
+  if (c->recompute != MP_RECOMPUTE_NONE && all)
+    g_string_append_printf (s, " recompute=%s", mp_recompute_name (c->recompute));
+  if (c->recompute == MP_RECOMPUTE_FULL && c->recompute_num_layers > 0)
+    g_string_append_printf (s, " (%s %u)", mp_recompute_method_name (c->recompute_method),
+                            c->recompute_num_layers);
+  if (c->recompute == MP_RECOMPUTE_SELECTIVE && c->recompute_modules != 0)
+    {
+      g_autofree char *mods = mp_recompute_modules_name (c->recompute_modules);
+      g_string_append_printf (s, " (%s)", mods);
+    }
+}
+
+/* "dp=64 tp=4 pp=4 vpp=8 sp zero=2 micro-batch 2 x 12 interleaved" - a plan in one
+ * phrase. */
 static char *
 plan_phrase (const MpPlan *p)
 {
@@ -19,28 +51,7 @@ plan_phrase (const MpPlan *p)
     g_string_append_printf (s, " cp=%u", c->cp);
   if (c->ep > 1)
     g_string_append_printf (s, " ep=%u", c->ep);
-  if (mp_parallel_config_etp (c) != c->tp)                 /* MoE (moe14) */
-    g_string_append_printf (s, " etp=%u", mp_parallel_config_etp (c));
-  if (c->dispatcher != MP_DISPATCH_ALLTOALL)
-    g_string_append_printf (s, " dispatcher=%s", mp_dispatcher_name (c->dispatcher));
-  if (c->sequence_parallel)
-    g_string_append (s, " sp");
-  if (c->fp8)
-    g_string_append (s, " fp8");
-  if (c->stack != MP_STACK_MEGATRON)
-    g_string_append_printf (s, " stack=%s", mp_stack_name (c->stack));
-  if (c->zero)
-    g_string_append_printf (s, " zero=%u", c->zero);
-  if (c->recompute != MP_RECOMPUTE_NONE)
-    g_string_append_printf (s, " recompute=%s", mp_recompute_name (c->recompute));
-  if (c->recompute == MP_RECOMPUTE_FULL && c->recompute_num_layers > 0)
-    g_string_append_printf (s, " (%s %u)", mp_recompute_method_name (c->recompute_method),
-                            c->recompute_num_layers);
-  if (c->recompute == MP_RECOMPUTE_SELECTIVE && c->recompute_modules != 0)
-    {
-      g_autofree char *mods = mp_recompute_modules_name (c->recompute_modules);
-      g_string_append_printf (s, " (%s)", mods);
-    }
+  append_uncolumned (s, c, TRUE);
   g_string_append_printf (s, " micro-batch %u x %u", c->micro_batch_size, c->num_micro_batches);
   if (c->pp > 1)
     g_string_append_printf (s, " %s", mp_schedule_name (c->schedule));
@@ -52,6 +63,57 @@ plan_phrase (const MpPlan *p)
   return g_string_free (s, FALSE);
 }
 
+/* What plan_phrase leaves out and can still tell two plans apart: the layer split, the
+ * attention kernel, the gradients' precision and bucket, a custom placement. */
+static void
+append_details (GString *s, const MpPlan *p)
+{
+  const MpParallelConfig *c = &p->cfg;
+  guint chunks = c->pp * MAX (c->vpp, 1u);
+  if (c->chunk_layers != NULL && chunks > 1)
+    for (guint i = 0; i < chunks; i++)
+      g_string_append_printf (s, "%s%u", i ? "/" : " split=", c->chunk_layers[i]);
+  if (!c->flash_attention)
+    g_string_append (s, " no-flash-attention");
+  if (c->fp32_grads)
+    g_string_append (s, " fp32-grads");
+  if (c->bucket_bytes > 0)
+    {
+      g_autofree char *b = mp_units_format (c->bucket_bytes, MP_UNIT_BYTES);
+      g_string_append_printf (s, " bucket=%s", b);
+    }
+  if (c->placement != NULL)
+    g_string_append (s, " placement");
+}
+
+/* Phrases for A and B that differ when the plans do: plan_phrase, with the details of
+ * both when that alone reads the same. Caller owns both. */
+static void
+distinct_phrases (const MpPlan *a, const MpPlan *b, char **pa, char **pb)
+{
+  *pa = plan_phrase (a);
+  *pb = plan_phrase (b);
+  if (strcmp (*pa, *pb) != 0)
+    return;
+  GString *sa = g_string_new (*pa), *sb = g_string_new (*pb);
+  append_details (sa, a);
+  append_details (sb, b);
+  g_free (*pa);
+  g_free (*pb);
+  *pa = g_string_free (sa, FALSE);
+  *pb = g_string_free (sb, FALSE);
+}
+
+/* "run by Megatron-LM, torchtitan", or that no framework runs P, after SEP. */
+static void
+append_runners (GString *s, const char *sep, const MpPlan *p, const MpModel *model)
+{
+  g_autofree char *who = mp_framework_runners_text (mp_framework_runners (model, &p->cfg),
+                                                    &p->cfg);
+  g_string_append_printf (s, "%s%s%s", sep, who ? "run by " : "no framework's rules express it",
+                          who ? who : "");
+}
+
 static void
 append_units (GString *s, const char *fmt, double v, MpUnitKind kind)
 {
@@ -59,18 +121,47 @@ append_units (GString *s, const char *fmt, double v, MpUnitKind kind)
   g_string_append_printf (s, fmt, u);
 }
 
+/* Row I's choices beyond the table's columns: those it has no column for, and, when
+ * KEYS (each row's columns) show another row the same, the details that tell them apart. */
+static char *
+row_extras (const GPtrArray *plans, char *const *keys, guint i)
+{
+  const MpPlan *p = g_ptr_array_index ((GPtrArray *) plans, i);
+  GString *s = g_string_new (NULL);
+  append_uncolumned (s, &p->cfg, FALSE);
+  for (guint j = 0; j < plans->len; j++)
+    if (j != i && strcmp (keys[i], keys[j]) == 0)
+      {
+        append_details (s, p);
+        break;
+      }
+  return g_string_free (s, FALSE);
+}
+
 char *
 mp_plan_table_text (const GPtrArray *plans)
 {
   GString *s = g_string_new (NULL);
   /* Plans refined by the simulator are ranked by it: show its step beside the closed form's. */
-  gboolean simulated = FALSE, ordered = FALSE;
+  gboolean simulated = FALSE, ordered = FALSE, extra = FALSE;
+  g_auto(GStrv) keys = g_new0 (char *, plans->len + 1);
+  g_auto(GStrv) extras = g_new0 (char *, plans->len + 1);
   for (guint i = 0; i < plans->len; i++)
     {
       const MpPlan *p = g_ptr_array_index ((GPtrArray *) plans, i);
-      g_autofree char *order = mp_plan_order_text (&p->cfg);
+      const MpParallelConfig *c = &p->cfg;
+      g_autofree char *order = mp_plan_order_text (c);
       simulated |= p->simulated_step_s > 0;
       ordered |= order != NULL;
+      keys[i] = g_strdup_printf ("%u %u %u %u %u %u %d %u %d %u %u %d %s", c->dp, c->tp, c->pp,
+                                 c->vpp, c->cp, c->ep, c->sequence_parallel, c->zero,
+                                 c->recompute, c->micro_batch_size, c->num_micro_batches,
+                                 c->schedule, order ? order : "");
+    }
+  for (guint i = 0; i < plans->len; i++)
+    {
+      extras[i] = row_extras (plans, keys, i);
+      extra |= extras[i][0] != '\0';
     }
   g_string_append_printf (s, "%4s %5s %3s %3s %3s %3s %3s %2s %4s %-9s %4s %5s %-11s %9s",
                           "rank", "dp", "tp", "pp", "vpp", "cp", "ep", "sp", "zero", "recompute",
@@ -80,7 +171,9 @@ mp_plan_table_text (const GPtrArray *plans)
   g_string_append_printf (s, " %11s %9s %5s %10s  %s", "tokens/s", "TFLOP/s", "MFU", "mem/GPU",
                           "dominant");
   /* The rank order only when some plan's is not Megatron's default (tp, cp, dp, pp). */
-  g_string_append (s, ordered ? " order\n" : "\n");
+  if (ordered)
+    g_string_append (s, extra ? " order      " : " order");
+  g_string_append (s, extra ? " other\n" : "\n");
   for (guint i = 0; i < plans->len; i++)
     {
       const MpPlan *p = g_ptr_array_index ((GPtrArray *) plans, i);
@@ -106,11 +199,17 @@ mp_plan_table_text (const GPtrArray *plans)
       g_string_append_printf (s, " %11s %9.1f %4.1f%% %10s  ", tok, p->tflops_per_gpu / 1e12,
                               100 * p->mfu, mem);
       g_autofree char *order = mp_plan_order_text (c);
-      if (ordered)
-        g_string_append_printf (s, "%-8s %s\n", mp_plan_dominant (p),
-                                order ? order : "tp,cp,dp,pp");
+      if (ordered || extra)
+        g_string_append_printf (s, "%-8s", mp_plan_dominant (p));
       else
-        g_string_append_printf (s, "%s\n", mp_plan_dominant (p));
+        g_string_append (s, mp_plan_dominant (p));
+      if (ordered)
+        g_string_append_printf (s, extra ? " %-11s" : " %s", order ? order : "tp,cp,dp,pp");
+      if (extra)
+        g_string_append_printf (s, "%s", extras[i]);
+      while (s->len > 0 && s->str[s->len - 1] == ' ')
+        g_string_truncate (s, s->len - 1);     /* a row without extras ends with its last field */
+      g_string_append (s, "\n");
     }
   return g_string_free (s, FALSE);
 }
@@ -153,9 +252,14 @@ append_memory (GString *s, const MpPlan *p)
     append_units (s, "; headroom %s left free", m->headroom_bytes, MP_UNIT_BYTES);
 }
 
-/* What holds a family's best plan back against the winner, in one clause. */
+/* What holds a family's best plan back against the winner, in one clause. Family bests
+ * are closed-form figures, so they are set against the winner's closed form (like against
+ * like). One can be the faster there only with pins (PINNED: family bests ignore them) or
+ * when the simulation re-ranked the closed form's best plans (all of those faster than
+ * the winner were simulated and found slower). */
 static void
-append_holdback (GString *s, const MpPlan *best, const MpPlan *smallest, const MpPlan *winner)
+append_holdback (GString *s, const MpPlan *best, const MpPlan *smallest, const MpPlan *winner,
+                 const MpModel *model, gboolean pinned)
 {
   if (best == NULL)
     {
@@ -167,22 +271,30 @@ append_holdback (GString *s, const MpPlan *best, const MpPlan *smallest, const M
       append_units (s, "does not fit: needs %s per GPU", smallest->memory.peak_bytes,
                     MP_UNIT_BYTES);
       append_units (s, ", has %s", smallest->memory.capacity_bytes, MP_UNIT_BYTES);
+      if (smallest->memory.headroom_bytes > 0)
+        append_units (s, " with %s kept free (--memory-headroom)",
+                      smallest->memory.headroom_bytes, MP_UNIT_BYTES);
       g_autofree char *what = plan_phrase (smallest);
-      g_string_append_printf (s, " (smallest: %s)", what);
+      g_string_append_printf (s, " (smallest: %s", what);
+      append_runners (s, ", ", smallest, model);
+      g_string_append (s, ")");
       return;
     }
   g_autofree char *what = plan_phrase (best);
+  g_string_append (s, what);
+  append_runners (s, " (", best, model);
+  g_string_append (s, ")");
   g_autofree char *step = mp_units_format (best->step_s, MP_UNIT_SECONDS);
   MpPhase dominant = mp_step_time_dominant (&best->time);
   const char *dom = mp_phase_name (dominant);
   const double *t = best->time.t, *w = winner->time.t;
   double share = t[dominant];
-  g_string_append_printf (s, "%s: %s, %.2fx the winner's step, %.1f%% MFU", what, step,
+  g_string_append_printf (s, ": %s, %.2fx the winner's step, %.1f%% MFU", step,
                           best->step_s / winner->step_s, 100 * best->mfu);
   if (best->step_s < winner->step_s)
     {
-      /* Only with pins: a family's best can beat the pinned winner. */
-      g_string_append (s, "; faster than the pinned plan");
+      g_string_append (s, pinned ? "; faster than the pinned plan"
+                                 : "; faster in the closed form, slower simulated");
       return;
     }
   if (best != winner && dominant != MP_PHASE_COMPUTE)
@@ -212,7 +324,10 @@ mp_plan_explain_text (const MpSearchResult *result, const MpCostContext *ctx, gb
   g_autofree char *what = plan_phrase (w);
   g_autofree char *step = mp_units_format (w->step_s, MP_UNIT_SECONDS);
   g_autofree char *tok = mp_units_format (w->tokens_per_s, MP_UNIT_COUNT);
-  g_string_append_printf (s, "Recommended: %s (%s)\n", what, mp_plan_family_name (w->family));
+  const MpModel *model = mp_cost_context_model (ctx);
+  g_string_append_printf (s, "Recommended: %s (%s", what, mp_plan_family_name (w->family));
+  append_runners (s, "; ", w, model);
+  g_string_append (s, ")\n");
   g_string_append_printf (s, "  step %s, %s tokens/s, %.1f TFLOP/s per GPU, MFU %.1f%% "
                              "(model FLOPs, dense peak), HFU %.1f%%\n", step, tok,
                           w->tflops_per_gpu / 1e12, 100 * w->mfu, 100 * w->hfu);
@@ -223,11 +338,19 @@ mp_plan_explain_text (const MpSearchResult *result, const MpCostContext *ctx, gb
   g_string_append (s, "\n");
   if (result->plans->len > 1)
     {
+      /* Simulated against simulated when the simulation ranked them, else closed forms. */
       const MpPlan *r = g_ptr_array_index (result->plans, 1);
-      g_autofree char *rw = plan_phrase (r);
-      g_string_append_printf (s, "  runner-up: %s, %.2f%% slower\n", rw,
-                              100 * (r->step_s / w->step_s - 1));
+      gboolean sim = r->simulated_step_s > 0 && w->simulated_step_s > 0;
+      double rs = sim ? r->simulated_step_s : r->step_s, ws = sim ? w->simulated_step_s : w->step_s;
+      g_autofree char *ww = NULL, *rw = NULL;
+      distinct_phrases (w, r, &ww, &rw);
+      g_string_append_printf (s, "  runner-up: %s, %.2f%% slower%s", rw, 100 * (rs / ws - 1),
+                              sim ? " (simulated)" : "");
+      if (strcmp (ww, what) != 0)
+        g_string_append_printf (s, " (the winner: %s)", ww + strlen (what) + 1);
+      g_string_append (s, "\n");
     }
+  gboolean pinned = result->stats.free_best != NULL;
   g_string_append (s, full ? "Best plan of each family:\n" : "Other families:\n");
   for (guint f = 0; f < MP_FAMILY_N; f++)
     {
@@ -240,7 +363,7 @@ mp_plan_explain_text (const MpSearchResult *result, const MpCostContext *ctx, gb
       if (best != NULL && mp_plan_compare (best, w) == 0)
         g_string_append (s, "the recommended plan");
       else
-        append_holdback (s, best, result->stats.family_smallest[f], w);
+        append_holdback (s, best, result->stats.family_smallest[f], w, model, pinned);
       g_string_append (s, "\n");
     }
   const MpPlan *fb = result->stats.free_best;
@@ -265,10 +388,14 @@ mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx)
       return g_string_free (s, FALSE);
     }
   g_autofree char *what = plan_phrase (small);
-  double over = small->memory.peak_bytes / small->memory.capacity_bytes;
+  double usable = small->memory.capacity_bytes - small->memory.headroom_bytes;
+  double over = usable > 0 ? small->memory.peak_bytes / usable : INFINITY;
   append_units (s, "no plan fits in device memory: the smallest footprint is %s per GPU",
                 small->memory.peak_bytes, MP_UNIT_BYTES);
   append_units (s, ", %s available", small->memory.capacity_bytes, MP_UNIT_BYTES);
+  if (small->memory.headroom_bytes > 0)
+    append_units (s, " less %s kept free (--memory-headroom)", small->memory.headroom_bytes,
+                  MP_UNIT_BYTES);
   g_string_append_printf (s, " (%.1fx over), with %s.\n", over, what);
   g_string_append (s, "To make a plan fit:");
   /* Sharded state scales down with more devices; activations with smaller micro-batches

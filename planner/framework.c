@@ -233,6 +233,43 @@ mp_framework_rejects_model (MpFramework fw, const MpModel *model)
   return NULL;
 }
 
+/* ---- who runs a plan ------------------------------------------------------------------ */
+
+guint
+mp_framework_runners (const MpModel *model, const MpParallelConfig *cfg)
+{
+  guint mask = 0;
+  for (guint fw = 0; fw < MP_FRAMEWORK_N; fw++)
+    if (mp_framework_rejects ((MpFramework) fw, cfg) == NULL
+        && (model == NULL || mp_framework_rejects_model ((MpFramework) fw, model) == NULL))
+      mask |= 1u << fw;
+  return mask;
+}
+
+char *
+mp_framework_runners_text (guint mask, const MpParallelConfig *cfg)
+{
+  if (mask == 0)
+    return NULL;
+  GString *s = g_string_new (NULL);
+  for (guint fw = 0; fw < MP_FRAMEWORK_N; fw++)
+    {
+      if (!(mask & (1u << fw)))
+        continue;
+      /* Plain PyTorch and MXNet by the wrapper that runs this plan. */
+      const char *title = mp_framework_title ((MpFramework) fw);
+      if (fw == MP_FRAMEWORK_TORCHRUN && mp_strategy_rejects (MP_STRATEGY_DDP, cfg) == NULL)
+        title = mp_strategy_title (MP_STRATEGY_DDP);
+      else if (fw == MP_FRAMEWORK_TORCHRUN
+               && mp_strategy_rejects (MP_STRATEGY_FSDP, cfg) == NULL)
+        title = mp_strategy_title (MP_STRATEGY_FSDP);
+      else if (fw == MP_FRAMEWORK_MXNET)
+        title = cfg->pp > 1 ? mp_strategy_title (MP_STRATEGY_MXNET) : "MXNet kvstore";
+      g_string_append_printf (s, "%s%s", s->len ? ", " : "", title);
+    }
+  return g_string_free (s, FALSE);
+}
+
 /* ---- strategies ------------------------------------------------------------------------ */
 
 static const struct {

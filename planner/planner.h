@@ -135,8 +135,9 @@ typedef struct {
   double seconds;              /* wall time of the search */
   /* the smallest-footprint config seen (for "nothing fits" advice) */
   MpPlan *smallest;            /* owned by the result; NULL if none was valid */
-  MpPlan *family_best[MP_FAMILY_N]; /* best feasible plan of each family (may be NULL) */
-  MpPlan *family_smallest[MP_FAMILY_N]; /* smallest-footprint plan of each family */
+  /* of each family, among the plans some framework runs (mp_framework_runners): */
+  MpPlan *family_best[MP_FAMILY_N]; /* best feasible plan (may be NULL) */
+  MpPlan *family_smallest[MP_FAMILY_N]; /* smallest-footprint plan */
   MpPlan *free_best;           /* with pins: the best plan ignoring them */
 } MpSearchStats;
 
@@ -389,6 +390,13 @@ gboolean mp_framework_from_id (const char *id, MpFramework *out);
 /* NULL when FW can run CFG, else the first reason it cannot, as a phrase
  * ("Horovod has no tensor parallelism"). Static string. */
 const char *mp_framework_rejects (MpFramework fw, const MpParallelConfig *cfg);
+/* The frameworks that can run CFG (and MODEL, when not NULL: mp_framework_rejects_model),
+ * one bit (1 << fw) each; 0 when none of them can. A family's best plan is one of these
+ * (the search keeps no family best that no framework runs). */
+guint mp_framework_runners (const MpModel *model, const MpParallelConfig *cfg);
+/* "PyTorch DDP, Horovod, TensorFlow" for MASK (mp_framework_runners of CFG): plain
+ * PyTorch named by its wrapper when CFG is a DDP or FSDP plan. Caller owns; NULL for 0. */
+char *mp_framework_runners_text (guint mask, const MpParallelConfig *cfg);
 /* NULL when FW can train MODEL at all, else why not (Megatron-LM and an mlp). */
 const char *mp_framework_rejects_model (MpFramework fw, const MpModel *model);
 

@@ -121,11 +121,15 @@ visit (Search *s, const MpParallelConfig *cfg)
   if (plan->fits)
     pl_plan_time (s->ctx, plan);
   pl_keep_smallest (&st->smallest, plan);
-  pl_keep_smallest (&st->family_smallest[plan->family], plan);
+  /* A family's plans are those some framework runs (its label names them). */
+  gboolean runs = mp_framework_runners (s->model, cfg) != 0;
+  if (runs)
+    pl_keep_smallest (&st->family_smallest[plan->family], plan);
   if (!plan->fits)
     return;
   st->feasible++;
-  pl_keep_best (&st->family_best[plan->family], plan);
+  if (runs)
+    pl_keep_best (&st->family_best[plan->family], plan);
   if (s->opts->pins == NULL)
     {
       pl_keep_top (s->res->plans, s->top_k, plan);

@@ -59,6 +59,33 @@ ok "... saying nothing fits, by how much" err_has 'no plan fits in device memory
 ok "... and what would make it fit (more devices)" err_has 'To make a plan fit:.*devices'
 ok "... with nothing on stdout" test ! -s "$tmp/out"
 
+# ---- what the user reads ---------------------------------------------------------------
+# runner_up_differs ARGS...: plan ARGS prints a runner-up whose phrase (before ", N%
+# slower") is not the Recommended plan's: the line shows what tells them apart.
+runner_up_differs () {
+  "$MPPLAN" plan -q "$@" >"$tmp/out" 2>"$tmp/err" || return 1
+  r=$(sed -n 's/^  runner-up: \(.*\), -\{0,1\}[0-9.]*% slower.*$/\1/p' "$tmp/out")
+  [ -n "$r" ] && grep -q '^Recommended: ' "$tmp/out" &&
+    ! grep -Fq "Recommended: $r (" "$tmp/out"
+}
+for problem in "" "-m llama3-70b -c dgx-h100:8" "-m llama3-70b -c dgx-h100:64" \
+               "-m llama3-8b -c dgx-h100:1" "-m mixtral-8x7b -c dgx-h100:4" \
+               "-m gpt3-13b -c mixed-a100-h100"; do
+  # shellcheck disable=SC2086
+  ok "plan ${problem:-(defaults)}: the runner-up reads differently from the winner" \
+    runner_up_differs $problem
+done
+# Family rows compare closed forms with closed forms: with no pins, no row is "faster
+# than the pinned plan" (llama3-8b's sharded row once was, against the simulated winner).
+ok "plan llama3-8b dgx-h100:1: no row is 'faster than the pinned plan' without pins" \
+  sh -c "\"$MPPLAN\" plan -q -m llama3-8b -c dgx-h100:1 --explain >'$tmp/out' && ! grep -q 'pinned plan' '$tmp/out'"
+# Every family row's plan names the frameworks that run it (the search keeps no family
+# best that none can), and a data-parallel row is one without model splitting.
+ok "... every family's best plan names who runs it" \
+  sh -c "grep -E '^  (data|sharded|layer|pipeline|tensor|2D|full)' '$tmp/out' | grep -v 'no valid plan\|the recommended plan' | grep -v -q 'run by' && exit 1; exit 0"
+ok "... the data-parallel row splits no model" \
+  sh -c "grep '^  data parallel' '$tmp/out' | grep -q 'dp=8 tp=1 pp=1' && ! grep '^  data parallel' '$tmp/out' | grep -Eq 'cp=|ep=|zero=[23]'"
+
 # ---- --json ---------------------------------------------------------------------------
 ok "--json prints valid JSON" json_run "$MPPLAN" plan -m gpt3-1.3b -c dgx-a100-80g:2 --json
 for key in model cluster world_size global_batch search.evaluated search.feasible \
@@ -190,6 +217,29 @@ for bad in 1 -0.1 lots -4GiB; do
   ok "--memory-headroom $bad exits 2" status_is 2 "$MPPLAN" plan -m llama3-8b -c dgx-h100:1 \
     --memory-headroom "$bad"
 done
+# A larger headroom turns a tight fit into does-not-fit: a pinned plan with S bytes to
+# spare fits with a headroom 64 MiB under S and not with one 64 MiB over it, for plan
+# (exit 3, nothing honours the pins) and for compare (mpplan's row no longer fits).
+tight="dp=8,zero=1,micro_batch_size=1"
+spare_of () {   # the spare bytes of $tmp/j.paths's first plan on the 79.65 GiB H100
+  awk -F= '/^plans\[0\]\.memory_bytes\.peak=/ { printf "%.0f", 81559 * 1048576 - $2 }' "$tmp/j.paths"
+}
+ok "a pinned llama3-8b plan fits one DGX H100" \
+  json_run "$MPPLAN" plan -m llama3-8b -c dgx-h100:1 --fix "$tight" --refine 0 --json
+spare=$(spare_of)
+under=$((spare - 67108864))B over=$((spare + 67108864))B
+ok "... and still with --memory-headroom 64 MiB under its spare $spare B" \
+  status_is 0 "$MPPLAN" plan -m llama3-8b -c dgx-h100:1 --fix "$tight" --refine 0 --memory-headroom "$under"
+ok "... but not 64 MiB over it (exit 3, no plan honouring the pins fits)" \
+  sh -c "\"$MPPLAN\" plan -m llama3-8b -c dgx-h100:1 --fix '$tight' --refine 0 --memory-headroom '$over' >'$tmp/out' 2>'$tmp/err'; [ \$? -eq 3 ] && grep -q 'no plan honouring --fix' '$tmp/err'"
+ok "compare: mpplan's best fits without a headroom" \
+  json_run "$MPPLAN" compare -m llama3-8b -c dgx-h100:1 --json
+row_fits () { grep -A3 '"strategy" : "any"' "$tmp/j.json" | grep -q "\"fits\" : $1"; }
+ok "... (its row fits)" row_fits true
+ok "compare --memory-headroom 0.95 leaves no room: mpplan's row does not fit" \
+  json_run "$MPPLAN" compare -m llama3-8b -c dgx-h100:1 --memory-headroom 0.95 --json
+ok "... and says the headroom is why" \
+  sh -c "row_fits () { grep -A3 '\"strategy\" : \"any\"' '$tmp/j.json' | grep -q '\"fits\" : false'; }; row_fits && grep -q 'kept free (--memory-headroom)' '$tmp/j.json'"
 ok "--top 12 shows 12 plans" status_is 0 "$MPPLAN" plan -m gpt3-125m -c dgx-a100-80g:1 --top 12
 ok "... rank 12 and no 13" sh -c "grep -Eq '^ +12 ' '$tmp/out' && ! grep -Eq '^ +13 ' '$tmp/out'"
 

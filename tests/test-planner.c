@@ -245,6 +245,8 @@ brute_add (Brute *b, const Pair *p, const MpParallelConfig *c, guint batch)
   b->fitting++;
   if (b->best == NULL || mp_plan_compare (plan, b->best) < 0)
     b->best = plan;
+  if (mp_framework_runners (p->model, &plan->cfg) == 0)
+    return;                    /* in no family's row: no framework runs it */
   const MpPlan **fb = &b->family_best[plan->family];
   if (*fb == NULL || mp_plan_compare (plan, *fb) < 0)
     *fb = plan;
@@ -587,11 +589,13 @@ test_planner_family_bests (void **state)
           assert_true (fb->fits);
           assert_int_equal (fb->family, f);
           assert_int_equal (mp_plan_family_of (&fb->cfg), f);
+          assert_true (mp_framework_runners (p->model, &fb->cfg) != 0);
           /* No plan of the family is faster. */
           for (guint k = 0; k < b->plans->len; k++)
             {
               const MpPlan *q = g_ptr_array_index (b->plans, k);
-              if (q->fits && mp_plan_family_of (&q->cfg) == f && q->step_s < fb->step_s)
+              if (q->fits && mp_plan_family_of (&q->cfg) == f && q->step_s < fb->step_s
+                  && mp_framework_runners (p->model, &q->cfg) != 0)
                 {
                   g_autofree char *key = config_key (&q->cfg);
                   fail_msg ("family %s: %s is faster (%.9g s < %.9g s)", mp_plan_family_id (f),
