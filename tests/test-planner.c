@@ -1098,6 +1098,41 @@ test_planner_heterogeneous_split (void **state)
   assert_true (mp_cost_groups_one_device (p->ctx, &mixed, FALSE, FALSE));
 }
 
+/* Two plans that differ only in their layer split: the runner-up line shows both splits,
+ * so it never reads as the winner's. */
+static void
+test_planner_runner_up_shows_split (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-13b", "mixed-a100-h100");
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 16;
+  cfg.pp = 2;
+  cfg.micro_batch_size = 2;
+  cfg.num_micro_batches = 32;
+  MpSearchResult *res = g_new0 (MpSearchResult, 1);
+  res->plans = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_plan_free);
+  guint splits[2][2] = { { 10, 32 }, { 11, 31 } };
+  for (guint i = 0; i < 2; i++)
+    {
+      MpPlan *plan = g_new0 (MpPlan, 1);
+      cfg.chunk_layers = splits[i];
+      assert_true (mp_plan_evaluate (p->ctx, &cfg, 1024, plan, NULL));
+      g_ptr_array_add (res->plans, plan);
+    }
+  /* 10/32 is the faster (the H100 stage takes more): winner first, as a search ranks */
+  assert_true (((MpPlan *) res->plans->pdata[0])->step_s
+               < ((MpPlan *) res->plans->pdata[1])->step_s);
+  g_autofree char *text = mp_plan_explain_text (res, p->ctx, FALSE);
+  const char *line = strstr (text, "runner-up: ");
+  assert_non_null (line);
+  g_autofree char *runner = g_strndup (line, strcspn (line, "\n"));
+  assert_non_null (strstr (runner, "split=11/31"));
+  assert_non_null (strstr (runner, "(the winner: split=10/32)"));
+  mp_search_result_free (res);
+}
+
 int
 main (void)
 {
@@ -1105,6 +1140,7 @@ main (void)
     cmocka_unit_test (test_planner_horovod_fusion_buffer),
     cmocka_unit_test (test_planner_cp_family),
     cmocka_unit_test (test_planner_heterogeneous_split),
+    cmocka_unit_test (test_planner_runner_up_shows_split),
     cmocka_unit_test (test_planner_plans_satisfy_constraints),
     cmocka_unit_test (test_planner_plans_ranked),
     cmocka_unit_test (test_planner_drops_only_violations),
