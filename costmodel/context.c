@@ -501,6 +501,8 @@ mp_cost_context_free (MpCostContext *ctx)
   for (int s = 0; s < CM_SUM_N; s++)
     g_free (ctx->sums[s]);
   g_free (ctx->devices);
+  if (ctx->layer_memo)
+    g_hash_table_unref (ctx->layer_memo);
   g_free (ctx);
 }
 

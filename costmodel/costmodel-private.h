@@ -91,6 +91,10 @@ struct _MpCostContext {
   MpGroupSpan any_span;           /* per-tier bandwidth and latency of any group */
   double headroom_fraction;       /* memory plans must leave free (memory.c) */
   double headroom_bytes;
+  /* Memo of per-layer-class costs across configs (compute.c, mp_cost_layer): keyed by
+   * what mp_cost_layer reads, so a search costs each distinct layer once. Filled lazily
+   * through a const context; mpplan runs one search per process, no threads. */
+  GHashTable *layer_memo;
 };
 
 /* Is OP of LAYER a GEMM that Transformer Engine runs in FP8 under fp8 (the linear layers
