@@ -126,11 +126,19 @@ typedef struct {
   /* Called now and then with the configs enumerated so far and the total; may be NULL. */
   void (*progress) (guint64 done, guint64 total, gpointer data);
   gpointer progress_data;
+  gboolean no_bounds;          /* cost every config fully (the brute force the bounds are
+                                * tested against); FALSE: prune by lower bounds */
 } MpSearchOptions;
 
+/* Every config in the space is costed for memory; one that fits is then timed, unless a
+ * lower bound on its step time shows that it can be neither among the best K, nor its
+ * family's best, nor the best without the pins (pruned). space = evaluated + pruned on
+ * one process; with shards, space is the whole space's and the others sum. */
 typedef struct {
-  guint64 evaluated;           /* configs evaluated */
-  guint64 feasible;            /* of those, fitting in memory */
+  guint64 space;               /* valid configs in the space (honouring ACCEPT) */
+  guint64 evaluated;           /* fully costed: memory, and time when it fits */
+  guint64 pruned;              /* fitting, but discarded by a bound on the step time */
+  guint64 feasible;            /* fitting in memory (evaluated or pruned) */
   double seconds;              /* wall time of the search */
   /* the smallest-footprint config seen (for "nothing fits" advice) */
   MpPlan *smallest;            /* owned by the result; NULL if none was valid */
@@ -158,6 +166,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpSearchResult, mp_search_result_free)
 GBytes *mp_search_result_pack (const MpSearchResult *result);
 MpSearchResult *mp_search_result_merge (const MpCostContext *ctx, const MpSearchOptions *opts,
                                         GPtrArray *parts, double seconds, GError **error);
+
+/* A lower bound on the closed form's step time of CFG (its schedule, pp, vpp and
+ * micro-batches) when FLOOR_S is at most the summed kernel time of one micro-batch
+ * through every layer; 0 when FLOOR_S <= 0. The search prunes by it. */
+double mp_planner_step_bound (const MpParallelConfig *cfg, double floor_s);
 
 /* The largest micro-batch (sequences) the search tries for MODEL. */
 guint mp_planner_max_micro_batch (const MpModel *model);

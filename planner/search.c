@@ -35,7 +35,11 @@ typedef struct {
   guint64 accepted;            /* configs opts->accept allows, over every shard */
   MpSearchResult *res;
   double *layer_cost;          /* per model layer, for the current outer choice */
+  double floor_s;              /* its kernels' time per micro-batch (pipeline_floor); < 0:
+                                * no bound */
   guint *split;                /* chunk_layers for the current pp * vpp */
+  const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
+  guint split_pp, split_vpp;
   guint *pinned_split;         /* the pins' layer split (n_pinned chunks), or NULL */
   guint n_pinned;
 } Search;
@@ -81,16 +85,105 @@ pl_keep_best (MpPlan **slot, const MpPlan *plan)
 
 /* Replaces *SLOT by a copy of PLAN when PLAN needs less memory (ties: the config order,
  * so that any split of the search keeps the same one). */
+static gboolean smaller (const MpPlan *slot, const MpPlan *plan);
+
 void
 pl_keep_smallest (MpPlan **slot, const MpPlan *plan)
 {
-  if (*slot == NULL || plan->memory.peak_bytes < (*slot)->memory.peak_bytes
-      || (plan->memory.peak_bytes == (*slot)->memory.peak_bytes
-          && mp_parallel_config_compare (&plan->cfg, &(*slot)->cfg) < 0))
+  if (smaller (*slot, plan))
     {
       mp_plan_free (*slot);
       *slot = mp_plan_copy (plan);
     }
+}
+
+/* ---- the bounds ----------------------------------------------------------------------- */
+
+/* The kernels' time of one micro-batch through every layer under CFG's tensor, context
+ * and expert split, communication and recomputation left out: each stage's forward plus
+ * backward (mp_cost_stage_times' c_i) is at least its layers' kernels, so their sum over
+ * the stages is at least this. Kernels depend on the device alone, not on the groups'
+ * spans, so any stage's layout gives it; -1 (no bound) on clusters of several devices. */
+static double
+pipeline_floor (const Search *s, const MpParallelConfig *cfg)
+{
+  if (s->cluster->n_groups != 1)
+    return -1;
+  MpParallelConfig one = *cfg;
+  one.chunk_layers = NULL;
+  one.pp = one.vpp = 1;
+  one.schedule = MP_SCHEDULE_NONE;
+  MpStageSpans spans;
+  mp_cost_stage_spans (s->ctx, &one, 0, &spans);
+  double sum = 0;
+  for (guint l = 0; l < s->model->n_layers; l++)
+    {
+      MpPhaseCost f, b;
+      mp_cost_layer (s->ctx, &one, &spans, l, &f, &b);
+      sum += f.compute_s + b.compute_s;
+    }
+  return sum;
+}
+
+double
+mp_planner_step_bound (const MpParallelConfig *cfg, double floor_s)
+{
+  /* The closed form's pipeline (evaluate.c) with S >= floor_s the stages' summed work
+   * and max_i c_i >= S / p; the step is at least the pipeline:
+   *   none:         m S
+   *   gpipe, 1f1b:  (m - 1) max c + S             >= S (m - 1 + p) / p
+   *   interleaved:  m max c + (S - max c) r / v   >= S (m + (p - 1) / v) / p  (r >= 1)
+   * Less a relative 1e-9 for the rounding of sums taken in another order. */
+  double m = cfg->num_micro_batches, p = cfg->pp, v = MAX (cfg->vpp, 1u), bound;
+  if (floor_s <= 0)
+    return 0;
+  switch (cfg->schedule)
+    {
+    case MP_SCHEDULE_NONE: bound = m * floor_s; break;
+    case MP_SCHEDULE_INTERLEAVED: bound = floor_s * (m + (p - 1) / v) / p; break;
+    case MP_SCHEDULE_GPIPE:
+    case MP_SCHEDULE_1F1B:
+    default: bound = floor_s * (m - 1 + p) / p; break;
+    }
+  return bound * (1 - 1e-9);
+}
+
+/* Could a plan of step time >= BOUND replace *SLOT (NULL: empty) as the fastest? */
+static gboolean
+may_beat (const MpPlan *slot, double bound)
+{
+  return slot == NULL || bound <= slot->step_s;
+}
+
+/* Could PLAN (memory known, not yet timed) be kept by step time: among the best K, its
+ * family's best, or the best without the pins? FALSE only when its bound shows it cannot
+ * (ties are kept by memory, so a bound equal to a kept time may). */
+static gboolean
+may_rank (const Search *s, const MpPlan *plan)
+{
+  double bound = mp_planner_step_bound (&plan->cfg, s->floor_s);
+  if (bound <= 0)
+    return TRUE;
+  const MpSearchStats *st = &s->res->stats;
+  GPtrArray *top = s->res->plans;
+  gboolean top_open = top->len < s->top_k
+                      || may_beat (g_ptr_array_index (top, top->len - 1), bound);
+  if (may_beat (st->family_best[plan->family], bound))
+    return TRUE;
+  if (s->opts->pins == NULL)
+    return top_open;
+  if (!plan->cfg.fp8 && may_beat (st->free_best, bound))
+    return TRUE;
+  return top_open && honours (s, &plan->cfg);
+}
+
+/* Would PLAN replace *SLOT as the smallest footprint (pl_keep_smallest's order)? */
+static gboolean
+smaller (const MpPlan *slot, const MpPlan *plan)
+{
+  return slot == NULL || plan->memory.peak_bytes < slot->memory.peak_bytes
+         || (plan->memory.peak_bytes == slot->memory.peak_bytes
+             && mp_parallel_config_compare (&plan->cfg, &slot->cfg) < 0);
 }
 
 /* One complete config: evaluate it if it is this shard's, and keep what is worth it. */
@@ -115,9 +208,17 @@ visit (Search *s, const MpParallelConfig *cfg)
   g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
   pl_plan_init (plan, cfg, cfg->chunk_layers, s->global_batch);
   pl_plan_memory (s->ctx, plan);
-  st->evaluated++;
   /* Timed before it is kept, so that a kept plan has its figures whichever way it is
-   * kept (merge.c times every fitting plan it unpacks). */
+   * kept (merge.c times every fitting plan it unpacks); not timed when a bound shows
+   * that only a smallest-footprint slot could keep it, and none does. */
+  if (plan->fits && !s->opts->no_bounds && !may_rank (s, plan)
+      && !smaller (st->smallest, plan) && !smaller (st->family_smallest[plan->family], plan))
+    {
+      st->pruned++;
+      st->feasible++;
+      return;
+    }
+  st->evaluated++;
   if (plan->fits)
     pl_plan_time (s->ctx, plan);
   pl_keep_smallest (&st->smallest, plan);
@@ -197,8 +298,17 @@ with_split (Search *s, MpParallelConfig *cfg)
     cfg->chunk_layers = s->pinned_split;   /* the split the user pinned */
   else if (!s->counting)
     {
-      if (!pl_split_costs (s->model, s->layer_cost, cfg->pp, cfg->vpp, s->split))
-        return;
+      /* GPipe and 1F1B split alike: the split made last is kept for its costs and sizes. */
+      if (s->split_cost != s->layer_cost || s->split_pp != cfg->pp
+          || s->split_vpp != cfg->vpp)
+        {
+          s->split_cost = NULL;
+          if (!pl_split_costs (s->model, s->layer_cost, cfg->pp, cfg->vpp, s->split))
+            return;
+          s->split_cost = s->layer_cost;
+          s->split_pp = cfg->pp;
+          s->split_vpp = cfg->vpp;
+        }
       cfg->chunk_layers = s->split;
     }
   if (mp_parallel_config_check (cfg, s->model, s->cluster, NULL))
@@ -255,13 +365,16 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
                   | (guint64) cfg->ep << 1 | cfg->dispatcher;
       gpointer key = GSIZE_TO_POINTER ((gsize) k);
       double *cost = g_hash_table_lookup (cache, key);
+      guint n = s->model->n_layers;
       if (cost == NULL)
         {
-          cost = g_new (double, s->model->n_layers);
+          cost = g_new (double, n + 1);         /* the layers', then pipeline_floor */
           pl_layer_costs (s->ctx, cfg, cost);
+          cost[n] = pipeline_floor (s, cfg);
           g_hash_table_insert (cache, key, cost);
         }
       s->layer_cost = cost;
+      s->floor_s = cost[n];
     }
   loop_schedule (s, cfg);
 }
@@ -333,6 +446,7 @@ loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
     }
   cfg->pp = cfg->dp = 1;
   s->layer_cost = NULL;
+  s->split_cost = NULL;            /* the costs it pointed to go with CACHE */
 }
 
 static void
@@ -542,6 +656,7 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   mp_plan_pins_get (opts->pins, "vpp", &max_vpp);
   s.split = g_new (guint, (gsize) n_blocks (model) * MAX (max_vpp, MAX_VPP) + 2);
   run (&s);
+  s.res->stats.space = s.accepted;
   g_free (s.split);
   s.res->stats.seconds = (g_get_monotonic_time () - start) / 1e6;
   if (opts->progress)
