@@ -871,8 +871,12 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
   g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && fwd != NULL && bwd != NULL);
   g_return_if_fail (cm_config_sane (cfg) && layer < ctx->model->n_layers);
   MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
-  if (memo->layer_memo == NULL)
-    memo->layer_memo = g_hash_table_new_full (memo_hash, memo_equal, g_free, NULL);
+  if (memo->layer_memo == NULL || g_hash_table_size (memo->layer_memo) >= CM_MEMO_MAX)
+    {
+      if (memo->layer_memo)
+        g_hash_table_unref (memo->layer_memo);
+      memo->layer_memo = g_hash_table_new_full (memo_hash, memo_equal, g_free, NULL);
+    }
   guint64 key[MEMO_WORDS];
   memo_key (cfg, spans, ctx->layers[layer].class_id, key);
   const MpPhaseCost *hit = g_hash_table_lookup (memo->layer_memo, key);

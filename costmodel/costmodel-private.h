@@ -95,7 +95,12 @@ struct _MpCostContext {
    * what mp_cost_layer reads, so a search costs each distinct layer once. Filled lazily
    * through a const context; mpplan runs one search per process, no threads. */
   GHashTable *layer_memo;
+  GHashTable *span_memo;          /* the same for mp_cost_stage_spans (context.c) */
 };
+
+/* Entries a memo holds at most; a full one starts again (bounds a long search's memory:
+ * about 1 KiB an entry). */
+#define CM_MEMO_MAX 200000u
 
 /* Is OP of LAYER a GEMM that Transformer Engine runs in FP8 under fp8 (the linear layers
  * of blocks and mlp layers; not the output head, the embedding or the MoE router, which

@@ -40,6 +40,9 @@ typedef struct {
   guint *split;                /* chunk_layers for the current pp * vpp */
   const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
   guint split_pp, split_vpp;
+  gboolean have_memory;        /* MEMORY, FITS: the current config's in another rank order */
+  MpPlanMemory memory;
+  gboolean fits;
   guint *pinned_split;         /* the pins' layer split (n_pinned chunks), or NULL */
   guint n_pinned;
 } Search;
@@ -186,6 +189,23 @@ smaller (const MpPlan *slot, const MpPlan *plan)
              && mp_parallel_config_compare (&plan->cfg, &slot->cfg) < 0);
 }
 
+/* PLAN's memory. The rank order moves no tensor, and on a cluster of one device type it
+ * moves no stage to another device either: the orders of one config share it. */
+static void
+plan_memory (Search *s, MpPlan *plan)
+{
+  if (s->have_memory && s->cluster->n_groups == 1)
+    {
+      plan->memory = s->memory;
+      plan->fits = s->fits;
+      return;
+    }
+  pl_plan_memory (s->ctx, plan);
+  s->memory = plan->memory;
+  s->fits = plan->fits;
+  s->have_memory = TRUE;
+}
+
 /* One complete config: evaluate it if it is this shard's, and keep what is worth it. */
 static void
 visit (Search *s, const MpParallelConfig *cfg)
@@ -207,7 +227,7 @@ visit (Search *s, const MpParallelConfig *cfg)
   MpSearchStats *st = &s->res->stats;
   g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
   pl_plan_init (plan, cfg, cfg->chunk_layers, s->global_batch);
-  pl_plan_memory (s->ctx, plan);
+  plan_memory (s, plan);
   /* Timed before it is kept, so that a kept plan has its figures whichever way it is
    * kept (merge.c times every fitting plan it unpacks); not timed when a bound shows
    * that only a smallest-footprint slot could keep it, and none does. */
@@ -265,6 +285,7 @@ loop_order (Search *s, MpParallelConfig *cfg)
   static const MpParallelDim pp_inner[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP,
                                                     MP_DIM_DP };
   memcpy (cfg->order, megatron, sizeof megatron);
+  s->have_memory = FALSE;
   visit_in_domains (s, cfg);
   guint per_node = s->cluster->groups[0].devices_per_node;
   if (cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < per_node)
@@ -273,6 +294,7 @@ loop_order (Search *s, MpParallelConfig *cfg)
       visit_in_domains (s, cfg);
       memcpy (cfg->order, megatron, sizeof megatron);
     }
+  s->have_memory = FALSE;
 }
 
 static void
