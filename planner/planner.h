@@ -167,6 +167,11 @@ GBytes *mp_search_result_pack (const MpSearchResult *result);
 MpSearchResult *mp_search_result_merge (const MpCostContext *ctx, const MpSearchOptions *opts,
                                         GPtrArray *parts, double seconds, GError **error);
 
+/* The kernels' time of one micro-batch through every layer of the context's model under
+ * CFG's tensor, context and expert split, communication and recomputation left out: at
+ * most the stages' summed forward and backward. -1 (no floor) on a cluster of several
+ * device types. */
+double mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg);
 /* A lower bound on the closed form's step time of CFG (its schedule, pp, vpp and
  * micro-batches) when FLOOR_S is at most the summed kernel time of one micro-batch
  * through every layer; 0 when FLOOR_S <= 0. The search prunes by it. */

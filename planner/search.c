@@ -35,7 +35,7 @@ typedef struct {
   guint64 accepted;            /* configs opts->accept allows, over every shard */
   MpSearchResult *res;
   double *layer_cost;          /* per model layer, for the current outer choice */
-  double floor_s;              /* its kernels' time per micro-batch (pipeline_floor); < 0:
+  double floor_s;              /* its kernels' time per micro-batch (kernel_floor); < 0:
                                 * no bound */
   guint *split;                /* chunk_layers for the current pp * vpp */
   const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
@@ -102,27 +102,26 @@ pl_keep_smallest (MpPlan **slot, const MpPlan *plan)
 
 /* ---- the bounds ----------------------------------------------------------------------- */
 
-/* The kernels' time of one micro-batch through every layer under CFG's tensor, context
- * and expert split, communication and recomputation left out: each stage's forward plus
- * backward (mp_cost_stage_times' c_i) is at least its layers' kernels, so their sum over
- * the stages is at least this. Kernels depend on the device alone, not on the groups'
- * spans, so any stage's layout gives it; -1 (no bound) on clusters of several devices. */
-static double
-pipeline_floor (const Search *s, const MpParallelConfig *cfg)
+double
+mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
 {
-  if (s->cluster->n_groups != 1)
+  /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is at least its layers'
+   * kernels, so their sum over the stages is at least this. Kernels depend on the device
+   * alone, not on the groups' spans, so any stage's layout gives it. */
+  const MpModel *model = mp_cost_context_model (ctx);
+  if (mp_cost_context_cluster (ctx)->n_groups != 1)
     return -1;
   MpParallelConfig one = *cfg;
   one.chunk_layers = NULL;
   one.pp = one.vpp = 1;
   one.schedule = MP_SCHEDULE_NONE;
   MpStageSpans spans;
-  mp_cost_stage_spans (s->ctx, &one, 0, &spans);
+  mp_cost_stage_spans (ctx, &one, 0, &spans);
   double sum = 0;
-  for (guint l = 0; l < s->model->n_layers; l++)
+  for (guint l = 0; l < model->n_layers; l++)
     {
       MpPhaseCost f, b;
-      mp_cost_layer (s->ctx, &one, &spans, l, &f, &b);
+      mp_cost_layer (ctx, &one, &spans, l, &f, &b);
       sum += f.compute_s + b.compute_s;
     }
   return sum;
@@ -390,9 +389,9 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
       guint n = s->model->n_layers;
       if (cost == NULL)
         {
-          cost = g_new (double, n + 1);         /* the layers', then pipeline_floor */
+          cost = g_new (double, n + 1);         /* the layers', then the kernel floor */
           pl_layer_costs (s->ctx, cfg, cost);
-          cost[n] = pipeline_floor (s, cfg);
+          cost[n] = mp_planner_kernel_floor (s->ctx, cfg);
           g_hash_table_insert (cache, key, cost);
         }
       s->layer_cost = cost;
