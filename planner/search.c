@@ -40,6 +40,8 @@ typedef struct {
   guint *split;                /* chunk_layers for the current pp * vpp */
   const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
   guint split_pp, split_vpp;
+  guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
+  gboolean foreign;            /* the current one is another shard's: count, cost nothing */
   gboolean have_memory;        /* MEMORY, FITS: the current config's in another rank order */
   MpPlanMemory memory;
   gboolean fits;
@@ -218,7 +220,7 @@ visit (Search *s, const MpParallelConfig *cfg)
   /* Counted before sharding, so that every shard knows whether any config honours them. */
   if (s->opts->pins != NULL && honours (s, cfg))
     s->pinned++;
-  if (s->opts->n_shards > 1 && i % s->opts->n_shards != s->opts->shard)
+  if (s->foreign)
     return;
   if (s->opts->progress && (i & 4095) == 0)
     s->opts->progress (i, s->total, s->opts->progress_data);
@@ -317,7 +319,7 @@ with_split (Search *s, MpParallelConfig *cfg)
   cfg->chunk_layers = NULL;
   if (s->pinned_split != NULL && chunks == s->n_pinned)
     cfg->chunk_layers = s->pinned_split;   /* the split the user pinned */
-  else if (!s->counting)
+  else if (!s->counting && !s->foreign)
     {
       /* GPipe and 1F1B split alike: the split made last is kept for its costs and sizes. */
       if (s->split_cost != s->layer_cost || s->split_pp != cfg->pp
@@ -379,7 +381,12 @@ loop_schedule (Search *s, MpParallelConfig *cfg)
 static void
 with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
 {
-  if (!s->counting)
+  /* Shards take the layer-cost choices in turn, so that each costs the layers and splits
+   * of its own only; the others' configs are enumerated (and counted) alone. The split
+   * left out does not change which configs are valid: one always exists for the chunks
+   * tried, and mp_parallel_config_check asks only that of it. */
+  s->foreign = s->opts->n_shards > 1 && s->outer++ % s->opts->n_shards != s->opts->shard;
+  if (!s->counting && !s->foreign)
     {
       /* MoE (moe14): etp and the dispatcher change layer costs too. */
       guint64 k = (guint64) cfg->micro_batch_size << 40 | (guint64) cfg->etp << 21
@@ -557,7 +564,8 @@ run (Search *s)
   guint stack = s->opts->stack;
   mp_plan_pins_get (s->opts->pins, "stack", &stack);
   cfg.stack = (MpStack) stack;
-  s->index = 0;
+  s->index = s->outer = 0;
+  s->foreign = FALSE;
   /* FP8 changes the numerics, so the search tries it only when the user pins it
    * (--fix fp8=true), and then bf16 too for the best plan without the pins. */
   guint fp8 = 0;
