@@ -767,11 +767,7 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint class_id, g
 static guint
 memo_hash (gconstpointer key)
 {
-  const guint64 *w = key;
-  guint64 h = 1469598103934665603ull;                     /* FNV-1a offset basis */
-  for (guint i = 0; i < MEMO_WORDS; i++)
-    h = (h ^ w[i]) * 1099511628211ull;                    /* FNV-1a prime */
-  return (guint) (h ^ (h >> 32));
+  return cm_words_hash (key, MEMO_WORDS);
 }
 
 static gboolean

@@ -736,11 +736,7 @@ stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
 static guint
 span_key_hash (gconstpointer key)
 {
-  const guint64 *w = key;
-  guint64 h = 1469598103934665603ull;                     /* FNV-1a offset basis */
-  for (guint i = 0; i < SPAN_WORDS; i++)
-    h = (h ^ w[i]) * 1099511628211ull;                    /* FNV-1a prime */
-  return (guint) (h ^ (h >> 32));
+  return cm_words_hash (key, SPAN_WORDS);
 }
 
 static gboolean

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "tests/test-util.h"
+#include "tests/test-pair.h"
 #include "planner/planner.h"
 #include "common/error.h"
 
@@ -28,41 +28,6 @@
 #define SEARCH_MAX_VPP 8
 /* Larger than any test's feasible count: the search then returns every feasible plan. */
 #define ALL_PLANS 1000000
-
-/* ---- a model on a cluster ------------------------------------------------------------- */
-
-typedef struct {
-  MpModel *model;
-  MpCluster *cluster;
-  MpCostContext *ctx;
-} Pair;
-
-static void
-pair_free (Pair *p)
-{
-  if (p == NULL)
-    return;
-  mp_cost_context_free (p->ctx);
-  mp_cluster_free (p->cluster);
-  mp_model_free (p->model);
-  g_free (p);
-}
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (Pair, pair_free)
-
-static Pair *
-pair_load (const char *model, const char *cluster)
-{
-  g_autoptr(GError) error = NULL;
-  Pair *p = g_new0 (Pair, 1);
-  p->model = mp_model_load (model, &error);
-  if (p->model == NULL)
-    fail_msg ("%s: %s", model, error->message);
-  p->cluster = mp_cluster_load (cluster, &error);
-  if (p->cluster == NULL)
-    fail_msg ("%s: %s", cluster, error->message);
-  p->ctx = mp_cost_context_new (p->model, p->cluster, NULL);
-  return p;
-}
 
 static guint
 n_blocks (const MpModel *m)
