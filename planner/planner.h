@@ -174,10 +174,12 @@ MpSearchResult *mp_search_result_merge (const MpCostContext *ctx, const MpSearch
  * most the stages' summed forward and backward. -1 (no floor) on a cluster of several
  * device types. */
 double mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg);
-/* A lower bound on the closed form's step time of CFG (its schedule, pp, vpp and
- * micro-batches) when FLOOR_S is at most the summed kernel time of one micro-batch
- * through every layer; 0 when FLOOR_S <= 0. The search prunes by it. */
-double mp_planner_step_bound (const MpParallelConfig *cfg, double floor_s);
+/* A lower bound on the closed form's step time of CFG (its schedule, pp, vpp, split and
+ * micro-batches) for MODEL when FLOOR_S is at most the summed kernel time of one
+ * micro-batch through every layer; 0 (none) when FLOOR_S <= 0 or for an interleaved
+ * split whose chunks differ (timed step by step). The search prunes by it. */
+double mp_planner_step_bound (const MpModel *model, const MpParallelConfig *cfg,
+                              double floor_s);
 
 /* The largest micro-batch (sequences) the search tries for MODEL. */
 guint mp_planner_max_micro_batch (const MpModel *model);

@@ -129,8 +129,27 @@ mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
   return sum;
 }
 
+/* Does every chunk of CFG's split hold as many blocks (the end chunks' embedding and
+ * head aside)? Then the closed form times the interleaved rounds by its formula. */
+static gboolean
+even_chunks (const MpModel *model, const MpParallelConfig *cfg)
+{
+  guint chunks = cfg->pp * MAX (cfg->vpp, 1u);
+  gboolean transformer = model->arch == MP_ARCH_TRANSFORMER;
+  if (cfg->chunk_layers == NULL)
+    return TRUE;
+  for (guint c = 0; c < chunks; c++)
+    {
+      guint ends = transformer ? (c == 0) + (c == chunks - 1) : 0;
+      guint first = transformer ? 1 + (chunks == 1) : 0;
+      if (cfg->chunk_layers[c] - ends != cfg->chunk_layers[0] - first)
+        return FALSE;
+    }
+  return TRUE;
+}
+
 double
-mp_planner_step_bound (const MpParallelConfig *cfg, double floor_s)
+mp_planner_step_bound (const MpModel *model, const MpParallelConfig *cfg, double floor_s)
 {
   /* The closed form's pipeline (evaluate.c) with S >= floor_s the stages' summed work
    * and max_i c_i >= S / p; the step is at least the pipeline:
@@ -139,7 +158,9 @@ mp_planner_step_bound (const MpParallelConfig *cfg, double floor_s)
    *   interleaved:  m max c + (S - max c) r / v   >= S (m + (p - 1) / v) / p  (r >= 1)
    * Less a relative 1e-9 for the rounding of sums taken in another order. */
   double m = cfg->num_micro_batches, p = cfg->pp, v = MAX (cfg->vpp, 1u), bound;
-  if (floor_s <= 0)
+  /* Interleaved rounds that differ are timed step by step (evaluate.c), which this does
+   * not bound. */
+  if (floor_s <= 0 || (cfg->schedule == MP_SCHEDULE_INTERLEAVED && !even_chunks (model, cfg)))
     return 0;
   switch (cfg->schedule)
     {
@@ -165,7 +186,7 @@ may_beat (const MpPlan *slot, double bound)
 static gboolean
 may_rank (const Search *s, const MpPlan *plan)
 {
-  double bound = mp_planner_step_bound (&plan->cfg, s->floor_s);
+  double bound = mp_planner_step_bound (s->model, &plan->cfg, s->floor_s);
   if (bound <= 0)
     return TRUE;
   const MpSearchStats *st = &s->res->stats;
