@@ -48,8 +48,12 @@ result_json (const MpSearchResult *res, const MpModel *model, const MpCluster *c
   mp_plan_json_header (b, model, cluster, global_batch);
   json_builder_set_member_name (b, "search");
   json_builder_begin_object (b);
+  json_builder_set_member_name (b, "space");
+  json_builder_add_int_value (b, (gint64) res->stats.space);
   json_builder_set_member_name (b, "evaluated");
   json_builder_add_int_value (b, (gint64) res->stats.evaluated);
+  json_builder_set_member_name (b, "pruned");
+  json_builder_add_int_value (b, (gint64) res->stats.pruned);
   json_builder_set_member_name (b, "feasible");
   json_builder_add_int_value (b, (gint64) res->stats.feasible);
   json_builder_set_member_name (b, "seconds");
@@ -190,8 +194,9 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
   fflush (stdout);
   if (!a->quiet)
     fprintf (stderr, "Searched %" G_GUINT64_FORMAT " plans (%" G_GUINT64_FORMAT
-             " fit in memory) in %.2f s.\n", res->stats.evaluated, res->stats.feasible,
-             res->stats.seconds);
+             " fit in memory; %" G_GUINT64_FORMAT " costed, %" G_GUINT64_FORMAT
+             " pruned by bounds) in %.2f s.\n", res->stats.space, res->stats.feasible,
+             res->stats.evaluated, res->stats.pruned, res->stats.seconds);
   if (a->output && a->emit == NULL && !plan_to_stdout)
     printf ("Plan written to %s\n", a->output);
   return 0;

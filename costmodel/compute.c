@@ -725,12 +725,62 @@ moe_dispatch (const MpCostContext *ctx, const MpParallelConfig *cfg,
     }
 }
 
-void
-mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
-               const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
+/* ---- the layer memo ------------------------------------------------------------------ */
+
+/* A memo key: every input of mp_cost_layer for a layer class, as words (spans by value,
+ * their doubles by their bits), so that equal keys give bit-identical costs. */
+#define MEMO_SPAN_WORDS (7 + 2 * MP_TIER_N)
+#define MEMO_WORDS (14 + 5 * MEMO_SPAN_WORDS)
+
+static guint64 *
+memo_span (guint64 *w, const MpGroupSpan *g)
 {
-  g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && fwd != NULL && bwd != NULL);
-  g_return_if_fail (cm_config_sane (cfg) && layer < ctx->model->n_layers);
+  *w++ = g->n_ranks;
+  *w++ = g->n_nodes;
+  *w++ = g->ranks_per_node;
+  *w++ = g->n_domains;
+  *w++ = g->ranks_per_domain;
+  *w++ = g->nodes_per_domain;
+  *w++ = (guint64) g->widest;
+  memcpy (w, g->bw_Bps, sizeof g->bw_Bps);
+  memcpy (w + MP_TIER_N, g->latency_s, sizeof g->latency_s);
+  return w + 2 * MP_TIER_N;
+}
+
+static void
+memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint class_id, guint64 *w)
+{
+  const guint64 head[14] = { class_id, cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
+                             cfg->sequence_parallel, cfg->recompute, cfg->recompute_modules,
+                             cfg->micro_batch_size, cfg->dispatcher, cfg->fp8,
+                             cfg->flash_attention, cfg->stack,
+                             GPOINTER_TO_SIZE (sp->device) };
+  memcpy (w, head, sizeof head);
+  w += G_N_ELEMENTS (head);
+  w = memo_span (w, &sp->tp);
+  w = memo_span (w, &sp->cp);
+  w = memo_span (w, &sp->ep);
+  w = memo_span (w, &sp->etp);
+  memo_span (w, &sp->etp_ep);
+}
+
+static guint
+memo_hash (gconstpointer key)
+{
+  return cm_words_hash (key, MEMO_WORDS);
+}
+
+static gboolean
+memo_equal (gconstpointer a, gconstpointer b)
+{
+  return memcmp (a, b, MEMO_WORDS * sizeof (guint64)) == 0;
+}
+
+/* mp_cost_layer's figures, computed (mp_cost_layer memoizes them). */
+static void
+layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
+            const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
+{
   const MpLayer *l = &ctx->model->layers[layer];
   const CmLayer *cl = &ctx->layers[layer];
   const MpCostDevice *dev = spans->device;
@@ -808,6 +858,38 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
       bwd->flops += again_flops;
     }
   phase_total (bwd);
+}
+
+void
+mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
+               const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && fwd != NULL && bwd != NULL);
+  g_return_if_fail (cm_config_sane (cfg) && layer < ctx->model->n_layers);
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  if (memo->layer_memo == NULL || g_hash_table_size (memo->layer_memo) >= CM_MEMO_MAX)
+    {
+      if (memo->layer_memo)
+        g_hash_table_unref (memo->layer_memo);
+      memo->layer_memo = g_hash_table_new_full (memo_hash, memo_equal, g_free, NULL);
+    }
+  guint64 key[MEMO_WORDS];
+  memo_key (cfg, spans, ctx->layers[layer].class_id, key);
+  const MpPhaseCost *hit = g_hash_table_lookup (memo->layer_memo, key);
+  if (hit != NULL)
+    {
+      *fwd = hit[0];
+      *bwd = hit[1];
+      return;
+    }
+  layer_cost (ctx, cfg, spans, layer, fwd, bwd);
+  /* Key and value in one block: the key's words, then the two costs. */
+  guint64 *entry = g_malloc (sizeof key + 2 * sizeof (MpPhaseCost));
+  memcpy (entry, key, sizeof key);
+  MpPhaseCost *value = (MpPhaseCost *) (entry + MEMO_WORDS);
+  value[0] = *fwd;
+  value[1] = *bwd;
+  g_hash_table_insert (memo->layer_memo, entry, value);
 }
 
 /* ---- stages -------------------------------------------------------------------------- */

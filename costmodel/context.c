@@ -501,6 +501,10 @@ mp_cost_context_free (MpCostContext *ctx)
   for (int s = 0; s < CM_SUM_N; s++)
     g_free (ctx->sums[s]);
   g_free (ctx->devices);
+  if (ctx->layer_memo)
+    g_hash_table_unref (ctx->layer_memo);
+  if (ctx->span_memo)
+    g_hash_table_unref (ctx->span_memo);
   g_free (ctx);
 }
 
@@ -721,12 +725,11 @@ expert_grid_rank (const MpParallelConfig *cfg, const guint *stride, guint base, 
          + (i / (cfg->tp * cfg->cp)) * stride[MP_DIM_DP];
 }
 
-void
-mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
-                     MpStageSpans *out)
+/* The spans of STAGE under CFG, computed (mp_cost_stage_spans memoizes them). */
+static void
+stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
+             MpStageSpans *out)
 {
-  g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
-  g_return_if_fail (stage < cfg->pp);
   guint stride[MP_DIM_N];
   mp_parallel_config_strides (cfg, stride);
   guint base = stage * stride[MP_DIM_PP];
@@ -781,6 +784,58 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
     buf[n++] = (cfg->pp - 1) * stride[MP_DIM_PP];
   group_span (ctx, cfg, buf, n, &out->pp_ends);
   g_free (buf);
+}
+
+/* A spans memo key: what stage_spans reads of the config (the sizes and the rank order;
+ * configs with a placement are not memoized), and the stage. */
+#define SPAN_WORDS (7 + MP_DIM_N)
+
+static guint
+span_key_hash (gconstpointer key)
+{
+  return cm_words_hash (key, SPAN_WORDS);
+}
+
+static gboolean
+span_key_equal (gconstpointer a, gconstpointer b)
+{
+  return memcmp (a, b, SPAN_WORDS * sizeof (guint64)) == 0;
+}
+
+void
+mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
+                     MpStageSpans *out)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
+  g_return_if_fail (stage < cfg->pp);
+  if (cfg->placement != NULL)
+    {
+      stage_spans (ctx, cfg, stage, out);
+      return;
+    }
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  if (memo->span_memo == NULL || g_hash_table_size (memo->span_memo) >= CM_MEMO_MAX)
+    {
+      if (memo->span_memo)
+        g_hash_table_unref (memo->span_memo);
+      memo->span_memo = g_hash_table_new_full (span_key_hash, span_key_equal, g_free, NULL);
+    }
+  guint64 key[SPAN_WORDS] = { cfg->tp, cfg->cp, cfg->dp, cfg->pp, MAX (cfg->ep, 1u),
+                              mp_parallel_config_etp (cfg), stage };
+  for (guint d = 0; d < MP_DIM_N; d++)
+    key[7 + d] = cfg->order[d];
+  const MpStageSpans *hit = g_hash_table_lookup (memo->span_memo, key);
+  if (hit != NULL)
+    {
+      *out = *hit;
+      return;
+    }
+  stage_spans (ctx, cfg, stage, out);
+  /* Key and value in one block: the key's words, then the spans. */
+  guint64 *entry = g_malloc (sizeof key + sizeof *out);
+  memcpy (entry, key, sizeof key);
+  memcpy (entry + SPAN_WORDS, out, sizeof *out);
+  g_hash_table_insert (memo->span_memo, entry, entry + SPAN_WORDS);
 }
 
 /* ---- one rank's accounting, for programs ------------------------------------------- */

@@ -91,7 +91,26 @@ struct _MpCostContext {
   MpGroupSpan any_span;           /* per-tier bandwidth and latency of any group */
   double headroom_fraction;       /* memory plans must leave free (memory.c) */
   double headroom_bytes;
+  /* Memo of per-layer-class costs across configs (compute.c, mp_cost_layer): keyed by
+   * what mp_cost_layer reads, so a search costs each distinct layer once. Filled lazily
+   * through a const context; mpplan runs one search per process, no threads. */
+  GHashTable *layer_memo;
+  GHashTable *span_memo;          /* the same for mp_cost_stage_spans (context.c) */
 };
+
+/* Entries a memo holds at most; a full one starts again (bounds a long search's memory:
+ * about 1 KiB an entry). */
+#define CM_MEMO_MAX 200000u
+/* A memo key's hash: FNV-1a (offset basis and prime of the 64-bit variant) over its N
+ * words, folded to a guint. */
+static inline guint
+cm_words_hash (const guint64 *w, guint n)
+{
+  guint64 h = 1469598103934665603ull;
+  for (guint i = 0; i < n; i++)
+    h = (h ^ w[i]) * 1099511628211ull;
+  return (guint) (h ^ (h >> 32));
+}
 
 /* Is OP of LAYER a GEMM that Transformer Engine runs in FP8 under fp8 (the linear layers
  * of blocks and mlp layers; not the output head, the embedding or the MoE router, which

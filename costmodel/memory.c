@@ -414,6 +414,10 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   guint first_layer = G_MAXUINT, last_layer = 0;
   gboolean has_embedding = FALSE, has_head = FALSE;
   LayerNeeds worst = { 0 };
+  guint nc = MAX (ctx->n_classes, 1u);
+  LayerNeeds needs[nc];
+  gboolean have[nc];
+  memset (have, 0, sizeof have);
   for (guint v = 0; v < vpp; v++)
     {
       guint c = stage + v * pp;
@@ -426,8 +430,14 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
       last_layer = first[c] + count[c] - 1;
       for (guint li = first[c]; li < first[c] + count[c]; li++)
         {
-          LayerNeeds n;
-          layer_needs (ctx, cfg, li, &n);
+          /* Equal layers (one class) need the same: each class is worked out once. */
+          guint id = ctx->layers[li].class_id;
+          if (!have[id])
+            {
+              layer_needs (ctx, cfg, li, &needs[id]);
+              have[id] = TRUE;
+            }
+          const LayerNeeds n = needs[id];
           worst.params = MAX (worst.params, n.params);
           if (cm_recomputable (&m->layers[li]))
             worst.full_act = MAX (worst.full_act, n.full_act);

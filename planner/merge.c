@@ -50,6 +50,10 @@ mp_search_result_pack (const MpSearchResult *res)
   put (a, (guint32) st->evaluated);
   put (a, (guint32) (st->feasible >> 32));
   put (a, (guint32) st->feasible);
+  put (a, (guint32) (st->space >> 32));
+  put (a, (guint32) st->space);
+  put (a, (guint32) (st->pruned >> 32));
+  put (a, (guint32) st->pruned);
   for (guint i = 0; i < res->plans->len; i++)
     put_plan (a, SLOT_TOP, 0, g_ptr_array_index (res->plans, i));
   put_plan (a, SLOT_SMALLEST, 0, st->smallest);
@@ -96,11 +100,14 @@ merge_part (const MpCostContext *ctx, guint global_batch, guint top_k, GBytes *p
 {
   gsize len = 0;
   const guint32 *w = g_bytes_get_data (part, &len);
-  gsize n = len / sizeof (guint32), at = 5;
-  if (n < 5 || w[0] != MAGIC)
+  gsize n = len / sizeof (guint32), at = 9;
+  if (n < 9 || w[0] != MAGIC)
     return FALSE;
   res->stats.evaluated += ((guint64) w[1] << 32) | w[2];
   res->stats.feasible += ((guint64) w[3] << 32) | w[4];
+  /* Every part enumerates the whole space (and counts it); each prunes its own share. */
+  res->stats.space = MAX (res->stats.space, ((guint64) w[5] << 32) | w[6]);
+  res->stats.pruned += ((guint64) w[7] << 32) | w[8];
   const gsize fixed = 28;
   while (at + fixed <= n)
     {

@@ -114,8 +114,10 @@ typedef struct {
   guint global_batch;          /* 0: the model's training.global_batch */
   guint top_k;                 /* plans kept, best first (default 5) */
   const MpPlanPins *pins;      /* NULL: none */
-  guint shard, n_shards;       /* this process searches configs i with i % n_shards ==
-                                * shard (MPI split); 0/0 or 0/1: all */
+  guint shard, n_shards;       /* this process costs the configs of layer-cost choices
+                                * i (tp, cp, sp, recompute, pp, micro-batch, experts'
+                                * grid) with i % n_shards == shard (MPI split); 0/0 or
+                                * 0/1: all */
   /* Constraints beyond pins (what a framework can express, planner/framework.c): a config
    * is only considered when ACCEPT (may be NULL) returns TRUE for it. */
   gboolean (*accept) (const MpParallelConfig *cfg, gpointer data);
@@ -127,11 +129,19 @@ typedef struct {
   /* Called now and then with the configs enumerated so far and the total; may be NULL. */
   void (*progress) (guint64 done, guint64 total, gpointer data);
   gpointer progress_data;
+  gboolean no_bounds;          /* cost every config fully (the brute force the bounds are
+                                * tested against); FALSE: prune by lower bounds */
 } MpSearchOptions;
 
+/* Every config in the space is costed for memory; one that fits is then timed, unless a
+ * lower bound on its step time shows that it can be neither among the best K, nor its
+ * family's best, nor the best without the pins (pruned). space = evaluated + pruned on
+ * one process; with shards, space is the whole space's and the others sum. */
 typedef struct {
-  guint64 evaluated;           /* configs evaluated */
-  guint64 feasible;            /* of those, fitting in memory */
+  guint64 space;               /* valid configs in the space (honouring ACCEPT) */
+  guint64 evaluated;           /* fully costed: memory, and time when it fits */
+  guint64 pruned;              /* fitting, but discarded by a bound on the step time */
+  guint64 feasible;            /* fitting in memory (evaluated or pruned) */
   double seconds;              /* wall time of the search */
   /* the smallest-footprint config seen (for "nothing fits" advice) */
   MpPlan *smallest;            /* owned by the result; NULL if none was valid */
@@ -160,6 +170,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpSearchResult, mp_search_result_free)
 GBytes *mp_search_result_pack (const MpSearchResult *result);
 MpSearchResult *mp_search_result_merge (const MpCostContext *ctx, const MpSearchOptions *opts,
                                         GPtrArray *parts, double seconds, GError **error);
+
+/* The kernels' time of one micro-batch through every layer of the context's model under
+ * CFG's tensor, context and expert split, communication and recomputation left out: at
+ * most the stages' summed forward and backward. -1 (no floor) on a cluster of several
+ * device types. */
+double mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg);
+/* A lower bound on the closed form's step time of CFG (its schedule, pp, vpp, split and
+ * micro-batches) for MODEL when FLOOR_S is at most the summed kernel time of one
+ * micro-batch through every layer; 0 (none) when FLOOR_S <= 0 or for an interleaved
+ * split whose chunks differ (timed step by step). The search prunes by it. */
+double mp_planner_step_bound (const MpModel *model, const MpParallelConfig *cfg,
+                              double floor_s);
 
 /* The largest micro-batch (sequences) the search tries for MODEL. */
 guint mp_planner_max_micro_batch (const MpModel *model);

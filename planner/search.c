@@ -35,7 +35,16 @@ typedef struct {
   guint64 accepted;            /* configs opts->accept allows, over every shard */
   MpSearchResult *res;
   double *layer_cost;          /* per model layer, for the current outer choice */
+  double floor_s;              /* its kernels' time per micro-batch (kernel_floor); < 0:
+                                * no bound */
   guint *split;                /* chunk_layers for the current pp * vpp */
+  const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
+  guint split_pp, split_vpp;
+  guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
+  gboolean foreign;            /* the current one is another shard's: count, cost nothing */
+  gboolean have_memory;        /* MEMORY, FITS: the current config's in another rank order */
+  MpPlanMemory memory;
+  gboolean fits;
   guint *pinned_split;         /* the pins' layer split (n_pinned chunks), or NULL */
   guint n_pinned;
 } Search;
@@ -81,16 +90,142 @@ pl_keep_best (MpPlan **slot, const MpPlan *plan)
 
 /* Replaces *SLOT by a copy of PLAN when PLAN needs less memory (ties: the config order,
  * so that any split of the search keeps the same one). */
+static gboolean smaller (const MpPlan *slot, const MpPlan *plan);
+
 void
 pl_keep_smallest (MpPlan **slot, const MpPlan *plan)
 {
-  if (*slot == NULL || plan->memory.peak_bytes < (*slot)->memory.peak_bytes
-      || (plan->memory.peak_bytes == (*slot)->memory.peak_bytes
-          && mp_parallel_config_compare (&plan->cfg, &(*slot)->cfg) < 0))
+  if (smaller (*slot, plan))
     {
       mp_plan_free (*slot);
       *slot = mp_plan_copy (plan);
     }
+}
+
+/* ---- the bounds ----------------------------------------------------------------------- */
+
+double
+mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is at least its layers'
+   * kernels, so their sum over the stages is at least this. Kernels depend on the device
+   * alone, not on the groups' spans, so any stage's layout gives it. */
+  const MpModel *model = mp_cost_context_model (ctx);
+  if (mp_cost_context_cluster (ctx)->n_groups != 1)
+    return -1;
+  MpParallelConfig one = *cfg;
+  one.chunk_layers = NULL;
+  one.pp = one.vpp = 1;
+  one.schedule = MP_SCHEDULE_NONE;
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &one, 0, &spans);
+  double sum = 0;
+  for (guint l = 0; l < model->n_layers; l++)
+    {
+      MpPhaseCost f, b;
+      mp_cost_layer (ctx, &one, &spans, l, &f, &b);
+      sum += f.compute_s + b.compute_s;
+    }
+  return sum;
+}
+
+/* Does every chunk of CFG's split hold as many blocks (the end chunks' embedding and
+ * head aside)? Then the closed form times the interleaved rounds by its formula. */
+static gboolean
+even_chunks (const MpModel *model, const MpParallelConfig *cfg)
+{
+  guint chunks = cfg->pp * MAX (cfg->vpp, 1u);
+  gboolean transformer = model->arch == MP_ARCH_TRANSFORMER;
+  if (cfg->chunk_layers == NULL)
+    return TRUE;
+  for (guint c = 0; c < chunks; c++)
+    {
+      guint ends = transformer ? (c == 0) + (c == chunks - 1) : 0;
+      guint first = transformer ? 1 + (chunks == 1) : 0;
+      if (cfg->chunk_layers[c] - ends != cfg->chunk_layers[0] - first)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+double
+mp_planner_step_bound (const MpModel *model, const MpParallelConfig *cfg, double floor_s)
+{
+  /* The closed form's pipeline (evaluate.c) with S >= floor_s the stages' summed work
+   * and max_i c_i >= S / p; the step is at least the pipeline:
+   *   none:         m S
+   *   gpipe, 1f1b:  (m - 1) max c + S             >= S (m - 1 + p) / p
+   *   interleaved:  m max c + (S - max c) r / v   >= S (m + (p - 1) / v) / p  (r >= 1)
+   * Less a relative 1e-9 for the rounding of sums taken in another order. */
+  double m = cfg->num_micro_batches, p = cfg->pp, v = MAX (cfg->vpp, 1u), bound;
+  /* Interleaved rounds that differ are timed step by step (evaluate.c), which this does
+   * not bound. */
+  if (floor_s <= 0 || (cfg->schedule == MP_SCHEDULE_INTERLEAVED && !even_chunks (model, cfg)))
+    return 0;
+  switch (cfg->schedule)
+    {
+    case MP_SCHEDULE_NONE: bound = m * floor_s; break;
+    case MP_SCHEDULE_INTERLEAVED: bound = floor_s * (m + (p - 1) / v) / p; break;
+    case MP_SCHEDULE_GPIPE:
+    case MP_SCHEDULE_1F1B:
+    default: bound = floor_s * (m - 1 + p) / p; break;
+    }
+  return bound * (1 - 1e-9);
+}
+
+/* Could a plan of step time >= BOUND replace *SLOT (NULL: empty) as the fastest? */
+static gboolean
+may_beat (const MpPlan *slot, double bound)
+{
+  return slot == NULL || bound <= slot->step_s;
+}
+
+/* Could PLAN (memory known, not yet timed) be kept by step time: among the best K, its
+ * family's best, or the best without the pins? FALSE only when its bound shows it cannot
+ * (ties are kept by memory, so a bound equal to a kept time may). */
+static gboolean
+may_rank (const Search *s, const MpPlan *plan)
+{
+  double bound = mp_planner_step_bound (s->model, &plan->cfg, s->floor_s);
+  if (bound <= 0)
+    return TRUE;
+  const MpSearchStats *st = &s->res->stats;
+  GPtrArray *top = s->res->plans;
+  gboolean top_open = top->len < s->top_k
+                      || may_beat (g_ptr_array_index (top, top->len - 1), bound);
+  if (may_beat (st->family_best[plan->family], bound))
+    return TRUE;
+  if (s->opts->pins == NULL)
+    return top_open;
+  if (!plan->cfg.fp8 && may_beat (st->free_best, bound))
+    return TRUE;
+  return top_open && honours (s, &plan->cfg);
+}
+
+/* Would PLAN replace *SLOT as the smallest footprint (pl_keep_smallest's order)? */
+static gboolean
+smaller (const MpPlan *slot, const MpPlan *plan)
+{
+  return slot == NULL || plan->memory.peak_bytes < slot->memory.peak_bytes
+         || (plan->memory.peak_bytes == slot->memory.peak_bytes
+             && mp_parallel_config_compare (&plan->cfg, &slot->cfg) < 0);
+}
+
+/* PLAN's memory. The rank order moves no tensor, and on a cluster of one device type it
+ * moves no stage to another device either: the orders of one config share it. */
+static void
+plan_memory (Search *s, MpPlan *plan)
+{
+  if (s->have_memory && s->cluster->n_groups == 1)
+    {
+      plan->memory = s->memory;
+      plan->fits = s->fits;
+      return;
+    }
+  pl_plan_memory (s->ctx, plan);
+  s->memory = plan->memory;
+  s->fits = plan->fits;
+  s->have_memory = TRUE;
 }
 
 /* One complete config: evaluate it if it is this shard's, and keep what is worth it. */
@@ -106,7 +241,7 @@ visit (Search *s, const MpParallelConfig *cfg)
   /* Counted before sharding, so that every shard knows whether any config honours them. */
   if (s->opts->pins != NULL && honours (s, cfg))
     s->pinned++;
-  if (s->opts->n_shards > 1 && i % s->opts->n_shards != s->opts->shard)
+  if (s->foreign)
     return;
   if (s->opts->progress && (i & 4095) == 0)
     s->opts->progress (i, s->total, s->opts->progress_data);
@@ -114,10 +249,18 @@ visit (Search *s, const MpParallelConfig *cfg)
   MpSearchStats *st = &s->res->stats;
   g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
   pl_plan_init (plan, cfg, cfg->chunk_layers, s->global_batch);
-  pl_plan_memory (s->ctx, plan);
-  st->evaluated++;
+  plan_memory (s, plan);
   /* Timed before it is kept, so that a kept plan has its figures whichever way it is
-   * kept (merge.c times every fitting plan it unpacks). */
+   * kept (merge.c times every fitting plan it unpacks); not timed when a bound shows
+   * that only a smallest-footprint slot could keep it, and none does. */
+  if (plan->fits && !s->opts->no_bounds && !may_rank (s, plan)
+      && !smaller (st->smallest, plan) && !smaller (st->family_smallest[plan->family], plan))
+    {
+      st->pruned++;
+      st->feasible++;
+      return;
+    }
+  st->evaluated++;
   if (plan->fits)
     pl_plan_time (s->ctx, plan);
   pl_keep_smallest (&st->smallest, plan);
@@ -170,6 +313,7 @@ loop_order (Search *s, MpParallelConfig *cfg)
   static const MpParallelDim pp_inner[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP,
                                                     MP_DIM_DP };
   memcpy (cfg->order, megatron, sizeof megatron);
+  s->have_memory = FALSE;
   visit_in_domains (s, cfg);
   guint per_node = s->cluster->groups[0].devices_per_node;
   if (cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < per_node)
@@ -178,6 +322,7 @@ loop_order (Search *s, MpParallelConfig *cfg)
       visit_in_domains (s, cfg);
       memcpy (cfg->order, megatron, sizeof megatron);
     }
+  s->have_memory = FALSE;
 }
 
 static void
@@ -201,10 +346,20 @@ with_split (Search *s, MpParallelConfig *cfg)
   cfg->chunk_layers = NULL;
   if (s->pinned_split != NULL && chunks == s->n_pinned)
     cfg->chunk_layers = s->pinned_split;   /* the split the user pinned */
-  else if (!s->counting)
+  else if (!s->counting && !s->foreign)
     {
-      if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split))
-        return;
+      /* GPipe and 1F1B split alike: the split made last is kept for its costs and sizes
+       * (on one kind of device: there the stages' devices follow the rank layout too). */
+      if (s->split_cost != s->layer_cost || s->split_pp != cfg->pp
+          || s->split_vpp != cfg->vpp || s->cluster->n_groups > 1)
+        {
+          s->split_cost = NULL;
+          if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split))
+            return;
+          s->split_cost = s->layer_cost;
+          s->split_pp = cfg->pp;
+          s->split_vpp = cfg->vpp;
+        }
       cfg->chunk_layers = s->split;
     }
   if (mp_parallel_config_check (cfg, s->model, s->cluster, NULL))
@@ -254,20 +409,30 @@ loop_schedule (Search *s, MpParallelConfig *cfg)
 static void
 with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
 {
-  if (!s->counting)
+  /* Shards take the layer-cost choices in turn, so that each costs the layers and splits
+   * of its own only; the others' configs are enumerated (and counted) alone. The split
+   * left out does not change which configs are valid: one always exists for the chunks
+   * tried, and mp_parallel_config_check asks only that of it. */
+  s->foreign = s->opts->n_shards > 1 && s->outer++ % s->opts->n_shards != s->opts->shard;
+  if (!s->counting && !s->foreign)
     {
       /* MoE (moe14): etp and the dispatcher change layer costs too. */
       guint64 k = (guint64) cfg->micro_batch_size << 40 | (guint64) cfg->etp << 21
                   | (guint64) cfg->ep << 1 | cfg->dispatcher;
       gpointer key = GSIZE_TO_POINTER ((gsize) k);
       double *cost = g_hash_table_lookup (cache, key);
+      guint n = s->model->n_layers;
       if (cost == NULL)
         {
-          cost = g_new (double, (gsize) s->cluster->n_groups * s->model->n_layers);
+          /* the layers' on each kind of device, then the kernel floor */
+          gsize floor_at = (gsize) s->cluster->n_groups * n;
+          cost = g_new (double, floor_at + 1);
           pl_layer_costs (s->ctx, cfg, cost);
+          cost[floor_at] = mp_planner_kernel_floor (s->ctx, cfg);
           g_hash_table_insert (cache, key, cost);
         }
       s->layer_cost = cost;
+      s->floor_s = cost[(gsize) s->cluster->n_groups * n];
     }
   loop_schedule (s, cfg);
 }
@@ -339,6 +504,7 @@ loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
     }
   cfg->pp = cfg->dp = 1;
   s->layer_cost = NULL;
+  s->split_cost = NULL;            /* the costs it pointed to go with CACHE */
 }
 
 static void
@@ -428,7 +594,8 @@ run (Search *s)
   guint stack = s->opts->stack;
   mp_plan_pins_get (s->opts->pins, "stack", &stack);
   cfg.stack = (MpStack) stack;
-  s->index = 0;
+  s->index = s->outer = 0;
+  s->foreign = FALSE;
   /* FP8 changes the numerics, so the search tries it only when the user pins it
    * (--fix fp8=true), and then bf16 too for the best plan without the pins. */
   guint fp8 = 0;
@@ -548,6 +715,7 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   mp_plan_pins_get (opts->pins, "vpp", &max_vpp);
   s.split = g_new (guint, (gsize) n_blocks (model) * MAX (max_vpp, MAX_VPP) + 2);
   run (&s);
+  s.res->stats.space = s.accepted;
   g_free (s.split);
   s.res->stats.seconds = (g_get_monotonic_time () - start) / 1e6;
   if (opts->progress)

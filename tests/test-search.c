@@ -1,0 +1,226 @@
+/* test-search.c - cmocka tests of the search's bounds (planner/search.c): the step-time
+ * bound it prunes by never exceeds the closed form's step of any config, and the pruned
+ * search returns what the search without bounds (every config fully costed) returns - the
+ * same best plans in the same order, the same best of each family, the same smallest
+ * footprints and the same best plan without the pins - on problems that are multi-node,
+ * memory-bound, heterogeneous, MoE, long-sequence and pinned.
+ *
+ * Not here: the space itself and the constraints (tests/test-planner.c). Zoo files are
+ * found through MPPLAN_DATADIR (the Makefile sets it to examples/). */
+#include "tests/test-pair.h"
+#include "planner/planner.h"
+#include "common/error.h"
+
+#include <string.h>
+
+#define DATA(name) MPPLAN_SRCDIR "/tests/data/" name
+/* Larger than any test's feasible count: the search then keeps every feasible plan. */
+#define ALL_PLANS 1000000
+
+static MpSearchResult *
+search (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins, gboolean no_bounds)
+{
+  g_autoptr(GError) error = NULL;
+  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins,
+                           .no_bounds = no_bounds };
+  MpSearchResult *res = mp_planner_search (p->ctx, &opts, &error);
+  if (res == NULL)
+    fail_msg ("search %s on %s: %s", p->model->name, p->cluster->name, error->message);
+  return res;
+}
+
+/* A plan's JSON text (deterministic key order, %.17g numbers): its whole identity. */
+static char *
+plan_json (const MpPlan *plan)
+{
+  g_autoptr(JsonNode) node = mp_plan_to_json (plan);
+  return json_to_string (node, FALSE);
+}
+
+static void
+assert_same_plan (const MpPlan *a, const MpPlan *b, const char *problem, const char *what)
+{
+  if ((a == NULL) != (b == NULL))
+    fail_msg ("%s: %s: one search has it, the other not", problem, what);
+  if (a == NULL)
+    return;
+  g_autofree char *ja = plan_json (a), *jb = plan_json (b);
+  if (strcmp (ja, jb) != 0)
+    fail_msg ("%s: %s differs:\npruned:     %s\nexhaustive: %s", problem, what, ja, jb);
+}
+
+/* ---- 1. the bound is a bound ---------------------------------------------------------- */
+
+static void
+test_search_bound_below_step (void **state)
+{
+  (void) state;
+  static const struct { const char *model, *cluster; guint batch; } pairs[] = {
+    { "gpt3-1.3b", "dgx-a100-80g:16", 0 },
+    { "mixtral-8x7b", "dgx-h100:8", 0 },
+    { "llama3-8b", "dgx-h100:8", 0 },
+    { DATA ("model-moe.yaml"), "dgx-a100-80g:1", 16 },
+  };
+  guint64 checked = 0;
+  double tightest = 0;
+  for (gsize i = 0; i < G_N_ELEMENTS (pairs); i++)
+    {
+      g_autoptr(Pair) p = pair_load (pairs[i].model, pairs[i].cluster);
+      g_autoptr(MpSearchResult) res = search (p, pairs[i].batch, ALL_PLANS, NULL, TRUE);
+      assert_true (res->plans->len > 100);
+      for (guint k = 0; k < res->plans->len; k++)
+        {
+          const MpPlan *plan = g_ptr_array_index (res->plans, k);
+          double floor_s = mp_planner_kernel_floor (p->ctx, &plan->cfg);
+          double bound = mp_planner_step_bound (p->model, &plan->cfg, floor_s);
+          if (!(floor_s > 0))
+            fail_msg ("%s: plan %u: no floor (%g s)", pairs[i].model, k, floor_s);
+          if (bound == 0)
+            {
+              /* Only interleaved splits whose chunks differ go without. */
+              assert_int_equal (plan->cfg.schedule, MP_SCHEDULE_INTERLEAVED);
+              continue;
+            }
+          if (bound > plan->step_s)
+            fail_msg ("%s on %s: plan %u: bound %.12g s above its step %.12g s",
+                      pairs[i].model, pairs[i].cluster, k, bound, plan->step_s);
+          tightest = MAX (tightest, bound / plan->step_s);
+          checked++;
+        }
+    }
+  /* Many configs, and a bound worth pruning by (not a vacuous 0). */
+  assert_true (checked > 1000);
+  assert_true (tightest > 0.5);
+}
+
+/* Several device types: no floor, so no bound (the kernels differ by stage). */
+static void
+test_search_no_bound_heterogeneous (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-1.3b", DATA ("cluster-hetero.yaml"));
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 28;
+  assert_true (mp_planner_kernel_floor (p->ctx, &cfg) < 0);
+  assert_true (mp_planner_step_bound (p->model, &cfg, -1) == 0);
+}
+
+/* ---- 2. pruning drops nothing that counts --------------------------------------------- */
+
+static const struct {
+  const char *what, *model, *cluster, *pins;
+  guint batch, top_k;
+} PROBLEMS[] = {
+  { "small", "gpt3-1.3b", "dgx-a100-80g:2", NULL, 0, 5 },
+  { "multi-node", "gpt3-1.3b", "dgx-a100-80g:16", NULL, 0, 10 },
+  { "multi-node 13B", "gpt3-13b", "dgx-a100-80g:16", NULL, 0, 5 },
+  { "memory-bound", "llama3-70b", "dgx-h100:8", NULL, 0, 5 },
+  { "memory-bound 40 GB", "gpt3-13b", "dgx-a100-40g:8", NULL, 0, 5 },
+  { "heterogeneous", "gpt3-1.3b", DATA ("cluster-hetero.yaml"), NULL, 0, 5 },
+  { "MoE", "mixtral-8x7b", "dgx-h100:8", NULL, 0, 5 },
+  { "MoE small", DATA ("model-moe.yaml"), "dgx-a100-80g:1", NULL, 16, 5 },
+  { "long sequence", "gemma3-27b", "dgx-h100:8", NULL, 0, 5 },
+  { "pinned pp", "gpt3-1.3b", "dgx-a100-80g:8", "pp=2", 0, 5 },
+  { "pinned tp, zero", "llama3-8b", "dgx-h100:8", "tp=2,zero=1", 0, 5 },
+  { "pinned fp8", "llama3-8b", "dgx-h100:8", "fp8=true", 0, 3 },
+  { "one device", "tiny-gpt", "dgx-a100-80g:1", NULL, 0, 20 },
+  { "mlp", "mlp-1024", "workstation-pcie4", NULL, 0, 5 },
+};
+
+static void
+test_search_pruned_equals_exhaustive (void **state)
+{
+  (void) state;
+  guint64 pruned = 0;
+  for (gsize i = 0; i < G_N_ELEMENTS (PROBLEMS); i++)
+    {
+      const char *what = PROBLEMS[i].what;
+      g_autoptr(Pair) p = pair_load (PROBLEMS[i].model, PROBLEMS[i].cluster);
+      g_autoptr(MpPlanPins) pins = NULL;
+      if (PROBLEMS[i].pins)
+        {
+          g_autoptr(GError) error = NULL;
+          pins = mp_plan_pins_parse (PROBLEMS[i].pins, &error);
+          assert_non_null (pins);
+        }
+      guint batch = PROBLEMS[i].batch, k = PROBLEMS[i].top_k;
+      g_autoptr(MpSearchResult) a = search (p, batch, k, pins, FALSE);
+      g_autoptr(MpSearchResult) b = search (p, batch, k, pins, TRUE);
+      /* The same space, all of it accounted for; the exhaustive search costs it all. */
+      assert_int_equal (a->stats.space, b->stats.space);
+      assert_int_equal (a->stats.feasible, b->stats.feasible);
+      assert_int_equal (a->stats.evaluated + a->stats.pruned, a->stats.space);
+      assert_int_equal (b->stats.evaluated, b->stats.space);
+      assert_int_equal (b->stats.pruned, 0);
+      pruned += a->stats.pruned;
+      assert_true (a->plans->len > 0);
+      assert_int_equal (a->plans->len, b->plans->len);
+      for (guint j = 0; j < a->plans->len; j++)
+        {
+          g_autofree char *n = g_strdup_printf ("plan %u", j + 1);
+          assert_same_plan (g_ptr_array_index (a->plans, j), g_ptr_array_index (b->plans, j),
+                            what, n);
+        }
+      assert_same_plan (a->stats.smallest, b->stats.smallest, what, "smallest");
+      assert_same_plan (a->stats.free_best, b->stats.free_best, what, "free_best");
+      for (guint f = 0; f < MP_FAMILY_N; f++)
+        {
+          assert_same_plan (a->stats.family_best[f], b->stats.family_best[f], what,
+                            mp_plan_family_id (f));
+          assert_same_plan (a->stats.family_smallest[f], b->stats.family_smallest[f], what,
+                            mp_plan_family_id (f));
+        }
+      /* The heterogeneous cluster has no bound: nothing pruned there. */
+      if (strcmp (what, "heterogeneous") == 0)
+        assert_int_equal (a->stats.pruned, 0);
+    }
+  /* Non-vacuous: the bounds do prune. */
+  assert_true (pruned > 0);
+}
+
+/* Sharded, each shard prunes on its own; merged, the result is the whole one's. */
+static void
+test_search_pruned_shards_merge (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-1.3b", "dgx-a100-80g:16");
+  g_autoptr(MpSearchResult) whole = search (p, 0, 10, NULL, TRUE);
+  g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  MpSearchOptions opts = { .top_k = 10, .n_shards = 2 };
+  for (guint s = 0; s < 2; s++)
+    {
+      opts.shard = s;
+      g_autoptr(GError) error = NULL;
+      g_autoptr(MpSearchResult) part = mp_planner_search (p->ctx, &opts, &error);
+      assert_non_null (part);
+      assert_int_equal (part->stats.space, whole->stats.space);
+      g_ptr_array_add (parts, mp_search_result_pack (part));
+    }
+  opts.shard = opts.n_shards = 0;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(MpSearchResult) merged = mp_search_result_merge (p->ctx, &opts, parts, 0, &error);
+  assert_non_null (merged);
+  assert_int_equal (merged->stats.space, whole->stats.space);
+  assert_int_equal (merged->stats.feasible, whole->stats.feasible);
+  assert_int_equal (merged->stats.evaluated + merged->stats.pruned, whole->stats.space);
+  assert_int_equal (merged->plans->len, whole->plans->len);
+  for (guint j = 0; j < merged->plans->len; j++)
+    assert_same_plan (g_ptr_array_index (merged->plans, j),
+                      g_ptr_array_index (whole->plans, j), "sharded", "plan");
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    assert_same_plan (merged->stats.family_best[f], whole->stats.family_best[f], "sharded",
+                      mp_plan_family_id (f));
+}
+
+int
+main (void)
+{
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test (test_search_bound_below_step),
+    cmocka_unit_test (test_search_no_bound_heterogeneous),
+    cmocka_unit_test (test_search_pruned_equals_exhaustive),
+    cmocka_unit_test (test_search_pruned_shards_merge),
+  };
+  return cmocka_run_group_tests (tests, NULL, NULL);
+}
