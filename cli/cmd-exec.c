@@ -1,5 +1,5 @@
 /* cmd-exec.c - `mpirun -np N mpplan exec -p plan.yaml [--steps S] [--warmup W] [--seed X]
- * [-o measured.json] [--trace trace.json] [--check]`: run a plan for real (exec/), one
+ * [-o measured.json] [--trace trace.json] [--check] [--timeout S]`: run a plan for real (exec/), one
  * process per rank (without mpirun, a world of one); rank 0 prints what it measured and
  * writes measured.json and the trace (report/ draws it).
  *
@@ -149,6 +149,7 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
   g_autofree char *plan_path = NULL, *output = NULL, *trace = NULL;
   gint64 steps = 5, warmup = 1, seed = 1234;
   gboolean check = FALSE;
+  double timeout = -1;
   g_autofree char *backend = NULL;
   const GOptionEntry entries[] = {
     { "plan", 'p', 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan file (mpplan plan -o)", "FILE" },
@@ -162,6 +163,10 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
       "Write a Chrome trace of the last measured step", "FILE" },
     { "check", 0, 0, G_OPTION_ARG_NONE, &check,
       "Also run on one rank and compare every step's loss and gradient norm (1e-5)", NULL },
+    { "timeout", 0, 0, G_OPTION_ARG_DOUBLE, &timeout,
+      "Stall watchdog: a rank that spends more than S seconds in one instruction prints "
+      "where it waits and the job ends, exit 1 (default: 100 predicted steps, at least 60 "
+      "s; 0: none)", "S" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend,
       "host (default: OpenBLAS and MPI), cuda (one GPU per rank: CUDA kernels, cuBLAS with "
       "bf16 inputs and fp32 accumulation, NCCL) or cuda-fp32 (the same in fp32)", "NAME" },
@@ -190,7 +195,10 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
                                               backend);
       return mp_cli_usage (ctx, msg);
     }
-  MpExecOptions opts = { (guint) steps, (guint) warmup, (guint64) seed, check, backend };
+  if (timeout != -1 && !(timeout >= 0 && timeout <= 1e6))
+    return mp_cli_usage (ctx, "--timeout must be from 0 (no watchdog) to 1000000 seconds");
+  MpExecOptions opts = { (guint) steps, (guint) warmup, (guint64) seed, check, backend,
+                         timeout };
   ExecFiles files = { output, trace };
   return run (&argc, &argv, plan_path, &opts, &files);
 }

@@ -46,6 +46,8 @@ struct _MpRunner {
   GPtrArray *sends;            /* SendOp* in flight */
   MpInsnTime *times;           /* per instruction of the last step */
   double grad_norm;
+  MpWatchdog *watchdog;        /* borrowed, or NULL */
+  gint stall_at;               /* test hook: instruction to stop before for good (-1) */
 };
 
 MpRunner *
@@ -65,7 +67,15 @@ mp_runner_new (MpExec *ex, const MpProgram *prog, const guint *chunk_layers, gui
   r->recvs = g_hash_table_new (g_direct_hash, g_direct_equal);
   r->sends = g_ptr_array_new ();
   r->times = g_new0 (MpInsnTime, prog->n_insns);
+  r->stall_at = -1;
   return r;
+}
+
+void
+mp_runner_watch (MpRunner *r, MpWatchdog *w, gint stall_at)
+{
+  r->watchdog = w;
+  r->stall_at = stall_at;
 }
 
 void
@@ -514,6 +524,9 @@ mp_runner_step (MpRunner *r, guint step, double *t_start, double *t_end, GError 
   for (guint i = 0; i < r->prog->n_insns; i++)
     {
       MpInsnTime *tm = &r->times[i];
+      mp_watchdog_insn (r->watchdog, step, i, &r->prog->insns[i]);
+      while (r->stall_at == (gint) i)
+        g_usleep (G_USEC_PER_SEC);     /* the stalled rank's test hook: never returns */
       tm->t0 = now (r);
       if (!run_insn (r, &r->prog->insns[i], tm, error) || !poke (r, error))
         {
@@ -524,6 +537,8 @@ mp_runner_step (MpRunner *r, guint step, double *t_start, double *t_end, GError 
         }
       tm->t1 = now (r);
     }
+  mp_watchdog_enter (r->watchdog, step, "the end of the step (sends and reductions in "
+                     "flight)");
   gboolean ok = drain (r, error);
   *t_end = now (r);
   return ok;
