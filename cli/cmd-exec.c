@@ -36,7 +36,8 @@ fail_once (int rank, GError *error)
  * mp_model_attention_extras refuse each by name); --help must list them all. */
 #define EXEC_LIMITS                                                                      \
   "Not run yet, refused by name (exit 2): mixture-of-experts blocks and expert "          \
-  "parallelism (ep > 1), context parallelism (cp > 1), sliding-window attention, "        \
+  "parallelism (ep > 1), context parallelism (cp > 1) on the cuda backend (the host "     \
+  "runs it: ring attention), sliding-window attention, "                                  \
   "multi-head latent attention, attention sinks, qk-norm, attention biases unlike the "   \
   "MLP's, post-norms, scaled embeddings, logit soft-capping, geglu MLPs, uniform "        \
   "recompute in groups of blocks (recompute_method=uniform), selective recompute of "     \
@@ -177,8 +178,8 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
   g_option_context_set_summary (
       ctx, "Run a plan for real: `mpirun -np N mpplan exec -p plan.yaml` with N the plan's "
            "world size (without mpirun: a plan of one rank). Trains the plan's model on "
-           "seeded synthetic data with the plan's data, tensor and pipeline split, ZeRO "
-           "stage and recomputation (host backend: OpenBLAS and MPI), measures each "
+           "seeded synthetic data with the plan's data, tensor, context and pipeline split, "
+           "ZeRO stage and recomputation (host backend: OpenBLAS and MPI), measures each "
            "instruction, and prints the median step time.");
   g_option_context_set_description (ctx, EXEC_LIMITS MP_CLI_EXIT_CODES);
   g_option_context_add_main_entries (ctx, entries, NULL);

@@ -89,7 +89,8 @@ mp_exec_session_new (MpBackend *be, const MpPlanResolved *res, const MpPlan *pla
   be->mem_limit_bytes = cap;
   MpExecSession *s = g_new0 (MpExecSession, 1);
   s->be = be;
-  s->ex = mp_exec_new (be, model, cfg, plan->global_batch, tp, dp, pp, stage_of, seed, error);
+  s->ex = mp_exec_new (be, model, cfg, plan->global_batch, tp, cp, dp, pp, stage_of, seed,
+                       error);
   if (s->ex == NULL)
     {
       mp_exec_session_free (s);

@@ -376,8 +376,6 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
     }
   if (model->experts > 0)
     what = "mixture-of-experts blocks (and expert parallelism)";
-  else if (cfg->cp > 1)
-    what = "context parallelism (cp > 1)";
   else if (cfg->ep > 1)
     what = "expert parallelism (ep > 1)";
   else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
@@ -400,7 +398,8 @@ set_shapes (MpExec *ex)
   ex->mbs = (int) ex->cfg.micro_batch_size;
   /* An mlp's "token" is a sample: one row per sample. */
   ex->T = m->arch == MP_ARCH_MLP ? 1 : (int) m->seq_len;
-  ex->N = ex->mbs * ex->T;
+  ex->Tl = ex->T / (int) ex->cp;
+  ex->N = ex->mbs * ex->Tl;
   ex->Ns = ex->sp ? ex->N / (int) ex->tp : ex->N;
   ex->C = (int) m->hidden;
   ex->NH = (int) m->heads;
@@ -442,11 +441,18 @@ make_groups (MpExec *ex, GError **error)
 
 MpExec *
 mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
-             guint global_batch, guint tp_rank, guint dp_rank, guint pp_rank,
+             guint global_batch, guint tp_rank, guint cp_rank, guint dp_rank, guint pp_rank,
              const guint *stage_of_layer, guint64 seed, GError **error)
 {
   if (!check_supported (model, cfg, error))
     return NULL;
+  if (cfg->cp > 1 && be->ops->kernels->ring_attention_block == NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "mpplan exec does not run context "
+                   "parallelism (cp > 1) on the %s backend yet (no ring-attention kernels): "
+                   "use --backend host", be->ops->name);
+      return NULL;
+    }
   MpExec *ex = g_new0 (MpExec, 1);
   ex->be = be;
   ex->k = be->ops->kernels;
@@ -457,12 +463,20 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
   ex->global_batch = global_batch;
   ex->seed = seed;
   ex->tp = cfg->tp;
-  ex->dp = cfg->dp;
   ex->pp = cfg->pp;
   ex->tp_rank = tp_rank;
-  ex->dp_rank = dp_rank;
   ex->pp_rank = pp_rank;
-  ex->zero = cfg->dp > 1 ? cfg->zero : 0;
+  ex->data_rank = dp_rank;
+  if (!mp_exec_cp_setup (ex, cfg, tp_rank, cp_rank, dp_rank, pp_rank, error))
+    {
+      g_free (ex);
+      return NULL;
+    }
+  /* the dp * cp ranks hold the same weights and reduce (ZeRO: shard) gradients together,
+   * as Megatron-Core's data-parallel group with context parallelism */
+  ex->dp = cfg->dp * ex->cp;
+  ex->dp_rank = dp_rank * ex->cp + cp_rank;
+  ex->zero = ex->dp > 1 ? cfg->zero : 0;
   ex->sp = cfg->sequence_parallel && cfg->tp > 1;
   ex->M = cfg->num_micro_batches;
   ex->lr = model->optimizer == MP_OPTIM_ADAM ? 3e-3f : 0.05f;
@@ -541,6 +555,7 @@ mp_exec_free (MpExec *ex)
   g_free (ex->layers);
   g_free (ex->input);
   g_free (ex->dinput);
+  g_free (ex->cp_pos);
   g_free (ex);
 }
 

@@ -136,26 +136,30 @@ norm_backward (MpExec *ex, float *dinp, float *dw, float *db, const float *dout,
 }
 
 /* The micro-batch's tokens (N + 1 per sequence: inputs and next-token targets) of data
- * rank dp_rank in this step: sequence g of the global batch has x0 drawn from the seeded
+ * rank data_rank in this step: sequence g of the global batch has x0 drawn from the seeded
  * generator, then x(t+1) = (5 x(t) + 1 + (g mod 3)) mod V, a deterministic pattern a
- * model can learn (the loss goes down), identical whatever the plan. */
+ * model can learn (the loss goes down), identical whatever the plan; under context
+ * parallelism the rank's positions of each sequence. */
 static void
 make_tokens (const MpExec *ex, guint mb, int *inputs, int *targets)
 {
   guint64 first = (guint64) ex->step * ex->global_batch
-                  + ((guint64) ex->dp_rank * ex->M + mb) * ex->mbs;
+                  + ((guint64) ex->data_rank * ex->M + mb) * ex->mbs;
+  g_autofree int *seq = g_new (int, ex->T + 1);
   for (int b = 0; b < ex->mbs; b++)
     {
       guint64 g = first + (guint64) b;
       guint64 x = mpk_rng_u64 (ex->seed, UINT64_C (0xda7a), g) % (guint64) ex->V;
-      for (int t = 0; t < ex->T; t++)
+      for (int t = 0; t <= ex->T; t++, x = (5 * x + 1 + g % 3) % (guint64) ex->V)
+        seq[t] = (int) x;
+      /* the positions this rank holds (all of them without context parallelism) */
+      for (int t = 0; t < ex->Tl; t++)
         {
-          guint64 next = (5 * x + 1 + g % 3) % (guint64) ex->V;
+          int p = mp_exec_position (ex, t);
           if (inputs)
-            inputs[b * ex->T + t] = (int) x;
+            inputs[b * ex->Tl + t] = seq[p];
           if (targets)
-            targets[b * ex->T + t] = (int) next;
-          x = next;
+            targets[b * ex->Tl + t] = seq[p + 1];
         }
     }
 }
@@ -209,19 +213,19 @@ embedding_forward (MpExec *ex, guint l, guint mb, GError **error)
   if (full == NULL)
     goto fail;
   /* (N, C): this rank's vocabulary rows, zeros for the others' tokens; summed over tp. */
-  ex->k->embedding_forward (ex->be, full, tokens, P (L, 0), NULL, ex->N, ex->T, ex->C, ex->v0,
+  ex->k->embedding_forward (ex->be, full, tokens, P (L, 0), NULL, ex->N, ex->Tl, ex->C, ex->v0,
                             ex->Vl);
   float *rows = tp_reduce_rows (ex, full, out, error);
   if (rows == NULL)
     goto fail;
   if (rows != out)
     ex->be->ops->copy (ex->be, out, rows, (gsize) ex->Ns * ex->C * sizeof (float));
-  if (L->uses->len > 1)            /* learned positions, replicated: row r at r mod T */
+  if (L->uses->len > 1)            /* learned positions, replicated: row r at its position */
     {
       int row0 = ex->sp ? (int) ex->tp_rank * ex->Ns : 0;
       for (int r = 0; r < ex->Ns; r++)
         ex->k->add (ex->be, out + (gsize) r * ex->C,
-                    P (L, 1) + (gsize) ((row0 + r) % ex->T) * ex->C, (gsize) ex->C);
+                    P (L, 1) + (gsize) mp_exec_position (ex, row0 + r) * ex->C, (gsize) ex->C);
     }
   tmp_release (&t);
   return TRUE;
@@ -244,12 +248,12 @@ embedding_backward (MpExec *ex, guint l, guint mb, GError **error)
   const float *d = tp_gather_rows (ex, *dy, full, error);
   if (d == NULL)
     goto fail;
-  ex->k->embedding_backward (ex->be, G (L, 0), NULL, d, tokens, ex->N, ex->T, ex->C, ex->v0,
+  ex->k->embedding_backward (ex->be, G (L, 0), NULL, d, tokens, ex->N, ex->Tl, ex->C, ex->v0,
                              ex->Vl);
   if (L->uses->len > 1)            /* from all N rows, so identical on every tp rank */
     for (int r = 0; r < ex->N; r++)
-      ex->k->add (ex->be, G (L, 1) + (gsize) (r % ex->T) * ex->C, d + (gsize) r * ex->C,
-                  (gsize) ex->C);
+      ex->k->add (ex->be, G (L, 1) + (gsize) mp_exec_position (ex, r) * ex->C,
+                  d + (gsize) r * ex->C, (gsize) ex->C);
   drop (ex, dy);
   tmp_release (&t);
   return TRUE;
@@ -302,7 +306,7 @@ static MpkAttnShape
 attn_shape (const MpExec *ex)
 {
   int qkv = (ex->NHl + 2 * ex->NKVl) * ex->HD;
-  return (MpkAttnShape) { ex->mbs, ex->T, ex->NHl, ex->NKVl, ex->HD, qkv, qkv,
+  return (MpkAttnShape) { ex->mbs, ex->Tl, ex->NHl, ex->NKVl, ex->HD, qkv, qkv,
                           ex->NHl * ex->HD };
 }
 
@@ -312,13 +316,15 @@ block_acts (MpExec *ex, Acts *a, GError **error)
 {
   gsize N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
   MpkAttnShape s = attn_shape (ex);
-  gboolean probs = ex->cfg.recompute == MP_RECOMPUTE_NONE && !ex->cfg.flash_attention;
+  /* the ring (cp > 1) never keeps probabilities: each block's are recomputed */
+  gboolean probs = ex->cfg.recompute == MP_RECOMPUTE_NONE && !ex->cfg.flash_attention
+                   && ex->cp == 1;
   return mp_exec_act_alloc (ex, a, A_LN1, Ns * C, error) && mp_exec_act_alloc (ex, a, A_M1, Ns, error)
          && mp_exec_act_alloc (ex, a, A_R1, Ns, error)
          && (!ex->sp || mp_exec_act_alloc (ex, a, A_H1, N * C, error))
          && mp_exec_act_alloc (ex, a, A_QKV, N * s.ldq, error)
          && mp_exec_act_alloc (ex, a, A_ATT, N * s.ldo, error)
-         && mp_exec_act_alloc (ex, a, A_LSE, (gsize) ex->mbs * ex->NHl * ex->T, error)
+         && mp_exec_act_alloc (ex, a, A_LSE, (gsize) ex->mbs * ex->NHl * ex->Tl, error)
          && (!probs || mp_exec_act_alloc (ex, a, A_PROBS, (gsize) ex->mbs * ex->NHl * ex->T * ex->T,
                                   error))
          && mp_exec_act_alloc (ex, a, A_X2, Ns * C, error) && mp_exec_act_alloc (ex, a, A_LN2, Ns * C, error)
@@ -348,10 +354,11 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
     goto fail;
   k->matmul_forward (ex->be, a->buf[A_QKV], h1, Pi (L, I.wqkv), Pi (L, I.bqkv), N, C, s.ldq);
   if (ex->model->position == MP_POS_ROTARY)
-    k->rotary_forward (ex->be, a->buf[A_QKV], ex->mbs, ex->T, ex->NHl + ex->NKVl, ex->HD, s.ldq, 0,
-                       ROPE_THETA);
+    mp_exec_rotary (ex, a->buf[A_QKV], s.ldq, FALSE, ROPE_THETA);
   float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
-  k->attention_forward (ex->be, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q, kk, v, s);
+  if (!mp_exec_attention_forward (ex, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q, kk, v,
+                                  s, error))
+    goto fail;
   k->matmul_forward (ex->be, proj, a->buf[A_ATT], Pi (L, I.wo), NULL, N, s.ldo, C);
   float *pr = tp_reduce_rows (ex, proj, y, error);   /* y is free until the end */
   if (pr == NULL)
@@ -477,11 +484,11 @@ block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, cons
                       s.ldo, C);
   float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
   float *dq = dqkv, *dk = dq + ex->NHl * ex->HD, *dv = dk + ex->NKVl * ex->HD;
-  k->attention_backward (ex->be, dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q,
-                         kk, v, s);
+  if (!mp_exec_attention_backward (ex, dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE],
+                                   a->buf[A_PROBS], q, kk, v, s, error))
+    return FALSE;
   if (ex->model->position == MP_POS_ROTARY)
-    k->rotary_backward (ex->be, dqkv, ex->mbs, ex->T, ex->NHl + ex->NKVl, ex->HD, s.ldq, 0,
-                        ROPE_THETA);
+    mp_exec_rotary (ex, dqkv, s.ldq, TRUE, ROPE_THETA);
   const float *h1 = ex->sp ? a->buf[A_H1] : a->buf[A_LN1];
   k->matmul_backward (ex->be, dh1, Gi (L, I.wqkv), Gi (L, I.bqkv), dqkv, h1, Pi (L, I.wqkv), N, C,
                       s.ldq);
