@@ -298,9 +298,10 @@ run_compute (MpRunner *r, const MpInsn *in, MpInsnTime *tm, GError **error)
     return FALSE;
   if (!await_params (r, l, !fwd, tm, error) || (!fwd && !grads_ready (r, l, error)))
     return FALSE;
-  ex->tp_s = 0;
+  ex->tp_s = ex->cp_s = 0;
   gboolean ok = fwd ? mp_exec_forward (ex, l, mb, error) : mp_exec_backward (ex, l, mb, error);
   tm->tp_s = ex->tp_s;
+  tm->cp_s = ex->cp_s;
   release_params (r, l);
   return ok;
 }

@@ -54,7 +54,7 @@ spread_holds () {
     }
     END {
       good = within("step", "step_s_min", "step_s", "step_s_max")
-      n = split("compute tp_comm ep_comm pp_comm dp_comm bubble optimizer", ph, " ")
+      n = split("compute tp_comm cp_comm ep_comm pp_comm dp_comm bubble optimizer", ph, " ")
       for (i = 1; i <= n; i++)
         good = within(ph[i], "time_s_min." ph[i], "time_s." ph[i], "time_s_max." ph[i]) && good
       exit !good
