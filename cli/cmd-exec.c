@@ -35,14 +35,14 @@ fail_once (int rank, GError *error)
 /* What the executor does not run yet (exec/model-exec.c check_supported and
  * mp_model_attention_extras refuse each by name); --help must list them all. */
 #define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): mixture-of-experts blocks and expert "          \
-  "parallelism (ep > 1), context parallelism (cp > 1) on the cuda backend (the host "     \
-  "runs it: ring attention), sliding-window attention, "                                  \
-  "multi-head latent attention, attention sinks, qk-norm, attention biases unlike the "   \
-  "MLP's, post-norms, scaled embeddings, logit soft-capping, geglu MLPs, uniform "        \
-  "recompute in groups of blocks (recompute_method=uniform), selective recompute of "     \
-  "modules other than core_attn. An fp8 plan runs its GEMMs at the backend's precision " \
-  "(host: fp32; cuda: bf16), said on stderr.\n\n"
+  "Not run yet, refused by name (exit 2): mixture-of-experts blocks and expert "         \
+  "parallelism (ep > 1), context parallelism (cp > 1) on the cuda backend (the host "    \
+  "runs it: ring attention), sliding-window attention, multi-head latent attention, "    \
+  "attention sinks, qk-norm, attention biases unlike the MLP's, post-norms, scaled "     \
+  "embeddings, logit soft-capping, geglu MLPs, uniform recompute in groups of "          \
+  "blocks (recompute_method=uniform), selective recompute of modules other than "        \
+  "core_attn, layernorm and mlp. An fp8 plan runs its GEMMs at the backend's "           \
+  "precision (host: fp32; cuda: bf16), said on stderr.\n\n"
 
 /* The summary line of a run (rank 0's result). */
 static void

@@ -382,12 +382,15 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
            && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM)
     what = "uniform recompute in groups of blocks (recompute_method=uniform)";
   else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE
-           && mp_recompute_modules_of (cfg) != MP_RECOMPUTE_CORE_ATTN)
-    what = "selective recompute of modules other than core_attn (recompute_modules)";
+           && (mp_recompute_modules_of (cfg) & ~(guint) (MP_RECOMPUTE_CORE_ATTN
+                                                          | MP_RECOMPUTE_LAYERNORM
+                                                          | MP_RECOMPUTE_MLP)) != 0)
+    what = "selective recompute of modules other than core_attn, layernorm and mlp "
+           "(recompute_modules)";
   if (what == NULL)
     return TRUE;
   g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
-               "mpplan exec does not run %s yet: plan without it (e.g. --fix cp=1)", what);
+               "mpplan exec does not run %s yet: plan without it", what);
   return FALSE;
 }
 

@@ -310,15 +310,23 @@ attn_shape (const MpExec *ex)
                           ex->NHl * ex->HD };
 }
 
+/* The modules selective recompute re-runs (none without it). */
+static guint
+selective_modules (const MpExec *ex)
+{
+  return ex->cfg.recompute == MP_RECOMPUTE_SELECTIVE ? mp_recompute_modules_of (&ex->cfg) : 0;
+}
+
 /* Allocates the block's activation slots. */
 static gboolean
 block_acts (MpExec *ex, Acts *a, GError **error)
 {
   gsize N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
   MpkAttnShape s = attn_shape (ex);
-  /* the ring (cp > 1) never keeps probabilities: each block's are recomputed */
-  gboolean probs = ex->cfg.recompute == MP_RECOMPUTE_NONE && !ex->cfg.flash_attention
-                   && ex->cp == 1;
+  /* probabilities are kept by unfused attention unless the block or its attention core is
+   * recomputed; the ring (cp > 1) never keeps them: each block's are recomputed */
+  gboolean probs = ex->cfg.recompute != MP_RECOMPUTE_FULL && !ex->cfg.flash_attention
+                   && !(selective_modules (ex) & MP_RECOMPUTE_CORE_ATTN) && ex->cp == 1;
   return mp_exec_act_alloc (ex, a, A_LN1, Ns * C, error) && mp_exec_act_alloc (ex, a, A_M1, Ns, error)
          && mp_exec_act_alloc (ex, a, A_R1, Ns, error)
          && (!ex->sp || mp_exec_act_alloc (ex, a, A_H1, N * C, error))
@@ -334,6 +342,35 @@ block_acts (MpExec *ex, Acts *a, GError **error)
          && mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error);
 }
 
+/* Norm WHICH (1: before attention, 2: before the MLP) on X into A's slots, then under
+ * sequence parallelism its gather; returns the GEMM input (N, C), NULL on failure. */
+static const float *
+block_norm (MpExec *ex, const ExLayer *L, int which, const float *x, Acts *a, GError **error)
+{
+  BlockIdx I = block_idx (ex);
+  gboolean one = which == 1;
+  int ln = one ? A_LN1 : A_LN2, h = one ? A_H1 : A_H2;
+  norm_forward (ex, a->buf[ln], a->buf[one ? A_M1 : A_M2], a->buf[one ? A_R1 : A_R2], x,
+                Pi (L, one ? I.ln1w : I.ln2w), Pi (L, one ? I.ln1b : I.ln2b), ex->Ns);
+  return tp_gather_rows (ex, a->buf[ln], a->buf[h], error);
+}
+
+/* fc1 and the activation on H2 (N, C) into A's FC1 and ACT. */
+static void
+block_fc1 (MpExec *ex, const ExLayer *L, const float *h2, Acts *a)
+{
+  const MpKernelOps *k = ex->k;
+  BlockIdx I = block_idx (ex);
+  int N = ex->N, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
+  k->matmul_forward (ex->be, a->buf[A_FC1], h2, Pi (L, I.w1), Pi (L, I.b1), N, ex->C, f1);
+  if (ex->swiglu)
+    k->swiglu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], N, ex->Fl);
+  else if (ex->model->activation == MP_ACT_RELU)
+    k->relu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+  else
+    k->gelu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+}
+
 /* Runs the block on X (Ns, C) into Y (Ns, C), filling A. */
 static gboolean
 block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GError **error)
@@ -341,15 +378,13 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   const MpKernelOps *k = ex->k;
   BlockIdx I = block_idx (ex);
   MpkAttnShape s = attn_shape (ex);
-  int N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
+  int N = ex->N, Ns = ex->Ns, C = ex->C;
   Tmp t = { ex };
   float *proj = tmp_floats (&t, (gsize) N * C, error);
   if (proj == NULL)
     goto fail;
   /* attention: norm1, (gather), qkv, rotary, core, out-projection, reduce, residual */
-  norm_forward (ex, a->buf[A_LN1], a->buf[A_M1], a->buf[A_R1], x, Pi (L, I.ln1w),
-                Pi (L, I.ln1b), Ns);
-  const float *h1 = tp_gather_rows (ex, a->buf[A_LN1], a->buf[A_H1], error);
+  const float *h1 = block_norm (ex, L, 1, x, a, error);
   if (h1 == NULL)
     goto fail;
   k->matmul_forward (ex->be, a->buf[A_QKV], h1, Pi (L, I.wqkv), Pi (L, I.bqkv), N, C, s.ldq);
@@ -366,18 +401,10 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   add_rows (ex, pr, Pi (L, I.bo), Ns, C);
   k->residual_forward (ex->be, a->buf[A_X2], x, pr, (gsize) Ns * C);
   /* MLP: norm2, (gather), fc1, activation, fc2, reduce, residual */
-  norm_forward (ex, a->buf[A_LN2], a->buf[A_M2], a->buf[A_R2], a->buf[A_X2], Pi (L, I.ln2w),
-                Pi (L, I.ln2b), Ns);
-  const float *h2 = tp_gather_rows (ex, a->buf[A_LN2], a->buf[A_H2], error);
+  const float *h2 = block_norm (ex, L, 2, a->buf[A_X2], a, error);
   if (h2 == NULL)
     goto fail;
-  k->matmul_forward (ex->be, a->buf[A_FC1], h2, Pi (L, I.w1), Pi (L, I.b1), N, C, f1);
-  if (ex->swiglu)
-    k->swiglu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], N, ex->Fl);
-  else if (ex->model->activation == MP_ACT_RELU)
-    k->relu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
-  else
-    k->gelu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+  block_fc1 (ex, L, h2, a);
   k->matmul_forward (ex->be, proj, a->buf[A_ACT], Pi (L, I.w2), NULL, N, ex->Fl, C);
   float *mr = tp_reduce_rows (ex, proj, y, error);
   if (mr == NULL)
@@ -389,6 +416,46 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
 fail:
   tmp_release (&t);
   return FALSE;
+}
+
+/* Selective recompute (recompute_modules) beyond the attention core, as Megatron's
+ * --recompute-modules: layernorm lets go of the norms' outputs (and their gathers under
+ * sequence parallelism), mlp of fc1's output and the activation; both are rebuilt from
+ * what the block keeps just before its backward. */
+static void
+selective_drop (MpExec *ex, Acts *a)
+{
+  static const int norms[] = { A_LN1, A_H1, A_LN2, A_H2 }, mlp[] = { A_FC1, A_ACT };
+  guint m = selective_modules (ex);
+  for (guint i = 0; i < G_N_ELEMENTS (norms) && (m & MP_RECOMPUTE_LAYERNORM); i++)
+    drop (ex, &a->buf[norms[i]]);
+  for (guint i = 0; i < G_N_ELEMENTS (mlp) && (m & MP_RECOMPUTE_MLP); i++)
+    drop (ex, &a->buf[mlp[i]]);
+}
+
+static gboolean
+selective_restore (MpExec *ex, const ExLayer *L, const float *x, Acts *a, GError **error)
+{
+  gsize N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
+  guint m = selective_modules (ex);
+  if ((m & MP_RECOMPUTE_LAYERNORM) && a->buf[A_LN1] == NULL)
+    {
+      if (!mp_exec_act_alloc (ex, a, A_LN1, Ns * C, error)
+          || !mp_exec_act_alloc (ex, a, A_LN2, Ns * C, error)
+          || (ex->sp && (!mp_exec_act_alloc (ex, a, A_H1, N * C, error)
+                         || !mp_exec_act_alloc (ex, a, A_H2, N * C, error)))
+          || block_norm (ex, L, 1, x, a, error) == NULL
+          || block_norm (ex, L, 2, a->buf[A_X2], a, error) == NULL)
+        return FALSE;
+    }
+  if ((m & MP_RECOMPUTE_MLP) && a->buf[A_FC1] == NULL)
+    {
+      if (!mp_exec_act_alloc (ex, a, A_FC1, N * f1, error)
+          || !mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error))
+        return FALSE;
+      block_fc1 (ex, L, ex->sp ? a->buf[A_H2] : a->buf[A_LN2], a);
+    }
+  return TRUE;
 }
 
 static gboolean
@@ -406,7 +473,10 @@ block_forward (MpExec *ex, guint l, guint mb, GError **error)
   if (mp_recompute_full_layer (&ex->cfg, ex->model, l))
     mp_exec_acts_free (ex, a);             /* only the input (ex->input) is kept */
   else
-    ex->layers[l].acts[mb] = a;
+    {
+      selective_drop (ex, a);
+      ex->layers[l].acts[mb] = a;
+    }
   return TRUE;
 }
 
@@ -509,6 +579,8 @@ block_backward (MpExec *ex, guint l, guint mb, GError **error)
   if (a == NULL && (a = block_recompute (ex, l, mb, error)) == NULL)
     return FALSE;
   ex->layers[l].acts[mb] = a;
+  if (!selective_restore (ex, L, ex->input[l * ex->M + mb], a, error))
+    return FALSE;
   float **dy = slot (ex, ex->dinput, l + 1, mb);
   float *dx = new_dinput (ex, l, mb, error);
   Tmp keep = { ex }, t = { ex };
