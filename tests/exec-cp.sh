@@ -5,15 +5,7 @@
 # a rotary, grouped-query model cp2, cp4 and cp2 x tp2 with sequence parallelism and full
 # recompute (the ring runs again in the backward). The plans are `mpplan plan --fix`'s.
 . "$top_srcdir/tests/tap.sh"
-MPPLAN=${MPPLAN:-./mpplan}
-data=$top_srcdir/tests/data
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export ASAN_OPTIONS
-MPIRUN=${MPIRUN:-mpirun}
+. "$top_srcdir/tests/mpi-env.sh"
 
 # check NAME RANKS PINS: plans $model for $batch sequences on RANKS host cores honouring
 # PINS and runs it with --check; passes on "check: ok".

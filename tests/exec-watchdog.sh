@@ -6,15 +6,7 @@
 # with exit 1; a rank killed with SIGKILL ends the job in seconds with the reason.
 # Each job is two ranks of tiny-gpt data-parallel, a few seconds long.
 . "$top_srcdir/tests/tap.sh"
-MPPLAN=${MPPLAN:-./mpplan}
-data=$top_srcdir/tests/data
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export ASAN_OPTIONS
-MPIRUN=${MPIRUN:-mpirun}
+. "$top_srcdir/tests/mpi-env.sh"
 
 "$MPPLAN" plan -q -m "$top_srcdir/examples/models/tiny-gpt.yaml" -b 2 \
   -c "$data/cluster-host2.yaml" --fix dp=2,tp=1,pp=1,zero=0,recompute=none \

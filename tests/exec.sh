@@ -9,17 +9,7 @@
 # CI has 2 cores and runs this under ASan too, so the checks run one step with no warm-up
 # on the smallest global batch the plan kind allows (2 or 4 sequences).
 . "$top_srcdir/tests/tap.sh"
-MPPLAN=${MPPLAN:-./mpplan}
-data=$top_srcdir/tests/data
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-# Open MPI refuses to start as root (containers, CI) without these; more ranks than cores
-# need --oversubscribe. Under ASan Open MPI's own leaks are not ours.
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export ASAN_OPTIONS
-MPIRUN=${MPIRUN:-mpirun}
+. "$top_srcdir/tests/mpi-env.sh"
 run_np () { np=$1; shift; timeout 120 "$MPIRUN" -np "$np" --oversubscribe "$@"; }
 
 # plan NAME RANKS PINS: writes $tmp/NAME.yaml, the best plan for $model with global batch
