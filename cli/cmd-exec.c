@@ -39,8 +39,9 @@ fail_once (int rank, GError *error)
   "parallelism (ep > 1), context parallelism (cp > 1) on the cuda backend (the host "    \
   "runs it: ring attention), sliding-window attention, multi-head latent attention, "    \
   "attention sinks, qk-norm, attention biases unlike the MLP's, post-norms, scaled "     \
-  "embeddings, logit soft-capping, geglu MLPs, uniform recompute in groups of "          \
-  "blocks (recompute_method=uniform), selective recompute of modules other than "        \
+  "embeddings, logit soft-capping, geglu MLPs, uniform recompute in groups of blocks "   \
+  "(recompute_method=uniform) on an mlp model or under ZeRO-3, selective recompute of "  \
+  "modules other than "                                                                  \
   "core_attn, layernorm and mlp. An fp8 plan runs its GEMMs at the backend's "           \
   "precision (host: fp32; cuda: bf16), said on stderr.\n\n"
 

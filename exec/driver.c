@@ -96,6 +96,7 @@ mp_exec_session_new (MpBackend *be, const MpPlanResolved *res, const MpPlan *pla
       mp_exec_session_free (s);
       return NULL;
     }
+  mp_exec_set_chunks (s->ex, plan->chunk_layers, n_chunks);
   s->prog = mp_program_build (res->ctx, plan, (guint) be->rank);
   if (s->prog == NULL)
     {

@@ -379,8 +379,12 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
   else if (cfg->ep > 1)
     what = "expert parallelism (ep > 1)";
   else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
-           && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM)
-    what = "uniform recompute in groups of blocks (recompute_method=uniform)";
+           && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM
+           && (model->arch == MP_ARCH_MLP || (cfg->zero >= 3 && cfg->dp * cfg->cp > 1)))
+    what = model->arch == MP_ARCH_MLP
+               ? "uniform recompute in groups of dense layers (recompute_method=uniform)"
+               : "uniform recompute (recompute_method=uniform) under ZeRO-3 (the program "
+                 "gathers one block's weights at a time, a group needs all of its own)";
   else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE
            && (mp_recompute_modules_of (cfg) & ~(guint) (MP_RECOMPUTE_CORE_ATTN
                                                           | MP_RECOMPUTE_LAYERNORM
@@ -559,7 +563,32 @@ mp_exec_free (MpExec *ex)
   g_free (ex->input);
   g_free (ex->dinput);
   g_free (ex->cp_pos);
+  g_free (ex->group_start);
   g_free (ex);
+}
+
+void
+mp_exec_set_chunks (MpExec *ex, const guint *chunk_layers, guint n_chunks)
+{
+  guint n = ex->cfg.recompute_num_layers;
+  if (ex->cfg.recompute != MP_RECOMPUTE_FULL || n < 2
+      || ex->cfg.recompute_method != MP_RECOMPUTE_METHOD_UNIFORM)
+    return;
+  g_free (ex->group_start);
+  ex->group_start = g_new (guint, ex->n_layers);
+  for (guint c = 0, at = 0; c < n_chunks; at += chunk_layers[c], c++)
+    for (guint l = at, blocks = 0, start = at; l < at + chunk_layers[c] && l < ex->n_layers; l++)
+      {
+        MpLayerKind kind = ex->model->layers[l].kind;
+        if (kind == MP_LAYER_EMBEDDING || kind == MP_LAYER_HEAD || kind == MP_LAYER_DENSE)
+          {
+            ex->group_start[l] = l;
+            continue;
+          }
+        if (blocks++ % n == 0)
+          start = l;
+        ex->group_start[l] = start;
+      }
 }
 
 gsize

@@ -471,7 +471,11 @@ block_forward (MpExec *ex, guint l, guint mb, GError **error)
       return FALSE;
     }
   if (mp_recompute_full_layer (&ex->cfg, ex->model, l))
-    mp_exec_acts_free (ex, a);             /* only the input (ex->input) is kept */
+    {
+      mp_exec_acts_free (ex, a);           /* only the input (ex->input) is kept, */
+      if (ex->group_start && ex->group_start[l] != l)
+        drop (ex, slot (ex, ex->input, l, mb));  /* and of a uniform group, its first's */
+    }
   else
     {
       selective_drop (ex, a);
@@ -497,6 +501,28 @@ block_recompute (MpExec *ex, guint l, guint mb, GError **error)
       return NULL;
     }
   return a;
+}
+
+/* recompute_method=uniform: the backward of LAYER, the last of its group still to come,
+ * rebuilds the group from its first block's input: the blocks before LAYER keep their
+ * activations and outputs (the next one's input) for their backward; LAYER's own come
+ * from block_recompute. */
+static gboolean
+group_recompute (MpExec *ex, guint layer, guint mb, GError **error)
+{
+  for (guint j = ex->group_start ? ex->group_start[layer] : layer; j < layer; j++)
+    {
+      float *y = new_output (ex, j, mb, error);
+      Acts *a = g_new0 (Acts, 1);
+      if (y == NULL || !block_acts (ex, a, error)
+          || !block_run (ex, &ex->layers[j], ex->input[j * ex->M + mb], y, a, error))
+        {
+          mp_exec_acts_free (ex, a);
+          return FALSE;
+        }
+      ex->layers[j].acts[mb] = a;
+    }
+  return TRUE;
 }
 
 static gboolean
@@ -576,7 +602,8 @@ block_backward (MpExec *ex, guint l, guint mb, GError **error)
 {
   const ExLayer *L = &ex->layers[l];
   Acts *a = L->acts[mb];
-  if (a == NULL && (a = block_recompute (ex, l, mb, error)) == NULL)
+  if (a == NULL && (!group_recompute (ex, l, mb, error)
+                    || (a = block_recompute (ex, l, mb, error)) == NULL))
     return FALSE;
   ex->layers[l].acts[mb] = a;
   if (!selective_restore (ex, L, ex->input[l * ex->M + mb], a, error))

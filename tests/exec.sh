@@ -59,6 +59,14 @@ ok "recompute selective" check rs 2 dp=1,tp=1,pp=2,recompute=none,num_micro_batc
 ok "recompute full, first block per stage" check rf1 2 \
   dp=1,tp=1,pp=2,recompute=full,recompute_num_layers=1,num_micro_batches=2
 ok "recompute selective with flash attention" check rsf 2 dp=1,tp=2,pp=1,recompute=selective
+# Megatron's --recompute-method uniform: blocks in groups of N, one input kept per group,
+# the group rebuilt at its last block's backward (groups of 2, and 3 + 1 over 4 blocks).
+ok "recompute uniform, groups of 2" check ru2 2 \
+  dp=1,tp=2,pp=1,recompute=full,recompute_method=uniform,recompute_num_layers=2
+ok "recompute uniform, groups of 3 (the last of 1)" check ru3 2 \
+  dp=1,tp=2,pp=1,recompute=full,recompute_method=uniform,recompute_num_layers=3
+ok "recompute uniform, pp2: groups within each stage" check ru2pp 2 \
+  dp=1,tp=1,pp=2,recompute=full,recompute_method=uniform,recompute_num_layers=2,num_micro_batches=2
 # Megatron's --recompute-modules layernorm / mlp: the norms' outputs and fc1 and the
 # activation let go after the forward, rebuilt before the backward (with sp: re-gathered).
 ok "recompute selective, modules mlp" check rsmlp 2 \
