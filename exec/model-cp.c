@@ -155,6 +155,44 @@ ring_shift_end (MpExec *ex, MpRequest *send, MpRequest *recv, GError **error)
   return ok;
 }
 
+/* Lets MPI move the ring's transfers along (Open MPI has no progress thread here): tests
+ * each request of REQS (N, NULL when done), clearing those that completed. */
+static gboolean
+ring_poll (MpExec *ex, MpRequest **reqs, int n, GError **error)
+{
+  for (int i = 0; i < n; i++)
+    {
+      gboolean done = FALSE;
+      if (reqs[i] != NULL && !ex->be->ops->test (ex->be, reqs[i], &done, error))
+        return FALSE;
+      if (done)
+        reqs[i] = NULL;
+    }
+  return TRUE;
+}
+
+/* A block's work in pieces, one per sequence and kv-head group (a kv head and its query
+ * heads), with the transfers in flight polled between them: that is where they overlap
+ * with the computation. Piece (b, g) of shape S (the block's) offsets its rows by b
+ * sequences and its heads by group g. */
+typedef struct {
+  MpkAttnShape s;             /* one sequence, one kv head and its query heads */
+  gsize q, kv, o, row;        /* offsets in floats into q (dq), the block, out, (B NH T) rows */
+} Piece;
+
+static Piece
+piece (const MpExec *ex, MpkAttnShape s, int b, int g)
+{
+  int grp = s.NH / s.NKV;
+  Piece p = { s, 0, 0, 0, 0 };
+  p.s.B = 1, p.s.NH = grp, p.s.NKV = 1;
+  p.q = (gsize) b * ex->Tl * s.ldq + (gsize) g * grp * s.HD;
+  p.kv = (gsize) b * ex->Tl * s.ldkv + (gsize) g * s.HD;
+  p.o = (gsize) b * ex->Tl * s.ldo + (gsize) g * grp * s.HD;
+  p.row = ((gsize) b * s.NH + (gsize) g * grp) * ex->Tl;
+  return p;
+}
+
 /* The positions of the block of ring step STEP: rank cp_rank - step's. */
 static const int *
 ring_kpos (const MpExec *ex, guint step)
@@ -182,13 +220,22 @@ ring_forward (Ring *r, float *out, float *lse, float *m, float *l, const float *
   kk->ring_attention_begin (ex->be, out, m, l, s);
   for (guint step = 0; step < ex->cp; step++)
     {
-      MpRequest *send = NULL, *recv = NULL;
+      MpRequest *reqs[2] = { NULL, NULL };   /* send, receive */
       gboolean more = step + 1 < ex->cp;
-      if (more && !ring_shift_start (ex, r->cur, r->next, r->n, TAG_KV, &send, &recv, error))
+      if (more && !ring_shift_start (ex, r->cur, r->next, r->n, TAG_KV, &reqs[0], &reqs[1],
+                                     error))
         return FALSE;
-      kk->ring_attention_block (ex->be, out, m, l, q, r->cur, r->cur + r->row / 2, bs, ex->Tl,
-                                qpos, ring_kpos (ex, step));
-      if (more && !ring_shift_end (ex, send, recv, error))
+      for (int b = 0; b < s.B; b++)
+        for (int g = 0; g < s.NKV; g++)
+          {
+            Piece p = piece (ex, bs, b, g);
+            kk->ring_attention_block (ex->be, out + p.o, m + p.row, l + p.row, q + p.q,
+                                      r->cur + p.kv, r->cur + p.kv + r->row / 2, p.s, ex->Tl,
+                                      qpos, ring_kpos (ex, step));
+            if (!ring_poll (ex, reqs, 2, error))
+              return FALSE;
+          }
+      if (more && !ring_shift_end (ex, reqs[0], reqs[1], error))
         return FALSE;
       swap (&r->cur, &r->next);
     }
@@ -262,17 +309,27 @@ mp_exec_attention_backward (MpExec *ex, float *dq, float *dk, float *dv, const f
     {
       /* the next key/value block is in flight while this one is computed; its gradient
        * accumulator can leave the previous rank only once that rank is done with it */
-      MpRequest *send = NULL, *recv = NULL, *dsend = NULL, *drecv = NULL;
+      MpRequest *reqs[2] = { NULL, NULL }, *dsend = NULL, *drecv = NULL;
       gboolean more = step + 1 < ex->cp;
-      if (more && !(ok = ring_shift_start (ex, r.cur, r.next, r.n, TAG_KV, &send, &recv, error)))
+      if (more && !(ok = ring_shift_start (ex, r.cur, r.next, r.n, TAG_KV, &reqs[0], &reqs[1],
+                                           error)))
         break;
-      float *dkb = r.dcur, *kb = r.cur;
-      kk->ring_attention_backward_block (ex->be, dq, dkb, dkb + r.row / 2, dout, out, lse, q, kb,
-                                         kb + r.row / 2, bs, ex->Tl, qpos, ring_kpos (ex, step));
-      if (!more)
+      for (int b = 0; ok && b < s.B; b++)
+        for (int g = 0; ok && g < s.NKV; g++)
+          {
+            Piece p = piece (ex, bs, b, g);
+            float *dkb = r.dcur + p.kv, *kb = r.cur + p.kv;
+            kk->ring_attention_backward_block (ex->be, dq + p.q, dkb, dkb + r.row / 2,
+                                               dout + p.o, out + p.o, lse + p.row, q + p.q, kb,
+                                               kb + r.row / 2, p.s, ex->Tl, qpos,
+                                               ring_kpos (ex, step));
+            ok = ring_poll (ex, reqs, 2, error);
+          }
+      if (!ok || !more)
         break;
       ok = ring_shift_start (ex, r.dcur, r.dnext, r.n, TAG_DKV, &dsend, &drecv, error)
-           && ring_shift_end (ex, send, recv, error) && ring_shift_end (ex, dsend, drecv, error);
+           && ring_shift_end (ex, reqs[0], reqs[1], error)
+           && ring_shift_end (ex, dsend, drecv, error);
       if (ok)
         {
           swap (&r.cur, &r.next);
