@@ -55,6 +55,8 @@ struct _MpExec {
   guint cp, cp_rank;        /* context parallelism (model-cp.c) */
   int cp_next, cp_prev;     /* world ranks of the next and previous cp rank (the ring) */
   int *cp_pos;              /* [cp * Tl]: the positions each cp rank holds, in row order */
+  guint *chunk_layers;      /* the plan's split, owned (cfg.chunk_layers points here), or
+                             * NULL: the default split */
   guint *group_start;       /* [layer]: recompute_method=uniform, the first block of the
                              * layer's group (the layer itself outside groups); or NULL */
   guint zero;               /* effective stage (0 when dp is 1) */
@@ -93,8 +95,9 @@ MpExec *mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig
                      guint pp_rank,
                      const guint *chunk_of_layer_stage, guint64 seed, GError **error);
 void mp_exec_free (MpExec *ex);
-/* The plan's model chunks (N_CHUNKS, CHUNK_LAYERS layers each), which the groups of
- * recompute_method=uniform do not cross. */
+/* The plan's model chunks (N_CHUNKS, CHUNK_LAYERS layers each): which blocks full
+ * recompute of the first N per chunk rebuilds, and the groups of recompute_method=uniform,
+ * which do not cross chunks. */
 void mp_exec_set_chunks (MpExec *ex, const guint *chunk_layers, guint n_chunks);
 /* Zeroes gradients and loss before a step. */
 void mp_exec_step_begin (MpExec *ex, guint step);

@@ -564,12 +564,21 @@ mp_exec_free (MpExec *ex)
   g_free (ex->dinput);
   g_free (ex->cp_pos);
   g_free (ex->group_start);
+  g_free (ex->chunk_layers);
   g_free (ex);
 }
 
 void
 mp_exec_set_chunks (MpExec *ex, const guint *chunk_layers, guint n_chunks)
 {
+  /* the plan's split (an uneven one included) decides which blocks full recompute with
+   * recompute_num_layers rebuilds (mp_recompute_full_layer), as in the program */
+  if (n_chunks == mp_parallel_config_chunks (&ex->cfg))
+    {
+      g_free (ex->chunk_layers);
+      ex->chunk_layers = g_memdup2 (chunk_layers, n_chunks * sizeof (guint));
+      ex->cfg.chunk_layers = ex->chunk_layers;
+    }
   guint n = ex->cfg.recompute_num_layers;
   if (ex->cfg.recompute != MP_RECOMPUTE_FULL || n < 2
       || ex->cfg.recompute_method != MP_RECOMPUTE_METHOD_UNIFORM)
