@@ -1,5 +1,5 @@
 /* cmd-exec.c - `mpirun -np N mpplan exec -p plan.yaml [--steps S] [--warmup W] [--seed X]
- * [-o measured.json] [--trace trace.json] [--check]`: run a plan for real (exec/), one
+ * [-o measured.json] [--trace trace.json] [--check] [--timeout S]`: run a plan for real (exec/), one
  * process per rank (without mpirun, a world of one); rank 0 prints what it measured and
  * writes measured.json and the trace (report/ draws it).
  *
@@ -35,13 +35,15 @@ fail_once (int rank, GError *error)
 /* What the executor does not run yet (exec/model-exec.c check_supported and
  * mp_model_attention_extras refuse each by name); --help must list them all. */
 #define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): mixture-of-experts blocks and expert "          \
-  "parallelism (ep > 1), context parallelism (cp > 1), sliding-window attention, "        \
-  "multi-head latent attention, attention sinks, qk-norm, attention biases unlike the "   \
-  "MLP's, post-norms, scaled embeddings, logit soft-capping, geglu MLPs, uniform "        \
-  "recompute in groups of blocks (recompute_method=uniform), selective recompute of "     \
-  "modules other than core_attn. An fp8 plan runs its GEMMs at the backend's precision " \
-  "(host: fp32; cuda: bf16), said on stderr.\n\n"
+  "Not run yet, refused by name (exit 2): mixture-of-experts blocks and expert "         \
+  "parallelism (ep > 1), context parallelism (cp > 1) on the cuda backend (the host "    \
+  "runs it: ring attention), sliding-window attention, multi-head latent attention, "    \
+  "attention sinks, qk-norm, attention biases unlike the MLP's, post-norms, scaled "     \
+  "embeddings, logit soft-capping, geglu MLPs, uniform recompute in groups of blocks "   \
+  "(recompute_method=uniform) on an mlp model or under ZeRO-3, selective recompute of "  \
+  "modules other than "                                                                  \
+  "core_attn, layernorm and mlp. An fp8 plan runs its GEMMs at the backend's "           \
+  "precision (host: fp32; cuda: bf16), said on stderr.\n\n"
 
 /* The summary line of a run (rank 0's result). */
 static void
@@ -149,6 +151,7 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
   g_autofree char *plan_path = NULL, *output = NULL, *trace = NULL;
   gint64 steps = 5, warmup = 1, seed = 1234;
   gboolean check = FALSE;
+  double timeout = -1;
   g_autofree char *backend = NULL;
   const GOptionEntry entries[] = {
     { "plan", 'p', 0, G_OPTION_ARG_FILENAME, &plan_path, "Plan file (mpplan plan -o)", "FILE" },
@@ -162,6 +165,10 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
       "Write a Chrome trace of the last measured step", "FILE" },
     { "check", 0, 0, G_OPTION_ARG_NONE, &check,
       "Also run on one rank and compare every step's loss and gradient norm (1e-5)", NULL },
+    { "timeout", 0, 0, G_OPTION_ARG_DOUBLE, &timeout,
+      "Stall watchdog: a rank that spends more than S seconds in one instruction prints "
+      "where it waits and the job ends, exit 1 (default: 100 predicted steps, at least 60 "
+      "s; 0: none)", "S" },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend,
       "host (default: OpenBLAS and MPI), cuda (one GPU per rank: CUDA kernels, cuBLAS with "
       "bf16 inputs and fp32 accumulation, NCCL) or cuda-fp32 (the same in fp32)", "NAME" },
@@ -172,8 +179,8 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
   g_option_context_set_summary (
       ctx, "Run a plan for real: `mpirun -np N mpplan exec -p plan.yaml` with N the plan's "
            "world size (without mpirun: a plan of one rank). Trains the plan's model on "
-           "seeded synthetic data with the plan's data, tensor and pipeline split, ZeRO "
-           "stage and recomputation (host backend: OpenBLAS and MPI), measures each "
+           "seeded synthetic data with the plan's data, tensor, context and pipeline split, "
+           "ZeRO stage and recomputation (host backend: OpenBLAS and MPI), measures each "
            "instruction, and prints the median step time.");
   g_option_context_set_description (ctx, EXEC_LIMITS MP_CLI_EXIT_CODES);
   g_option_context_add_main_entries (ctx, entries, NULL);
@@ -190,7 +197,10 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
                                               backend);
       return mp_cli_usage (ctx, msg);
     }
-  MpExecOptions opts = { (guint) steps, (guint) warmup, (guint64) seed, check, backend };
+  if (timeout != -1 && !(timeout >= 0 && timeout <= 1e6))
+    return mp_cli_usage (ctx, "--timeout must be from 0 (no watchdog) to 1000000 seconds");
+  MpExecOptions opts = { (guint) steps, (guint) warmup, (guint64) seed, check, backend,
+                         timeout };
   ExecFiles files = { output, trace };
   return run (&argc, &argv, plan_path, &opts, &files);
 }

@@ -133,7 +133,7 @@ mp_cmd_report (int argc, char **argv, gboolean do_help)
   g_autoptr(GOptionContext) ctx = g_option_context_new (NULL);
   g_option_context_set_help_enabled (ctx, FALSE);
   g_option_context_set_summary (
-      ctx, "Compare a prediction with a measurement: per phase (compute, tp_comm, ep_comm, "
+      ctx, "Compare a prediction with a measurement: per phase (compute, tp_comm, cp_comm, ep_comm, "
            "pp_comm,\ndp_comm, bubble, optimizer, step) the predicted time, the measured median with "
            "its min-max and the\nerror (predicted / measured - 1); memory predicted against "
            "each measured rank.");

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 typedef struct {
-  char *model, *cluster, *profile, *html, *dir;
+  char *model, *cluster, *profile, *html, *dir, *fix;
   gint64 top, np, steps, warmup, rounds;
   gboolean json;
 } VerifyArgs;
@@ -289,7 +289,10 @@ join (const Verify *v, Subject *s, GError **error)
 static MpSearchResult *
 plan_search (const Verify *v, GError **error)
 {
-  MpSearchOptions opts = { .top_k = 64 };
+  g_autoptr(MpPlanPins) pins = NULL;
+  if (v->a->fix && (pins = mp_plan_pins_parse (v->a->fix, error)) == NULL)
+    return NULL;
+  MpSearchOptions opts = { .top_k = 64, .pins = pins };
   g_autoptr(MpSearchResult) res = mp_planner_search (v->ctx, &opts, error);
   if (res == NULL)
     return NULL;
@@ -441,6 +444,9 @@ mp_cmd_verify (int argc, char **argv, gboolean do_help)
       "Steps run first in each round and left out (default 1)", "W" },
     { "rounds", 0, 0, G_OPTION_ARG_INT64, &a.rounds,
       "Run every plan R times, round-robin (default 5, at most 100)", "R" },
+    { "fix", 0, 0, G_OPTION_ARG_STRING, &a.fix,
+      "The best plans honouring these pins (as plan --fix, e.g. cp=2), and the best of "
+      "each other family", "KEY=VALUE,..." },
     { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object (docs/json.md)", NULL },
     { "html", 0, 0, G_OPTION_ARG_FILENAME, &a.html,
       "Write the report as a self-contained HTML page (with timelines and a scatter)", "FILE" },

@@ -53,8 +53,9 @@ typedef struct {
 
 /* Where one rank's step goes (MpStepTime, program.h): its compute stream's timeline over
  * [0, step_s], every instant counted once, so the parts add up to step_s. compute:
- * FORWARD/BACKWARD kernels, recomputation included; tp_comm: the TP/CP collectives
- * inside FORWARD/BACKWARD; ep_comm: the experts' dispatch inside them; pp_comm: idle while a p2p transfer it waits on is in flight,
+ * FORWARD/BACKWARD kernels, recomputation included; tp_comm: the TP collectives
+ * inside FORWARD/BACKWARD; cp_comm: the exposed part of their context-parallel ring
+ * exchange; ep_comm: the experts' dispatch inside them; pp_comm: idle while a p2p transfer it waits on is in flight,
  * and after its last compute while its pp stream still runs; dp_comm: idle waiting on the
  * dp stream, and after its last compute while the dp stream still runs (ZeRO-1/2
  * gathers); bubble: idle otherwise, waiting for other stages (fill, drain, slower stages)
@@ -83,6 +84,7 @@ typedef struct {
 typedef struct {
   double time_s, comm_s;
   double ep_s;            /* MoE (moe14): the part of comm_s that is expert dispatch */
+  double cp_s;            /* cp17: the part of comm_s that is the context-parallel ring */
 } MpSimCost;
 
 /* Fills *OUT for INSN of PROGRAM; PEER is the program of a SEND's or RECV's other rank

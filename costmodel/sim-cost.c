@@ -198,7 +198,7 @@ cm_sim_cost (const MpProgram *program, const MpInsn *insn, const MpProgram *peer
              MpSimCost *out, gpointer data)
 {
   CmSimCost *c = data;
-  out->time_s = out->comm_s = out->ep_s = 0;
+  out->time_s = out->comm_s = out->ep_s = out->cp_s = 0;
   /* Out-of-range references price as NaN, which mp_simulate reports. */
   if (program->stage >= c->pp
       || ((insn->kind == MP_INSN_FORWARD || insn->kind == MP_INSN_BACKWARD)
@@ -216,6 +216,7 @@ cm_sim_cost (const MpProgram *program, const MpInsn *insn, const MpProgram *peer
         out->time_s = f->total_s;
         out->comm_s = collectives_in (f);
         out->ep_s = f->ep_comm_s;
+        out->cp_s = f->cp_comm_s;   /* cp17 */
       }
       break;
     case MP_INSN_BACKWARD:
@@ -224,6 +225,7 @@ cm_sim_cost (const MpProgram *program, const MpInsn *insn, const MpProgram *peer
         out->time_s = b->total_s - (insn->recompute ? 0 : b->recompute_s);
         out->comm_s = collectives_in (b);
         out->ep_s = b->ep_comm_s;
+        out->cp_s = b->cp_comm_s;   /* cp17 */
       }
       break;
     case MP_INSN_SEND:

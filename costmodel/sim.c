@@ -52,6 +52,7 @@ typedef struct {
   Node *nodes;
   double *comm;                /* FORWARD/BACKWARD: the collectives inside */
   double *ep;                  /* ... of them, the experts' dispatch (moe14) */
+  double *cp;                  /* ... of them, the context-parallel ring (cp17) */
   guint *order[MP_STREAM_N];   /* each stream's instructions, program order */
   guint n_order[MP_STREAM_N];
   guint next[MP_STREAM_N];     /* the stream's head, an index into order[] */
@@ -307,6 +308,7 @@ prepare_rank (Sim *sim, const Setup *su, guint r, GError **error)
   rk->nodes = g_new (Node, MAX (n, 1u));
   rk->comm = g_new0 (double, MAX (n, 1u));
   rk->ep = g_new0 (double, MAX (n, 1u));
+  rk->cp = g_new0 (double, MAX (n, 1u));
   rk->order[0] = g_new (guint, (gsize) MP_STREAM_N * MAX (n, 1u));
   for (int s = 1; s < MP_STREAM_N; s++)
     rk->order[s] = rk->order[0] + (gsize) s * n;
@@ -337,7 +339,7 @@ prepare_rank (Sim *sim, const Setup *su, guint r, GError **error)
         }
       else if (insn->kind == MP_INSN_REDUCE_TIED)
         g_array_append_val (rk->tied, i);
-      MpSimCost c = { 0, 0, 0 };
+      MpSimCost c = { 0, 0, 0, 0 };
       if (insn->kind != MP_INSN_RECV && insn->kind != MP_INSN_WAIT)
         su->cost (p, insn, peer, &c, su->data);
       if (!isfinite (c.time_s) || c.time_s < 0 || !isfinite (c.comm_s) || c.comm_s < 0)
@@ -345,6 +347,7 @@ prepare_rank (Sim *sim, const Setup *su, guint r, GError **error)
       nd->dur = c.time_s;
       rk->comm[i] = MIN (c.comm_s, c.time_s);
       rk->ep[i] = CLAMP (c.ep_s, 0, rk->comm[i]);
+      rk->cp[i] = CLAMP (c.cp_s, 0, rk->comm[i] - rk->ep[i]);
     }
   return TRUE;
 }
@@ -389,6 +392,7 @@ sim_clear (Sim *sim)
       g_free (rk->nodes);
       g_free (rk->comm);
       g_free (rk->ep);
+      g_free (rk->cp);
       g_free (rk->order[0]);
       if (rk->channels)
         g_ptr_array_unref (rk->channels);
@@ -557,17 +561,19 @@ idle_cause (const Sim *sim, const Rank *rk, guint i, double from, double *comm_f
   return MP_SIM_WAIT_PP;
 }
 
-/* Adds compute instruction I's own time to T; EP of its COMM is expert dispatch. */
+/* Adds compute instruction I's own time to T; EP of its COMM is expert dispatch, CP the
+ * context-parallel ring. */
 static void
-account (MpStepTime *t, const Node *nd, double comm, double ep)
+account (MpStepTime *t, const Node *nd, double comm, double ep, double cp)
 {
   switch (nd->kind)
     {
     case MP_INSN_FORWARD:
     case MP_INSN_BACKWARD:
       t->t[MP_PHASE_COMPUTE] += nd->dur - comm;
-      t->t[MP_PHASE_TP] += comm - ep;
+      t->t[MP_PHASE_TP] += comm - ep - cp;
       t->t[MP_PHASE_EP] += ep;
+      t->t[MP_PHASE_CP] += cp;
       break;
     case MP_INSN_OPTIMIZER:
       t->t[MP_PHASE_OPTIMIZER] += nd->dur;
@@ -622,7 +628,7 @@ finish_rank (const Sim *sim, const Rank *rk, double step_s, MpSimRank *out, gboo
         t->t[MP_PHASE_PP] += waited;
       else if (wait == MP_SIM_WAIT_DP)
         t->t[MP_PHASE_DP] += waited;
-      account (t, nd, rk->comm[i], rk->ep[i]);
+      account (t, nd, rk->comm[i], rk->ep[i], rk->cp[i]);
       if (slices)
         {
           MpSimSlice *sl = &out->slices[i];

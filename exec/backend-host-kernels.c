@@ -104,6 +104,41 @@ hk_attention_backward (MpBackend *be, float *dq, float *dk, float *dv, const flo
 }
 
 static void
+hk_ring_attention_begin (MpBackend *be, float *out, float *m, float *l, MpkAttnShape s)
+{
+  (void) be;
+  mpk_cpu_ring_attention_begin (out, m, l, s);
+}
+
+static void
+hk_ring_attention_block (MpBackend *be, float *out, float *m, float *l, const float *q,
+                         const float *k, const float *v, MpkAttnShape s, int TK,
+                         const int *qpos, const int *kpos)
+{
+  (void) be;
+  mpk_cpu_ring_attention_block (out, m, l, q, k, v, s, TK, qpos, kpos);
+}
+
+static void
+hk_ring_attention_end (MpBackend *be, float *out, float *lse, const float *m, const float *l,
+                       MpkAttnShape s)
+{
+  (void) be;
+  mpk_cpu_ring_attention_end (out, lse, m, l, s);
+}
+
+static void
+hk_ring_attention_backward_block (MpBackend *be, float *dq, float *dk, float *dv,
+                                  const float *dout, const float *out, const float *lse,
+                                  const float *q, const float *k, const float *v,
+                                  MpkAttnShape s, int TK, const int *qpos, const int *kpos)
+{
+  (void) be;
+  mpk_cpu_ring_attention_backward_block (dq, dk, dv, dout, out, lse, q, k, v, s, TK, qpos,
+                                         kpos);
+}
+
+static void
 hk_gelu_forward (MpBackend *be, float *out, const float *inp, size_t n)
 {
   (void) be;
@@ -244,4 +279,8 @@ const MpKernelOps mp_backend_host_kernels = {
   .adamw_update = hk_adamw_update,
   .sgd_update = hk_sgd_update,
   .sumsq = hk_sumsq,
+  .ring_attention_begin = hk_ring_attention_begin,
+  .ring_attention_block = hk_ring_attention_block,
+  .ring_attention_end = hk_ring_attention_end,
+  .ring_attention_backward_block = hk_ring_attention_backward_block,
 };

@@ -114,6 +114,21 @@ typedef struct {
   void (*sgd_update) (MpBackend *be, float *param, const float *grad, float *mom, size_t n,
                       float lr, float momentum);
   double (*sumsq) (MpBackend *be, const float *x, size_t n);
+  /* Ring attention for context parallelism (kernels/cpu/kernels.h mpk_cpu_ring_*; QPOS
+   * and KPOS are host arrays). NULL on a backend without them (cuda, for now), where the
+   * executor refuses cp > 1 by name. */
+  void (*ring_attention_begin) (MpBackend *be, float *out, float *m, float *l,
+                                MpkAttnShape s);
+  void (*ring_attention_block) (MpBackend *be, float *out, float *m, float *l,
+                                const float *q, const float *k, const float *v,
+                                MpkAttnShape s, int TK, const int *qpos, const int *kpos);
+  void (*ring_attention_end) (MpBackend *be, float *out, float *lse, const float *m,
+                              const float *l, MpkAttnShape s);
+  void (*ring_attention_backward_block) (MpBackend *be, float *dq, float *dk, float *dv,
+                                         const float *dout, const float *out,
+                                         const float *lse, const float *q, const float *k,
+                                         const float *v, MpkAttnShape s, int TK,
+                                         const int *qpos, const int *kpos);
 } MpKernelOps;
 
 typedef struct {

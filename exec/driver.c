@@ -28,6 +28,20 @@
 #define CHECK_RTOL_FP32 1e-4
 #define CHECK_RTOL_BF16 3e-2
 
+/* The watchdog's default: 100 predicted steps for one instruction (one instruction is at
+ * most a step's work, so a healthy run stays two orders of magnitude under it), at least
+ * 60 s, as a tiny plan's predicted step is milliseconds while an ASan build on a shared
+ * 2-core host runs it tens of times slower. Like PyTorch's 10-minute process-group
+ * default, it is there to end a hang, not to police speed. */
+#define WATCHDOG_STEPS 100
+#define WATCHDOG_FLOOR_S 60.0
+
+double
+mp_exec_default_timeout (const MpPlan *plan)
+{
+  return MAX (WATCHDOG_FLOOR_S, WATCHDOG_STEPS * plan->step_s);
+}
+
 static double
 check_rtol (const char *backend)
 {
@@ -75,12 +89,14 @@ mp_exec_session_new (MpBackend *be, const MpPlanResolved *res, const MpPlan *pla
   be->mem_limit_bytes = cap;
   MpExecSession *s = g_new0 (MpExecSession, 1);
   s->be = be;
-  s->ex = mp_exec_new (be, model, cfg, plan->global_batch, tp, dp, pp, stage_of, seed, error);
+  s->ex = mp_exec_new (be, model, cfg, plan->global_batch, tp, cp, dp, pp, stage_of, seed,
+                       error);
   if (s->ex == NULL)
     {
       mp_exec_session_free (s);
       return NULL;
     }
+  mp_exec_set_chunks (s->ex, plan->chunk_layers, n_chunks);
   s->prog = mp_program_build (res->ctx, plan, (guint) be->rank);
   if (s->prog == NULL)
     {
@@ -117,6 +133,7 @@ mp_exec_session_times (const MpExecSession *s)
 typedef struct {
   MpBackend *be;
   MpExecSession *s;
+  MpWatchdog *watchdog;     /* borrowed, or NULL */
 } Job;
 
 /* Per step: loss and gradient norm; per measured step: one rank's phases. */
@@ -163,15 +180,32 @@ injected_failure (const Job *j, guint step, GError **error)
   return TRUE;
 }
 
+/* The test hook for a stalled rank (tests/exec-watchdog.sh): MPPLAN_EXEC_STALL=R:K makes
+ * rank R stop for good before instruction K of its program, the others waiting for it, so
+ * the test sees the watchdog end the job. -1 on every other rank. */
+static gint
+injected_stall (const Job *j)
+{
+  const char *env = g_getenv ("MPPLAN_EXEC_STALL");
+  int rank, insn;
+  if (env == NULL || sscanf (env, "%d:%d", &rank, &insn) != 2 || rank != j->be->rank
+      || insn < 0)
+    return -1;
+  return insn;
+}
+
 /* Runs TOTAL steps, the first WARMUP not measured. */
 static gboolean
 run_steps (Job *j, guint total, guint warmup, Record *rec, GError **error)
 {
+  mp_runner_watch (j->s->runner, j->watchdog, injected_stall (j));
   for (guint s = 0; s < total; s++)
     {
       double t0, t1;
-      if (injected_failure (j, s, error) || !barrier (j, error)
-          || !mp_runner_step (j->s->runner, s, &t0, &t1, error))
+      if (injected_failure (j, s, error))
+        return FALSE;
+      mp_watchdog_enter (j->watchdog, s, "the barrier before the step");
+      if (!barrier (j, error) || !mp_runner_step (j->s->runner, s, &t0, &t1, error))
         return FALSE;
       if (s >= warmup)
         {
@@ -180,6 +214,7 @@ run_steps (Job *j, guint total, guint warmup, Record *rec, GError **error)
           rec->last_start = t0;
         }
       rec->grad_norm[s] = mp_runner_grad_norm (j->s->runner);
+      mp_watchdog_enter (j->watchdog, s, "the step loss's all-reduce");
       if (!mp_exec_step_loss (j->s->ex, &rec->loss[s], error))
         return FALSE;
     }
@@ -270,6 +305,7 @@ gather_results (MpWorld *world, Job *j, const MpPlanResolved *res, const Record 
 {
   MpMemStats mem;
   j->be->ops->get_mem (j->be, &mem);
+  mp_watchdog_enter (j->watchdog, r->warmup + r->steps, "gathering the figures at rank 0");
   const MpProgram *prog = j->s->prog;
   g_autoptr(GBytes) mine = mp_measure_rank_pack (rec->phases, r->steps,
                                                  mp_runner_times (j->s->runner),
@@ -357,6 +393,9 @@ check_job (Job *j, const MpPlanResolved *res, const Record *rec, guint64 seed,
   GError *local = NULL;
   guint total = r->warmup + r->steps;
   float bad = 0;
+  /* Rank 0 runs the whole model alone for every step while the others wait: nothing a
+   * per-instruction timeout could bound. */
+  mp_watchdog_pause (j->watchdog);
   if (j->be->rank == 0)
     {
       Record ref;
@@ -397,8 +436,13 @@ mp_exec_plan (MpWorld *world, const MpPlanResolved *res, const MpExecOptions *op
   const char *backend = opts->backend ? opts->backend : "host";
   if (!devices_present (backend, rank, error))
     return NULL;
-  Job j = { 0 };
+  g_autoptr(MpWatchdog) watchdog = NULL;
+  if (size > 1)
+    watchdog = mp_watchdog_new (rank, opts->timeout_s < 0 ? mp_exec_default_timeout (plan)
+                                                          : opts->timeout_s);
+  Job j = { .watchdog = watchdog };
   GError *local = NULL;
+  mp_watchdog_enter (watchdog, 0, "the set-up (communicators, weights)");
   if (!job_open (&j, opts->backend, rank, size, res, plan, opts->seed, &local))
     {
       if (local->code == MP_ERROR_INPUT || size == 1)

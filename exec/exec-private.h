@@ -49,12 +49,22 @@ struct _MpExec {
   guint global_batch;
   guint64 seed;
   guint step;               /* 0-based, for the data and Adam's t */
-  guint tp, dp, pp, tp_rank, dp_rank, pp_rank;
+  guint tp, dp, pp, tp_rank, dp_rank, pp_rank;  /* dp, dp_rank: the gradient group's,
+                            * the dp * cp ranks with this rank's tp and pp coordinates */
+  guint data_rank;          /* which sequences this rank trains on: the dp coordinate */
+  guint cp, cp_rank;        /* context parallelism (model-cp.c) */
+  int cp_next, cp_prev;     /* world ranks of the next and previous cp rank (the ring) */
+  int *cp_pos;              /* [cp * Tl]: the positions each cp rank holds, in row order */
+  guint *chunk_layers;      /* the plan's split, owned (cfg.chunk_layers points here), or
+                             * NULL: the default split */
+  guint *group_start;       /* [layer]: recompute_method=uniform, the first block of the
+                             * layer's group (the layer itself outside groups); or NULL */
   guint zero;               /* effective stage (0 when dp is 1) */
   gboolean sp;
   MpGroup *tp_group, *dp_group, *ends_group, *world_group;
-  /* shapes: N rows per micro-batch, Ns of them on this rank's sequence shard */
-  int mbs, T, N, Ns, C, NH, NKV, HD, NHl, NKVl, F, Fl, V, v0, Vl;
+  /* shapes: T positions per sequence, Tl = T / cp of them on this rank; N = mbs * Tl
+   * rows per micro-batch, Ns of them on this rank's sequence-parallel shard */
+  int mbs, T, Tl, N, Ns, C, NH, NKV, HD, NHl, NKVl, F, Fl, V, v0, Vl;
   gboolean swiglu;
   guint M;                  /* micro-batches per step on this data rank */
   ExLayer *layers;
@@ -66,6 +76,7 @@ struct _MpExec {
   double loss_count;        /* the step loss is loss_sum (over the world) / loss_count */
   float *teacher;           /* mlp: this rank's rows of the seeded target map (last stage) */
   double tp_s;              /* time inside TP collectives since last reset */
+  double cp_s;              /* time waiting on the cp ring since last reset */
   float lr;
 };
 
@@ -80,9 +91,14 @@ typedef struct {
  * shards of the weights from SEED. NULL with MP_ERROR_INPUT for a model or config the
  * executor does not run, or MP_ERROR_RUNTIME (out of memory, MPI). Caller owns. */
 MpExec *mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
-                     guint global_batch, guint tp_rank, guint dp_rank, guint pp_rank,
+                     guint global_batch, guint tp_rank, guint cp_rank, guint dp_rank,
+                     guint pp_rank,
                      const guint *chunk_of_layer_stage, guint64 seed, GError **error);
 void mp_exec_free (MpExec *ex);
+/* The plan's model chunks (N_CHUNKS, CHUNK_LAYERS layers each): which blocks full
+ * recompute of the first N per chunk rebuilds, and the groups of recompute_method=uniform,
+ * which do not cross chunks. */
+void mp_exec_set_chunks (MpExec *ex, const guint *chunk_layers, guint n_chunks);
 /* Zeroes gradients and loss before a step. */
 void mp_exec_step_begin (MpExec *ex, guint step);
 gboolean mp_exec_forward (MpExec *ex, guint layer, guint mb, GError **error);
@@ -109,6 +125,26 @@ float *mp_exec_tp_reduce_width (MpExec *ex, float *full, float *out, int width,
  * returns SHARD. NULL on failure. */
 float *mp_exec_tp_gather_width (MpExec *ex, const float *shard, float *full, int width,
                                 GError **error);
+
+/* ---- context parallelism (model-cp.c) ---- */
+/* Sets EX's cp, cp_rank, the held positions and the ring neighbours (world ranks, from
+ * CFG's rank layout); FALSE with MP_ERROR_INPUT for a model cp cannot split. */
+gboolean mp_exec_cp_setup (MpExec *ex, const MpParallelConfig *cfg, guint tp_rank,
+                           guint cp_rank, guint dp_rank, guint pp_rank, GError **error);
+/* The sequence position of local row ROW (of N). */
+int mp_exec_position (const MpExec *ex, int row);
+/* Rotary (or its backward) on the q and k heads of QKV (N rows, ld apart) at the held
+ * positions. */
+void mp_exec_rotary (MpExec *ex, float *qkv, int ld, gboolean backward, float theta);
+/* Causal attention of this rank's queries over the whole sequence: the kernel when cp is
+ * 1, else the ring (PROBS must then be NULL). FALSE when an exchange fails. */
+gboolean mp_exec_attention_forward (MpExec *ex, float *out, float *lse, float *probs,
+                                    const float *q, const float *k, const float *v,
+                                    MpkAttnShape s, GError **error);
+gboolean mp_exec_attention_backward (MpExec *ex, float *dq, float *dk, float *dv,
+                                     const float *dout, const float *out, const float *lse,
+                                     const float *probs, const float *q, const float *k,
+                                     const float *v, MpkAttnShape s, GError **error);
 
 /* ---- the mlp architecture (model-dense.c) ---- */
 /* Its tensors and the seeded target map; FALSE with MP_ERROR_INPUT for widths tp does

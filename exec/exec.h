@@ -59,7 +59,13 @@ typedef struct {
   guint64 seed;            /* weights and data */
   gboolean check;          /* compare loss and gradient norm with one rank, every step */
   const char *backend;     /* "host" (NULL), "cuda", "cuda-fp32": see mp_backend_new */
+  double timeout_s;        /* the stall watchdog: most seconds a rank may spend in one
+                            * instruction; 0: no watchdog; < 0: mp_exec_default_timeout */
 } MpExecOptions;
+
+/* The watchdog's default timeout for PLAN: a generous multiple of its predicted step, with
+ * a floor for tiny plans on slow or loaded hosts (driver.c says how much). */
+double mp_exec_default_timeout (const MpPlan *plan);
 
 /* One rank's step: its wall time and its phases (program.h; they add up to step_s;
  * measure.c splits each instruction's time into them). */

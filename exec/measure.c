@@ -49,8 +49,10 @@ mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_s
         {
         case MP_INSN_FORWARD:
         case MP_INSN_BACKWARD:
-          t[MP_PHASE_COMPUTE] += dur - tm->tp_s - tm->pp_s - tm->wait_pp_s - tm->wait_dp_s;
+          t[MP_PHASE_COMPUTE] += dur - tm->tp_s - tm->cp_s - tm->pp_s - tm->wait_pp_s
+                                 - tm->wait_dp_s;
           t[MP_PHASE_TP] += tm->tp_s;
+          t[MP_PHASE_CP] += tm->cp_s;
           t[MP_PHASE_PP] += tm->pp_s;
           t[MP_PHASE_DP] += tm->wait_dp_s;
           break;

@@ -99,7 +99,7 @@ make_samples (MpExec *ex, guint mb, int r0, int rows, MpMemKind kind, GError **e
 {
   gsize in = ex->model->input;
   guint64 first = (guint64) ex->step * ex->global_batch
-                  + ((guint64) ex->dp_rank * ex->M + mb) * ex->mbs + (guint64) r0;
+                  + ((guint64) ex->data_rank * ex->M + mb) * ex->mbs + (guint64) r0;
   g_autofree float *host = g_new (float, (gsize) rows * in);
   mpk_cpu_fill_normal_block (host, ex->seed, SAMPLE_STREAM, in, first, rows, 0, in, 0.0f, 1.0f);
   float *x = alloc_floats (ex, (gsize) rows * in, kind, error);

@@ -376,20 +376,25 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
     }
   if (model->experts > 0)
     what = "mixture-of-experts blocks (and expert parallelism)";
-  else if (cfg->cp > 1)
-    what = "context parallelism (cp > 1)";
   else if (cfg->ep > 1)
     what = "expert parallelism (ep > 1)";
   else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
-           && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM)
-    what = "uniform recompute in groups of blocks (recompute_method=uniform)";
+           && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM
+           && (model->arch == MP_ARCH_MLP || (cfg->zero >= 3 && cfg->dp * cfg->cp > 1)))
+    what = model->arch == MP_ARCH_MLP
+               ? "uniform recompute in groups of dense layers (recompute_method=uniform)"
+               : "uniform recompute (recompute_method=uniform) under ZeRO-3 (the program "
+                 "gathers one block's weights at a time, a group needs all of its own)";
   else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE
-           && mp_recompute_modules_of (cfg) != MP_RECOMPUTE_CORE_ATTN)
-    what = "selective recompute of modules other than core_attn (recompute_modules)";
+           && (mp_recompute_modules_of (cfg) & ~(guint) (MP_RECOMPUTE_CORE_ATTN
+                                                          | MP_RECOMPUTE_LAYERNORM
+                                                          | MP_RECOMPUTE_MLP)) != 0)
+    what = "selective recompute of modules other than core_attn, layernorm and mlp "
+           "(recompute_modules)";
   if (what == NULL)
     return TRUE;
   g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
-               "mpplan exec does not run %s yet: plan without it (e.g. --fix cp=1)", what);
+               "mpplan exec does not run %s yet: plan without it", what);
   return FALSE;
 }
 
@@ -400,7 +405,8 @@ set_shapes (MpExec *ex)
   ex->mbs = (int) ex->cfg.micro_batch_size;
   /* An mlp's "token" is a sample: one row per sample. */
   ex->T = m->arch == MP_ARCH_MLP ? 1 : (int) m->seq_len;
-  ex->N = ex->mbs * ex->T;
+  ex->Tl = ex->T / (int) ex->cp;
+  ex->N = ex->mbs * ex->Tl;
   ex->Ns = ex->sp ? ex->N / (int) ex->tp : ex->N;
   ex->C = (int) m->hidden;
   ex->NH = (int) m->heads;
@@ -442,11 +448,18 @@ make_groups (MpExec *ex, GError **error)
 
 MpExec *
 mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
-             guint global_batch, guint tp_rank, guint dp_rank, guint pp_rank,
+             guint global_batch, guint tp_rank, guint cp_rank, guint dp_rank, guint pp_rank,
              const guint *stage_of_layer, guint64 seed, GError **error)
 {
   if (!check_supported (model, cfg, error))
     return NULL;
+  if (cfg->cp > 1 && be->ops->kernels->ring_attention_block == NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "mpplan exec does not run context "
+                   "parallelism (cp > 1) on the %s backend yet (no ring-attention kernels): "
+                   "use --backend host", be->ops->name);
+      return NULL;
+    }
   MpExec *ex = g_new0 (MpExec, 1);
   ex->be = be;
   ex->k = be->ops->kernels;
@@ -457,12 +470,20 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
   ex->global_batch = global_batch;
   ex->seed = seed;
   ex->tp = cfg->tp;
-  ex->dp = cfg->dp;
   ex->pp = cfg->pp;
   ex->tp_rank = tp_rank;
-  ex->dp_rank = dp_rank;
   ex->pp_rank = pp_rank;
-  ex->zero = cfg->dp > 1 ? cfg->zero : 0;
+  ex->data_rank = dp_rank;
+  if (!mp_exec_cp_setup (ex, cfg, tp_rank, cp_rank, dp_rank, pp_rank, error))
+    {
+      g_free (ex);
+      return NULL;
+    }
+  /* the dp * cp ranks hold the same weights and reduce (ZeRO: shard) gradients together,
+   * as Megatron-Core's data-parallel group with context parallelism */
+  ex->dp = cfg->dp * ex->cp;
+  ex->dp_rank = dp_rank * ex->cp + cp_rank;
+  ex->zero = ex->dp > 1 ? cfg->zero : 0;
   ex->sp = cfg->sequence_parallel && cfg->tp > 1;
   ex->M = cfg->num_micro_batches;
   ex->lr = model->optimizer == MP_OPTIM_ADAM ? 3e-3f : 0.05f;
@@ -541,7 +562,42 @@ mp_exec_free (MpExec *ex)
   g_free (ex->layers);
   g_free (ex->input);
   g_free (ex->dinput);
+  g_free (ex->cp_pos);
+  g_free (ex->group_start);
+  g_free (ex->chunk_layers);
   g_free (ex);
+}
+
+void
+mp_exec_set_chunks (MpExec *ex, const guint *chunk_layers, guint n_chunks)
+{
+  /* the plan's split (an uneven one included) decides which blocks full recompute with
+   * recompute_num_layers rebuilds (mp_recompute_full_layer), as in the program */
+  if (n_chunks == mp_parallel_config_chunks (&ex->cfg))
+    {
+      g_free (ex->chunk_layers);
+      ex->chunk_layers = g_memdup2 (chunk_layers, n_chunks * sizeof (guint));
+      ex->cfg.chunk_layers = ex->chunk_layers;
+    }
+  guint n = ex->cfg.recompute_num_layers;
+  if (ex->cfg.recompute != MP_RECOMPUTE_FULL || n < 2
+      || ex->cfg.recompute_method != MP_RECOMPUTE_METHOD_UNIFORM)
+    return;
+  g_free (ex->group_start);
+  ex->group_start = g_new (guint, ex->n_layers);
+  for (guint c = 0, at = 0; c < n_chunks; at += chunk_layers[c], c++)
+    for (guint l = at, blocks = 0, start = at; l < at + chunk_layers[c] && l < ex->n_layers; l++)
+      {
+        MpLayerKind kind = ex->model->layers[l].kind;
+        if (kind == MP_LAYER_EMBEDDING || kind == MP_LAYER_HEAD || kind == MP_LAYER_DENSE)
+          {
+            ex->group_start[l] = l;
+            continue;
+          }
+        if (blocks++ % n == 0)
+          start = l;
+        ex->group_start[l] = start;
+      }
 }
 
 gsize

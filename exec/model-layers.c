@@ -136,26 +136,30 @@ norm_backward (MpExec *ex, float *dinp, float *dw, float *db, const float *dout,
 }
 
 /* The micro-batch's tokens (N + 1 per sequence: inputs and next-token targets) of data
- * rank dp_rank in this step: sequence g of the global batch has x0 drawn from the seeded
+ * rank data_rank in this step: sequence g of the global batch has x0 drawn from the seeded
  * generator, then x(t+1) = (5 x(t) + 1 + (g mod 3)) mod V, a deterministic pattern a
- * model can learn (the loss goes down), identical whatever the plan. */
+ * model can learn (the loss goes down), identical whatever the plan; under context
+ * parallelism the rank's positions of each sequence. */
 static void
 make_tokens (const MpExec *ex, guint mb, int *inputs, int *targets)
 {
   guint64 first = (guint64) ex->step * ex->global_batch
-                  + ((guint64) ex->dp_rank * ex->M + mb) * ex->mbs;
+                  + ((guint64) ex->data_rank * ex->M + mb) * ex->mbs;
+  g_autofree int *seq = g_new (int, ex->T + 1);
   for (int b = 0; b < ex->mbs; b++)
     {
       guint64 g = first + (guint64) b;
       guint64 x = mpk_rng_u64 (ex->seed, UINT64_C (0xda7a), g) % (guint64) ex->V;
-      for (int t = 0; t < ex->T; t++)
+      for (int t = 0; t <= ex->T; t++, x = (5 * x + 1 + g % 3) % (guint64) ex->V)
+        seq[t] = (int) x;
+      /* the positions this rank holds (all of them without context parallelism) */
+      for (int t = 0; t < ex->Tl; t++)
         {
-          guint64 next = (5 * x + 1 + g % 3) % (guint64) ex->V;
+          int p = mp_exec_position (ex, t);
           if (inputs)
-            inputs[b * ex->T + t] = (int) x;
+            inputs[b * ex->Tl + t] = seq[p];
           if (targets)
-            targets[b * ex->T + t] = (int) next;
-          x = next;
+            targets[b * ex->Tl + t] = seq[p + 1];
         }
     }
 }
@@ -209,19 +213,19 @@ embedding_forward (MpExec *ex, guint l, guint mb, GError **error)
   if (full == NULL)
     goto fail;
   /* (N, C): this rank's vocabulary rows, zeros for the others' tokens; summed over tp. */
-  ex->k->embedding_forward (ex->be, full, tokens, P (L, 0), NULL, ex->N, ex->T, ex->C, ex->v0,
+  ex->k->embedding_forward (ex->be, full, tokens, P (L, 0), NULL, ex->N, ex->Tl, ex->C, ex->v0,
                             ex->Vl);
   float *rows = tp_reduce_rows (ex, full, out, error);
   if (rows == NULL)
     goto fail;
   if (rows != out)
     ex->be->ops->copy (ex->be, out, rows, (gsize) ex->Ns * ex->C * sizeof (float));
-  if (L->uses->len > 1)            /* learned positions, replicated: row r at r mod T */
+  if (L->uses->len > 1)            /* learned positions, replicated: row r at its position */
     {
       int row0 = ex->sp ? (int) ex->tp_rank * ex->Ns : 0;
       for (int r = 0; r < ex->Ns; r++)
         ex->k->add (ex->be, out + (gsize) r * ex->C,
-                    P (L, 1) + (gsize) ((row0 + r) % ex->T) * ex->C, (gsize) ex->C);
+                    P (L, 1) + (gsize) mp_exec_position (ex, row0 + r) * ex->C, (gsize) ex->C);
     }
   tmp_release (&t);
   return TRUE;
@@ -244,12 +248,12 @@ embedding_backward (MpExec *ex, guint l, guint mb, GError **error)
   const float *d = tp_gather_rows (ex, *dy, full, error);
   if (d == NULL)
     goto fail;
-  ex->k->embedding_backward (ex->be, G (L, 0), NULL, d, tokens, ex->N, ex->T, ex->C, ex->v0,
+  ex->k->embedding_backward (ex->be, G (L, 0), NULL, d, tokens, ex->N, ex->Tl, ex->C, ex->v0,
                              ex->Vl);
   if (L->uses->len > 1)            /* from all N rows, so identical on every tp rank */
     for (int r = 0; r < ex->N; r++)
-      ex->k->add (ex->be, G (L, 1) + (gsize) (r % ex->T) * ex->C, d + (gsize) r * ex->C,
-                  (gsize) ex->C);
+      ex->k->add (ex->be, G (L, 1) + (gsize) mp_exec_position (ex, r) * ex->C,
+                  d + (gsize) r * ex->C, (gsize) ex->C);
   drop (ex, dy);
   tmp_release (&t);
   return TRUE;
@@ -302,8 +306,15 @@ static MpkAttnShape
 attn_shape (const MpExec *ex)
 {
   int qkv = (ex->NHl + 2 * ex->NKVl) * ex->HD;
-  return (MpkAttnShape) { ex->mbs, ex->T, ex->NHl, ex->NKVl, ex->HD, qkv, qkv,
+  return (MpkAttnShape) { ex->mbs, ex->Tl, ex->NHl, ex->NKVl, ex->HD, qkv, qkv,
                           ex->NHl * ex->HD };
+}
+
+/* The modules selective recompute re-runs (none without it). */
+static guint
+selective_modules (const MpExec *ex)
+{
+  return ex->cfg.recompute == MP_RECOMPUTE_SELECTIVE ? mp_recompute_modules_of (&ex->cfg) : 0;
 }
 
 /* Allocates the block's activation slots. */
@@ -312,13 +323,16 @@ block_acts (MpExec *ex, Acts *a, GError **error)
 {
   gsize N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
   MpkAttnShape s = attn_shape (ex);
-  gboolean probs = ex->cfg.recompute == MP_RECOMPUTE_NONE && !ex->cfg.flash_attention;
+  /* probabilities are kept by unfused attention unless the block or its attention core is
+   * recomputed; the ring (cp > 1) never keeps them: each block's are recomputed */
+  gboolean probs = ex->cfg.recompute != MP_RECOMPUTE_FULL && !ex->cfg.flash_attention
+                   && !(selective_modules (ex) & MP_RECOMPUTE_CORE_ATTN) && ex->cp == 1;
   return mp_exec_act_alloc (ex, a, A_LN1, Ns * C, error) && mp_exec_act_alloc (ex, a, A_M1, Ns, error)
          && mp_exec_act_alloc (ex, a, A_R1, Ns, error)
          && (!ex->sp || mp_exec_act_alloc (ex, a, A_H1, N * C, error))
          && mp_exec_act_alloc (ex, a, A_QKV, N * s.ldq, error)
          && mp_exec_act_alloc (ex, a, A_ATT, N * s.ldo, error)
-         && mp_exec_act_alloc (ex, a, A_LSE, (gsize) ex->mbs * ex->NHl * ex->T, error)
+         && mp_exec_act_alloc (ex, a, A_LSE, (gsize) ex->mbs * ex->NHl * ex->Tl, error)
          && (!probs || mp_exec_act_alloc (ex, a, A_PROBS, (gsize) ex->mbs * ex->NHl * ex->T * ex->T,
                                   error))
          && mp_exec_act_alloc (ex, a, A_X2, Ns * C, error) && mp_exec_act_alloc (ex, a, A_LN2, Ns * C, error)
@@ -328,6 +342,35 @@ block_acts (MpExec *ex, Acts *a, GError **error)
          && mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error);
 }
 
+/* Norm WHICH (1: before attention, 2: before the MLP) on X into A's slots, then under
+ * sequence parallelism its gather; returns the GEMM input (N, C), NULL on failure. */
+static const float *
+block_norm (MpExec *ex, const ExLayer *L, int which, const float *x, Acts *a, GError **error)
+{
+  BlockIdx I = block_idx (ex);
+  gboolean one = which == 1;
+  int ln = one ? A_LN1 : A_LN2, h = one ? A_H1 : A_H2;
+  norm_forward (ex, a->buf[ln], a->buf[one ? A_M1 : A_M2], a->buf[one ? A_R1 : A_R2], x,
+                Pi (L, one ? I.ln1w : I.ln2w), Pi (L, one ? I.ln1b : I.ln2b), ex->Ns);
+  return tp_gather_rows (ex, a->buf[ln], a->buf[h], error);
+}
+
+/* fc1 and the activation on H2 (N, C) into A's FC1 and ACT. */
+static void
+block_fc1 (MpExec *ex, const ExLayer *L, const float *h2, Acts *a)
+{
+  const MpKernelOps *k = ex->k;
+  BlockIdx I = block_idx (ex);
+  int N = ex->N, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
+  k->matmul_forward (ex->be, a->buf[A_FC1], h2, Pi (L, I.w1), Pi (L, I.b1), N, ex->C, f1);
+  if (ex->swiglu)
+    k->swiglu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], N, ex->Fl);
+  else if (ex->model->activation == MP_ACT_RELU)
+    k->relu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+  else
+    k->gelu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+}
+
 /* Runs the block on X (Ns, C) into Y (Ns, C), filling A. */
 static gboolean
 block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GError **error)
@@ -335,23 +378,22 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   const MpKernelOps *k = ex->k;
   BlockIdx I = block_idx (ex);
   MpkAttnShape s = attn_shape (ex);
-  int N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
+  int N = ex->N, Ns = ex->Ns, C = ex->C;
   Tmp t = { ex };
   float *proj = tmp_floats (&t, (gsize) N * C, error);
   if (proj == NULL)
     goto fail;
   /* attention: norm1, (gather), qkv, rotary, core, out-projection, reduce, residual */
-  norm_forward (ex, a->buf[A_LN1], a->buf[A_M1], a->buf[A_R1], x, Pi (L, I.ln1w),
-                Pi (L, I.ln1b), Ns);
-  const float *h1 = tp_gather_rows (ex, a->buf[A_LN1], a->buf[A_H1], error);
+  const float *h1 = block_norm (ex, L, 1, x, a, error);
   if (h1 == NULL)
     goto fail;
   k->matmul_forward (ex->be, a->buf[A_QKV], h1, Pi (L, I.wqkv), Pi (L, I.bqkv), N, C, s.ldq);
   if (ex->model->position == MP_POS_ROTARY)
-    k->rotary_forward (ex->be, a->buf[A_QKV], ex->mbs, ex->T, ex->NHl + ex->NKVl, ex->HD, s.ldq, 0,
-                       ROPE_THETA);
+    mp_exec_rotary (ex, a->buf[A_QKV], s.ldq, FALSE, ROPE_THETA);
   float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
-  k->attention_forward (ex->be, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q, kk, v, s);
+  if (!mp_exec_attention_forward (ex, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q, kk, v,
+                                  s, error))
+    goto fail;
   k->matmul_forward (ex->be, proj, a->buf[A_ATT], Pi (L, I.wo), NULL, N, s.ldo, C);
   float *pr = tp_reduce_rows (ex, proj, y, error);   /* y is free until the end */
   if (pr == NULL)
@@ -359,18 +401,10 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   add_rows (ex, pr, Pi (L, I.bo), Ns, C);
   k->residual_forward (ex->be, a->buf[A_X2], x, pr, (gsize) Ns * C);
   /* MLP: norm2, (gather), fc1, activation, fc2, reduce, residual */
-  norm_forward (ex, a->buf[A_LN2], a->buf[A_M2], a->buf[A_R2], a->buf[A_X2], Pi (L, I.ln2w),
-                Pi (L, I.ln2b), Ns);
-  const float *h2 = tp_gather_rows (ex, a->buf[A_LN2], a->buf[A_H2], error);
+  const float *h2 = block_norm (ex, L, 2, a->buf[A_X2], a, error);
   if (h2 == NULL)
     goto fail;
-  k->matmul_forward (ex->be, a->buf[A_FC1], h2, Pi (L, I.w1), Pi (L, I.b1), N, C, f1);
-  if (ex->swiglu)
-    k->swiglu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], N, ex->Fl);
-  else if (ex->model->activation == MP_ACT_RELU)
-    k->relu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
-  else
-    k->gelu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+  block_fc1 (ex, L, h2, a);
   k->matmul_forward (ex->be, proj, a->buf[A_ACT], Pi (L, I.w2), NULL, N, ex->Fl, C);
   float *mr = tp_reduce_rows (ex, proj, y, error);
   if (mr == NULL)
@@ -382,6 +416,46 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
 fail:
   tmp_release (&t);
   return FALSE;
+}
+
+/* Selective recompute (recompute_modules) beyond the attention core, as Megatron's
+ * --recompute-modules: layernorm lets go of the norms' outputs (and their gathers under
+ * sequence parallelism), mlp of fc1's output and the activation; both are rebuilt from
+ * what the block keeps just before its backward. */
+static void
+selective_drop (MpExec *ex, Acts *a)
+{
+  static const int norms[] = { A_LN1, A_H1, A_LN2, A_H2 }, mlp[] = { A_FC1, A_ACT };
+  guint m = selective_modules (ex);
+  for (guint i = 0; i < G_N_ELEMENTS (norms) && (m & MP_RECOMPUTE_LAYERNORM); i++)
+    drop (ex, &a->buf[norms[i]]);
+  for (guint i = 0; i < G_N_ELEMENTS (mlp) && (m & MP_RECOMPUTE_MLP); i++)
+    drop (ex, &a->buf[mlp[i]]);
+}
+
+static gboolean
+selective_restore (MpExec *ex, const ExLayer *L, const float *x, Acts *a, GError **error)
+{
+  gsize N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
+  guint m = selective_modules (ex);
+  if ((m & MP_RECOMPUTE_LAYERNORM) && a->buf[A_LN1] == NULL)
+    {
+      if (!mp_exec_act_alloc (ex, a, A_LN1, Ns * C, error)
+          || !mp_exec_act_alloc (ex, a, A_LN2, Ns * C, error)
+          || (ex->sp && (!mp_exec_act_alloc (ex, a, A_H1, N * C, error)
+                         || !mp_exec_act_alloc (ex, a, A_H2, N * C, error)))
+          || block_norm (ex, L, 1, x, a, error) == NULL
+          || block_norm (ex, L, 2, a->buf[A_X2], a, error) == NULL)
+        return FALSE;
+    }
+  if ((m & MP_RECOMPUTE_MLP) && a->buf[A_FC1] == NULL)
+    {
+      if (!mp_exec_act_alloc (ex, a, A_FC1, N * f1, error)
+          || !mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error))
+        return FALSE;
+      block_fc1 (ex, L, ex->sp ? a->buf[A_H2] : a->buf[A_LN2], a);
+    }
+  return TRUE;
 }
 
 static gboolean
@@ -397,9 +471,16 @@ block_forward (MpExec *ex, guint l, guint mb, GError **error)
       return FALSE;
     }
   if (mp_recompute_full_layer (&ex->cfg, ex->model, l))
-    mp_exec_acts_free (ex, a);             /* only the input (ex->input) is kept */
+    {
+      mp_exec_acts_free (ex, a);           /* only the input (ex->input) is kept, */
+      if (ex->group_start && ex->group_start[l] != l)
+        drop (ex, slot (ex, ex->input, l, mb));  /* and of a uniform group, its first's */
+    }
   else
-    ex->layers[l].acts[mb] = a;
+    {
+      selective_drop (ex, a);
+      ex->layers[l].acts[mb] = a;
+    }
   return TRUE;
 }
 
@@ -420,6 +501,28 @@ block_recompute (MpExec *ex, guint l, guint mb, GError **error)
       return NULL;
     }
   return a;
+}
+
+/* recompute_method=uniform: the backward of LAYER, the last of its group still to come,
+ * rebuilds the group from its first block's input: the blocks before LAYER keep their
+ * activations and outputs (the next one's input) for their backward; LAYER's own come
+ * from block_recompute. */
+static gboolean
+group_recompute (MpExec *ex, guint layer, guint mb, GError **error)
+{
+  for (guint j = ex->group_start ? ex->group_start[layer] : layer; j < layer; j++)
+    {
+      float *y = new_output (ex, j, mb, error);
+      Acts *a = g_new0 (Acts, 1);
+      if (y == NULL || !block_acts (ex, a, error)
+          || !block_run (ex, &ex->layers[j], ex->input[j * ex->M + mb], y, a, error))
+        {
+          mp_exec_acts_free (ex, a);
+          return FALSE;
+        }
+      ex->layers[j].acts[mb] = a;
+    }
+  return TRUE;
 }
 
 static gboolean
@@ -477,11 +580,11 @@ block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, cons
                       s.ldo, C);
   float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
   float *dq = dqkv, *dk = dq + ex->NHl * ex->HD, *dv = dk + ex->NKVl * ex->HD;
-  k->attention_backward (ex->be, dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q,
-                         kk, v, s);
+  if (!mp_exec_attention_backward (ex, dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE],
+                                   a->buf[A_PROBS], q, kk, v, s, error))
+    return FALSE;
   if (ex->model->position == MP_POS_ROTARY)
-    k->rotary_backward (ex->be, dqkv, ex->mbs, ex->T, ex->NHl + ex->NKVl, ex->HD, s.ldq, 0,
-                        ROPE_THETA);
+    mp_exec_rotary (ex, dqkv, s.ldq, TRUE, ROPE_THETA);
   const float *h1 = ex->sp ? a->buf[A_H1] : a->buf[A_LN1];
   k->matmul_backward (ex->be, dh1, Gi (L, I.wqkv), Gi (L, I.bqkv), dqkv, h1, Pi (L, I.wqkv), N, C,
                       s.ldq);
@@ -499,9 +602,12 @@ block_backward (MpExec *ex, guint l, guint mb, GError **error)
 {
   const ExLayer *L = &ex->layers[l];
   Acts *a = L->acts[mb];
-  if (a == NULL && (a = block_recompute (ex, l, mb, error)) == NULL)
+  if (a == NULL && (!group_recompute (ex, l, mb, error)
+                    || (a = block_recompute (ex, l, mb, error)) == NULL))
     return FALSE;
   ex->layers[l].acts[mb] = a;
+  if (!selective_restore (ex, L, ex->input[l * ex->M + mb], a, error))
+    return FALSE;
   float **dy = slot (ex, ex->dinput, l + 1, mb);
   float *dx = new_dinput (ex, l, mb, error);
   Tmp keep = { ex }, t = { ex };

@@ -46,6 +46,8 @@ struct _MpRunner {
   GPtrArray *sends;            /* SendOp* in flight */
   MpInsnTime *times;           /* per instruction of the last step */
   double grad_norm;
+  MpWatchdog *watchdog;        /* borrowed, or NULL */
+  gint stall_at;               /* test hook: instruction to stop before for good (-1) */
 };
 
 MpRunner *
@@ -65,7 +67,15 @@ mp_runner_new (MpExec *ex, const MpProgram *prog, const guint *chunk_layers, gui
   r->recvs = g_hash_table_new (g_direct_hash, g_direct_equal);
   r->sends = g_ptr_array_new ();
   r->times = g_new0 (MpInsnTime, prog->n_insns);
+  r->stall_at = -1;
   return r;
+}
+
+void
+mp_runner_watch (MpRunner *r, MpWatchdog *w, gint stall_at)
+{
+  r->watchdog = w;
+  r->stall_at = stall_at;
 }
 
 void
@@ -288,9 +298,10 @@ run_compute (MpRunner *r, const MpInsn *in, MpInsnTime *tm, GError **error)
     return FALSE;
   if (!await_params (r, l, !fwd, tm, error) || (!fwd && !grads_ready (r, l, error)))
     return FALSE;
-  ex->tp_s = 0;
+  ex->tp_s = ex->cp_s = 0;
   gboolean ok = fwd ? mp_exec_forward (ex, l, mb, error) : mp_exec_backward (ex, l, mb, error);
   tm->tp_s = ex->tp_s;
+  tm->cp_s = ex->cp_s;
   release_params (r, l);
   return ok;
 }
@@ -514,6 +525,9 @@ mp_runner_step (MpRunner *r, guint step, double *t_start, double *t_end, GError 
   for (guint i = 0; i < r->prog->n_insns; i++)
     {
       MpInsnTime *tm = &r->times[i];
+      mp_watchdog_insn (r->watchdog, step, i, &r->prog->insns[i]);
+      while (r->stall_at == (gint) i)
+        g_usleep (G_USEC_PER_SEC);     /* the stalled rank's test hook: never returns */
       tm->t0 = now (r);
       if (!run_insn (r, &r->prog->insns[i], tm, error) || !poke (r, error))
         {
@@ -524,6 +538,8 @@ mp_runner_step (MpRunner *r, guint step, double *t_start, double *t_end, GError 
         }
       tm->t1 = now (r);
     }
+  mp_watchdog_enter (r->watchdog, step, "the end of the step (sends and reductions in "
+                     "flight)");
   gboolean ok = drain (r, error);
   *t_end = now (r);
   return ok;

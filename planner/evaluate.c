@@ -798,12 +798,12 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
   double *t = plan->time.t;
   t[MP_PHASE_COMPUTE] = m * (b->fwd.compute_s + b->fwd.recompute_s + b->bwd.compute_s
                              + b->bwd.recompute_s);
-  t[MP_PHASE_TP] = m * (b->fwd.tp_comm_s + b->fwd.cp_comm_s + b->bwd.tp_comm_s
-                        + b->bwd.cp_comm_s);
+  t[MP_PHASE_TP] = m * (b->fwd.tp_comm_s + b->bwd.tp_comm_s);
+  t[MP_PHASE_CP] = m * (b->fwd.cp_comm_s + b->bwd.cp_comm_s);
   t[MP_PHASE_EP] = m * (b->fwd.ep_comm_s + b->bwd.ep_comm_s);
   t[MP_PHASE_PP] = pipe.pp_comm_s;
   t[MP_PHASE_BUBBLE] = MAX (0.0, pipe.pipe_s - t[MP_PHASE_COMPUTE] - t[MP_PHASE_TP]
-                                 - t[MP_PHASE_EP] - t[MP_PHASE_PP]);
+                                 - t[MP_PHASE_CP] - t[MP_PHASE_EP] - t[MP_PHASE_PP]);
   if (t[MP_PHASE_BUBBLE] < 1e-12 * pipe.pipe_s)
     t[MP_PHASE_BUBBLE] = 0;      /* rounding left by the subtraction, not a bubble */
   t[MP_PHASE_DP] = dp_exposed (cfg, st, &pipe);
@@ -811,7 +811,8 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
   for (guint i = 0; i < cfg->pp; i++)
     t[MP_PHASE_OPTIMIZER] = MAX (t[MP_PHASE_OPTIMIZER], st[i].optimizer_s);
   /* The pipeline's part first, then what follows it: the step's time line in order. */
-  plan->step_s = t[MP_PHASE_COMPUTE] + t[MP_PHASE_TP] + t[MP_PHASE_EP] + t[MP_PHASE_PP]
+  plan->step_s = t[MP_PHASE_COMPUTE] + t[MP_PHASE_TP] + t[MP_PHASE_CP] + t[MP_PHASE_EP]
+                 + t[MP_PHASE_PP]
                  + t[MP_PHASE_BUBBLE]
                  + t[MP_PHASE_DP] + t[MP_PHASE_OPTIMIZER];
   fill_throughput (ctx, cfg, plan);

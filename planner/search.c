@@ -548,14 +548,18 @@ loop_sequence_parallel (Search *s, MpParallelConfig *cfg, guint rest)
     }
 }
 
-/* Context parallelism only where sequences are long: each rank keeps >= 4096 tokens. */
+/* Context parallelism only where sequences are long: each rank keeps >= 4096 tokens,
+ * unless the user pins cp (then 2 cp need only divide the sequence: mpplan exec runs such
+ * plans on short sequences). */
 static void
 loop_cp (Search *s, MpParallelConfig *cfg, guint rest)
 {
-  guint seq = (guint) s->model->seq_len;
+  guint seq = (guint) s->model->seq_len, pinned = 0;
+  gboolean pin = mp_plan_pins_get (s->opts->pins, "cp", &pinned);
   for (guint cp = 1; cp <= rest; cp *= 2)
     {
-      if (rest % cp != 0 || (cp > 1 && (seq % (2 * cp) != 0 || seq / cp < 4096)))
+      gboolean long_enough = seq / cp >= 4096 || (pin && cp == pinned);
+      if (rest % cp != 0 || (cp > 1 && (seq % (2 * cp) != 0 || !long_enough)))
         continue;
       cfg->cp = cp;
       loop_sequence_parallel (s, cfg, rest / cp);

@@ -10,7 +10,7 @@
 
 /* One name per phase: the time_s keys of every JSON, the rows of every table. */
 static const char *const phase_names[MP_PHASE_N] = {
-  "compute", "tp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer"
+  "compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer"
 };
 
 const char *

@@ -219,7 +219,8 @@ guint mp_recompute_modules_of (const MpParallelConfig *cfg);
  * to the step. Names ("compute", "tp_comm", ...) are the time_s keys of every JSON. */
 typedef enum {
   MP_PHASE_COMPUTE,      /* kernels, recomputation included */
-  MP_PHASE_TP,           /* exposed tensor- and context-parallel collectives */
+  MP_PHASE_TP,           /* exposed tensor-parallel collectives */
+  MP_PHASE_CP,           /* context parallelism: the ring's K/V (and dK/dV) exchange */
   MP_PHASE_EP,           /* MoE (moe14): the experts' token dispatch and combine */
   MP_PHASE_PP,           /* pipeline sends and receives on the critical path */
   MP_PHASE_DP,           /* exposed gradient reduction, ZeRO gathers, tied embeddings */
@@ -234,8 +235,8 @@ typedef struct {
   double t[MP_PHASE_N];
 } MpStepTime;
 
-/* "compute", "tp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble", "optimizer"; "?" out
- * of range. */
+/* "compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble",
+ * "optimizer"; "?" out of range. */
 const char *mp_phase_name (MpPhase phase);
 /* The inverse (exact match); FALSE for any other name. */
 gboolean mp_phase_from_name (const char *name, MpPhase *out);
@@ -363,6 +364,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpProgram, mp_program_free)
 typedef struct {
   double t0, t1;           /* issue and end */
   double tp_s;             /* inside tensor-parallel collectives (FORWARD / BACKWARD) */
+  double cp_s;             /* waiting on the context-parallel ring (FORWARD / BACKWARD) */
   double pp_s;             /* completing a receive whose data had arrived */
   double wait_pp_s;        /* blocked on a receive whose data had not arrived, or on the
                             * other pipeline end before the tied embedding's reduction

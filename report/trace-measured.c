@@ -67,6 +67,10 @@ rank_trace (JsonBuilder *b, const MpTraceRank *rank, const MpModel *model)
             if (tm->tp_s > 0)
               trace_slice (b, "tp collectives", "comm", pid, MP_TRACE_TID_TP,
                            tm->t1 - t_start - tm->tp_s, tm->tp_s, in);
+            /* and its waits on the context-parallel ring (cp17), just before them */
+            if (tm->cp_s > 0)
+              trace_slice (b, "cp ring", "comm", pid, MP_TRACE_TID_TP,
+                           tm->t1 - t_start - tm->tp_s - tm->cp_s, tm->cp_s, in);
             break;
           }
         case MP_INSN_SEND:

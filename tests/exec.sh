@@ -9,17 +9,7 @@
 # CI has 2 cores and runs this under ASan too, so the checks run one step with no warm-up
 # on the smallest global batch the plan kind allows (2 or 4 sequences).
 . "$top_srcdir/tests/tap.sh"
-MPPLAN=${MPPLAN:-./mpplan}
-data=$top_srcdir/tests/data
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-# Open MPI refuses to start as root (containers, CI) without these; more ranks than cores
-# need --oversubscribe. Under ASan Open MPI's own leaks are not ours.
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export ASAN_OPTIONS
-MPIRUN=${MPIRUN:-mpirun}
+. "$top_srcdir/tests/mpi-env.sh"
 run_np () { np=$1; shift; timeout 120 "$MPIRUN" -np "$np" --oversubscribe "$@"; }
 
 # plan NAME RANKS PINS: writes $tmp/NAME.yaml, the best plan for $model with global batch
@@ -69,9 +59,38 @@ ok "recompute selective" check rs 2 dp=1,tp=1,pp=2,recompute=none,num_micro_batc
 ok "recompute full, first block per stage" check rf1 2 \
   dp=1,tp=1,pp=2,recompute=full,recompute_num_layers=1,num_micro_batches=2
 ok "recompute selective with flash attention" check rsf 2 dp=1,tp=2,pp=1,recompute=selective
+# Megatron's --recompute-method uniform: blocks in groups of N, one input kept per group,
+# the group rebuilt at its last block's backward (groups of 2, and 3 + 1 over 4 blocks).
+ok "recompute uniform, groups of 2" check ru2 2 \
+  dp=1,tp=2,pp=1,recompute=full,recompute_method=uniform,recompute_num_layers=2
+ok "recompute uniform, groups of 3 (the last of 1)" check ru3 2 \
+  dp=1,tp=2,pp=1,recompute=full,recompute_method=uniform,recompute_num_layers=3
+ok "recompute uniform, pp2: groups within each stage" check ru2pp 2 \
+  dp=1,tp=1,pp=2,recompute=full,recompute_method=uniform,recompute_num_layers=2,num_micro_batches=2
+# Megatron's --recompute-modules layernorm / mlp: the norms' outputs and fc1 and the
+# activation let go after the forward, rebuilt before the backward (with sp: re-gathered).
+ok "recompute selective, modules mlp" check rsmlp 2 \
+  dp=1,tp=2,pp=1,recompute=selective,recompute_modules=mlp,sequence_parallel=false
+ok "recompute selective, modules layernorm+mlp, sequence parallel" check rsln 2 \
+  dp=1,tp=2,pp=1,recompute=selective,recompute_modules=layernorm+mlp,sequence_parallel=true
+# ... and they hold less: the executor's activation peak (measured.json) under
+# recompute_modules=layernorm+mlp below that of no recompute, on one rank.
+act_peak () {
+  "$MPPLAN" plan -q -m "$model" -b 2 -c "$data/cluster-host1.yaml" -o "$tmp/ap$1.yaml" \
+    --fix "$2" >/dev/null &&
+  "$MPPLAN" exec -p "$tmp/ap$1.yaml" --steps 1 --warmup 0 -o "$tmp/ap$1.json" >/dev/null &&
+  awk '/^  "memory_peak_bytes"/ { m = 1 } m && /"activations"/ { print $3 + 0; exit }' \
+    "$tmp/ap$1.json" >"$tmp/ap$1.v"
+}
+selective_saves () {
+  act_peak none recompute=none && act_peak sel recompute=selective,recompute_modules=layernorm+mlp &&
+  echo "# activation peak: no recompute $(cat "$tmp/apnone.v") B, layernorm+mlp $(cat "$tmp/apsel.v") B" &&
+  [ "$(cat "$tmp/apsel.v")" -lt "$(cat "$tmp/apnone.v")" ]
+}
+ok "selective recompute of layernorm+mlp holds fewer activation bytes" selective_saves
 ok "selective modules it does not run are refused by name" sh -c "
   '$MPPLAN' plan -q -m '$model' -b 2 -c '$data/cluster-host1.yaml' -o '$tmp/rsm.yaml' \
-    --fix recompute=selective,recompute_modules=mlp >/dev/null &&
+    --fix recompute=selective,recompute_modules=op >/dev/null &&
   { '$MPPLAN' exec -p '$tmp/rsm.yaml' --steps 1 2>'$tmp/rsm.err'; [ \$? -eq 2 ]; } &&
   grep -q 'recompute_modules' '$tmp/rsm.err'"
 # Four micro-batches for interleaving (two chunks per stage), two per data rank below.

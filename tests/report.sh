@@ -13,16 +13,7 @@
 # within 200x of measured (0.995), or VERIFY_BOUND. The accuracy target (tiny-gpt, calibrated
 # host, <= 10%) is measured by hand: mpplan verify -m tiny-gpt -c host.
 . "$top_srcdir/tests/tap.sh"
-MPPLAN=${MPPLAN:-./mpplan}
-data=$top_srcdir/tests/data
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export ASAN_OPTIONS
-MPIRUN=${MPIRUN:-mpirun}
-export MPIRUN
+. "$top_srcdir/tests/mpi-env.sh"
 
 status_is () { want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; [ $? -eq "$want" ]; }
 prints () { pat=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err" && grep -Eq -- "$pat" "$tmp/out"; }
@@ -54,7 +45,7 @@ spread_holds () {
     }
     END {
       good = within("step", "step_s_min", "step_s", "step_s_max")
-      n = split("compute tp_comm ep_comm pp_comm dp_comm bubble optimizer", ph, " ")
+      n = split("compute tp_comm cp_comm ep_comm pp_comm dp_comm bubble optimizer", ph, " ")
       for (i = 1; i <= n; i++)
         good = within(ph[i], "time_s_min." ph[i], "time_s." ph[i], "time_s_max." ph[i]) && good
       exit !good

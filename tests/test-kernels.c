@@ -599,6 +599,115 @@ test_attention_head_subset (void **state)
   test_free (sout), test_free (slse), test_free (sdqkv);
 }
 
+/* Context parallelism: a sequence of T split over CP ranks (chunks i and 2 CP - 1 - i),
+ * each rank's queries meeting every rank's key block in ring order, gives the full
+ * attention's output, lse and q, k, v gradients at the rows each rank holds. */
+static void
+ring_case (int B, int T, int NH, int NKV, int HD, int cp)
+{
+  MpkAttnShape full = attn_shape (B, T, NH, NKV, HD);
+  int Tl = T / cp, ld = full.ldq;
+  size_t nqkv = (size_t) B * T * ld, nout = (size_t) B * T * full.ldo;
+  float *qkv = frand (nqkv, -2, 2), *dout = frand (nout, -1, 1);
+  float *out = fpoison (nout), *lse = fpoison ((size_t) B * NH * T);
+  float *dqkv = fconst (nqkv, GRAD_BASE);
+  mpk_cpu_attention_forward (out, lse, NULL, qkv, qkv + NH * HD, qkv + (NH + NKV) * HD, full);
+  mpk_cpu_attention_backward (dqkv, dqkv + NH * HD, dqkv + (NH + NKV) * HD, dout, out, lse,
+                              NULL, qkv, qkv + NH * HD, qkv + (NH + NKV) * HD, full);
+  MpkAttnShape s = full;
+  s.T = Tl;
+  size_t nl = (size_t) B * Tl * ld, nlo = (size_t) B * Tl * s.ldo, nll = (size_t) B * NH * Tl;
+  int *pos = test_malloc ((size_t) cp * Tl * sizeof (int));
+  float *lq = fpoison (cp * nl), *lg = fpoison (cp * nlo), *lo = fpoison (cp * nlo);
+  float *llse = fpoison (cp * nll), *m = fpoison (cp * nll), *l = fpoison (cp * nll);
+  float *ld_ = fconst (cp * nl, GRAD_BASE);
+  for (int r = 0; r < cp; r++) /* each rank's rows of q, k, v and of the output gradient */
+    {
+      mpk_cpu_cp_positions (pos + r * Tl, T, cp, r);
+      for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tl; t++)
+          {
+            size_t src = (size_t) b * T + pos[r * Tl + t], dst = (size_t) b * Tl + t;
+            memcpy (lq + r * nl + dst * ld, qkv + src * ld, ld * sizeof (float));
+            memcpy (lg + r * nlo + dst * s.ldo, dout + src * full.ldo, s.ldo * sizeof (float));
+          }
+    }
+  for (int r = 0; r < cp; r++)
+    {
+      float *q = lq + r * nl;
+      mpk_cpu_ring_attention_begin (lo + r * nlo, m + r * nll, l + r * nll, s);
+      for (int step = 0; step < cp; step++) /* the block of rank r - step, as the ring brings it */
+        {
+          int j = (r - step + cp) % cp;
+          float *kj = lq + j * nl + NH * HD;
+          mpk_cpu_ring_attention_block (lo + r * nlo, m + r * nll, l + r * nll, q, kj,
+                                        kj + NKV * HD, s, Tl, pos + r * Tl, pos + j * Tl);
+        }
+      mpk_cpu_ring_attention_end (lo + r * nlo, llse + r * nll, m + r * nll, l + r * nll, s);
+    }
+  for (int r = 0; r < cp; r++)
+    for (int step = 0; step < cp; step++)
+      {
+        int j = (r - step + cp) % cp;
+        float *kj = lq + j * nl + NH * HD, *dkj = ld_ + j * nl + NH * HD;
+        mpk_cpu_ring_attention_backward_block (ld_ + r * nl, dkj, dkj + NKV * HD, lg + r * nlo,
+                                               lo + r * nlo, llse + r * nll, lq + r * nl, kj,
+                                               kj + NKV * HD, s, Tl, pos + r * Tl,
+                                               pos + j * Tl);
+      }
+  for (int r = 0; r < cp; r++)
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < Tl; t++)
+        {
+          size_t src = (size_t) b * T + pos[r * Tl + t], dst = (size_t) b * Tl + t;
+          assert_near (lo + r * nlo + dst * s.ldo, out + src * full.ldo, (size_t) NH * HD, 1e-5,
+                       "ring out");
+          assert_near (ld_ + r * nl + dst * ld, dqkv + src * ld, (size_t) ld, 1e-5,
+                       "ring dq, dk, dv");
+          for (int h = 0; h < NH; h++)
+            assert_near (llse + r * nll + ((size_t) b * NH + h) * Tl + t,
+                         lse + ((size_t) b * NH + h) * T + pos[r * Tl + t], 1, 1e-5, "ring lse");
+        }
+  test_free (qkv), test_free (dout), test_free (out), test_free (lse), test_free (dqkv);
+  test_free (pos), test_free (lq), test_free (lg), test_free (lo), test_free (llse);
+  test_free (m), test_free (l), test_free (ld_);
+}
+
+static void
+test_ring_attention (void **state)
+{
+  ring_case (2, 8, 4, 2, 5, 2);  /* grouped-query, cp 2: chunks {0, 3} and {1, 2} */
+  ring_case (1, 12, 3, 1, 4, 3); /* multi-query, cp 3: a block wholly in some rows' future */
+  ring_case (1, 4, 2, 2, 3, 1);  /* cp 1: one block, the whole sequence */
+}
+
+/* Load balancing: every position once, and every rank the same causal work (the sum of
+ * its positions plus one, the keys its queries see). */
+static void
+test_cp_positions (void **state)
+{
+  const int T = 24;
+  for (int cp = 1; cp <= 4; cp++)
+    {
+      if (T % (2 * cp))
+        continue;
+      int seen[24] = { 0 }, pos[24];
+      long work0 = -1;
+      for (int r = 0; r < cp; r++)
+        {
+          mpk_cpu_cp_positions (pos, T, cp, r);
+          long work = 0;
+          for (int t = 0; t < T / cp; t++)
+            seen[pos[t]]++, work += pos[t] + 1;
+          if (work0 < 0)
+            work0 = work;
+          assert_int_equal (work, work0);
+        }
+      for (int p = 0; p < T; p++)
+        assert_int_equal (seen[p], 1);
+    }
+}
+
 /* ---- activations --------------------------------------------------------------------- */
 
 typedef enum { ACT_GELU, ACT_RELU, ACT_SWIGLU } ActKind;
@@ -955,6 +1064,8 @@ main (void)
     cmocka_unit_test (test_attention_gradients),
     cmocka_unit_test (test_attention_causal_first),
     cmocka_unit_test (test_attention_head_subset),
+    cmocka_unit_test (test_ring_attention),
+    cmocka_unit_test (test_cp_positions),
     cmocka_unit_test (test_activation_gradients),
     cmocka_unit_test (test_activation_values),
     cmocka_unit_test (test_residual),

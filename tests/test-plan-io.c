@@ -159,8 +159,8 @@ test_plan_io_json_keys (void **state)
     assert_member (mem, mem_keys[i], G_TYPE_DOUBLE);
   assert_int_equal (json_object_get_size (mem), G_N_ELEMENTS (mem_keys));
   JsonObject *time = json_object_get_object_member (o, "time_s");
-  const char *time_keys[] = { "compute", "tp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble",
-                              "optimizer" };
+  const char *time_keys[] = { "compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm",
+                              "bubble", "optimizer" };
   for (gsize i = 0; i < G_N_ELEMENTS (time_keys); i++)
     assert_member (time, time_keys[i], G_TYPE_DOUBLE);
   assert_int_equal (json_object_get_size (time), G_N_ELEMENTS (time_keys));

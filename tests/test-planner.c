@@ -873,7 +873,7 @@ test_planner_unmatched_pins_refused (void **state)
 {
   (void) state;
   g_autoptr(Pair) p = pair_load ("gpt3-1.3b", "dgx-a100-80g:1");
-  static const char *const never[] = { "tp=3", "cp=2", "ep=2", "dp=16", "vpp=2,pp=1" };
+  static const char *const never[] = { "tp=3", "cp=3", "ep=2", "dp=16", "vpp=2,pp=1" };
   for (gsize i = 0; i < G_N_ELEMENTS (never); i++)
     {
       g_autoptr(MpPlanPins) pins = pins_ok (never[i]);

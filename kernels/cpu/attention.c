@@ -103,28 +103,27 @@ mpk_cpu_attention_forward (float *out, float *lse, float *probs, const float *q,
         }
 }
 
-/* One query row's share of the gradients. With p_j the probabilities and
- * dp_j = dout . v_j, the softmax gradient is ds_j = p_j (dp_j - sum_i p_i dp_i), and
- * sum_i p_i dp_i = dout . out, so that sum needs no extra pass over the keys. */
+/* One query row's share of the gradients from N_KEYS key rows KB, VB (with their
+ * gradients DKB, DVB; rows s.ldkv apart): all of them, or with KPOS those at positions
+ * <= QP. With p_j the probabilities and dp_j = dout . v_j, the softmax gradient is
+ * ds_j = p_j (dp_j - D), D = sum_i p_i dp_i = dout . out (over every key the row saw),
+ * so D needs no extra pass over the keys. */
 static void
-backward_row (float *dq, float *dk, float *dv, const float *dout, const float *out,
-              float lse, const float *prow, const float *q, const float *k, const float *v,
-              MpkAttnShape s, int b, int t, int h)
+backward_keys (float *dqt, float *dkb, float *dvb, const float *gt, double D, float lse,
+               const float *prow, const float *qt, const float *kb, const float *vb,
+               MpkAttnShape s, int kvh, int n_keys, int qp, const int *kpos)
 {
-  int kvh = h / (s.NH / s.NKV);
   double scale = 1.0 / sqrt ((double) s.HD);
-  const float *qt = q + q_at (s, b, t, h);
-  const float *gt = dout + out_at (s, b, t, h); /* gradient at this output row */
-  float *dqt = dq + q_at (s, b, t, h);
-  double D = dot (gt, out + out_at (s, b, t, h), s.HD);
-  for (int j = 0; j <= t; j++)
+  for (int j = 0; j < n_keys; j++)
     {
-      size_t at = kv_at (s, b, j, kvh);
-      double p = prow != NULL ? prow[j] : exp (score (qt, k + at, s.HD) - lse);
-      double ds = p * (dot (gt, v + at, s.HD) - D);
-      axpy (dqt, (float) (scale * ds), k + at, s.HD);
-      axpy (dk + at, (float) (scale * ds), qt, s.HD);
-      axpy (dv + at, (float) p, gt, s.HD);
+      if (kpos != NULL && kpos[j] > qp)
+        continue;
+      size_t at = (size_t) j * s.ldkv + (size_t) kvh * s.HD;
+      double p = prow != NULL ? prow[j] : exp (score (qt, kb + at, s.HD) - lse);
+      double ds = p * (dot (gt, vb + at, s.HD) - D);
+      axpy (dqt, (float) (scale * ds), kb + at, s.HD);
+      axpy (dkb + at, (float) (scale * ds), qt, s.HD);
+      axpy (dvb + at, (float) p, gt, s.HD);
     }
 }
 
@@ -139,6 +138,115 @@ mpk_cpu_attention_backward (float *dq, float *dk, float *dv, const float *dout,
         {
           size_t r = ((size_t) b * s.NH + h) * s.T + t;
           const float *prow = probs != NULL ? probs + r * s.T : NULL;
-          backward_row (dq, dk, dv, dout, out, lse[r], prow, q, k, v, s, b, t, h);
+          const float *gt = dout + out_at (s, b, t, h);
+          size_t kb = kv_at (s, b, 0, 0);
+          backward_keys (dq + q_at (s, b, t, h), dk + kb, dv + kb, gt,
+                         dot (gt, out + out_at (s, b, t, h), s.HD), lse[r], prow,
+                         q + q_at (s, b, t, h), k + kb, v + kb, s, h / (s.NH / s.NKV), t + 1,
+                         t, NULL);
+        }
+}
+
+/* ---- ring attention (context parallelism) ------------------------------------------ */
+
+void
+mpk_cpu_cp_positions (int *pos, int T, int cp, int rank)
+{
+  int c = T / (2 * cp), hi = 2 * cp - 1 - rank;
+  for (int t = 0; t < c; t++)
+    pos[t] = rank * c + t, pos[c + t] = hi * c + t;
+}
+
+void
+mpk_cpu_ring_attention_begin (float *out, float *m, float *l, MpkAttnShape s)
+{
+  size_t rows = (size_t) s.B * s.NH * s.T;
+  for (size_t r = 0; r < rows; r++)
+    m[r] = -INFINITY, l[r] = 0.0f;
+  for (int b = 0; b < s.B; b++)
+    for (int t = 0; t < s.T; t++)
+      for (int d = 0; d < s.NH * s.HD; d++)
+        out[out_at (s, b, t, 0) + d] = 0.0f;
+}
+
+/* One query row against one key block (rows s.ldkv apart, positions KPOS): the running
+ * max *M and sum *L move to the new max, O (unnormalised) with them. */
+static void
+ring_row (float *o, float *m, float *l, const float *qt, const float *kb, const float *vb,
+          MpkAttnShape s, int kvh, int TK, int qp, const int *kpos)
+{
+  double bmax = -INFINITY;
+  for (int j = 0; j < TK; j++)
+    if (kpos[j] <= qp)
+      bmax = fmax (bmax, score (qt, kb + (size_t) j * s.ldkv + (size_t) kvh * s.HD, s.HD));
+  if (bmax == -INFINITY)
+    return;                        /* the whole block lies in this row's future */
+  double nm = fmax (*m, bmax);
+  double alpha = exp (*m - nm);    /* 0 for the first block the row sees */
+  for (int d = 0; d < s.HD; d++)
+    o[d] = (float) (o[d] * alpha);
+  double sum = *l * alpha;
+  for (int j = 0; j < TK; j++)
+    {
+      if (kpos[j] > qp)
+        continue;
+      size_t at = (size_t) j * s.ldkv + (size_t) kvh * s.HD;
+      double e = exp (score (qt, kb + at, s.HD) - nm);
+      sum += e;
+      axpy (o, (float) e, vb + at, s.HD);
+    }
+  *m = (float) nm;
+  *l = (float) sum;
+}
+
+void
+mpk_cpu_ring_attention_block (float *out, float *m, float *l, const float *q, const float *k,
+                              const float *v, MpkAttnShape s, int TK, const int *qpos,
+                              const int *kpos)
+{
+  for (int b = 0; b < s.B; b++)
+    for (int h = 0; h < s.NH; h++)
+      for (int t = 0; t < s.T; t++)
+        {
+          size_t r = ((size_t) b * s.NH + h) * s.T + t;
+          size_t kb = (size_t) b * TK * s.ldkv;
+          ring_row (out + out_at (s, b, t, h), m + r, l + r, q + q_at (s, b, t, h), k + kb,
+                    v + kb, s, h / (s.NH / s.NKV), TK, qpos[t], kpos);
+        }
+}
+
+void
+mpk_cpu_ring_attention_end (float *out, float *lse, const float *m, const float *l,
+                            MpkAttnShape s)
+{
+  for (int b = 0; b < s.B; b++)
+    for (int h = 0; h < s.NH; h++)
+      for (int t = 0; t < s.T; t++)
+        {
+          size_t r = ((size_t) b * s.NH + h) * s.T + t;
+          float *o = out + out_at (s, b, t, h);
+          for (int d = 0; d < s.HD; d++)
+            o[d] = (float) (o[d] / (double) l[r]);
+          lse[r] = (float) (m[r] + log ((double) l[r]));
+        }
+}
+
+void
+mpk_cpu_ring_attention_backward_block (float *dq, float *dk, float *dv, const float *dout,
+                                       const float *out, const float *lse, const float *q,
+                                       const float *k, const float *v, MpkAttnShape s,
+                                       int TK, const int *qpos, const int *kpos)
+{
+  for (int b = 0; b < s.B; b++)
+    for (int h = 0; h < s.NH; h++)
+      for (int t = 0; t < s.T; t++)
+        {
+          size_t r = ((size_t) b * s.NH + h) * s.T + t;
+          size_t kb = (size_t) b * TK * s.ldkv;
+          const float *gt = dout + out_at (s, b, t, h);
+          backward_keys (dq + q_at (s, b, t, h), dk + kb, dv + kb, gt,
+                         dot (gt, out + out_at (s, b, t, h), s.HD), lse[r], NULL,
+                         q + q_at (s, b, t, h), k + kb, v + kb, s, h / (s.NH / s.NKV), TK,
+                         qpos[t], kpos);
         }
 }

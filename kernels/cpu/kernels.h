@@ -29,7 +29,8 @@
  *   embedding.c  mpk_cpu_embedding_forward/backward
  *   norm.c       mpk_cpu_layernorm_forward/backward, mpk_cpu_rmsnorm_forward/backward
  *   rotary.c     mpk_cpu_rotary_forward/backward
- *   attention.c  MpkAttnShape, mpk_cpu_attention_forward/backward
+ *   attention.c  MpkAttnShape, mpk_cpu_attention_forward/backward,
+ *                mpk_cpu_ring_attention_* (context parallelism)
  *   activation.c mpk_cpu_gelu_*, mpk_cpu_relu_*, mpk_cpu_swiglu_*, mpk_cpu_residual_*,
  *                mpk_cpu_add
  *   loss.c       mpk_cpu_crossentropy_forward/backward, _shard_stats/_shard_rescale/
@@ -152,6 +153,32 @@ void mpk_cpu_attention_backward (float *dq, float *dk, float *dv, const float *d
                                  const float *out, const float *lse, const float *probs,
                                  const float *q, const float *k, const float *v,
                                  MpkAttnShape s);
+
+/* Ring attention (context parallelism): the causal attention of sequences split over
+ * ranks, one block of keys at a time. A rank's s.T query rows per sequence sit at
+ * positions QPOS (s.T entries, the same for every sequence); a block holds TK key and
+ * value rows per sequence (rows s.ldkv apart, B * TK of them) at positions KPOS, and a
+ * query sees the keys at positions <= its own. Forward: _begin, then _block for every
+ * key block in any order (a running max M and sum L per row (B, NH, T), OUT unnormalised
+ * in between), then _end; OUT and LSE are then those of mpk_cpu_attention_forward over
+ * all the keys, to rounding. Backward: _backward_block for every key block, with the
+ * forward's final OUT and LSE: dq += its share; dk +=, dv += the block's rows' (strides
+ * as k, v). Summed over the blocks it is mpk_cpu_attention_backward, to rounding. */
+/* The positions RANK of CP holds of a sequence of T (2 * CP divides T), Megatron-Core's
+ * causal load balancing: chunks RANK and 2 CP - 1 - RANK of 2 CP equal chunks, so every
+ * rank has the same causal work. POS gets T / CP entries, in row order. */
+void mpk_cpu_cp_positions (int *pos, int T, int cp, int rank);
+void mpk_cpu_ring_attention_begin (float *out, float *m, float *l, MpkAttnShape s);
+void mpk_cpu_ring_attention_block (float *out, float *m, float *l, const float *q,
+                                   const float *k, const float *v, MpkAttnShape s, int TK,
+                                   const int *qpos, const int *kpos);
+void mpk_cpu_ring_attention_end (float *out, float *lse, const float *m, const float *l,
+                                 MpkAttnShape s);
+void mpk_cpu_ring_attention_backward_block (float *dq, float *dk, float *dv,
+                                            const float *dout, const float *out,
+                                            const float *lse, const float *q,
+                                            const float *k, const float *v, MpkAttnShape s,
+                                            int TK, const int *qpos, const int *kpos);
 
 /* ---- activations and residuals (activation.c) ------------------------------------------ */
 
