@@ -114,6 +114,13 @@ typedef struct {
   void (*sgd_update) (MpBackend *be, float *param, const float *grad, float *mom, size_t n,
                       float lr, float momentum);
   double (*sumsq) (MpBackend *be, const float *x, size_t n);
+  /* MoE token permutation (kernels/cpu/moe.c); IDX is host memory, as tokens above. */
+  void (*gather_rows) (MpBackend *be, float *out, const float *x, const int *idx,
+                       const float *scale, int R, int C);
+  void (*scatter_add_rows) (MpBackend *be, float *y, const float *x, const int *idx,
+                            const float *scale, int R, int C);
+  void (*rows_dot) (MpBackend *be, float *out, const float *a, const int *idx, const float *b,
+                    int R, int C);
 } MpKernelOps;
 
 typedef struct {

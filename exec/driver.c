@@ -222,6 +222,7 @@ reference_run (const MpPlanResolved *res, const MpPlan *plan, guint total, guint
   MpParallelConfig cfg = plan->cfg;
   cfg.num_micro_batches = plan->cfg.num_micro_batches * plan->cfg.dp;
   cfg.dp = cfg.tp = cfg.pp = cfg.cp = cfg.vpp = cfg.ep = 1;
+  cfg.etp = 0;                     /* MoE: experts as tp splits them, i.e. whole */
   cfg.sequence_parallel = FALSE;
   cfg.zero = 0;
   cfg.recompute = MP_RECOMPUTE_NONE;

@@ -36,8 +36,8 @@ tensor_free (MpExec *ex, ExTensor *t)
 /* A tensor of N local elements for LAYER, with its gradient and optimizer state laid out
  * for the ZeRO stage; its values from HOST (n floats, this rank's local tensor). */
 static ExTensor *
-tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *host,
-            gboolean replicated, GError **error)
+tensor_new_in (MpExec *ex, guint layer, const char *name, gsize n, const float *host,
+               gboolean replicated, gboolean expert, GError **error)
 {
   MpBackend *be = ex->be;
   ExTensor *t = g_new0 (ExTensor, 1);
@@ -45,8 +45,11 @@ tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *hos
   t->layer = layer;
   t->n = n;
   t->replicated = replicated;
-  t->shard_n = ex->zero >= 1 ? (n + ex->dp - 1) / ex->dp : n;
-  t->padded = ex->zero >= 1 ? t->shard_n * ex->dp : n;
+  t->expert = expert;
+  t->dp = expert ? ex->edp : ex->dp;
+  t->dp_rank = expert ? ex->edp_rank : ex->dp_rank;
+  t->shard_n = ex->zero >= 1 ? (n + t->dp - 1) / t->dp : n;
+  t->padded = ex->zero >= 1 ? t->shard_n * t->dp : n;
   gsize upd = t->shard_n * sizeof (float);       /* what this rank's optimizer updates */
   gboolean adam = ex->model->optimizer == MP_OPTIM_ADAM;
   g_ptr_array_add (ex->tensors, t);
@@ -55,7 +58,7 @@ tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *hos
       t->pshard = be->ops->alloc (be, upd, MP_MEM_WEIGHTS, error);
       if (t->pshard == NULL)
         return NULL;
-      gsize off = ex->dp_rank * t->shard_n;
+      gsize off = t->dp_rank * t->shard_n;
       if (off < n)
         be->ops->upload (be, t->pshard, host + off, MIN (t->shard_n, n - off) * sizeof (float));
     }
@@ -90,6 +93,20 @@ tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *hos
         return NULL;
     }
   return t;
+}
+
+static ExTensor *
+tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *host,
+            gboolean replicated, GError **error)
+{
+  return tensor_new_in (ex, layer, name, n, host, replicated, FALSE, error);
+}
+
+ExTensor *
+mp_exec_tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *host,
+                    gboolean replicated, gboolean expert, GError **error)
+{
+  return tensor_new_in (ex, layer, name, n, host, replicated, expert, error);
 }
 
 /* Host scratch for one tensor's initial values; the *_rows helpers fill a block of rows
@@ -248,8 +265,11 @@ setup_block (MpExec *ex, ExLayer *L, guint layer, GError **error)
   return add_norm_tensors (ex, L, layer, "ln1", error) && setup_qkv (ex, L, layer, error)
          && setup_row_parallel (ex, L, layer, "wo", 3, (gsize) ex->NHl * ex->HD,
                                 (gsize) ex->NH * ex->HD, proj_std, error)
-         && add_norm_tensors (ex, L, layer, "ln2", error) && setup_fc1 (ex, L, layer, error)
-         && setup_row_parallel (ex, L, layer, "w2", 5, ex->Fl, ex->F, proj_std, error);
+         && add_norm_tensors (ex, L, layer, "ln2", error)
+         && (L->ir->moe ? mp_exec_moe_setup (ex, L, layer, error)
+                        : setup_fc1 (ex, L, layer, error)
+                          && setup_row_parallel (ex, L, layer, "w2", 5, ex->Fl, ex->F,
+                                                 proj_std, error));
 }
 
 /* Final norm and the output weight: the word embedding itself when it is on this rank
@@ -374,12 +394,14 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
                    "%s) yet: execute a model without it", extra, model->name);
       return FALSE;
     }
-  if (model->experts > 0)
-    what = "mixture-of-experts blocks (and expert parallelism)";
+  if (model->experts > 0 && model->bias)
+    what = "biases in MoE experts (bias: true with experts)";
   else if (cfg->cp > 1)
     what = "context parallelism (cp > 1)";
   else if (cfg->ep > 1)
     what = "expert parallelism (ep > 1)";
+  else if (model->experts > 0 && mp_parallel_config_etp (cfg) != cfg->tp)
+    what = "expert tensor parallelism other than tp (etp != tp)";
   else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
            && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM)
     what = "uniform recompute in groups of blocks (recompute_method=uniform)";
@@ -437,7 +459,28 @@ make_groups (MpExec *ex, GError **error)
   if (ex->ends_group == NULL)
     return FALSE;
   ex->world_group = be->ops->group_split (be, 0, be->rank, error);
-  return ex->world_group != NULL;
+  if (ex->world_group == NULL)
+    return FALSE;
+  /* MoE: the expert-parallel group (same edp rank) and the expert-data-parallel one (same
+   * ep rank), inside a stage's ranks of one tp rank */
+  if (ex->ep == 1)
+    {
+      ex->edp_group = ex->dp_group;
+      return TRUE;
+    }
+  int ep = (int) ex->ep, edp = (int) ex->edp, epr = (int) ex->ep_rank;
+  int edpr = (int) ex->edp_rank, base = ppr * tp + tpr;
+  ex->ep_group = be->ops->group_split (be, base * edp + edpr, epr, error);
+  if (ex->ep_group == NULL)
+    return FALSE;
+  ex->edp_group = be->ops->group_split (be, base * ep + epr, edpr, error);
+  return ex->edp_group != NULL;
+}
+
+MpGroup *
+mp_exec_tensor_group (const MpExec *ex, const ExTensor *t)
+{
+  return t->expert ? ex->edp_group : ex->dp_group;
 }
 
 MpExec *
@@ -462,6 +505,12 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
   ex->tp_rank = tp_rank;
   ex->dp_rank = dp_rank;
   ex->pp_rank = pp_rank;
+  /* The expert grid with etp = tp (check_supported): a stage's ranks of one tp rank,
+   * numbered by dp rank, are taken ep-fastest (costmodel/context.c expert_grid_rank). */
+  ex->ep = MAX (cfg->ep, 1u);
+  ex->ep_rank = dp_rank % ex->ep;
+  ex->edp = cfg->dp / ex->ep;
+  ex->edp_rank = dp_rank / ex->ep;
   ex->zero = cfg->dp > 1 ? cfg->zero : 0;
   ex->sp = cfg->sequence_parallel && cfg->tp > 1;
   ex->M = cfg->num_micro_batches;
@@ -537,6 +586,11 @@ mp_exec_free (MpExec *ex)
   be->ops->group_free (be, ex->dp_group);
   be->ops->group_free (be, ex->ends_group);
   be->ops->group_free (be, ex->world_group);
+  if (ex->ep > 1)
+    {
+      be->ops->group_free (be, ex->ep_group);
+      be->ops->group_free (be, ex->edp_group);
+    }
   be->ops->release (be, ex->teacher);
   g_free (ex->layers);
   g_free (ex->input);
@@ -605,7 +659,7 @@ local_sumsq (const MpExec *ex)
     {
       const ExTensor *t = g_ptr_array_index (ex->tensors, i);
       if (t->tied_copy || (t->replicated && ex->tp_rank != 0)
-          || (ex->zero == 0 && ex->dp_rank != 0))
+          || (ex->zero == 0 && t->dp_rank != 0))
         continue;
       gsize n;
       const float *g = reduced_grad (ex, t, &n);
@@ -621,7 +675,7 @@ updated_params (const MpExec *ex, ExTensor *t)
   if (ex->zero >= 3)
     return t->pshard;
   if (ex->zero >= 1)
-    return t->param + ex->dp_rank * t->shard_n;
+    return t->param + t->dp_rank * t->shard_n;
   return t->param;
 }
 

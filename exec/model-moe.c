@@ -1,0 +1,416 @@
+/* model-moe.c - the MoE MLP of a transformer block (Megatron-Core's MoELayer): shared
+ * experts (one tensor-parallel MLP every token goes through), the router (a replicated
+ * (E, C) GEMM, softmax, top-k with renormalised gates, the sequence-wise load-balancing
+ * loss), the capacity check with its dropped tokens counted, the token permutation to
+ * the experts, the grouped expert GEMMs (one GEMM per local expert), and the weighted
+ * combine back; forward and backward.
+ *
+ * Layout (the cost model's, program/program.h's MpParallelConfig): experts are divided
+ * over ep in contiguous blocks (ep rank r holds experts [r El, (r + 1) El)) and each
+ * expert is tensor-split over etp = tp like a dense MLP (fc1 column-, fc2 row-parallel),
+ * so its outputs are partial sums over tp that the block's tp reduction adds. The router
+ * sees all N rows of the micro-batch (gathered under sequence parallelism) on every tp
+ * rank and computes the same gates there.
+ *
+ * The routing is small (N x E) and decides the shapes of the expert GEMMs, so it runs on
+ * the host (as Megatron-Core syncs the per-expert counts to the host): the logits are
+ * read back, routed with kernels/cpu/moe.c, and the per-row gates sent back. */
+#define G_LOG_DOMAIN "mpplan-exec"
+#include "config.h"
+#include "exec/exec-private.h"
+#include "common/error.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The load-balancing loss's coefficient: Switch Transformer's alpha = 1e-2 (Fedus et al.,
+ * JMLR 2022, sec. 2.2), also Megatron-LM's Mixtral recipe (--moe-aux-loss-coeff 1e-2).
+ * The model IR has no key for it. */
+#define AUX_ALPHA 1e-2f
+#define INIT_STD 0.02f
+
+/* Activation slots of an MoE block, after model-layers.c's block slots (A_ACT = 14). */
+enum { M_S_FC1 = 15, M_S_ACT, M_XP, M_E_FC1, M_E_ACT, M_E_OUT, M_GATE, M_END };
+G_STATIC_ASSERT (M_END <= MAX_BUFS);
+
+/* One micro-batch's routing, on the host. Rows are the kept (token, choice) pairs grouped
+ * by expert, tokens ascending inside an expert. */
+struct _ExRoute {
+  float *probs;            /* (N, E) softmax */
+  int *idx;                /* (N, K) chosen experts */
+  float *gates;            /* (N, K) renormalised */
+  int R;                   /* kept rows */
+  int *src;                /* (R) the token of each row */
+  int *slot;               /* (R) its n * K + j */
+  float *grow;             /* (R) its gate */
+  int *count;              /* (E) rows per expert */
+};
+
+void
+mp_exec_route_free (ExRoute *r)
+{
+  if (r == NULL)
+    return;
+  g_free (r->probs);
+  g_free (r->idx);
+  g_free (r->gates);
+  g_free (r->src);
+  g_free (r->slot);
+  g_free (r->grow);
+  g_free (r->count);
+  g_free (r);
+}
+
+/* ---- shapes and tensors ------------------------------------------------------------ */
+
+typedef struct {
+  int E, K, El, Fel, f1e, Fsl, f1s;
+} MoeShape;
+
+static MoeShape
+moe_shape (const MpExec *ex)
+{
+  const MpModel *m = ex->model;
+  MoeShape s;
+  s.E = (int) m->experts;
+  s.K = (int) m->experts_per_token;
+  s.El = s.E / (int) ex->ep;
+  s.Fel = (int) m->moe_ffn_hidden / (int) ex->tp;
+  s.f1e = ex->swiglu ? 2 * s.Fel : s.Fel;
+  s.Fsl = (int) (m->shared_experts * m->shared_expert_ffn) / (int) ex->tp;
+  s.f1s = ex->swiglu ? 2 * s.Fsl : s.Fsl;
+  return s;
+}
+
+/* fc1 rows (f1 x C, gate rows then up rows for SwiGLU) and fc2 (C x Fl) of one MLP of full
+ * width F as tp rank tp_rank holds it, from two seeded streams, into W1 and W2. */
+static void
+fill_mlp (const MpExec *ex, float *w1, float *w2, guint64 s1, guint64 s2, int F, int Fl,
+          float std2)
+{
+  gsize C = ex->C, r0 = (gsize) ex->tp_rank * Fl;
+  mpk_cpu_fill_normal_block (w1, ex->seed, s1, C, r0, Fl, 0, C, 0.0f, INIT_STD);
+  if (ex->swiglu)
+    mpk_cpu_fill_normal_block (w1 + (gsize) Fl * C, ex->seed, s1, C, (gsize) F + r0, Fl, 0, C,
+                               0.0f, INIT_STD);
+  mpk_cpu_fill_normal_block (w2, ex->seed, s2, F, 0, C, r0, Fl, 0.0f, std2);
+}
+
+static gboolean
+add_tensor (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n, const float *host,
+            gboolean replicated, gboolean expert, GError **error)
+{
+  ExTensor *t = mp_exec_tensor_new (ex, layer, name, n, host, replicated, expert, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  return TRUE;
+}
+
+/* A seeded stream per tensor of block LAYER: INDEX 0 the router, 1 and 2 the shared
+ * experts, 3 + 2e and 4 + 2e expert e (above the dense layers' streams, model-exec.c). */
+static guint64
+moe_stream (guint layer, guint index)
+{
+  return (UINT64_C (1) << 40) + ((guint64) layer << 20) + index;
+}
+
+gboolean
+mp_exec_moe_setup (MpExec *ex, ExLayer *L, guint layer, GError **error)
+{
+  MoeShape s = moe_shape (ex);
+  const MpModel *m = ex->model;
+  gsize C = ex->C;
+  float proj_std = INIT_STD / sqrtf (2.0f * (float) MAX (m->n_blocks, 1u));
+  if (s.Fsl > 0)
+    {
+      g_autofree float *w1 = g_new (float, (gsize) s.f1s * C);
+      g_autofree float *w2 = g_new (float, C * s.Fsl);
+      fill_mlp (ex, w1, w2, moe_stream (layer, 1), moe_stream (layer, 2),
+                (int) (m->shared_experts * m->shared_expert_ffn), s.Fsl, proj_std);
+      if (!add_tensor (ex, L, layer, "shared.w1", (gsize) s.f1s * C, w1, FALSE, FALSE, error)
+          || !add_tensor (ex, L, layer, "shared.w2", C * s.Fsl, w2, FALSE, FALSE, error))
+        return FALSE;
+    }
+  g_autofree float *wr = g_new (float, (gsize) s.E * C);
+  mpk_cpu_fill_normal_block (wr, ex->seed, moe_stream (layer, 0), C, 0, s.E, 0, C, 0.0f,
+                             INIT_STD);
+  if (!add_tensor (ex, L, layer, "router", (gsize) s.E * C, wr, TRUE, FALSE, error))
+    return FALSE;
+  gsize n1 = (gsize) s.f1e * C, n2 = C * s.Fel;
+  g_autofree float *w1 = g_new (float, n1 * s.El);
+  g_autofree float *w2 = g_new (float, n2 * s.El);
+  for (int el = 0; el < s.El; el++)
+    {
+      guint e = ex->ep_rank * (guint) s.El + (guint) el;       /* its global number */
+      fill_mlp (ex, w1 + el * n1, w2 + el * n2, moe_stream (layer, 3 + 2 * e),
+                moe_stream (layer, 4 + 2 * e), (int) m->moe_ffn_hidden, s.Fel, proj_std);
+    }
+  return add_tensor (ex, L, layer, "experts.w1", n1 * s.El, w1, FALSE, TRUE, error)
+         && add_tensor (ex, L, layer, "experts.w2", n2 * s.El, w2, FALSE, TRUE, error);
+}
+
+/* The block's MoE tensors in `uses`, from FIRST (the slot after the second norm). */
+typedef struct {
+  ExTensor *s1, *s2, *router, *e1, *e2;
+} MoeTensors;
+
+static MoeTensors
+moe_tensors (const MpExec *ex, const ExLayer *L, guint first)
+{
+  MoeTensors t = { NULL };
+  guint i = first;
+  if (moe_shape (ex).Fsl > 0)
+    {
+      t.s1 = g_ptr_array_index (L->uses, i++);
+      t.s2 = g_ptr_array_index (L->uses, i++);
+    }
+  t.router = g_ptr_array_index (L->uses, i++);
+  t.e1 = g_ptr_array_index (L->uses, i++);
+  t.e2 = g_ptr_array_index (L->uses, i);
+  return t;
+}
+
+/* ---- one MLP (shared experts, one expert) ------------------------------------------ */
+
+void
+mp_exec_act_forward (MpExec *ex, float *act, const float *fc1, int R, int Fl)
+{
+  if (ex->swiglu)
+    ex->k->swiglu_forward (ex->be, act, fc1, R, Fl);
+  else if (ex->model->activation == MP_ACT_RELU)
+    ex->k->relu_forward (ex->be, act, fc1, (gsize) R * Fl);
+  else
+    ex->k->gelu_forward (ex->be, act, fc1, (gsize) R * Fl);
+}
+
+void
+mp_exec_act_backward (MpExec *ex, float *dfc1, const float *fc1, const float *dact, int R,
+                      int Fl)
+{
+  if (ex->swiglu)
+    ex->k->swiglu_backward (ex->be, dfc1, fc1, dact, R, Fl);
+  else if (ex->model->activation == MP_ACT_RELU)
+    ex->k->relu_backward (ex->be, dfc1, fc1, dact, (gsize) R * Fl);
+  else
+    ex->k->gelu_backward (ex->be, dfc1, fc1, dact, (gsize) R * Fl);
+}
+
+/* out (R, C) = fc2 (act (fc1 (x))), keeping fc1 (R, f1) and act (R, Fl). */
+static void
+ffn_forward (MpExec *ex, const float *x, const float *w1, const float *w2, int R, int Fl,
+             float *fc1, float *act, float *out)
+{
+  int f1 = ex->swiglu ? 2 * Fl : Fl;
+  ex->k->matmul_forward (ex->be, fc1, x, w1, NULL, R, ex->C, f1);
+  mp_exec_act_forward (ex, act, fc1, R, Fl);
+  ex->k->matmul_forward (ex->be, out, act, w2, NULL, R, Fl, ex->C);
+}
+
+/* dx (R, C) +=, dw1 +=, dw2 += from dout (R, C); DACT (R, Fl) and DFC1 (R, f1) zeroed
+ * scratch. */
+static void
+ffn_backward (MpExec *ex, float *dx, float *dw1, float *dw2, const float *dout, const float *x,
+              const float *fc1, const float *act, const float *w1, const float *w2, int R,
+              int Fl, float *dact, float *dfc1)
+{
+  int f1 = ex->swiglu ? 2 * Fl : Fl;
+  ex->k->matmul_backward (ex->be, dact, dw2, NULL, dout, act, w2, R, Fl, ex->C);
+  mp_exec_act_backward (ex, dfc1, fc1, dact, R, Fl);
+  ex->k->matmul_backward (ex->be, dx, dw1, NULL, dfc1, x, w1, R, ex->C, f1);
+}
+
+/* ---- routing ----------------------------------------------------------------------- */
+
+/* Experts take at most ceil (capacity_factor * N K / E) rows each (Megatron-Core's
+ * capacity per micro-batch and rank); first choices before second ones, tokens in order
+ * inside a choice; the rest is dropped (its gate weighs nothing). */
+static int
+capacity (const MpExec *ex, const MoeShape *s)
+{
+  double cf = ex->model->capacity_factor;
+  if (cf <= 0)
+    return G_MAXINT;
+  return (int) ceil (cf * ex->N * s->K / s->E);
+}
+
+static ExRoute *
+route (MpExec *ex, const MoeShape *s, const float *logits)
+{
+  int N = ex->N, K = s->K, E = s->E;
+  ExRoute *r = g_new0 (ExRoute, 1);
+  r->probs = g_new (float, (gsize) N * E);
+  r->idx = g_new (int, (gsize) N * K);
+  r->gates = g_new (float, (gsize) N * K);
+  mpk_cpu_router_forward (r->probs, r->idx, r->gates, logits, N, E, K);
+  int cap = capacity (ex, s);
+  g_autofree gboolean *kept = g_new0 (gboolean, (gsize) N * K);
+  g_autofree int *load = g_new0 (int, E);
+  for (int j = 0; j < K; j++)
+    for (int n = 0; n < N; n++)
+      {
+        int e = r->idx[n * K + j];
+        if (load[e] < cap)
+          {
+            load[e]++;
+            kept[n * K + j] = TRUE;
+            r->R++;
+          }
+      }
+  if (!ex->recomputing)
+    {
+      ex->moe_dropped += (guint64) N * K - (guint64) r->R;
+      ex->moe_routed += (guint64) N * K;
+    }
+  r->count = g_new0 (int, E);
+  r->src = g_new (int, MAX (r->R, 1));
+  r->slot = g_new (int, MAX (r->R, 1));
+  r->grow = g_new (float, MAX (r->R, 1));
+  int row = 0;
+  for (int e = 0; e < E; e++)
+    for (int n = 0; n < N; n++)
+      for (int j = 0; j < K; j++)
+        if (kept[n * K + j] && r->idx[n * K + j] == e)
+          {
+            r->src[row] = n;
+            r->slot[row] = n * K + j;
+            r->grow[row] = r->gates[n * K + j];
+            r->count[e]++;
+            row++;
+          }
+  return r;
+}
+
+/* ---- forward and backward ---------------------------------------------------------- */
+
+gboolean
+mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *h,
+                     float *out, GError **error)
+{
+  MoeShape s = moe_shape (ex);
+  MoeTensors w = moe_tensors (ex, L, first);
+  MpBackend *be = ex->be;
+  int N = ex->N, C = ex->C;
+  if (s.Fsl > 0)
+    {
+      if (!mp_exec_act_alloc (ex, a, M_S_FC1, (gsize) N * s.f1s, error)
+          || !mp_exec_act_alloc (ex, a, M_S_ACT, (gsize) N * s.Fsl, error))
+        return FALSE;
+      ffn_forward (ex, h, w.s1->param, w.s2->param, N, s.Fsl, a->buf[M_S_FC1], a->buf[M_S_ACT],
+                   out);
+    }
+  else
+    be->ops->zero (be, out, (gsize) N * C * sizeof (float));
+  /* the router, on the host */
+  float *logits = be->ops->alloc (be, (gsize) N * s.E * sizeof (float), MP_MEM_OTHER, error);
+  if (logits == NULL)
+    return FALSE;
+  ex->k->matmul_forward (be, logits, h, w.router->param, NULL, N, C, s.E);
+  g_autofree float *lh = g_new (float, (gsize) N * s.E);
+  be->ops->download (be, lh, logits, (gsize) N * s.E * sizeof (float));
+  be->ops->release (be, logits);
+  ExRoute *r = a->route = route (ex, &s, lh);
+  /* the load-balancing loss, once per tp group: loss_sum holds token losses, the step's
+   * loss is loss_sum / (global_batch T), and the aux term is a mean over sequences */
+  double aux = mpk_cpu_router_aux (NULL, r->probs, r->idx, ex->mbs, ex->T, s.E, s.K,
+                                   AUX_ALPHA, 0.0f);
+  if (ex->tp_rank == 0 && !ex->recomputing)
+    ex->loss_sum += aux * ex->T;
+  /* permute, the experts, combine */
+  gsize R = (gsize) MAX (r->R, 1);
+  if (!mp_exec_act_alloc (ex, a, M_XP, R * C, error)
+      || !mp_exec_act_alloc (ex, a, M_E_FC1, R * s.f1e, error)
+      || !mp_exec_act_alloc (ex, a, M_E_ACT, R * s.Fel, error)
+      || !mp_exec_act_alloc (ex, a, M_E_OUT, R * C, error)
+      || !mp_exec_act_alloc (ex, a, M_GATE, R, error))
+    return FALSE;
+  be->ops->upload (be, a->buf[M_GATE], r->grow, (gsize) r->R * sizeof (float));
+  ex->k->gather_rows (be, a->buf[M_XP], h, r->src, NULL, r->R, C);
+  gsize n1 = (gsize) s.f1e * C, n2 = (gsize) C * s.Fel;
+  for (int e = 0, off = 0; e < s.El; off += r->count[e], e++)
+    if (r->count[e] > 0)
+      ffn_forward (ex, a->buf[M_XP] + (gsize) off * C, w.e1->param + e * n1,
+                   w.e2->param + e * n2, r->count[e], s.Fel, a->buf[M_E_FC1] + (gsize) off * s.f1e,
+                   a->buf[M_E_ACT] + (gsize) off * s.Fel, a->buf[M_E_OUT] + (gsize) off * C);
+  ex->k->scatter_add_rows (be, out, a->buf[M_E_OUT], r->src, a->buf[M_GATE], r->R, C);
+  return TRUE;
+}
+
+/* The gates' gradient through the router into dh (on tp rank 0: the others' dh are
+ * partial sums the tp reduction adds) and the router weight's; DG (R) the rows' gate
+ * gradients, summed over tp. */
+static gboolean
+router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
+                 const float *dg, const float *h, float *dh, GError **error)
+{
+  MpBackend *be = ex->be;
+  int N = ex->N, E = s->E, K = s->K;
+  g_autofree float *dgates = g_new0 (float, (gsize) N * K);
+  g_autofree float *dprobs = g_new0 (float, (gsize) N * E);
+  g_autofree float *dlog = g_new0 (float, (gsize) N * E);
+  for (int i = 0; i < r->R; i++)
+    dgates[r->slot[i]] = dg[i];
+  mpk_cpu_router_aux (dprobs, r->probs, r->idx, ex->mbs, ex->T, E, K, AUX_ALPHA,
+                      1.0f / (float) ex->global_batch);
+  mpk_cpu_router_backward (dlog, r->probs, r->idx, r->gates, dgates, dprobs, N, E, K);
+  float *d = be->ops->alloc (be, (gsize) N * E * sizeof (float), MP_MEM_OTHER, error);
+  if (d == NULL)
+    return FALSE;
+  be->ops->upload (be, d, dlog, (gsize) N * E * sizeof (float));
+  ex->k->matmul_backward (be, ex->tp_rank == 0 ? dh : NULL, w->router->grad, NULL, d, h,
+                          w->router->param, N, ex->C, E);
+  be->ops->release (be, d);
+  return TRUE;
+}
+
+gboolean
+mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *dout,
+                      const float *h, float *dh, GError **error)
+{
+  MoeShape s = moe_shape (ex);
+  MoeTensors w = moe_tensors (ex, L, first);
+  MpBackend *be = ex->be;
+  const ExRoute *r = a->route;
+  int N = ex->N, C = ex->C;
+  gsize R = (gsize) MAX (r->R, 1);
+  int fmax = MAX (s.Fsl, s.Fel), f1max = ex->swiglu ? 2 * fmax : fmax;
+  gsize scratch = MAX ((gsize) N, R);
+  float *buf[5] = { NULL };
+  gsize len[5] = { scratch * fmax, scratch * f1max, R * C, R * C, R };
+  gboolean ok = TRUE;
+  for (int i = 0; i < 5 && ok; i++)
+    ok = (buf[i] = be->ops->alloc (be, len[i] * sizeof (float), MP_MEM_OTHER, error)) != NULL;
+  float *dact = buf[0], *dfc1 = buf[1], *dxp = buf[2], *deo = buf[3], *dgr = buf[4];
+  if (ok && s.Fsl > 0)
+    {
+      ffn_backward (ex, dh, w.s1->grad, w.s2->grad, dout, h, a->buf[M_S_FC1], a->buf[M_S_ACT],
+                    w.s1->param, w.s2->param, N, s.Fsl, dact, dfc1);
+      be->ops->zero (be, dact, len[0] * sizeof (float));
+      be->ops->zero (be, dfc1, len[1] * sizeof (float));
+    }
+  if (ok)
+    {
+      /* combine: d expert_out = gate * dout, d gate = dout . expert_out (partial over tp) */
+      ex->k->gather_rows (be, deo, dout, r->src, a->buf[M_GATE], r->R, C);
+      ex->k->rows_dot (be, dgr, dout, r->src, a->buf[M_E_OUT], r->R, C);
+      ok = ex->tp == 1 || mp_exec_tp_all_reduce (ex, dgr, R, MP_REDUCE_SUM, error);
+    }
+  gsize n1 = (gsize) s.f1e * C, n2 = (gsize) C * s.Fel;
+  for (int e = 0, off = 0; ok && e < s.El; off += r->count[e], e++)
+    if (r->count[e] > 0)
+      ffn_backward (ex, dxp + (gsize) off * C, w.e1->grad + e * n1, w.e2->grad + e * n2,
+                    deo + (gsize) off * C, a->buf[M_XP] + (gsize) off * C,
+                    a->buf[M_E_FC1] + (gsize) off * s.f1e, a->buf[M_E_ACT] + (gsize) off * s.Fel,
+                    w.e1->param + e * n1, w.e2->param + e * n2, r->count[e], s.Fel,
+                    dact + (gsize) off * s.Fel, dfc1 + (gsize) off * s.f1e);
+  if (ok)
+    {
+      ex->k->scatter_add_rows (be, dh, dxp, r->src, NULL, r->R, C);
+      g_autofree float *dg = g_new (float, R);
+      be->ops->download (be, dg, dgr, (gsize) r->R * sizeof (float));
+      ok = router_backward (ex, &s, &w, r, dg, h, dh, error);
+    }
+  for (int i = 0; i < 5; i++)
+    be->ops->release (be, buf[i]);
+  return ok;
+}
