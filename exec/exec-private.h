@@ -34,6 +34,8 @@ typedef struct {
                             * reduced over the expert-data-parallel group */
   guint dp, dp_rank;       /* the replicas its gradient is reduced over (dp, or edp for
                             * experts) and this rank's place among them */
+  guint zero;              /* its ZeRO stage: the plan's, 0 over a group of one (experts
+                            * with edp = 1: nothing to shard, reduce or gather) */
 } ExTensor;
 
 typedef struct {
@@ -74,6 +76,7 @@ struct _MpExec {
   double loss_count;        /* the step loss is loss_sum (over the world) / loss_count */
   float *teacher;           /* mlp: this rank's rows of the seeded target map (last stage) */
   double tp_s;              /* time inside TP collectives since last reset */
+  double ep_s;              /* time inside MoE dispatch and combine since last reset */
   guint64 moe_routed;       /* MoE: (token, expert) choices routed by this rank, and */
   guint64 moe_dropped;      /* those over an expert's capacity, since the start */
   gboolean recomputing;     /* a forward again for backward: losses already counted */

@@ -48,12 +48,13 @@ tensor_new_in (MpExec *ex, guint layer, const char *name, gsize n, const float *
   t->expert = expert;
   t->dp = expert ? ex->edp : ex->dp;
   t->dp_rank = expert ? ex->edp_rank : ex->dp_rank;
-  t->shard_n = ex->zero >= 1 ? (n + t->dp - 1) / t->dp : n;
-  t->padded = ex->zero >= 1 ? t->shard_n * t->dp : n;
+  t->zero = t->dp > 1 ? ex->zero : 0;
+  t->shard_n = t->zero >= 1 ? (n + t->dp - 1) / t->dp : n;
+  t->padded = t->zero >= 1 ? t->shard_n * t->dp : n;
   gsize upd = t->shard_n * sizeof (float);       /* what this rank's optimizer updates */
   gboolean adam = ex->model->optimizer == MP_OPTIM_ADAM;
   g_ptr_array_add (ex->tensors, t);
-  if (ex->zero >= 3)
+  if (t->zero >= 3)
     {
       t->pshard = be->ops->alloc (be, upd, MP_MEM_WEIGHTS, error);
       if (t->pshard == NULL)
@@ -71,13 +72,13 @@ tensor_new_in (MpExec *ex, guint layer, const char *name, gsize n, const float *
     }
   /* ZeRO-2/3 keep only the reduced shard: the full gradient (and its reduce-scatter
    * result) lives from the layer's backward to the end of its reduction (runner.c). */
-  if (ex->zero < 2)
+  if (t->zero < 2)
     {
       t->grad = be->ops->alloc (be, t->padded * sizeof (float), MP_MEM_GRADIENTS, error);
       if (t->grad == NULL)
         return NULL;
     }
-  if (ex->zero >= 1)
+  if (t->zero >= 1)
     {
       t->gshard = be->ops->alloc (be, upd, MP_MEM_GRADIENTS, error);
       if (t->gshard == NULL)
@@ -398,8 +399,8 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
     what = "biases in MoE experts (bias: true with experts)";
   else if (cfg->cp > 1)
     what = "context parallelism (cp > 1)";
-  else if (cfg->ep > 1)
-    what = "expert parallelism (ep > 1)";
+  else if (cfg->ep > 1 && cfg->dispatcher == MP_DISPATCH_ALLGATHER)
+    what = "the all-gather token dispatcher (dispatcher: allgather)";
   else if (model->experts > 0 && mp_parallel_config_etp (cfg) != cfg->tp)
     what = "expert tensor parallelism other than tp (etp != tp)";
   else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
@@ -640,7 +641,7 @@ mp_exec_step_loss (MpExec *ex, double *loss, GError **error)
 static const float *
 reduced_grad (const MpExec *ex, const ExTensor *t, gsize *n)
 {
-  if (ex->zero >= 1)
+  if (t->zero >= 1)
     {
       *n = t->shard_n;
       return t->gshard;
@@ -659,7 +660,7 @@ local_sumsq (const MpExec *ex)
     {
       const ExTensor *t = g_ptr_array_index (ex->tensors, i);
       if (t->tied_copy || (t->replicated && ex->tp_rank != 0)
-          || (ex->zero == 0 && t->dp_rank != 0))
+          || (t->zero == 0 && t->dp_rank != 0))
         continue;
       gsize n;
       const float *g = reduced_grad (ex, t, &n);
@@ -672,9 +673,9 @@ local_sumsq (const MpExec *ex)
 static float *
 updated_params (const MpExec *ex, ExTensor *t)
 {
-  if (ex->zero >= 3)
+  if (t->zero >= 3)
     return t->pshard;
-  if (ex->zero >= 1)
+  if (t->zero >= 1)
     return t->param + t->dp_rank * t->shard_n;
   return t->param;
 }

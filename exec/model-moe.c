@@ -44,6 +44,11 @@ struct _ExRoute {
   int *slot;               /* (R) its n * K + j */
   float *grow;             /* (R) its gate */
   int *count;              /* (E) rows per expert */
+  /* Expert parallelism: the rows this rank's experts take from every ep rank */
+  int Rr;                  /* rows received (R when ep = 1) */
+  int *lcount;             /* (El) of them per local expert (count when ep = 1) */
+  int *perm;               /* (Rr) expert-major row q is received row perm[q] */
+  gsize *send_n, *recv_n;  /* (ep) floats of rows to and from each ep rank */
 };
 
 void
@@ -57,7 +62,12 @@ mp_exec_route_free (ExRoute *r)
   g_free (r->src);
   g_free (r->slot);
   g_free (r->grow);
+  if (r->lcount != r->count)
+    g_free (r->lcount);
   g_free (r->count);
+  g_free (r->perm);
+  g_free (r->send_n);
+  g_free (r->recv_n);
   g_free (r);
 }
 
@@ -281,7 +291,156 @@ route (MpExec *ex, const MoeShape *s, const float *logits)
   return r;
 }
 
+/* ---- expert parallelism: dispatch and combine ------------------------------------- */
+
+/* An all-to-all over the ep group, timed into ex->ep_s (the ep_comm phase). */
+static gboolean
+ep_all_to_all (MpExec *ex, const float *send, const gsize *send_n, float *recv,
+               const gsize *recv_n, GError **error)
+{
+  double t0 = ex->be->ops->now_s (ex->be);
+  gboolean ok = ex->be->ops->all_to_all_v (ex->be, ex->ep_group, send, send_n, recv, recv_n,
+                                           error);
+  ex->ep_s += ex->be->ops->now_s (ex->be) - t0;
+  return ok;
+}
+
+/* Tells every ep rank how many of this rank's rows each of its experts gets (counts as
+ * floats through the backend: exact below 2^24), and lays out what comes back: R->Rr rows
+ * from the ep ranks in rank order, each's by local expert; R->perm orders them by local
+ * expert, source rank inside. */
+static gboolean
+exchange_counts (MpExec *ex, const MoeShape *s, ExRoute *r, GError **error)
+{
+  MpBackend *be = ex->be;
+  int ep = (int) ex->ep, El = s->El, C = ex->C;
+  g_autofree float *mine = g_new (float, s->E);
+  g_autofree float *theirs = g_new (float, s->E);
+  g_autofree gsize *n = g_new (gsize, ep);
+  for (int e = 0; e < s->E; e++)
+    mine[e] = (float) r->count[e];
+  for (int p = 0; p < ep; p++)
+    n[p] = (gsize) El;
+  float *buf = be->ops->alloc (be, 2 * (gsize) s->E * sizeof (float), MP_MEM_OTHER, error);
+  if (buf == NULL)
+    return FALSE;
+  be->ops->upload (be, buf, mine, (gsize) s->E * sizeof (float));
+  gboolean ok = ep_all_to_all (ex, buf, n, buf + s->E, n, error);
+  if (ok)
+    be->ops->download (be, theirs, buf + s->E, (gsize) s->E * sizeof (float));
+  be->ops->release (be, buf);
+  if (!ok)
+    return FALSE;
+  r->send_n = g_new0 (gsize, ep);
+  r->recv_n = g_new0 (gsize, ep);
+  r->lcount = g_new0 (int, El);
+  for (int p = 0; p < ep; p++)
+    for (int el = 0; el < El; el++)
+      {
+        int got = (int) theirs[p * El + el];
+        r->send_n[p] += (gsize) r->count[p * El + el] * C;
+        r->recv_n[p] += (gsize) got * C;
+        r->lcount[el] += got;
+        r->Rr += got;
+      }
+  r->perm = g_new (int, MAX (r->Rr, 1));
+  g_autofree int *start = g_new (int, El);    /* expert-major slot of each expert's next */
+  for (int el = 0, q = 0; el < El; q += r->lcount[el], el++)
+    start[el] = q;
+  for (int p = 0, row = 0; p < ep; p++)
+    for (int el = 0; el < El; el++)
+      for (int i = 0; i < (int) theirs[p * El + el]; i++)
+        r->perm[start[el]++] = row++;
+  return TRUE;
+}
+
+/* Rows X (R, C) in this rank's order to the experts' ranks: XE (Rr, C) by local expert. */
+static gboolean
+dispatch (MpExec *ex, const ExRoute *r, const float *x, float *xe, GError **error)
+{
+  MpBackend *be = ex->be;
+  float *recv = be->ops->alloc (be, (gsize) MAX (r->Rr, 1) * ex->C * sizeof (float),
+                                MP_MEM_OTHER, error);
+  gboolean ok = recv != NULL && ep_all_to_all (ex, x, r->send_n, recv, r->recv_n, error);
+  if (ok)
+    ex->k->gather_rows (be, xe, recv, r->perm, NULL, r->Rr, ex->C);
+  be->ops->release (be, recv);
+  return ok;
+}
+
+/* The inverse: YE (Rr, C) by local expert back to their ranks, Y (R, C) in this rank's
+ * order. */
+static gboolean
+combine (MpExec *ex, const ExRoute *r, const float *ye, float *y, GError **error)
+{
+  MpBackend *be = ex->be;
+  float *send = be->ops->alloc (be, (gsize) MAX (r->Rr, 1) * ex->C * sizeof (float),
+                                MP_MEM_OTHER, error);
+  if (send == NULL)
+    return FALSE;
+  ex->k->scatter_add_rows (be, send, ye, r->perm, NULL, r->Rr, ex->C);
+  gboolean ok = ep_all_to_all (ex, send, r->recv_n, y, r->send_n, error);
+  be->ops->release (be, send);
+  return ok;
+}
+
+/* Every local expert's MLP on its rows of XE (Rr, C) into YE (Rr, C). */
+static void
+experts_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
+                 Acts *a, const float *xe, float *ye)
+{
+  gsize C = ex->C, n1 = (gsize) s->f1e * C, n2 = C * s->Fel;
+  for (int e = 0, off = 0; e < s->El; off += r->lcount[e], e++)
+    if (r->lcount[e] > 0)
+      ffn_forward (ex, xe + off * C, w->e1->param + e * n1, w->e2->param + e * n2,
+                   r->lcount[e], s->Fel, a->buf[M_E_FC1] + (gsize) off * s->f1e,
+                   a->buf[M_E_ACT] + (gsize) off * s->Fel, ye + off * C);
+}
+
 /* ---- forward and backward ---------------------------------------------------------- */
+
+/* The shared experts, or zeros. */
+static gboolean
+shared_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a, const float *h,
+                float *out, GError **error)
+{
+  int N = ex->N;
+  if (s->Fsl == 0)
+    {
+      ex->be->ops->zero (ex->be, out, (gsize) N * ex->C * sizeof (float));
+      return TRUE;
+    }
+  if (!mp_exec_act_alloc (ex, a, M_S_FC1, (gsize) N * s->f1s, error)
+      || !mp_exec_act_alloc (ex, a, M_S_ACT, (gsize) N * s->Fsl, error))
+    return FALSE;
+  ffn_forward (ex, h, w->s1->param, w->s2->param, N, s->Fsl, a->buf[M_S_FC1], a->buf[M_S_ACT],
+               out);
+  return TRUE;
+}
+
+/* The router on H (N, C): logits on the backend, the routing on the host. */
+static ExRoute *
+router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float *h,
+                GError **error)
+{
+  MpBackend *be = ex->be;
+  gsize n = (gsize) ex->N * s->E;
+  float *logits = be->ops->alloc (be, n * sizeof (float), MP_MEM_OTHER, error);
+  if (logits == NULL)
+    return NULL;
+  ex->k->matmul_forward (be, logits, h, w->router->param, NULL, ex->N, ex->C, s->E);
+  g_autofree float *lh = g_new (float, n);
+  be->ops->download (be, lh, logits, n * sizeof (float));
+  be->ops->release (be, logits);
+  ExRoute *r = route (ex, s, lh);
+  /* the load-balancing loss, once per tp group: loss_sum holds token losses, the step's
+   * loss is loss_sum / (global_batch T), and the aux term is a mean over sequences */
+  double aux = mpk_cpu_router_aux (NULL, r->probs, r->idx, ex->mbs, ex->T, s->E, s->K,
+                                   AUX_ALPHA, 0.0f);
+  if (ex->tp_rank == 0 && !ex->recomputing)
+    ex->loss_sum += aux * ex->T;
+  return r;
+}
 
 gboolean
 mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *h,
@@ -290,50 +449,52 @@ mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const f
   MoeShape s = moe_shape (ex);
   MoeTensors w = moe_tensors (ex, L, first);
   MpBackend *be = ex->be;
-  int N = ex->N, C = ex->C;
-  if (s.Fsl > 0)
-    {
-      if (!mp_exec_act_alloc (ex, a, M_S_FC1, (gsize) N * s.f1s, error)
-          || !mp_exec_act_alloc (ex, a, M_S_ACT, (gsize) N * s.Fsl, error))
-        return FALSE;
-      ffn_forward (ex, h, w.s1->param, w.s2->param, N, s.Fsl, a->buf[M_S_FC1], a->buf[M_S_ACT],
-                   out);
-    }
-  else
-    be->ops->zero (be, out, (gsize) N * C * sizeof (float));
-  /* the router, on the host */
-  float *logits = be->ops->alloc (be, (gsize) N * s.E * sizeof (float), MP_MEM_OTHER, error);
-  if (logits == NULL)
+  int C = ex->C;
+  if (!shared_forward (ex, &s, &w, a, h, out, error))
     return FALSE;
-  ex->k->matmul_forward (be, logits, h, w.router->param, NULL, N, C, s.E);
-  g_autofree float *lh = g_new (float, (gsize) N * s.E);
-  be->ops->download (be, lh, logits, (gsize) N * s.E * sizeof (float));
-  be->ops->release (be, logits);
-  ExRoute *r = a->route = route (ex, &s, lh);
-  /* the load-balancing loss, once per tp group: loss_sum holds token losses, the step's
-   * loss is loss_sum / (global_batch T), and the aux term is a mean over sequences */
-  double aux = mpk_cpu_router_aux (NULL, r->probs, r->idx, ex->mbs, ex->T, s.E, s.K,
-                                   AUX_ALPHA, 0.0f);
-  if (ex->tp_rank == 0 && !ex->recomputing)
-    ex->loss_sum += aux * ex->T;
-  /* permute, the experts, combine */
-  gsize R = (gsize) MAX (r->R, 1);
-  if (!mp_exec_act_alloc (ex, a, M_XP, R * C, error)
-      || !mp_exec_act_alloc (ex, a, M_E_FC1, R * s.f1e, error)
-      || !mp_exec_act_alloc (ex, a, M_E_ACT, R * s.Fel, error)
+  ExRoute *r = a->route = router_forward (ex, &s, &w, h, error);
+  if (r == NULL)
+    return FALSE;
+  gboolean ep = ex->ep > 1;
+  if (ep && !exchange_counts (ex, &s, r, error))
+    return FALSE;
+  if (!ep)
+    {
+      r->Rr = r->R;
+      r->lcount = r->count;
+    }
+  /* permute, dispatch, the experts, combine, unpermute */
+  gsize R = (gsize) MAX (r->R, 1), Rr = (gsize) MAX (r->Rr, 1);
+  if (!mp_exec_act_alloc (ex, a, M_XP, Rr * C, error)
+      || !mp_exec_act_alloc (ex, a, M_E_FC1, Rr * s.f1e, error)
+      || !mp_exec_act_alloc (ex, a, M_E_ACT, Rr * s.Fel, error)
       || !mp_exec_act_alloc (ex, a, M_E_OUT, R * C, error)
       || !mp_exec_act_alloc (ex, a, M_GATE, R, error))
     return FALSE;
   be->ops->upload (be, a->buf[M_GATE], r->grow, (gsize) r->R * sizeof (float));
-  ex->k->gather_rows (be, a->buf[M_XP], h, r->src, NULL, r->R, C);
-  gsize n1 = (gsize) s.f1e * C, n2 = (gsize) C * s.Fel;
-  for (int e = 0, off = 0; e < s.El; off += r->count[e], e++)
-    if (r->count[e] > 0)
-      ffn_forward (ex, a->buf[M_XP] + (gsize) off * C, w.e1->param + e * n1,
-                   w.e2->param + e * n2, r->count[e], s.Fel, a->buf[M_E_FC1] + (gsize) off * s.f1e,
-                   a->buf[M_E_ACT] + (gsize) off * s.Fel, a->buf[M_E_OUT] + (gsize) off * C);
-  ex->k->scatter_add_rows (be, out, a->buf[M_E_OUT], r->src, a->buf[M_GATE], r->R, C);
-  return TRUE;
+  float *xp = ep ? be->ops->alloc (be, R * C * sizeof (float), MP_MEM_OTHER, error)
+                 : a->buf[M_XP];
+  float *ye = ep ? be->ops->alloc (be, Rr * C * sizeof (float), MP_MEM_OTHER, error)
+                 : a->buf[M_E_OUT];
+  gboolean ok = xp != NULL && ye != NULL;
+  if (ok)
+    {
+      ex->k->gather_rows (be, xp, h, r->src, NULL, r->R, C);
+      ok = !ep || dispatch (ex, r, xp, a->buf[M_XP], error);
+    }
+  if (ok)
+    {
+      experts_forward (ex, &s, &w, r, a, a->buf[M_XP], ye);
+      ok = !ep || combine (ex, r, ye, a->buf[M_E_OUT], error);
+    }
+  if (ok)
+    ex->k->scatter_add_rows (be, out, a->buf[M_E_OUT], r->src, a->buf[M_GATE], r->R, C);
+  if (ep)
+    {
+      be->ops->release (be, xp);
+      be->ops->release (be, ye);
+    }
+  return ok;
 }
 
 /* The gates' gradient through the router into dh (on tp rank 0: the others' dh are
@@ -363,6 +524,26 @@ router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRou
   return TRUE;
 }
 
+/* Every local expert's backward on its rows: DYE (Rr, C) in, DXE (Rr, C) +=; SCRATCH holds
+ * Rr * (Fel + f1e) zeroed floats. */
+static void
+experts_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
+                  Acts *a, const float *dye, float *dxe, float *scratch)
+{
+  gsize C = ex->C, n1 = (gsize) s->f1e * C, n2 = C * s->Fel;
+  float *dact = scratch, *dfc1 = scratch + (gsize) MAX (r->Rr, 1) * s->Fel;
+  for (int e = 0, off = 0; e < s->El; off += r->lcount[e], e++)
+    if (r->lcount[e] > 0)
+      ffn_backward (ex, dxe + off * C, w->e1->grad + e * n1, w->e2->grad + e * n2,
+                    dye + off * C, a->buf[M_XP] + off * C, a->buf[M_E_FC1] + (gsize) off * s->f1e,
+                    a->buf[M_E_ACT] + (gsize) off * s->Fel, w->e1->param + e * n1,
+                    w->e2->param + e * n2, r->lcount[e], s->Fel, dact + (gsize) off * s->Fel,
+                    dfc1 + (gsize) off * s->f1e);
+}
+
+/* Transient buffers of the backward, released together. */
+enum { B_SACT, B_SFC1, B_DEO, B_DGR, B_DYE, B_DXE, B_EXP, B_DXP, B_N };
+
 gboolean
 mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *dout,
                       const float *h, float *dh, GError **error)
@@ -372,45 +553,39 @@ mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const 
   MpBackend *be = ex->be;
   const ExRoute *r = a->route;
   int N = ex->N, C = ex->C;
-  gsize R = (gsize) MAX (r->R, 1);
-  int fmax = MAX (s.Fsl, s.Fel), f1max = ex->swiglu ? 2 * fmax : fmax;
-  gsize scratch = MAX ((gsize) N, R);
-  float *buf[5] = { NULL };
-  gsize len[5] = { scratch * fmax, scratch * f1max, R * C, R * C, R };
+  gboolean ep = ex->ep > 1;
+  gsize R = (gsize) MAX (r->R, 1), Rr = (gsize) MAX (r->Rr, 1);
+  gsize len[B_N] = { (gsize) N * s.Fsl, (gsize) N * s.f1s, R * C, R, ep ? Rr * C : 1,
+                     ep ? Rr * C : 1, Rr * (s.Fel + s.f1e), R * C };
+  float *b[B_N] = { NULL };
   gboolean ok = TRUE;
-  for (int i = 0; i < 5 && ok; i++)
-    ok = (buf[i] = be->ops->alloc (be, len[i] * sizeof (float), MP_MEM_OTHER, error)) != NULL;
-  float *dact = buf[0], *dfc1 = buf[1], *dxp = buf[2], *deo = buf[3], *dgr = buf[4];
+  for (int i = 0; i < B_N && ok; i++)
+    ok = (b[i] = be->ops->alloc (be, MAX (len[i], 1) * sizeof (float), MP_MEM_OTHER,
+                                 error)) != NULL;
   if (ok && s.Fsl > 0)
-    {
-      ffn_backward (ex, dh, w.s1->grad, w.s2->grad, dout, h, a->buf[M_S_FC1], a->buf[M_S_ACT],
-                    w.s1->param, w.s2->param, N, s.Fsl, dact, dfc1);
-      be->ops->zero (be, dact, len[0] * sizeof (float));
-      be->ops->zero (be, dfc1, len[1] * sizeof (float));
-    }
+    ffn_backward (ex, dh, w.s1->grad, w.s2->grad, dout, h, a->buf[M_S_FC1], a->buf[M_S_ACT],
+                  w.s1->param, w.s2->param, N, s.Fsl, b[B_SACT], b[B_SFC1]);
   if (ok)
     {
       /* combine: d expert_out = gate * dout, d gate = dout . expert_out (partial over tp) */
-      ex->k->gather_rows (be, deo, dout, r->src, a->buf[M_GATE], r->R, C);
-      ex->k->rows_dot (be, dgr, dout, r->src, a->buf[M_E_OUT], r->R, C);
-      ok = ex->tp == 1 || mp_exec_tp_all_reduce (ex, dgr, R, MP_REDUCE_SUM, error);
+      ex->k->gather_rows (be, b[B_DEO], dout, r->src, a->buf[M_GATE], r->R, C);
+      ex->k->rows_dot (be, b[B_DGR], dout, r->src, a->buf[M_E_OUT], r->R, C);
+      ok = ex->tp == 1 || mp_exec_tp_all_reduce (ex, b[B_DGR], R, MP_REDUCE_SUM, error);
     }
-  gsize n1 = (gsize) s.f1e * C, n2 = (gsize) C * s.Fel;
-  for (int e = 0, off = 0; ok && e < s.El; off += r->count[e], e++)
-    if (r->count[e] > 0)
-      ffn_backward (ex, dxp + (gsize) off * C, w.e1->grad + e * n1, w.e2->grad + e * n2,
-                    deo + (gsize) off * C, a->buf[M_XP] + (gsize) off * C,
-                    a->buf[M_E_FC1] + (gsize) off * s.f1e, a->buf[M_E_ACT] + (gsize) off * s.Fel,
-                    w.e1->param + e * n1, w.e2->param + e * n2, r->count[e], s.Fel,
-                    dact + (gsize) off * s.Fel, dfc1 + (gsize) off * s.f1e);
+  /* to the experts, their backward, and back: the forward's dispatch and combine */
+  float *dye = ep ? b[B_DYE] : b[B_DEO], *dxe = ep ? b[B_DXE] : b[B_DXP];
+  ok = ok && (!ep || dispatch (ex, r, b[B_DEO], dye, error));
+  if (ok)
+    experts_backward (ex, &s, &w, r, a, dye, dxe, b[B_EXP]);
+  ok = ok && (!ep || combine (ex, r, dxe, b[B_DXP], error));
   if (ok)
     {
-      ex->k->scatter_add_rows (be, dh, dxp, r->src, NULL, r->R, C);
+      ex->k->scatter_add_rows (be, dh, b[B_DXP], r->src, NULL, r->R, C);
       g_autofree float *dg = g_new (float, R);
-      be->ops->download (be, dg, dgr, (gsize) r->R * sizeof (float));
+      be->ops->download (be, dg, b[B_DGR], (gsize) r->R * sizeof (float));
       ok = router_backward (ex, &s, &w, r, dg, h, dh, error);
     }
-  for (int i = 0; i < 5; i++)
-    be->ops->release (be, buf[i]);
+  for (int i = 0; i < B_N; i++)
+    be->ops->release (be, b[i]);
   return ok;
 }

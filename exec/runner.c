@@ -288,9 +288,10 @@ run_compute (MpRunner *r, const MpInsn *in, MpInsnTime *tm, GError **error)
     return FALSE;
   if (!await_params (r, l, !fwd, tm, error) || (!fwd && !grads_ready (r, l, error)))
     return FALSE;
-  ex->tp_s = 0;
+  ex->tp_s = ex->ep_s = 0;
   gboolean ok = fwd ? mp_exec_forward (ex, l, mb, error) : mp_exec_backward (ex, l, mb, error);
   tm->tp_s = ex->tp_s;
+  tm->ep_s = ex->ep_s;
   release_params (r, l);
   return ok;
 }
