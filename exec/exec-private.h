@@ -59,9 +59,10 @@ struct _MpExec {
   guint zero;               /* effective stage (0 when dp is 1) */
   gboolean sp;
   MpGroup *tp_group, *dp_group, *ends_group, *world_group;
-  /* MoE (Megatron-Core's expert grid over a stage's tp * dp ranks, etp = tp): ep ranks
-   * hold different experts, edp ranks the same ones (edp_group is dp_group when ep = 1) */
-  guint ep, ep_rank, edp, edp_rank;
+  /* MoE (Megatron-Core's expert grid over a stage's tp * dp ranks): experts split over
+   * etp, ep ranks hold different experts, edp ranks the same ones (edp_group is dp_group
+   * when ep = 1 and etp = tp) */
+  guint etp, etp_rank, ep, ep_rank, edp, edp_rank;
   MpGroup *ep_group, *edp_group;
   /* shapes: N rows per micro-batch, Ns of them on this rank's sequence shard */
   int mbs, T, N, Ns, C, NH, NKV, HD, NHl, NKVl, F, Fl, V, v0, Vl;

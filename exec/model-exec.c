@@ -385,6 +385,7 @@ static gboolean
 check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **error)
 {
   const char *what = NULL;
+  guint etp = mp_parallel_config_etp (cfg);
   if (model->arch == MP_ARCH_MLP && !check_dense (model, cfg, error))
     return FALSE;
   /* The planner and the simulator cost these; the kernels do not run them yet. */
@@ -401,8 +402,12 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
     what = "context parallelism (cp > 1)";
   else if (cfg->ep > 1 && cfg->dispatcher == MP_DISPATCH_ALLGATHER)
     what = "the all-gather token dispatcher (dispatcher: allgather)";
-  else if (model->experts > 0 && mp_parallel_config_etp (cfg) != cfg->tp)
-    what = "expert tensor parallelism other than tp (etp != tp)";
+  else if (model->experts > 0 && etp != cfg->tp && etp != 1)
+    what = "expert tensor parallelism other than 1 or tp (1 < etp < tp)";
+  else if (model->experts > 0 && etp < cfg->tp
+           && (model->arch != MP_ARCH_TRANSFORMER || cfg->micro_batch_size % cfg->tp != 0))
+    what = "experts folded over tensor ranks (etp < tp) with a sequence split inside a "
+           "sequence (micro_batch_size not a multiple of tp)";
   else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
            && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM)
     what = "uniform recompute in groups of blocks (recompute_method=uniform)";
@@ -462,19 +467,20 @@ make_groups (MpExec *ex, GError **error)
   ex->world_group = be->ops->group_split (be, 0, be->rank, error);
   if (ex->world_group == NULL)
     return FALSE;
-  /* MoE: the expert-parallel group (same edp rank) and the expert-data-parallel one (same
-   * ep rank), inside a stage's ranks of one tp rank */
-  if (ex->ep == 1)
+  /* MoE: the expert-parallel group (same edp and etp rank) and the expert-data-parallel
+   * one (same ep and etp rank), inside a stage */
+  if (ex->ep == 1 && ex->etp == ex->tp)
     {
       ex->edp_group = ex->dp_group;
       return TRUE;
     }
-  int ep = (int) ex->ep, edp = (int) ex->edp, epr = (int) ex->ep_rank;
-  int edpr = (int) ex->edp_rank, base = ppr * tp + tpr;
-  ex->ep_group = be->ops->group_split (be, base * edp + edpr, epr, error);
+  int etp = (int) ex->etp, etpr = (int) ex->etp_rank, stage = ppr * tp * dp;
+  ex->ep_group = be->ops->group_split (be, stage + (int) ex->edp_rank * etp + etpr,
+                                      (int) ex->ep_rank, error);
   if (ex->ep_group == NULL)
     return FALSE;
-  ex->edp_group = be->ops->group_split (be, base * ep + epr, edpr, error);
+  ex->edp_group = be->ops->group_split (be, stage + (int) ex->ep_rank * etp + etpr,
+                                       (int) ex->edp_rank, error);
   return ex->edp_group != NULL;
 }
 
@@ -506,12 +512,15 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
   ex->tp_rank = tp_rank;
   ex->dp_rank = dp_rank;
   ex->pp_rank = pp_rank;
-  /* The expert grid with etp = tp (check_supported): a stage's ranks of one tp rank,
-   * numbered by dp rank, are taken ep-fastest (costmodel/context.c expert_grid_rank). */
+  /* The expert grid (costmodel/context.c expert_grid_rank): a stage's tp * dp ranks
+   * numbered tp-fastest, taken etp-fastest, then ep, then edp. */
+  guint grid = dp_rank * cfg->tp + tp_rank;
+  ex->etp = mp_parallel_config_etp (cfg);
   ex->ep = MAX (cfg->ep, 1u);
-  ex->ep_rank = dp_rank % ex->ep;
-  ex->edp = cfg->dp / ex->ep;
-  ex->edp_rank = dp_rank / ex->ep;
+  ex->etp_rank = grid % ex->etp;
+  ex->ep_rank = grid / ex->etp % ex->ep;
+  ex->edp = mp_parallel_config_edp (cfg);
+  ex->edp_rank = grid / (ex->etp * ex->ep);
   ex->zero = cfg->dp > 1 ? cfg->zero : 0;
   ex->sp = cfg->sequence_parallel && cfg->tp > 1;
   ex->M = cfg->num_micro_batches;
@@ -587,7 +596,7 @@ mp_exec_free (MpExec *ex)
   be->ops->group_free (be, ex->dp_group);
   be->ops->group_free (be, ex->ends_group);
   be->ops->group_free (be, ex->world_group);
-  if (ex->ep > 1)
+  if (ex->edp_group != ex->dp_group)
     {
       be->ops->group_free (be, ex->ep_group);
       be->ops->group_free (be, ex->edp_group);

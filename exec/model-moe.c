@@ -75,6 +75,11 @@ mp_exec_route_free (ExRoute *r)
 
 typedef struct {
   int E, K, El, Fel, f1e, Fsl, f1s;
+  /* The tokens this rank routes: rows [row0, row0 + Nt) of the block's N (all of them
+   * with etp = tp; its sequence-parallel shard with etp = 1, experts folded over tp) */
+  int row0, Nt;
+  gboolean partial;        /* experts split over etp > 1: outputs are partial sums */
+  gboolean owner;          /* adds the aux loss and the router's input gradient */
 } MoeShape;
 
 static MoeShape
@@ -85,7 +90,12 @@ moe_shape (const MpExec *ex)
   s.E = (int) m->experts;
   s.K = (int) m->experts_per_token;
   s.El = s.E / (int) ex->ep;
-  s.Fel = (int) m->moe_ffn_hidden / (int) ex->tp;
+  s.Fel = (int) m->moe_ffn_hidden / (int) ex->etp;
+  gboolean folded = ex->etp != ex->tp;
+  s.row0 = folded ? (int) ex->tp_rank * ex->Ns : 0;
+  s.Nt = folded ? ex->Ns : ex->N;
+  s.partial = ex->etp > 1;
+  s.owner = !s.partial || ex->tp_rank == 0;
   s.f1e = ex->swiglu ? 2 * s.Fel : s.Fel;
   s.Fsl = (int) (m->shared_experts * m->shared_expert_ffn) / (int) ex->tp;
   s.f1s = ex->swiglu ? 2 * s.Fsl : s.Fsl;
@@ -93,12 +103,13 @@ moe_shape (const MpExec *ex)
 }
 
 /* fc1 rows (f1 x C, gate rows then up rows for SwiGLU) and fc2 (C x Fl) of one MLP of full
- * width F as tp rank tp_rank holds it, from two seeded streams, into W1 and W2. */
+ * width F as part PART of its tensor split holds it, from two seeded streams, into W1 and
+ * W2. */
 static void
 fill_mlp (const MpExec *ex, float *w1, float *w2, guint64 s1, guint64 s2, int F, int Fl,
-          float std2)
+          guint part, float std2)
 {
-  gsize C = ex->C, r0 = (gsize) ex->tp_rank * Fl;
+  gsize C = ex->C, r0 = (gsize) part * Fl;
   mpk_cpu_fill_normal_block (w1, ex->seed, s1, C, r0, Fl, 0, C, 0.0f, INIT_STD);
   if (ex->swiglu)
     mpk_cpu_fill_normal_block (w1 + (gsize) Fl * C, ex->seed, s1, C, (gsize) F + r0, Fl, 0, C,
@@ -137,7 +148,7 @@ mp_exec_moe_setup (MpExec *ex, ExLayer *L, guint layer, GError **error)
       g_autofree float *w1 = g_new (float, (gsize) s.f1s * C);
       g_autofree float *w2 = g_new (float, C * s.Fsl);
       fill_mlp (ex, w1, w2, moe_stream (layer, 1), moe_stream (layer, 2),
-                (int) (m->shared_experts * m->shared_expert_ffn), s.Fsl, proj_std);
+                (int) (m->shared_experts * m->shared_expert_ffn), s.Fsl, ex->tp_rank, proj_std);
       if (!add_tensor (ex, L, layer, "shared.w1", (gsize) s.f1s * C, w1, FALSE, FALSE, error)
           || !add_tensor (ex, L, layer, "shared.w2", C * s.Fsl, w2, FALSE, FALSE, error))
         return FALSE;
@@ -154,7 +165,8 @@ mp_exec_moe_setup (MpExec *ex, ExLayer *L, guint layer, GError **error)
     {
       guint e = ex->ep_rank * (guint) s.El + (guint) el;       /* its global number */
       fill_mlp (ex, w1 + el * n1, w2 + el * n2, moe_stream (layer, 3 + 2 * e),
-                moe_stream (layer, 4 + 2 * e), (int) m->moe_ffn_hidden, s.Fel, proj_std);
+                moe_stream (layer, 4 + 2 * e), (int) m->moe_ffn_hidden, s.Fel, ex->etp_rank,
+                proj_std);
     }
   return add_tensor (ex, L, layer, "experts.w1", n1 * s.El, w1, FALSE, TRUE, error)
          && add_tensor (ex, L, layer, "experts.w2", n2 * s.El, w2, FALSE, TRUE, error);
@@ -241,13 +253,13 @@ capacity (const MpExec *ex, const MoeShape *s)
   double cf = ex->model->capacity_factor;
   if (cf <= 0)
     return G_MAXINT;
-  return (int) ceil (cf * ex->N * s->K / s->E);
+  return (int) ceil (cf * s->Nt * s->K / s->E);
 }
 
 static ExRoute *
 route (MpExec *ex, const MoeShape *s, const float *logits)
 {
-  int N = ex->N, K = s->K, E = s->E;
+  int N = s->Nt, K = s->K, E = s->E;
   ExRoute *r = g_new0 (ExRoute, 1);
   r->probs = g_new (float, (gsize) N * E);
   r->idx = g_new (int, (gsize) N * K);
@@ -424,20 +436,21 @@ router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float 
                 GError **error)
 {
   MpBackend *be = ex->be;
-  gsize n = (gsize) ex->N * s->E;
+  gsize n = (gsize) s->Nt * s->E;
   float *logits = be->ops->alloc (be, n * sizeof (float), MP_MEM_OTHER, error);
   if (logits == NULL)
     return NULL;
-  ex->k->matmul_forward (be, logits, h, w->router->param, NULL, ex->N, ex->C, s->E);
+  ex->k->matmul_forward (be, logits, h + (gsize) s->row0 * ex->C, w->router->param, NULL, s->Nt,
+                         ex->C, s->E);
   g_autofree float *lh = g_new (float, n);
   be->ops->download (be, lh, logits, n * sizeof (float));
   be->ops->release (be, logits);
   ExRoute *r = route (ex, s, lh);
-  /* the load-balancing loss, once per tp group: loss_sum holds token losses, the step's
+  /* the load-balancing loss, once per token: loss_sum holds token losses, the step's
    * loss is loss_sum / (global_batch T), and the aux term is a mean over sequences */
-  double aux = mpk_cpu_router_aux (NULL, r->probs, r->idx, ex->mbs, ex->T, s->E, s->K,
+  double aux = mpk_cpu_router_aux (NULL, r->probs, r->idx, s->Nt / ex->T, ex->T, s->E, s->K,
                                    AUX_ALPHA, 0.0f);
-  if (ex->tp_rank == 0 && !ex->recomputing)
+  if (s->owner && !ex->recomputing)
     ex->loss_sum += aux * ex->T;
   return r;
 }
@@ -479,7 +492,7 @@ mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const f
   gboolean ok = xp != NULL && ye != NULL;
   if (ok)
     {
-      ex->k->gather_rows (be, xp, h, r->src, NULL, r->R, C);
+      ex->k->gather_rows (be, xp, h + (gsize) s.row0 * C, r->src, NULL, r->R, C);
       ok = !ep || dispatch (ex, r, xp, a->buf[M_XP], error);
     }
   if (ok)
@@ -488,7 +501,8 @@ mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const f
       ok = !ep || combine (ex, r, ye, a->buf[M_E_OUT], error);
     }
   if (ok)
-    ex->k->scatter_add_rows (be, out, a->buf[M_E_OUT], r->src, a->buf[M_GATE], r->R, C);
+    ex->k->scatter_add_rows (be, out + (gsize) s.row0 * C, a->buf[M_E_OUT], r->src,
+                             a->buf[M_GATE], r->R, C);
   if (ep)
     {
       be->ops->release (be, xp);
@@ -497,31 +511,39 @@ mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const f
   return ok;
 }
 
-/* The gates' gradient through the router into dh (on tp rank 0: the others' dh are
- * partial sums the tp reduction adds) and the router weight's; DG (R) the rows' gate
- * gradients, summed over tp. */
+/* The gates' gradient through the router into DH (the routed rows; with partial expert
+ * outputs on tp rank 0 only, as the others' dh are partial sums the tp reduction adds)
+ * and the router weight's (summed over tp where tp ranks route different tokens); DG (R)
+ * the rows' gate gradients, whole. */
 static gboolean
 router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
                  const float *dg, const float *h, float *dh, GError **error)
 {
   MpBackend *be = ex->be;
-  int N = ex->N, E = s->E, K = s->K;
+  int N = s->Nt, E = s->E, K = s->K;
   g_autofree float *dgates = g_new0 (float, (gsize) N * K);
   g_autofree float *dprobs = g_new0 (float, (gsize) N * E);
   g_autofree float *dlog = g_new0 (float, (gsize) N * E);
   for (int i = 0; i < r->R; i++)
     dgates[r->slot[i]] = dg[i];
-  mpk_cpu_router_aux (dprobs, r->probs, r->idx, ex->mbs, ex->T, E, K, AUX_ALPHA,
+  mpk_cpu_router_aux (dprobs, r->probs, r->idx, N / ex->T, ex->T, E, K, AUX_ALPHA,
                       1.0f / (float) ex->global_batch);
   mpk_cpu_router_backward (dlog, r->probs, r->idx, r->gates, dgates, dprobs, N, E, K);
-  float *d = be->ops->alloc (be, (gsize) N * E * sizeof (float), MP_MEM_OTHER, error);
+  gboolean apart = !s->partial && ex->tp > 1;   /* tp ranks routed different tokens */
+  gsize nw = (gsize) E * ex->C;
+  float *d = be->ops->alloc (be, ((gsize) N * E + (apart ? nw : 0)) * sizeof (float),
+                             MP_MEM_OTHER, error);
   if (d == NULL)
     return FALSE;
+  float *dw = apart ? d + (gsize) N * E : w->router->grad;
   be->ops->upload (be, d, dlog, (gsize) N * E * sizeof (float));
-  ex->k->matmul_backward (be, ex->tp_rank == 0 ? dh : NULL, w->router->grad, NULL, d, h,
-                          w->router->param, N, ex->C, E);
+  ex->k->matmul_backward (be, s->owner ? dh : NULL, dw, NULL, d, h, w->router->param, N, ex->C,
+                          E);
+  gboolean ok = !apart || mp_exec_tp_all_reduce (ex, dw, nw, MP_REDUCE_SUM, error);
+  if (ok && apart)
+    ex->k->add (be, w->router->grad, dw, nw);
   be->ops->release (be, d);
-  return TRUE;
+  return ok;
 }
 
 /* Every local expert's backward on its rows: DYE (Rr, C) in, DXE (Rr, C) +=; SCRATCH holds
@@ -568,9 +590,10 @@ mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const 
   if (ok)
     {
       /* combine: d expert_out = gate * dout, d gate = dout . expert_out (partial over tp) */
-      ex->k->gather_rows (be, b[B_DEO], dout, r->src, a->buf[M_GATE], r->R, C);
-      ex->k->rows_dot (be, b[B_DGR], dout, r->src, a->buf[M_E_OUT], r->R, C);
-      ok = ex->tp == 1 || mp_exec_tp_all_reduce (ex, b[B_DGR], R, MP_REDUCE_SUM, error);
+      const float *d = dout + (gsize) s.row0 * C;
+      ex->k->gather_rows (be, b[B_DEO], d, r->src, a->buf[M_GATE], r->R, C);
+      ex->k->rows_dot (be, b[B_DGR], d, r->src, a->buf[M_E_OUT], r->R, C);
+      ok = !s.partial || mp_exec_tp_all_reduce (ex, b[B_DGR], R, MP_REDUCE_SUM, error);
     }
   /* to the experts, their backward, and back: the forward's dispatch and combine */
   float *dye = ep ? b[B_DYE] : b[B_DEO], *dxe = ep ? b[B_DXE] : b[B_DXP];
@@ -580,10 +603,11 @@ mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const 
   ok = ok && (!ep || combine (ex, r, dxe, b[B_DXP], error));
   if (ok)
     {
-      ex->k->scatter_add_rows (be, dh, b[B_DXP], r->src, NULL, r->R, C);
+      gsize off = (gsize) s.row0 * C;
+      ex->k->scatter_add_rows (be, dh + off, b[B_DXP], r->src, NULL, r->R, C);
       g_autofree float *dg = g_new (float, R);
       be->ops->download (be, dg, b[B_DGR], (gsize) r->R * sizeof (float));
-      ok = router_backward (ex, &s, &w, r, dg, h, dh, error);
+      ok = router_backward (ex, &s, &w, r, dg, h + off, dh + off, error);
     }
   for (int i = 0; i < B_N; i++)
     be->ops->release (be, b[i]);
