@@ -279,7 +279,7 @@ route (MpExec *ex, const MoeShape *s, const float *logits)
             r->R++;
           }
       }
-  if (!ex->recomputing)
+  if (s->owner && !ex->recomputing)          /* once per token */
     {
       ex->moe_dropped += (guint64) N * K - (guint64) r->R;
       ex->moe_routed += (guint64) N * K;
