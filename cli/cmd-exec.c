@@ -35,9 +35,9 @@ fail_once (int rank, GError *error)
 /* What the executor does not run yet (exec/model-exec.c check_supported and
  * mp_model_attention_extras refuse each by name); --help must list them all. */
 #define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): biases in MoE experts, the all-gather token "    \
-  "dispatcher (dispatcher: allgather), expert tensor parallelism other than 1 or tp "     \
-  "(1 < etp < tp), experts folded over tensor ranks (etp < tp) with a sequence split "    \
+  "Not run yet, refused by name (exit 2): biases in MoE experts, expert tensor "          \
+  "parallelism other than 1 or tp (1 < etp < tp), experts folded over tensor ranks "       \
+  "(etp < tp) with a sequence split "                                                       \
   "inside a sequence, context parallelism (cp > 1), sliding-window attention, "           \
   "multi-head latent attention, attention sinks, qk-norm, attention biases unlike the "   \
   "MLP's, post-norms, scaled embeddings, logit soft-capping, geglu MLPs, uniform "        \

@@ -400,8 +400,6 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
     what = "biases in MoE experts (bias: true with experts)";
   else if (cfg->cp > 1)
     what = "context parallelism (cp > 1)";
-  else if (cfg->ep > 1 && cfg->dispatcher == MP_DISPATCH_ALLGATHER)
-    what = "the all-gather token dispatcher (dispatcher: allgather)";
   else if (model->experts > 0 && etp != cfg->tp && etp != 1)
     what = "expert tensor parallelism other than 1 or tp (1 < etp < tp)";
   else if (model->experts > 0 && etp < cfg->tp

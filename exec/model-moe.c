@@ -17,7 +17,7 @@
  * read back, routed with kernels/cpu/moe.c, and the per-row gates sent back. */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
-#include "exec/exec-private.h"
+#include "exec/model-moe.h"
 #include "common/error.h"
 
 #include <math.h>
@@ -32,24 +32,6 @@
 /* Activation slots of an MoE block, after model-layers.c's block slots (A_ACT = 14). */
 enum { M_S_FC1 = 15, M_S_ACT, M_XP, M_E_FC1, M_E_ACT, M_E_OUT, M_GATE, M_END };
 G_STATIC_ASSERT (M_END <= MAX_BUFS);
-
-/* One micro-batch's routing, on the host. Rows are the kept (token, choice) pairs grouped
- * by expert, tokens ascending inside an expert. */
-struct _ExRoute {
-  float *probs;            /* (N, E) softmax */
-  int *idx;                /* (N, K) chosen experts */
-  float *gates;            /* (N, K) renormalised */
-  int R;                   /* kept rows */
-  int *src;                /* (R) the token of each row */
-  int *slot;               /* (R) its n * K + j */
-  float *grow;             /* (R) its gate */
-  int *count;              /* (E) rows per expert */
-  /* Expert parallelism: the rows this rank's experts take from every ep rank */
-  int Rr;                  /* rows received (R when ep = 1) */
-  int *lcount;             /* (El) of them per local expert (count when ep = 1) */
-  int *perm;               /* (Rr) expert-major row q is received row perm[q] */
-  gsize *send_n, *recv_n;  /* (ep) floats of rows to and from each ep rank */
-};
 
 void
 mp_exec_route_free (ExRoute *r)
@@ -66,21 +48,15 @@ mp_exec_route_free (ExRoute *r)
     g_free (r->lcount);
   g_free (r->count);
   g_free (r->perm);
+  g_free (r->asrc);
+  g_free (r->aslot);
+  g_free (r->agate);
   g_free (r->send_n);
   g_free (r->recv_n);
   g_free (r);
 }
 
 /* ---- shapes and tensors ------------------------------------------------------------ */
-
-typedef struct {
-  int E, K, El, Fel, f1e, Fsl, f1s;
-  /* The tokens this rank routes: rows [row0, row0 + Nt) of the block's N (all of them
-   * with etp = tp; its sequence-parallel shard with etp = 1, experts folded over tp) */
-  int row0, Nt;
-  gboolean partial;        /* experts split over etp > 1: outputs are partial sums */
-  gboolean owner;          /* adds the aux loss and the router's input gradient */
-} MoeShape;
 
 static MoeShape
 moe_shape (const MpExec *ex)
@@ -171,11 +147,6 @@ mp_exec_moe_setup (MpExec *ex, ExLayer *L, guint layer, GError **error)
   return add_tensor (ex, L, layer, "experts.w1", n1 * s.El, w1, FALSE, TRUE, error)
          && add_tensor (ex, L, layer, "experts.w2", n2 * s.El, w2, FALSE, TRUE, error);
 }
-
-/* The block's MoE tensors in `uses`, from FIRST (the slot after the second norm). */
-typedef struct {
-  ExTensor *s1, *s2, *router, *e1, *e2;
-} MoeTensors;
 
 static MoeTensors
 moe_tensors (const MpExec *ex, const ExLayer *L, guint first)
@@ -303,99 +274,6 @@ route (MpExec *ex, const MoeShape *s, const float *logits)
   return r;
 }
 
-/* ---- expert parallelism: dispatch and combine ------------------------------------- */
-
-/* An all-to-all over the ep group, timed into ex->ep_s (the ep_comm phase). */
-static gboolean
-ep_all_to_all (MpExec *ex, const float *send, const gsize *send_n, float *recv,
-               const gsize *recv_n, GError **error)
-{
-  double t0 = ex->be->ops->now_s (ex->be);
-  gboolean ok = ex->be->ops->all_to_all_v (ex->be, ex->ep_group, send, send_n, recv, recv_n,
-                                           error);
-  ex->ep_s += ex->be->ops->now_s (ex->be) - t0;
-  return ok;
-}
-
-/* Tells every ep rank how many of this rank's rows each of its experts gets (counts as
- * floats through the backend: exact below 2^24), and lays out what comes back: R->Rr rows
- * from the ep ranks in rank order, each's by local expert; R->perm orders them by local
- * expert, source rank inside. */
-static gboolean
-exchange_counts (MpExec *ex, const MoeShape *s, ExRoute *r, GError **error)
-{
-  MpBackend *be = ex->be;
-  int ep = (int) ex->ep, El = s->El, C = ex->C;
-  g_autofree float *mine = g_new (float, s->E);
-  g_autofree float *theirs = g_new (float, s->E);
-  g_autofree gsize *n = g_new (gsize, ep);
-  for (int e = 0; e < s->E; e++)
-    mine[e] = (float) r->count[e];
-  for (int p = 0; p < ep; p++)
-    n[p] = (gsize) El;
-  float *buf = be->ops->alloc (be, 2 * (gsize) s->E * sizeof (float), MP_MEM_OTHER, error);
-  if (buf == NULL)
-    return FALSE;
-  be->ops->upload (be, buf, mine, (gsize) s->E * sizeof (float));
-  gboolean ok = ep_all_to_all (ex, buf, n, buf + s->E, n, error);
-  if (ok)
-    be->ops->download (be, theirs, buf + s->E, (gsize) s->E * sizeof (float));
-  be->ops->release (be, buf);
-  if (!ok)
-    return FALSE;
-  r->send_n = g_new0 (gsize, ep);
-  r->recv_n = g_new0 (gsize, ep);
-  r->lcount = g_new0 (int, El);
-  for (int p = 0; p < ep; p++)
-    for (int el = 0; el < El; el++)
-      {
-        int got = (int) theirs[p * El + el];
-        r->send_n[p] += (gsize) r->count[p * El + el] * C;
-        r->recv_n[p] += (gsize) got * C;
-        r->lcount[el] += got;
-        r->Rr += got;
-      }
-  r->perm = g_new (int, MAX (r->Rr, 1));
-  g_autofree int *start = g_new (int, El);    /* expert-major slot of each expert's next */
-  for (int el = 0, q = 0; el < El; q += r->lcount[el], el++)
-    start[el] = q;
-  for (int p = 0, row = 0; p < ep; p++)
-    for (int el = 0; el < El; el++)
-      for (int i = 0; i < (int) theirs[p * El + el]; i++)
-        r->perm[start[el]++] = row++;
-  return TRUE;
-}
-
-/* Rows X (R, C) in this rank's order to the experts' ranks: XE (Rr, C) by local expert. */
-static gboolean
-dispatch (MpExec *ex, const ExRoute *r, const float *x, float *xe, GError **error)
-{
-  MpBackend *be = ex->be;
-  float *recv = be->ops->alloc (be, (gsize) MAX (r->Rr, 1) * ex->C * sizeof (float),
-                                MP_MEM_OTHER, error);
-  gboolean ok = recv != NULL && ep_all_to_all (ex, x, r->send_n, recv, r->recv_n, error);
-  if (ok)
-    ex->k->gather_rows (be, xe, recv, r->perm, NULL, r->Rr, ex->C);
-  be->ops->release (be, recv);
-  return ok;
-}
-
-/* The inverse: YE (Rr, C) by local expert back to their ranks, Y (R, C) in this rank's
- * order. */
-static gboolean
-combine (MpExec *ex, const ExRoute *r, const float *ye, float *y, GError **error)
-{
-  MpBackend *be = ex->be;
-  float *send = be->ops->alloc (be, (gsize) MAX (r->Rr, 1) * ex->C * sizeof (float),
-                                MP_MEM_OTHER, error);
-  if (send == NULL)
-    return FALSE;
-  ex->k->scatter_add_rows (be, send, ye, r->perm, NULL, r->Rr, ex->C);
-  gboolean ok = ep_all_to_all (ex, send, r->recv_n, y, r->send_n, error);
-  be->ops->release (be, send);
-  return ok;
-}
-
 /* Every local expert's MLP on its rows of XE (Rr, C) into YE (Rr, C). */
 static void
 experts_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
@@ -455,34 +333,44 @@ router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float 
   return r;
 }
 
-gboolean
-mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *h,
-                     float *out, GError **error)
+/* Tokens reach the experts by all-gather over ep (the plan's dispatcher, ep > 1). */
+static gboolean
+gathers (const MpExec *ex)
 {
-  MoeShape s = moe_shape (ex);
-  MoeTensors w = moe_tensors (ex, L, first);
+  return ex->ep > 1 && ex->cfg.dispatcher == MP_DISPATCH_ALLGATHER;
+}
+
+static gboolean
+alloc_rows (MpExec *ex, const MoeShape *s, Acts *a, gsize rows_out, gsize gates,
+            const ExRoute *r, GError **error)
+{
+  gsize Rr = (gsize) MAX (r->Rr, 1), C = ex->C;
+  return mp_exec_act_alloc (ex, a, M_XP, Rr * C, error)
+         && mp_exec_act_alloc (ex, a, M_E_FC1, Rr * s->f1e, error)
+         && mp_exec_act_alloc (ex, a, M_E_ACT, Rr * s->Fel, error)
+         && mp_exec_act_alloc (ex, a, M_E_OUT, MAX (rows_out, 1) * C, error)
+         && mp_exec_act_alloc (ex, a, M_GATE, MAX (gates, 1), error);
+}
+
+/* This rank's routed rows: permuted, to their experts (by all-to-all with ep > 1) and
+ * back into M_E_OUT (R, C) in this rank's order, then weighed by their gates into OUT
+ * (the routed tokens' rows). */
+static gboolean
+routed_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a, ExRoute *r,
+                const float *h, float *out, GError **error)
+{
   MpBackend *be = ex->be;
-  int C = ex->C;
-  if (!shared_forward (ex, &s, &w, a, h, out, error))
-    return FALSE;
-  ExRoute *r = a->route = router_forward (ex, &s, &w, h, error);
-  if (r == NULL)
-    return FALSE;
   gboolean ep = ex->ep > 1;
-  if (ep && !exchange_counts (ex, &s, r, error))
+  int C = ex->C;
+  if (ep && !mp_moe_a2a_layout (ex, s, r, error))
     return FALSE;
   if (!ep)
     {
       r->Rr = r->R;
       r->lcount = r->count;
     }
-  /* permute, dispatch, the experts, combine, unpermute */
   gsize R = (gsize) MAX (r->R, 1), Rr = (gsize) MAX (r->Rr, 1);
-  if (!mp_exec_act_alloc (ex, a, M_XP, Rr * C, error)
-      || !mp_exec_act_alloc (ex, a, M_E_FC1, Rr * s.f1e, error)
-      || !mp_exec_act_alloc (ex, a, M_E_ACT, Rr * s.Fel, error)
-      || !mp_exec_act_alloc (ex, a, M_E_OUT, R * C, error)
-      || !mp_exec_act_alloc (ex, a, M_GATE, R, error))
+  if (!alloc_rows (ex, s, a, R, R, r, error))
     return FALSE;
   be->ops->upload (be, a->buf[M_GATE], r->grow, (gsize) r->R * sizeof (float));
   float *xp = ep ? be->ops->alloc (be, R * C * sizeof (float), MP_MEM_OTHER, error)
@@ -492,23 +380,70 @@ mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const f
   gboolean ok = xp != NULL && ye != NULL;
   if (ok)
     {
-      ex->k->gather_rows (be, xp, h + (gsize) s.row0 * C, r->src, NULL, r->R, C);
-      ok = !ep || dispatch (ex, r, xp, a->buf[M_XP], error);
+      ex->k->gather_rows (be, xp, h, r->src, NULL, r->R, C);
+      ok = !ep || mp_moe_a2a_dispatch (ex, r, xp, a->buf[M_XP], error);
     }
   if (ok)
     {
-      experts_forward (ex, &s, &w, r, a, a->buf[M_XP], ye);
-      ok = !ep || combine (ex, r, ye, a->buf[M_E_OUT], error);
+      experts_forward (ex, s, w, r, a, a->buf[M_XP], ye);
+      ok = !ep || mp_moe_a2a_combine (ex, r, ye, a->buf[M_E_OUT], error);
     }
   if (ok)
-    ex->k->scatter_add_rows (be, out + (gsize) s.row0 * C, a->buf[M_E_OUT], r->src,
-                             a->buf[M_GATE], r->R, C);
+    ex->k->scatter_add_rows (be, out, a->buf[M_E_OUT], r->src, a->buf[M_GATE], r->R, C);
   if (ep)
     {
       be->ops->release (be, xp);
       be->ops->release (be, ye);
     }
   return ok;
+}
+
+/* The all-gather dispatcher: every ep rank's tokens gathered, this rank's experts on the
+ * rows routed to them (outputs kept in M_E_OUT (Rr, C)), weighed by their gates into the
+ * group's rows, and reduce-scattered back into OUT. */
+static gboolean
+gathered_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a, ExRoute *r,
+                  const float *h, float *out, GError **error)
+{
+  MpBackend *be = ex->be;
+  gsize C = ex->C, n = (gsize) ex->ep * s->Nt * C;
+  if (!mp_moe_ag_layout (ex, s, r, error) || !alloc_rows (ex, s, a, r->Rr, r->Rr, r, error))
+    return FALSE;
+  be->ops->upload (be, a->buf[M_GATE], r->agate, (gsize) r->Rr * sizeof (float));
+  float *all = be->ops->alloc (be, n * sizeof (float), MP_MEM_OTHER, error);
+  float *mine = all ? be->ops->alloc (be, (gsize) s->Nt * C * sizeof (float), MP_MEM_OTHER,
+                                      error) : NULL;
+  gboolean ok = mine != NULL && mp_moe_ag_gather (ex, s, h, all, error);
+  if (ok)
+    {
+      ex->k->gather_rows (be, a->buf[M_XP], all, r->asrc, NULL, r->Rr, (int) C);
+      experts_forward (ex, s, w, r, a, a->buf[M_XP], a->buf[M_E_OUT]);
+      be->ops->zero (be, all, n * sizeof (float));
+      ex->k->scatter_add_rows (be, all, a->buf[M_E_OUT], r->asrc, a->buf[M_GATE], r->Rr,
+                               (int) C);
+      ok = mp_moe_ag_reduce (ex, s, all, mine, (int) C, error);
+    }
+  if (ok)
+    ex->k->add (be, out, mine, (gsize) s->Nt * C);
+  be->ops->release (be, all);
+  be->ops->release (be, mine);
+  return ok;
+}
+
+gboolean
+mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *h,
+                     float *out, GError **error)
+{
+  MoeShape s = moe_shape (ex);
+  MoeTensors w = moe_tensors (ex, L, first);
+  if (!shared_forward (ex, &s, &w, a, h, out, error))
+    return FALSE;
+  ExRoute *r = a->route = router_forward (ex, &s, &w, h, error);
+  if (r == NULL)
+    return FALSE;
+  gsize off = (gsize) s.row0 * ex->C;
+  return gathers (ex) ? gathered_forward (ex, &s, &w, a, r, h + off, out + off, error)
+                      : routed_forward (ex, &s, &w, a, r, h + off, out + off, error);
 }
 
 /* The gates' gradient through the router into DH (the routed rows; with partial expert
@@ -563,8 +498,98 @@ experts_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRo
                     dfc1 + (gsize) off * s->f1e);
 }
 
-/* Transient buffers of the backward, released together. */
-enum { B_SACT, B_SFC1, B_DEO, B_DGR, B_DYE, B_DXE, B_EXP, B_DXP, B_N };
+/* The routed rows' backward from DOUT (the routed tokens' rows): the gates' gradient
+ * into DG (R, host: whole, summed over etp), the experts' (to them by all-to-all with
+ * ep > 1, and back) into DH. */
+static gboolean
+routed_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a,
+                 const ExRoute *r, const float *dout, float *dh, float *dg, GError **error)
+{
+  MpBackend *be = ex->be;
+  gboolean ep = ex->ep > 1;
+  gsize R = (gsize) MAX (r->R, 1), Rr = (gsize) MAX (r->Rr, 1), C = ex->C;
+  enum { DEO, DGR, DYE, DXE, EXP, DXP, N_BUF };
+  gsize len[N_BUF] = { R * C, R, ep ? Rr * C : 1, ep ? Rr * C : 1, Rr * (s->Fel + s->f1e),
+                       R * C };
+  float *b[N_BUF] = { NULL };
+  gboolean ok = TRUE;
+  for (int i = 0; i < N_BUF && ok; i++)
+    ok = (b[i] = be->ops->alloc (be, len[i] * sizeof (float), MP_MEM_OTHER, error)) != NULL;
+  if (ok)
+    {
+      /* d expert_out = gate * dout, d gate = dout . expert_out (partial over etp) */
+      ex->k->gather_rows (be, b[DEO], dout, r->src, a->buf[M_GATE], r->R, (int) C);
+      ex->k->rows_dot (be, b[DGR], dout, r->src, a->buf[M_E_OUT], r->R, (int) C);
+      ok = !s->partial || mp_exec_tp_all_reduce (ex, b[DGR], R, MP_REDUCE_SUM, error);
+    }
+  float *dye = ep ? b[DYE] : b[DEO], *dxe = ep ? b[DXE] : b[DXP];
+  ok = ok && (!ep || mp_moe_a2a_dispatch (ex, r, b[DEO], dye, error));
+  if (ok)
+    experts_backward (ex, s, w, r, a, dye, dxe, b[EXP]);
+  ok = ok && (!ep || mp_moe_a2a_combine (ex, r, dxe, b[DXP], error));
+  if (ok)
+    {
+      ex->k->scatter_add_rows (be, dh, b[DXP], r->src, NULL, r->R, (int) C);
+      be->ops->download (be, dg, b[DGR], (gsize) r->R * sizeof (float));
+    }
+  for (int i = 0; i < N_BUF; i++)
+    be->ops->release (be, b[i]);
+  return ok;
+}
+
+/* The all-gather dispatcher's backward: the group's output gradients gathered, this
+ * rank's experts' backward on their rows, the input gradients and the gates' (by (token,
+ * choice)) reduce-scattered back; DG (R) in this rank's row order. */
+static gboolean
+gathered_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a,
+                   const ExRoute *r, const float *dout, float *dh, float *dg, GError **error)
+{
+  MpBackend *be = ex->be;
+  gsize Rr = (gsize) MAX (r->Rr, 1), C = ex->C, Nt = s->Nt, K = s->K, ep = ex->ep;
+  enum { ALL, MINE, DYE, DGR, DXE, EXP, GALL, GMINE, N_BUF };
+  gsize len[N_BUF] = { ep * Nt * C, Nt * C, Rr * C, Rr, Rr * C, Rr * (s->Fel + s->f1e),
+                       ep * Nt * K, Nt * K };
+  float *b[N_BUF] = { NULL };
+  gboolean ok = TRUE;
+  for (int i = 0; i < N_BUF && ok; i++)
+    ok = (b[i] = be->ops->alloc (be, len[i] * sizeof (float), MP_MEM_OTHER, error)) != NULL;
+  ok = ok && mp_moe_ag_gather (ex, s, dout, b[ALL], error);
+  if (ok)
+    {
+      ex->k->gather_rows (be, b[DYE], b[ALL], r->asrc, a->buf[M_GATE], r->Rr, (int) C);
+      ex->k->rows_dot (be, b[DGR], b[ALL], r->asrc, a->buf[M_E_OUT], r->Rr, (int) C);
+      ok = !s->partial || mp_exec_tp_all_reduce (ex, b[DGR], Rr, MP_REDUCE_SUM, error);
+    }
+  if (ok)
+    {
+      experts_backward (ex, s, w, r, a, b[DYE], b[DXE], b[EXP]);
+      be->ops->zero (be, b[ALL], len[ALL] * sizeof (float));
+      ex->k->scatter_add_rows (be, b[ALL], b[DXE], r->asrc, NULL, r->Rr, (int) C);
+      ok = mp_moe_ag_reduce (ex, s, b[ALL], b[MINE], (int) C, error);
+    }
+  if (ok)
+    {
+      ex->k->add (be, dh, b[MINE], Nt * C);
+      /* the gates' gradients to the ranks that routed them */
+      g_autofree float *dgr = g_new (float, Rr);
+      g_autofree float *gall = g_new0 (float, len[GALL]);
+      g_autofree float *gmine = g_new (float, len[GMINE]);
+      be->ops->download (be, dgr, b[DGR], (gsize) r->Rr * sizeof (float));
+      for (int q = 0; q < r->Rr; q++)
+        gall[r->aslot[q]] = dgr[q];
+      be->ops->upload (be, b[GALL], gall, len[GALL] * sizeof (float));
+      ok = mp_moe_ag_reduce (ex, s, b[GALL], b[GMINE], (int) K, error);
+      if (ok)
+        {
+          be->ops->download (be, gmine, b[GMINE], len[GMINE] * sizeof (float));
+          for (int i = 0; i < r->R; i++)
+            dg[i] = gmine[r->slot[i]];
+        }
+    }
+  for (int i = 0; i < N_BUF; i++)
+    be->ops->release (be, b[i]);
+  return ok;
+}
 
 gboolean
 mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *dout,
@@ -574,42 +599,21 @@ mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const 
   MoeTensors w = moe_tensors (ex, L, first);
   MpBackend *be = ex->be;
   const ExRoute *r = a->route;
-  int N = ex->N, C = ex->C;
-  gboolean ep = ex->ep > 1;
-  gsize R = (gsize) MAX (r->R, 1), Rr = (gsize) MAX (r->Rr, 1);
-  gsize len[B_N] = { (gsize) N * s.Fsl, (gsize) N * s.f1s, R * C, R, ep ? Rr * C : 1,
-                     ep ? Rr * C : 1, Rr * (s.Fel + s.f1e), R * C };
-  float *b[B_N] = { NULL };
-  gboolean ok = TRUE;
-  for (int i = 0; i < B_N && ok; i++)
-    ok = (b[i] = be->ops->alloc (be, MAX (len[i], 1) * sizeof (float), MP_MEM_OTHER,
-                                 error)) != NULL;
-  if (ok && s.Fsl > 0)
-    ffn_backward (ex, dh, w.s1->grad, w.s2->grad, dout, h, a->buf[M_S_FC1], a->buf[M_S_ACT],
-                  w.s1->param, w.s2->param, N, s.Fsl, b[B_SACT], b[B_SFC1]);
-  if (ok)
+  int N = ex->N;
+  if (s.Fsl > 0)
     {
-      /* combine: d expert_out = gate * dout, d gate = dout . expert_out (partial over tp) */
-      const float *d = dout + (gsize) s.row0 * C;
-      ex->k->gather_rows (be, b[B_DEO], d, r->src, a->buf[M_GATE], r->R, C);
-      ex->k->rows_dot (be, b[B_DGR], d, r->src, a->buf[M_E_OUT], r->R, C);
-      ok = !s.partial || mp_exec_tp_all_reduce (ex, b[B_DGR], R, MP_REDUCE_SUM, error);
+      float *sc = be->ops->alloc (be, (gsize) N * (s.Fsl + s.f1s) * sizeof (float),
+                                  MP_MEM_OTHER, error);
+      if (sc == NULL)
+        return FALSE;
+      ffn_backward (ex, dh, w.s1->grad, w.s2->grad, dout, h, a->buf[M_S_FC1], a->buf[M_S_ACT],
+                    w.s1->param, w.s2->param, N, s.Fsl, sc, sc + (gsize) N * s.Fsl);
+      be->ops->release (be, sc);
     }
-  /* to the experts, their backward, and back: the forward's dispatch and combine */
-  float *dye = ep ? b[B_DYE] : b[B_DEO], *dxe = ep ? b[B_DXE] : b[B_DXP];
-  ok = ok && (!ep || dispatch (ex, r, b[B_DEO], dye, error));
-  if (ok)
-    experts_backward (ex, &s, &w, r, a, dye, dxe, b[B_EXP]);
-  ok = ok && (!ep || combine (ex, r, dxe, b[B_DXP], error));
-  if (ok)
-    {
-      gsize off = (gsize) s.row0 * C;
-      ex->k->scatter_add_rows (be, dh + off, b[B_DXP], r->src, NULL, r->R, C);
-      g_autofree float *dg = g_new (float, R);
-      be->ops->download (be, dg, b[B_DGR], (gsize) r->R * sizeof (float));
-      ok = router_backward (ex, &s, &w, r, dg, h + off, dh + off, error);
-    }
-  for (int i = 0; i < B_N; i++)
-    be->ops->release (be, b[i]);
-  return ok;
+  gsize off = (gsize) s.row0 * ex->C;
+  g_autofree float *dg = g_new (float, MAX (r->R, 1));
+  gboolean ok = gathers (ex)
+                    ? gathered_backward (ex, &s, &w, a, r, dout + off, dh + off, dg, error)
+                    : routed_backward (ex, &s, &w, a, r, dout + off, dh + off, dg, error);
+  return ok && router_backward (ex, &s, &w, r, dg, h + off, dh + off, error);
 }
