@@ -9,6 +9,13 @@
 #include "exec/model-moe.h"
 #include "common/error.h"
 
+/* A backend buffer of N floats, or NULL with ERROR set. */
+static float *
+scratch (MpExec *ex, gsize n, GError **error)
+{
+  return ex->be->ops->alloc (ex->be, MAX (n, 1) * sizeof (float), MP_MEM_OTHER, error);
+}
+
 /* An all-to-all over the ep group, timed into ex->ep_s (the ep_comm phase). */
 static gboolean
 ep_all_to_all (MpExec *ex, const float *send, const gsize *send_n, float *recv,
@@ -38,7 +45,7 @@ mp_moe_a2a_layout (MpExec *ex, const MoeShape *s, ExRoute *r, GError **error)
     mine[e] = (float) r->count[e];
   for (int p = 0; p < ep; p++)
     n[p] = (gsize) El;
-  float *buf = be->ops->alloc (be, 2 * (gsize) s->E * sizeof (float), MP_MEM_OTHER, error);
+  float *buf = scratch (ex, 2 * (gsize) s->E, error);
   if (buf == NULL)
     return FALSE;
   be->ops->upload (be, buf, mine, (gsize) s->E * sizeof (float));
@@ -75,8 +82,7 @@ gboolean
 mp_moe_a2a_dispatch (MpExec *ex, const ExRoute *r, const float *x, float *xe, GError **error)
 {
   MpBackend *be = ex->be;
-  float *recv = be->ops->alloc (be, (gsize) MAX (r->Rr, 1) * ex->C * sizeof (float),
-                                MP_MEM_OTHER, error);
+  float *recv = scratch (ex, (gsize) r->Rr * ex->C, error);
   gboolean ok = recv != NULL && ep_all_to_all (ex, x, r->send_n, recv, r->recv_n, error);
   if (ok)
     ex->k->gather_rows (be, xe, recv, r->perm, NULL, r->Rr, ex->C);
@@ -88,8 +94,7 @@ gboolean
 mp_moe_a2a_combine (MpExec *ex, const ExRoute *r, const float *ye, float *y, GError **error)
 {
   MpBackend *be = ex->be;
-  float *send = be->ops->alloc (be, (gsize) MAX (r->Rr, 1) * ex->C * sizeof (float),
-                                MP_MEM_OTHER, error);
+  float *send = scratch (ex, (gsize) r->Rr * ex->C, error);
   if (send == NULL)
     return FALSE;
   ex->k->scatter_add_rows (be, send, ye, r->perm, NULL, r->Rr, ex->C);
@@ -99,13 +104,6 @@ mp_moe_a2a_combine (MpExec *ex, const ExRoute *r, const float *ye, float *y, GEr
 }
 
 /* ---- all-gather -------------------------------------------------------------------- */
-
-/* A backend buffer of N floats, or NULL with ERROR set. */
-static float *
-scratch (MpExec *ex, gsize n, GError **error)
-{
-  return ex->be->ops->alloc (ex->be, MAX (n, 1) * sizeof (float), MP_MEM_OTHER, error);
-}
 
 gboolean
 mp_moe_ag_gather (MpExec *ex, const MoeShape *s, const float *x, float *all, GError **error)

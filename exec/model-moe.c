@@ -5,12 +5,15 @@
  * the experts, the grouped expert GEMMs (one GEMM per local expert), and the weighted
  * combine back; forward and backward.
  *
- * Layout (the cost model's, program/program.h's MpParallelConfig): experts are divided
- * over ep in contiguous blocks (ep rank r holds experts [r El, (r + 1) El)) and each
- * expert is tensor-split over etp = tp like a dense MLP (fc1 column-, fc2 row-parallel),
- * so its outputs are partial sums over tp that the block's tp reduction adds. The router
- * sees all N rows of the micro-batch (gathered under sequence parallelism) on every tp
- * rank and computes the same gates there.
+ * Layout (the cost model's expert grid, program/program.h's MpParallelConfig): experts
+ * are divided over ep in contiguous blocks (ep rank r holds experts [r El, (r + 1) El)).
+ * With etp = tp each expert is tensor-split like a dense MLP (fc1 column-, fc2
+ * row-parallel), its outputs partial sums over tp that the block's tp reduction adds, and
+ * the router sees all N rows of the micro-batch (gathered under sequence parallelism) on
+ * every tp rank, computing the same gates there. With etp = 1 < tp (experts folded over
+ * the tensor ranks) each tp rank routes its own sequence-parallel rows to whole experts
+ * and adds their outputs to those rows only. Dispatch and combine over the ep group, by
+ * all-to-all or all-gather as the plan says, are in model-moe-ep.c.
  *
  * The routing is small (N x E) and decides the shapes of the expert GEMMs, so it runs on
  * the host (as Megatron-Core syncs the per-expert counts to the host): the logits are
