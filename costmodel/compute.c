@@ -943,11 +943,12 @@ zero3_stage_wait (const MpCostContext *ctx, const MpParallelConfig *cfg,
 
 /* Data-parallel and optimizer times of a stage whose rank holds DENSE and EXPERT
  * parameters, FP8[2] of them (dense, expert) in FP8 GEMMs; TIED: it also shares the word
- * embeddings with the other end stage; FWD_S, BWD_S: ZeRO-3's layer times by model layer. */
+ * embeddings with the other end stage; FWD_S, BWD_S: ZeRO-3's layer times by model layer;
+ * RS_LAYER (ZeRO-2, or NULL): one micro-batch's reduce-scatters by bucket's lowest layer. */
 static void
 stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *sp,
             guint stage, double dense, double expert, const double fp8[2], double tied,
-            const double *fwd_s, const double *bwd_s, MpStageTime *out)
+            const double *fwd_s, const double *bwd_s, double *rs_layer, MpStageTime *out)
 {
   const MpCostDevice *dev = sp->device;
   double w, g, o, last_d = 0, last_e = 0;
@@ -963,6 +964,11 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
   MpCollKind reduce = cfg->zero >= 1 ? MP_COLL_REDUCE_SCATTER : MP_COLL_ALL_REDUCE;
   out->dp_reduce_s = times * (bucketed (ctx, dev, reduce, bd, nd, g, &sp->dp, &last_d)
                               + bucketed (ctx, dev, reduce, be, ne, g, &sp->edp, &last_e));
+  if (rs_layer && cfg->zero == 2)
+    {
+      per_layer_buckets (ctx, dev, reduce, bd, nd, g, &sp->dp, rs_layer);
+      per_layer_buckets (ctx, dev, reduce, be, ne, g, &sp->edp, rs_layer);
+    }
   if (cfg->zero == 1 || cfg->zero == 2)
     /* the updated weights gathered back, bucket by bucket */
     out->dp_gather_s = bucketed (ctx, dev, MP_COLL_ALL_GATHER, bd, nd, w, &sp->dp, NULL)
@@ -1024,11 +1030,11 @@ cm_boundary_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
   return cm_tokens (ctx, cfg) * width * ctx->elt / div;
 }
 
-/* mp_cost_stage_times, and when CHUNK_FWD is given each chunk's forward and backward
- * (mp_cost_chunk_times). */
+/* mp_cost_stage_times, and when CHUNK_FWD is given each chunk's forward, backward and
+ * (ZeRO-2) reduce-scatters (mp_cost_chunk_times). */
 static void
 stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out,
-             double *chunk_fwd, double *chunk_bwd)
+             double *chunk_fwd, double *chunk_bwd, double *chunk_rs)
 {
   guint pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg), chunks = pp * vpp;
   guint nc = MAX (ctx->n_classes, 1u);
@@ -1048,6 +1054,7 @@ stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime 
   /* ZeRO-3's layer-by-layer wait needs each layer's times, by model layer. */
   guint nl = ctx->model->n_layers;
   gboolean per_layer = cfg->zero >= 3 || chunk_fwd != NULL;
+  g_autofree double *rs_layer = chunk_rs && cfg->zero == 2 ? g_new0 (double, nl) : NULL;
   g_autofree double *fwd_s = per_layer ? g_new0 (double, nl) : NULL;
   g_autofree double *bwd_s = per_layer ? g_new0 (double, nl) : NULL;
   double prev_dense = 0, prev_expert = 0, prev_tied = 0, prev_fp8[2] = { 0, 0 };
@@ -1144,6 +1151,7 @@ stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime 
         }
       /* Interior stages usually hold the same parameters over the same groups. */
       const MpStageTime *prev = s > 0 ? &out[s - 1] : NULL;
+      gboolean shared = TRUE;
       if (prev && rep_of[s - 1] == rep && prev_dense == dense && prev_expert == expert
           && prev_tied == tied && prev_fp8[0] == fp8[0] && prev_fp8[1] == fp8[1]
           && (cfg->zero < 3 || (prev->fwd.total_s == st->fwd.total_s
@@ -1158,7 +1166,18 @@ stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime 
           st->optimizer_s = prev->optimizer_s;
         }
       else
-        stage_sync (ctx, cfg, sp, s, dense, expert, fp8, tied, fwd_s, bwd_s, st);
+        {
+          stage_sync (ctx, cfg, sp, s, dense, expert, fp8, tied, fwd_s, bwd_s, rs_layer, st);
+          shared = FALSE;
+        }
+      /* A stage like the one before reduces its chunks alike too. */
+      for (guint v = 0; chunk_rs && v < vpp; v++)
+        {
+          guint c = s + v * pp;
+          chunk_rs[c] = shared ? chunk_rs[c - 1] : 0;
+          for (guint li = first[c]; !shared && rs_layer && li < first[c] + count[c]; li++)
+            chunk_rs[c] += rs_layer[li];
+        }
       rep_of[s] = rep;
       prev_dense = dense;
       prev_expert = expert;
@@ -1172,16 +1191,16 @@ void
 mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out)
 {
   g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
-  stage_times (ctx, cfg, out, NULL, NULL);
+  stage_times (ctx, cfg, out, NULL, NULL, NULL);
 }
 
 void
 mp_cost_chunk_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out,
-                     double *fwd_s, double *bwd_s)
+                     double *fwd_s, double *bwd_s, double *rs_s)
 {
   g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
-  g_return_if_fail (fwd_s != NULL && bwd_s != NULL);
-  stage_times (ctx, cfg, out, fwd_s, bwd_s);
+  g_return_if_fail (fwd_s != NULL && bwd_s != NULL && rs_s != NULL);
+  stage_times (ctx, cfg, out, fwd_s, bwd_s, rs_s);
 }
 
 /* The IR's forward FLOPs per token of LAYER that CFG's recompute runs again. */

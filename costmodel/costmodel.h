@@ -393,10 +393,11 @@ typedef struct {
  * and device, so this costs microseconds for any pp. */
 void mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg,
                           MpStageTime *out);
-/* The same, and FWD_S, BWD_S[0 .. pp * vpp - 1]: each model chunk's forward and backward
- * of one micro-batch (for whoever times the schedule chunk by chunk). */
+/* The same, and FWD_S, BWD_S, RS_S[0 .. pp * vpp - 1]: each model chunk's forward and
+ * backward of one micro-batch, and (ZeRO-2; else 0) the reduce-scatters of its gradient
+ * buckets after each backward (for whoever times the schedule chunk by chunk). */
 void mp_cost_chunk_times (const MpCostContext *ctx, const MpParallelConfig *cfg,
-                          MpStageTime *out, double *fwd_s, double *bwd_s);
+                          MpStageTime *out, double *fwd_s, double *bwd_s, double *rs_s);
 
 /* The cost model's accounting of one rank, for whoever lays out a step (the programs
  * below) and must count what the closed form counts. Parameters of LAYER one rank holds

@@ -333,23 +333,27 @@ rounds_alike (const MpParallelConfig *cfg, gboolean transformer)
   return TRUE;
 }
 
-/* Interleaved 1F1B chunk by chunk, for M micro-batches (a multiple of pp): each stage
- * runs its steps in its program's order (pl_schedule_steps); a forward waits for the
- * chunk before's, a backward for the chunk after's (on the last chunk, for its own
- * forward); a step that hands its result on ends with the P2P send, which the sender
- * waits out (the programs' blocking send). FWD, BWD: per model chunk. */
+/* A pipeline schedule chunk by chunk, for M micro-batches: each stage runs its steps in
+ * its program's order (pl_schedule_steps); a forward waits for the chunk before's, a
+ * backward for the chunk after's (on the last chunk, for its own forward); a step that
+ * hands its result on ends with the P2P send, which the sender waits out (the programs'
+ * blocking send). FWD, BWD: per model chunk. With RS (ZeRO-2: per chunk, the reduce-
+ * scatters each backward leaves; LAST[stage]: the last bucket's), each stage's one data-
+ * parallel stream takes them as the backward makes them, in order; *DP_END: when the
+ * last such stream is done. Returns when the last step ends. */
 static double
-interleaved_run (const MpParallelConfig *cfg, guint m, const double *fwd, const double *bwd,
-                 double p2p)
+schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const double *bwd,
+              double p2p, const double *rs, const double *last, double *dp_end)
 {
   MpParallelConfig c = *cfg;
   c.num_micro_batches = m;
-  guint p = c.pp, chunks = p * MAX (c.vpp, 1u), left = 2 * m * chunks;
+  guint p = c.pp, chunks = p * mp_parallel_config_vpp (&c), left = 2 * m * chunks;
   g_autofree double *out = g_new (double, (gsize) 2 * chunks * m);  /* forward, backward */
   for (gsize k = 0; k < (gsize) 2 * chunks * m; k++)
     out[k] = -1;
   double *out_f = out, *out_b = out + (gsize) chunks * m, step_s = 0;
-  g_autofree double *free_at = g_new0 (double, p);
+  g_autofree double *free_at = g_new0 (double, 2 * p);
+  double *stream = free_at + p;
   g_autofree guint *next = g_new0 (guint, p);
   g_autoptr(GPtrArray) steps = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
   for (guint i = 0; i < p; i++)
@@ -373,8 +377,11 @@ interleaved_run (const MpParallelConfig *cfg, guint m, const double *fwd, const 
               if (ready < 0)
                 break;
               gboolean sends = s->backward ? ch > 0 : ch + 1 < chunks;
-              double end = MAX (free_at[i], ready) + (s->backward ? bwd[ch] : fwd[ch])
-                           + (sends ? p2p : 0);
+              double start = MAX (free_at[i], ready), dur = s->backward ? bwd[ch] : fwd[ch];
+              double end = start + dur + (sends ? p2p : 0);
+              /* The chunk's buckets close through its backward; the last at its end. */
+              if (s->backward && rs && rs[ch] > 0)
+                stream[i] = MAX (MAX (stream[i], start) + rs[ch], start + dur + last[i]);
               (s->backward ? out_b : out_f)[at] = end;
               free_at[i] = end;
               step_s = MAX (step_s, end);
@@ -384,34 +391,76 @@ interleaved_run (const MpParallelConfig *cfg, guint m, const double *fwd, const 
         }
     }
   g_warn_if_fail (left == 0);       /* Megatron's order never deadlocks */
+  *dp_end = 0;
+  for (guint i = 0; i < p; i++)
+    *dp_end = MAX (*dp_end, stream[i]);
   return step_s;
 }
 
-/* interleaved_run for the plan's micro-batches; past six groups of pp the schedule's
- * steady state repeats group by group, so a long run is the fifth group's time on. */
+/* schedule_run for the plan's micro-batches. Past a few rounds of the schedule (groups of
+ * pp micro-batches when interleaved, else single ones) its steady state repeats, so a
+ * long run is a short one's last round, again and again: both the step and the data-
+ * parallel stream's lead over it, which grows each round where the stream is the
+ * slower. */
 static double
-interleaved_pipe (const MpParallelConfig *cfg, const double *fwd, const double *bwd,
-                  double p2p)
+schedule_pipe (const MpParallelConfig *cfg, const double *fwd, const double *bwd, double p2p,
+               const double *rs, const double *last, double *dp_end)
 {
-  guint p = cfg->pp, groups = cfg->num_micro_batches / p;
-  if (groups <= 6)
-    return interleaved_run (cfg, cfg->num_micro_batches, fwd, bwd, p2p);
-  double four = interleaved_run (cfg, 4 * p, fwd, bwd, p2p);
-  double five = interleaved_run (cfg, 5 * p, fwd, bwd, p2p);
-  return five + (groups - 5) * (five - four);
+  guint p = cfg->pp, m = cfg->num_micro_batches;
+  guint round = cfg->schedule == MP_SCHEDULE_INTERLEAVED ? p : 1;
+  if (m <= 4 * p)
+    return schedule_run (cfg, m, fwd, bwd, p2p, rs, last, dp_end);
+  double end_a, end_b;
+  double a = schedule_run (cfg, 3 * p, fwd, bwd, p2p, rs, last, &end_a);
+  double b = schedule_run (cfg, 3 * p + round, fwd, bwd, p2p, rs, last, &end_b);
+  double rounds = (double) (m - 3 * p - round) / round;
+  double step_s = b + rounds * (b - a);
+  *dp_end = step_s + MAX (0.0, (end_b - b) + rounds * ((end_b - b) - (end_a - a)));
+  return step_s;
 }
 
 typedef struct {
   double pipe_s;                   /* fill, steady state and drain */
   guint bottleneck;                /* the stage whose work sets the steady state */
   double pp_comm_s;
+  double dp_end_s;                 /* ZeRO-2 timed chunk by chunk: when the last stage's
+                                    * reduce-scatters end (schedule_run); else -1 */
 } Pipeline;
 
-/* CHUNK_FWD, CHUNK_BWD: each chunk's times, given where the chunks of a round differ
- * (rounds_alike), else NULL. */
+/* Is the closed form's pipeline timed chunk by chunk? Where an interleaving round's
+ * chunks differ from stage to stage (stages wait on each other within the steady state
+ * too), and for ZeRO-2 pipelines whose per-micro-batch reductions of a chunk take longer
+ * than its backward (they fall behind the backwards that make them, most in the drain,
+ * which runs backwards only). chunk_by_chunk: whether the chunks' times are needed to
+ * tell; steps_needed, given them (CHUNK, mp_cost_chunk_times). */
+static gboolean
+steps_needed (const MpParallelConfig *cfg, gboolean transformer, const double *chunk)
+{
+  guint chunks = cfg->pp * mp_parallel_config_vpp (cfg);
+  if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->vpp > 1 && !rounds_alike (cfg, transformer))
+    return TRUE;
+  for (guint c = 0; c < chunks && cfg->zero == 2; c++)
+    if (chunk[2 * chunks + c] > chunk[chunks + c])
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+chunk_by_chunk (const MpParallelConfig *cfg, gboolean transformer)
+{
+  if (cfg->pp < 2)
+    return FALSE;
+  if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->vpp > 1 && !rounds_alike (cfg, transformer))
+    return TRUE;
+  return cfg->zero == 2 && (cfg->schedule == MP_SCHEDULE_INTERLEAVED
+                            || cfg->schedule == MP_SCHEDULE_1F1B);
+}
+
+/* CHUNK: each chunk's forward, backward and ZeRO-2 reductions (mp_cost_chunk_times) where
+ * the schedule is timed chunk by chunk (chunk_by_chunk), else NULL. */
 static void
 pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageTime *st,
-               const double *chunk_fwd, const double *chunk_bwd, Pipeline *out)
+               const double *chunk, Pipeline *out)
 {
   guint p = cfg->pp, v = MAX (cfg->vpp, 1u);
   double m = cfg->num_micro_batches;
@@ -430,6 +479,7 @@ pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageT
         p2p = MAX (p2p, st[i].p2p_s);
     }
   double edge = 2.0 * (p - 1) * p2p;       /* fill and drain cross every boundary twice */
+  out->dp_end_s = -1;
   switch (cfg->schedule)
     {
     case MP_SCHEDULE_NONE:
@@ -444,10 +494,6 @@ pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageT
         double rest = (sum - max_c) / v * largest_chunk_ratio (cfg, transformer);
         out->pipe_s = m * (max_c + steady) + rest + edge;
         out->pp_comm_s = m * steady + edge;
-        /* Rounds whose chunks differ make stages wait on each other within the steady
-         * state as well as in the fill and drain: time the schedule step by step. */
-        if (chunk_fwd != NULL)
-          out->pipe_s = interleaved_pipe (cfg, chunk_fwd, chunk_bwd, p2p);
       }
       break;
     case MP_SCHEDULE_GPIPE:
@@ -460,7 +506,20 @@ pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageT
       }
       break;
     }
+  if (chunk != NULL && steps_needed (cfg, transformer, chunk))
+    {
+      guint chunks = p * v;
+      g_autofree double *last = g_new (double, p);
+      for (guint i = 0; i < p; i++)
+        last[i] = st[i].dp_last_bucket_s;
+      out->pipe_s = schedule_pipe (cfg, chunk, chunk + chunks, p2p,
+                                   cfg->zero == 2 ? chunk + 2 * chunks : NULL, last,
+                                   &out->dp_end_s);
+      if (cfg->zero != 2)
+        out->dp_end_s = -1;
+    }
 }
+
 
 /* Time STAGE has from the start of its first backward to the end of its last, for a
  * data-parallel stream that starts there (ZeRO-2's per-micro-batch reductions). With 1F1B
@@ -496,8 +555,9 @@ backward_window (const MpParallelConfig *cfg, const MpStageTime *st, guint stage
  * under its last backward; stage i drains ahead of stage 0 by the backward work of the
  * stages before it, which hides that much more of its reduction. */
 static double
-dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, double pipe_s)
+dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, const Pipeline *pipe)
 {
+  double pipe_s = pipe->pipe_s;
   double worst = 0, ahead = 0;
   for (guint i = 0; i < cfg->pp; i++)
     {
@@ -511,6 +571,9 @@ dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, double pipe_s)
            * last, and the last micro-batch's last bucket is left. */
           double window = backward_window (cfg, st, i, pipe_s, ahead);
           exposed = MAX (st[i].dp_last_bucket_s, st[i].dp_reduce_s - window);
+          /* timed chunk by chunk: what the streams have left when the pipeline ends */
+          if (pipe->dp_end_s >= 0)
+            exposed = ahead + MAX (0.0, pipe->dp_end_s - pipe_s);   /* less AHEAD below */
         }
       if (cfg->zero == 3)
         {
@@ -599,17 +662,16 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
   MpStageTime *st = st_big ? st_big : st_small;
   gboolean transformer = mp_cost_context_model (ctx)->arch == MP_ARCH_TRANSFORMER;
   g_autofree double *chunk = NULL;
-  guint chunks = cfg->pp * MAX (cfg->vpp, 1u);
-  if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->pp > 1 && chunks > cfg->pp
-      && !rounds_alike (cfg, transformer))
+  guint chunks = cfg->pp * mp_parallel_config_vpp (cfg);
+  if (chunk_by_chunk (cfg, transformer))
     {
-      chunk = g_new (double, 2 * chunks);
-      mp_cost_chunk_times (ctx, cfg, st, chunk, chunk + chunks);
+      chunk = g_new (double, 3 * chunks);
+      mp_cost_chunk_times (ctx, cfg, st, chunk, chunk + chunks, chunk + 2 * chunks);
     }
   else
     mp_cost_stage_times (ctx, cfg, st);
   Pipeline pipe;
-  pipeline_time (cfg, transformer, st, chunk, chunk ? chunk + chunks : NULL, &pipe);
+  pipeline_time (cfg, transformer, st, chunk, &pipe);
   const MpStageTime *b = &st[pipe.bottleneck];
   double m = cfg->num_micro_batches;
   double *t = plan->time.t;
@@ -623,7 +685,7 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
                                  - t[MP_PHASE_EP] - t[MP_PHASE_PP]);
   if (t[MP_PHASE_BUBBLE] < 1e-12 * pipe.pipe_s)
     t[MP_PHASE_BUBBLE] = 0;      /* rounding left by the subtraction, not a bubble */
-  t[MP_PHASE_DP] = dp_exposed (cfg, st, pipe.pipe_s);
+  t[MP_PHASE_DP] = dp_exposed (cfg, st, &pipe);
   t[MP_PHASE_OPTIMIZER] = 0;
   for (guint i = 0; i < cfg->pp; i++)
     t[MP_PHASE_OPTIMIZER] = MAX (t[MP_PHASE_OPTIMIZER], st[i].optimizer_s);
