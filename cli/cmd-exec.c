@@ -35,8 +35,11 @@ fail_once (int rank, GError *error)
 /* What the executor does not run yet (exec/model-exec.c check_supported and
  * mp_model_attention_extras refuse each by name); --help must list them all. */
 #define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): mixture-of-experts blocks and expert "         \
-  "parallelism (ep > 1), context parallelism (cp > 1) on the cuda backend (the host "    \
+  "Not run yet, refused by name (exit 2): biases in MoE experts, expert tensor "          \
+  "parallelism other than 1 or tp (1 < etp < tp), experts folded over tensor ranks "     \
+  "(etp < tp) with a sequence split inside a sequence, mixture-of-experts with context " \
+  "parallelism (experts and cp > 1), selective recompute of the mlp module in MoE "      \
+  "blocks, context parallelism (cp > 1) on the cuda backend (the host "                  \
   "runs it: ring attention), sliding-window attention, multi-head latent attention, "    \
   "attention sinks, qk-norm, attention biases unlike the MLP's, post-norms, scaled "     \
   "embeddings, logit soft-capping, geglu MLPs, uniform recompute in groups of blocks "   \
@@ -57,6 +60,10 @@ print_summary (const MpExecResult *r)
   const MpMemStats *mem = &r->ranks[r->mem_rank].mem;
   printf ("; peak memory %.1f MiB (gradients at most %.1f MiB)\n", mem->peak_total / 1048576.0,
           mem->peak[MP_MEM_GRADIENTS] / 1048576.0);
+  if (r->moe_choices > 0)
+    printf ("MoE: %.0f of %.0f (token, expert) choices dropped over the experts' capacity "
+            "(%.2f%%), warm-up included\n", r->moe_dropped, r->moe_choices,
+            100 * r->moe_dropped / r->moe_choices);
 }
 
 /* --check: both runs side by side, step by step, and the verdict. */
@@ -179,9 +186,10 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
   g_option_context_set_summary (
       ctx, "Run a plan for real: `mpirun -np N mpplan exec -p plan.yaml` with N the plan's "
            "world size (without mpirun: a plan of one rank). Trains the plan's model on "
-           "seeded synthetic data with the plan's data, tensor, context and pipeline split, "
-           "ZeRO stage and recomputation (host backend: OpenBLAS and MPI), measures each "
-           "instruction, and prints the median step time.");
+           "seeded synthetic data with the plan's data, tensor, context, pipeline and expert "
+           "split, ZeRO stage and recomputation (host backend: OpenBLAS and MPI), measures "
+           "each instruction, and prints the median step time (and for an MoE model the "
+           "token choices dropped over the experts' capacity).");
   g_option_context_set_description (ctx, EXEC_LIMITS MP_CLI_EXIT_CODES);
   g_option_context_add_main_entries (ctx, entries, NULL);
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);

@@ -414,6 +414,59 @@ exchange (MpGroup *g, const float *send, float *recv, gsize per, int blocks, int
   return TRUE;
 }
 
+/* Blocks until the work queued on G's stream so far is done (wait_event's polling). */
+static gboolean
+wait_stream (CudaBackend *c, MpGroup *g, GError **error)
+{
+  cudaEvent_t done;
+  MP_CUDA_TRY (cudaEventCreateWithFlags (&done, cudaEventDisableTiming));
+  cudaError_t e = cudaEventRecord (done, g->stream);
+  gboolean ok = e == cudaSuccess ? wait_event (c, done, g->comm, error) : FALSE;
+  if (e != cudaSuccess)
+    g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "cudaEventRecord: %s",
+                 cudaGetErrorString (e));
+  cudaEventDestroy (done);
+  return ok;
+}
+
+/* All-to-all with per-peer sizes: one NCCL group of a send and a receive per peer on G's
+ * stream behind the compute stream (device buffers), waited for. */
+gboolean
+mpcu_all_to_all_v (MpBackend *be, MpGroup *g, const float *send, const gsize *send_n,
+                   float *recv, const gsize *recv_n, GError **error)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  if (g->size == 1)
+    {
+      mpcu_copy (be, recv, send, recv_n[0] * sizeof (float));
+      return mpcu_check_sticky (c, error);
+    }
+  if (!mpcu_check_sticky (c, error) || !after_compute (c, g->stream, error))
+    return FALSE;
+  if (g->comm == NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
+                   "rank %d: the group's NCCL communicator was aborted", be->rank);
+      return FALSE;
+    }
+  MP_NCCL_TRY (ncclGroupStart ());
+  ncclResult_t r = ncclSuccess;
+  gsize so = 0, ro = 0;
+  for (int p = 0; p < g->size && (r == ncclSuccess || r == ncclInProgress); p++)
+    {
+      if (send_n[p] > 0)
+        r = ncclSend (send + so, send_n[p], ncclFloat32, p, g->comm, g->stream);
+      if (recv_n[p] > 0 && (r == ncclSuccess || r == ncclInProgress))
+        r = ncclRecv (recv + ro, recv_n[p], ncclFloat32, p, g->comm, g->stream);
+      so += send_n[p];
+      ro += recv_n[p];
+    }
+  ncclResult_t end = ncclGroupEnd ();   /* always: an open group would poison the next call */
+  MP_NCCL_TRY (r);
+  MP_NCCL_TRY (end);
+  return wait_stream (c, g, error);
+}
+
 /* One collective of the calibration sweep on G's stream (layouts: backend.h). */
 static gboolean
 enqueue_coll (MpGroup *g, MpCollKind kind, const float *send, float *recv, gsize count,
@@ -463,14 +516,6 @@ mpcu_run_coll (MpBackend *be, MpGroup *g, MpCollKind kind, const float *send, fl
   for (int i = 0; i < iters; i++)
     if (!enqueue_coll (g, kind, send, recv, count, error))
       return FALSE;
-  cudaEvent_t done;
-  MP_CUDA_TRY (cudaEventCreateWithFlags (&done, cudaEventDisableTiming));
-  cudaError_t e = cudaEventRecord (done, g->stream);
-  gboolean ok = e == cudaSuccess ? wait_event (c, done, g->comm, error) : FALSE;
-  if (e != cudaSuccess)
-    g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "cudaEventRecord: %s",
-                 cudaGetErrorString (e));
-  cudaEventDestroy (done);
-  return ok;
+  return wait_stream (c, g, error);
 }
 

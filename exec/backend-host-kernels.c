@@ -251,6 +251,30 @@ hk_sumsq (MpBackend *be, const float *x, size_t n)
   return mpk_cpu_sumsq (x, n);
 }
 
+static void
+hk_gather_rows (MpBackend *be, float *out, const float *x, const int *idx, const float *scale,
+                int R, int C)
+{
+  (void) be;
+  mpk_cpu_gather_rows (out, x, idx, scale, R, C);
+}
+
+static void
+hk_scatter_add_rows (MpBackend *be, float *y, const float *x, const int *idx,
+                     const float *scale, int R, int C)
+{
+  (void) be;
+  mpk_cpu_scatter_add_rows (y, x, idx, scale, R, C);
+}
+
+static void
+hk_rows_dot (MpBackend *be, float *out, const float *a, const int *idx, const float *b, int R,
+             int C)
+{
+  (void) be;
+  mpk_cpu_rows_dot (out, a, idx, b, R, C);
+}
+
 const MpKernelOps mp_backend_host_kernels = {
   .matmul_forward = hk_matmul_forward,
   .matmul_backward = hk_matmul_backward,
@@ -283,4 +307,7 @@ const MpKernelOps mp_backend_host_kernels = {
   .ring_attention_block = hk_ring_attention_block,
   .ring_attention_end = hk_ring_attention_end,
   .ring_attention_backward_block = hk_ring_attention_backward_block,
+  .gather_rows = hk_gather_rows,
+  .scatter_add_rows = hk_scatter_add_rows,
+  .rows_dot = hk_rows_dot,
 };

@@ -170,6 +170,32 @@ host_reduce_scatter (MpBackend *be, MpGroup *g, const float *buf, float *out, gs
   return TRUE;
 }
 
+static gboolean
+host_all_to_all_v (MpBackend *be, MpGroup *g, const float *send, const gsize *send_n,
+                   float *recv, const gsize *recv_n, GError **error)
+{
+  if (g->size == 1)
+    {
+      memmove (recv, send, recv_n[0] * sizeof (float));
+      return TRUE;
+    }
+  g_autofree int *sc = g_new (int, 4 * (gsize) g->size);
+  int *sd = sc + g->size, *rc = sd + g->size, *rd = rc + g->size;
+  for (int p = 0, so = 0, ro = 0; p < g->size; p++)
+    {
+      if (send_n[p] > G_MAXINT || recv_n[p] > G_MAXINT)
+        {
+          g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "rank %d: an all-to-all block of "
+                       "more than %d floats", be->rank, G_MAXINT);
+          return FALSE;
+        }
+      sc[p] = (int) send_n[p], sd[p] = so, so += sc[p];
+      rc[p] = (int) recv_n[p], rd[p] = ro, ro += rc[p];
+    }
+  MP_MPI_TRY (MPI_Alltoallv (send, sc, sd, MPI_FLOAT, recv, rc, rd, MPI_FLOAT, g->comm));
+  return TRUE;
+}
+
 static MpRequest *
 request_new (void)
 {
@@ -381,6 +407,7 @@ static const MpBackendOps host_ops = {
   .all_reduce = host_all_reduce,
   .all_gather = host_all_gather,
   .reduce_scatter = host_reduce_scatter,
+  .all_to_all_v = host_all_to_all_v,
   .iall_reduce = host_iall_reduce,
   .iall_gather = host_iall_gather,
   .ireduce_scatter = host_ireduce_scatter,

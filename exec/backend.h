@@ -129,6 +129,13 @@ typedef struct {
                                          const float *lse, const float *q, const float *k,
                                          const float *v, MpkAttnShape s, int TK,
                                          const int *qpos, const int *kpos);
+  /* MoE token permutation (kernels/cpu/moe.c); IDX is host memory, as tokens above. */
+  void (*gather_rows) (MpBackend *be, float *out, const float *x, const int *idx,
+                       const float *scale, int R, int C);
+  void (*scatter_add_rows) (MpBackend *be, float *y, const float *x, const int *idx,
+                            const float *scale, int R, int C);
+  void (*rows_dot) (MpBackend *be, float *out, const float *a, const int *idx, const float *b,
+                    int R, int C);
 } MpKernelOps;
 
 typedef struct {
@@ -158,6 +165,12 @@ typedef struct {
   gboolean (*all_gather) (MpBackend *be, MpGroup *g, float *buf, gsize n, GError **error);
   gboolean (*reduce_scatter) (MpBackend *be, MpGroup *g, const float *buf, float *out,
                               gsize n, GError **error);
+  /* All-to-all with per-peer sizes (MoE token dispatch): SEND holds SEND_N[p] floats for
+   * group rank p, block after block in rank order; RECV gets RECV_N[p] from each p, the
+   * same way. The counts are host memory, one per group rank; SEND and RECV must not
+   * overlap. */
+  gboolean (*all_to_all_v) (MpBackend *be, MpGroup *g, const float *send, const gsize *send_n,
+                            float *recv, const gsize *recv_n, GError **error);
   /* The same, non-blocking: *REQ to test / wait (NULL when nothing needed doing). */
   gboolean (*iall_reduce) (MpBackend *be, MpGroup *g, float *buf, gsize n, MpRequest **req,
                            GError **error);

@@ -257,6 +257,7 @@ reference_run (const MpPlanResolved *res, const MpPlan *plan, guint total, guint
   MpParallelConfig cfg = plan->cfg;
   cfg.num_micro_batches = plan->cfg.num_micro_batches * plan->cfg.dp;
   cfg.dp = cfg.tp = cfg.pp = cfg.cp = cfg.vpp = cfg.ep = 1;
+  cfg.etp = 0;                     /* MoE: experts as tp splits them, i.e. whole */
   cfg.sequence_parallel = FALSE;
   cfg.zero = 0;
   cfg.recompute = MP_RECOMPUTE_NONE;
@@ -418,6 +419,21 @@ check_job (Job *j, const MpPlanResolved *res, const Record *rec, guint64 seed,
   return TRUE;
 }
 
+/* MoE: the job's routed and dropped (token, expert) choices into R. */
+static gboolean
+moe_counts (Job *j, MpExecResult *r, GError **error)
+{
+  const MpExec *ex = j->s->ex;
+  if (ex->model->experts == 0)
+    return TRUE;
+  double v[2] = { (double) ex->moe_routed, (double) ex->moe_dropped };
+  if (!j->be->ops->host_all_reduce (j->be, v, 2, MP_REDUCE_SUM, error))
+    return FALSE;
+  r->moe_choices = v[0];
+  r->moe_dropped = v[1];
+  return TRUE;
+}
+
 MpExecResult *
 mp_exec_plan (MpWorld *world, const MpPlanResolved *res, const MpExecOptions *opts,
               GError **error)
@@ -472,6 +488,8 @@ mp_exec_plan (MpWorld *world, const MpPlanResolved *res, const MpExecOptions *op
         }
       fail_job (&j, local);
     }
+  if (!moe_counts (&j, r, &local))
+    fail_job (&j, local);
   gboolean ok = !opts->check || check_job (&j, res, &rec, opts->seed, r, error);
   r->loss = g_steal_pointer (&rec.loss);
   r->grad_norm = g_steal_pointer (&rec.grad_norm);

@@ -30,6 +30,12 @@ typedef struct {
   gboolean replicated;     /* identical on every tp rank (counted once in the norm) */
   gboolean tied_copy;      /* the last stage's copy of the tied word embedding */
   guint pending;           /* DP stream op that last read its grad (0: none) */
+  gboolean expert;         /* MoE expert weights: this ep rank's experts, their gradient
+                            * reduced over the expert-data-parallel group */
+  guint dp, dp_rank;       /* the replicas its gradient is reduced over (dp, or edp for
+                            * experts) and this rank's place among them */
+  guint zero;              /* its ZeRO stage: the plan's, 0 over a group of one (experts
+                            * with edp = 1: nothing to shard, reduce or gather) */
 } ExTensor;
 
 typedef struct {
@@ -62,6 +68,11 @@ struct _MpExec {
   guint zero;               /* effective stage (0 when dp is 1) */
   gboolean sp;
   MpGroup *tp_group, *dp_group, *ends_group, *world_group;
+  /* MoE (Megatron-Core's expert grid over a stage's tp * dp ranks): experts split over
+   * etp, ep ranks hold different experts, edp ranks the same ones (edp_group is dp_group
+   * when ep = 1 and etp = tp) */
+  guint etp, etp_rank, ep, ep_rank, edp, edp_rank;
+  MpGroup *ep_group, *edp_group;
   /* shapes: T positions per sequence, Tl = T / cp of them on this rank; N = mbs * Tl
    * rows per micro-batch, Ns of them on this rank's sequence-parallel shard */
   int mbs, T, Tl, N, Ns, C, NH, NKV, HD, NHl, NKVl, F, Fl, V, v0, Vl;
@@ -77,14 +88,20 @@ struct _MpExec {
   float *teacher;           /* mlp: this rank's rows of the seeded target map (last stage) */
   double tp_s;              /* time inside TP collectives since last reset */
   double cp_s;              /* time waiting on the cp ring since last reset */
+  double ep_s;              /* time inside MoE dispatch and combine since last reset */
+  guint64 moe_routed;       /* MoE: (token, expert) choices routed by this rank, and */
+  guint64 moe_dropped;      /* those over an expert's capacity, since the start */
+  gboolean recomputing;     /* a forward again for backward: losses already counted */
   float lr;
 };
 
 /* A layer's saved activations: named slots into one list, so release is uniform (the
  * layer kinds number their slots; model-layers.c, model-dense.c). */
-#define MAX_BUFS 20
+#define MAX_BUFS 24
+typedef struct _ExRoute ExRoute;   /* an MoE block's routing of the micro-batch (host) */
 typedef struct {
   float *buf[MAX_BUFS];
+  ExRoute *route;                  /* MoE blocks (model-moe.c) */
 } Acts;
 
 /* Builds rank state for MODEL under CFG (tp/dp/pp coordinates given), generating its
@@ -145,6 +162,30 @@ gboolean mp_exec_attention_backward (MpExec *ex, float *dq, float *dk, float *dv
                                      const float *dout, const float *out, const float *lse,
                                      const float *probs, const float *q, const float *k,
                                      const float *v, MpkAttnShape s, GError **error);
+/* A parameter tensor of N local elements for LAYER (values HOST), with its gradient and
+ * optimizer state laid out for the ZeRO stage; added to ex->tensors (model-exec.c). */
+ExTensor *mp_exec_tensor_new (MpExec *ex, guint layer, const char *name, gsize n,
+                              const float *host, gboolean replicated, gboolean expert,
+                              GError **error);
+/* The group T's gradient is reduced over: dp_group, or edp_group for experts. */
+MpGroup *mp_exec_tensor_group (const MpExec *ex, const ExTensor *t);
+
+/* ---- mixture of experts (model-moe.c) ---- */
+/* The MoE MLP's tensors of block LAYER (after its second norm's): shared experts, router,
+ * this rank's experts. */
+gboolean mp_exec_moe_setup (MpExec *ex, ExLayer *L, guint layer, GError **error);
+/* H (N, C) -> OUT (N, C), partial sums over tp; saves into A (its MoE slots and route).
+ * FIRST: the index in L->uses of the first MoE tensor. */
+gboolean mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a,
+                              const float *h, float *out, GError **error);
+/* DH (N, C) += the input gradient (partial over tp) from DOUT (N, C); weight gradients. */
+gboolean mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a,
+                               const float *dout, const float *h, float *dh, GError **error);
+void mp_exec_route_free (ExRoute *route);            /* NULL-safe */
+/* The model's activation on FC1 (R, f1) -> ACT (R, Fl); backward accumulates into DFC1. */
+void mp_exec_act_forward (MpExec *ex, float *act, const float *fc1, int R, int Fl);
+void mp_exec_act_backward (MpExec *ex, float *dfc1, const float *fc1, const float *dact,
+                           int R, int Fl);
 
 /* ---- the mlp architecture (model-dense.c) ---- */
 /* Its tensors and the seeded target map; FALSE with MP_ERROR_INPUT for widths tp does

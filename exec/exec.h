@@ -118,6 +118,9 @@ typedef struct {
   double check_rtol;       /* its relative tolerance (depends on the backend) */
   MpExecCheckStep *check;  /* rank 0, warmup + steps */
   gboolean check_ok;       /* every step within the tolerance (every rank) */
+  /* MoE: (token, expert) choices the routers made over the run, warm-up included, and
+   * those dropped over an expert's capacity (every rank: the job's sums) */
+  double moe_choices, moe_dropped;
 } MpExecResult;
 
 void mp_exec_result_free (MpExecResult *result);

@@ -7,6 +7,8 @@
  * the end of its last instruction and of everything it left in flight):
  *   compute   FORWARD / BACKWARD time less the parts below, plus nothing else;
  *   tp_comm   time inside the tensor-parallel collectives of FORWARD / BACKWARD;
+ *   ep_comm   time inside the MoE token dispatch and combine (all-to-all over ep) of
+ *             FORWARD / BACKWARD;
  *   pp_comm   SEND / RECV instructions (posting), and completing a receive whose data had
  *             already arrived;
  *   dp_comm   REDUCE_GRADS / GATHER_PARAMS / REDUCE_TIED / WAIT instructions (posting and
@@ -15,7 +17,7 @@
  *   bubble    the rest: blocked on a receive whose data had not arrived or, before the
  *             tied embedding's reduction, on the other pipeline end (waiting on another
  *             stage), the end-of-step drain, the interpreter's own gaps.
- * The six add up to step_s. Units: seconds, bytes. */
+ * The seven add up to step_s. Units: seconds, bytes. */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/measure.h"
@@ -49,10 +51,11 @@ mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_s
         {
         case MP_INSN_FORWARD:
         case MP_INSN_BACKWARD:
-          t[MP_PHASE_COMPUTE] += dur - tm->tp_s - tm->cp_s - tm->pp_s - tm->wait_pp_s
-                                 - tm->wait_dp_s;
+          t[MP_PHASE_COMPUTE] += dur - tm->tp_s - tm->cp_s - tm->ep_s - tm->pp_s
+                                 - tm->wait_pp_s - tm->wait_dp_s;
           t[MP_PHASE_TP] += tm->tp_s;
           t[MP_PHASE_CP] += tm->cp_s;
+          t[MP_PHASE_EP] += tm->ep_s;
           t[MP_PHASE_PP] += tm->pp_s;
           t[MP_PHASE_DP] += tm->wait_dp_s;
           break;

@@ -36,8 +36,8 @@ tensor_free (MpExec *ex, ExTensor *t)
 /* A tensor of N local elements for LAYER, with its gradient and optimizer state laid out
  * for the ZeRO stage; its values from HOST (n floats, this rank's local tensor). */
 static ExTensor *
-tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *host,
-            gboolean replicated, GError **error)
+tensor_new_in (MpExec *ex, guint layer, const char *name, gsize n, const float *host,
+               gboolean replicated, gboolean expert, GError **error)
 {
   MpBackend *be = ex->be;
   ExTensor *t = g_new0 (ExTensor, 1);
@@ -45,17 +45,21 @@ tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *hos
   t->layer = layer;
   t->n = n;
   t->replicated = replicated;
-  t->shard_n = ex->zero >= 1 ? (n + ex->dp - 1) / ex->dp : n;
-  t->padded = ex->zero >= 1 ? t->shard_n * ex->dp : n;
+  t->expert = expert;
+  t->dp = expert ? ex->edp : ex->dp;
+  t->dp_rank = expert ? ex->edp_rank : ex->dp_rank;
+  t->zero = t->dp > 1 ? ex->zero : 0;
+  t->shard_n = t->zero >= 1 ? (n + t->dp - 1) / t->dp : n;
+  t->padded = t->zero >= 1 ? t->shard_n * t->dp : n;
   gsize upd = t->shard_n * sizeof (float);       /* what this rank's optimizer updates */
   gboolean adam = ex->model->optimizer == MP_OPTIM_ADAM;
   g_ptr_array_add (ex->tensors, t);
-  if (ex->zero >= 3)
+  if (t->zero >= 3)
     {
       t->pshard = be->ops->alloc (be, upd, MP_MEM_WEIGHTS, error);
       if (t->pshard == NULL)
         return NULL;
-      gsize off = ex->dp_rank * t->shard_n;
+      gsize off = t->dp_rank * t->shard_n;
       if (off < n)
         be->ops->upload (be, t->pshard, host + off, MIN (t->shard_n, n - off) * sizeof (float));
     }
@@ -68,13 +72,13 @@ tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *hos
     }
   /* ZeRO-2/3 keep only the reduced shard: the full gradient (and its reduce-scatter
    * result) lives from the layer's backward to the end of its reduction (runner.c). */
-  if (ex->zero < 2)
+  if (t->zero < 2)
     {
       t->grad = be->ops->alloc (be, t->padded * sizeof (float), MP_MEM_GRADIENTS, error);
       if (t->grad == NULL)
         return NULL;
     }
-  if (ex->zero >= 1)
+  if (t->zero >= 1)
     {
       t->gshard = be->ops->alloc (be, upd, MP_MEM_GRADIENTS, error);
       if (t->gshard == NULL)
@@ -90,6 +94,20 @@ tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *hos
         return NULL;
     }
   return t;
+}
+
+static ExTensor *
+tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *host,
+            gboolean replicated, GError **error)
+{
+  return tensor_new_in (ex, layer, name, n, host, replicated, FALSE, error);
+}
+
+ExTensor *
+mp_exec_tensor_new (MpExec *ex, guint layer, const char *name, gsize n, const float *host,
+                    gboolean replicated, gboolean expert, GError **error)
+{
+  return tensor_new_in (ex, layer, name, n, host, replicated, expert, error);
 }
 
 /* Host scratch for one tensor's initial values; the *_rows helpers fill a block of rows
@@ -248,8 +266,11 @@ setup_block (MpExec *ex, ExLayer *L, guint layer, GError **error)
   return add_norm_tensors (ex, L, layer, "ln1", error) && setup_qkv (ex, L, layer, error)
          && setup_row_parallel (ex, L, layer, "wo", 3, (gsize) ex->NHl * ex->HD,
                                 (gsize) ex->NH * ex->HD, proj_std, error)
-         && add_norm_tensors (ex, L, layer, "ln2", error) && setup_fc1 (ex, L, layer, error)
-         && setup_row_parallel (ex, L, layer, "w2", 5, ex->Fl, ex->F, proj_std, error);
+         && add_norm_tensors (ex, L, layer, "ln2", error)
+         && (L->ir->moe ? mp_exec_moe_setup (ex, L, layer, error)
+                        : setup_fc1 (ex, L, layer, error)
+                          && setup_row_parallel (ex, L, layer, "w2", 5, ex->Fl, ex->F,
+                                                 proj_std, error));
 }
 
 /* Final norm and the output weight: the word embedding itself when it is on this rank
@@ -364,6 +385,7 @@ static gboolean
 check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **error)
 {
   const char *what = NULL;
+  guint etp = mp_parallel_config_etp (cfg);
   if (model->arch == MP_ARCH_MLP && !check_dense (model, cfg, error))
     return FALSE;
   /* The planner and the simulator cost these; the kernels do not run them yet. */
@@ -374,10 +396,19 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
                    "%s) yet: execute a model without it", extra, model->name);
       return FALSE;
     }
-  if (model->experts > 0)
-    what = "mixture-of-experts blocks (and expert parallelism)";
-  else if (cfg->ep > 1)
-    what = "expert parallelism (ep > 1)";
+  if (model->experts > 0 && model->bias)
+    what = "biases in MoE experts (bias: true with experts)";
+  else if (model->experts > 0 && cfg->cp > 1)
+    what = "mixture-of-experts with context parallelism (experts and cp > 1)";
+  else if (model->experts > 0 && cfg->recompute == MP_RECOMPUTE_SELECTIVE
+           && (mp_recompute_modules_of (cfg) & MP_RECOMPUTE_MLP))
+    what = "selective recompute of the mlp module in MoE blocks (recompute_modules)";
+  else if (model->experts > 0 && etp != cfg->tp && etp != 1)
+    what = "expert tensor parallelism other than 1 or tp (1 < etp < tp)";
+  else if (model->experts > 0 && etp < cfg->tp
+           && (model->arch != MP_ARCH_TRANSFORMER || cfg->micro_batch_size % cfg->tp != 0))
+    what = "experts folded over tensor ranks (etp < tp) with a sequence split inside a "
+           "sequence (micro_batch_size not a multiple of tp)";
   else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
            && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM
            && (model->arch == MP_ARCH_MLP || (cfg->zero >= 3 && cfg->dp * cfg->cp > 1)))
@@ -443,7 +474,29 @@ make_groups (MpExec *ex, GError **error)
   if (ex->ends_group == NULL)
     return FALSE;
   ex->world_group = be->ops->group_split (be, 0, be->rank, error);
-  return ex->world_group != NULL;
+  if (ex->world_group == NULL)
+    return FALSE;
+  /* MoE: the expert-parallel group (same edp and etp rank) and the expert-data-parallel
+   * one (same ep and etp rank), inside a stage */
+  if (ex->ep == 1 && ex->etp == ex->tp)
+    {
+      ex->edp_group = ex->dp_group;
+      return TRUE;
+    }
+  int etp = (int) ex->etp, etpr = (int) ex->etp_rank, stage = ppr * tp * dp;
+  ex->ep_group = be->ops->group_split (be, stage + (int) ex->edp_rank * etp + etpr,
+                                      (int) ex->ep_rank, error);
+  if (ex->ep_group == NULL)
+    return FALSE;
+  ex->edp_group = be->ops->group_split (be, stage + (int) ex->ep_rank * etp + etpr,
+                                       (int) ex->edp_rank, error);
+  return ex->edp_group != NULL;
+}
+
+MpGroup *
+mp_exec_tensor_group (const MpExec *ex, const ExTensor *t)
+{
+  return t->expert ? ex->edp_group : ex->dp_group;
 }
 
 MpExec *
@@ -479,6 +532,16 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
       g_free (ex);
       return NULL;
     }
+  /* The expert grid (costmodel/context.c expert_grid_rank): a stage's tp * dp ranks
+   * numbered tp-fastest, taken etp-fastest, then ep, then edp (cp is 1 with experts:
+   * check_supported). */
+  guint grid = dp_rank * cfg->tp + tp_rank;
+  ex->etp = mp_parallel_config_etp (cfg);
+  ex->ep = MAX (cfg->ep, 1u);
+  ex->etp_rank = grid % ex->etp;
+  ex->ep_rank = grid / ex->etp % ex->ep;
+  ex->edp = mp_parallel_config_edp (cfg);
+  ex->edp_rank = grid / (ex->etp * ex->ep);
   /* the dp * cp ranks hold the same weights and reduce (ZeRO: shard) gradients together,
    * as Megatron-Core's data-parallel group with context parallelism */
   ex->dp = cfg->dp * ex->cp;
@@ -558,6 +621,11 @@ mp_exec_free (MpExec *ex)
   be->ops->group_free (be, ex->dp_group);
   be->ops->group_free (be, ex->ends_group);
   be->ops->group_free (be, ex->world_group);
+  if (ex->edp_group != ex->dp_group)
+    {
+      be->ops->group_free (be, ex->ep_group);
+      be->ops->group_free (be, ex->edp_group);
+    }
   be->ops->release (be, ex->teacher);
   g_free (ex->layers);
   g_free (ex->input);
@@ -642,7 +710,7 @@ mp_exec_step_loss (MpExec *ex, double *loss, GError **error)
 static const float *
 reduced_grad (const MpExec *ex, const ExTensor *t, gsize *n)
 {
-  if (ex->zero >= 1)
+  if (t->zero >= 1)
     {
       *n = t->shard_n;
       return t->gshard;
@@ -661,7 +729,7 @@ local_sumsq (const MpExec *ex)
     {
       const ExTensor *t = g_ptr_array_index (ex->tensors, i);
       if (t->tied_copy || (t->replicated && ex->tp_rank != 0)
-          || (ex->zero == 0 && ex->dp_rank != 0))
+          || (t->zero == 0 && t->dp_rank != 0))
         continue;
       gsize n;
       const float *g = reduced_grad (ex, t, &n);
@@ -674,10 +742,10 @@ local_sumsq (const MpExec *ex)
 static float *
 updated_params (const MpExec *ex, ExTensor *t)
 {
-  if (ex->zero >= 3)
+  if (t->zero >= 3)
     return t->pshard;
-  if (ex->zero >= 1)
-    return t->param + ex->dp_rank * t->shard_n;
+  if (t->zero >= 1)
+    return t->param + t->dp_rank * t->shard_n;
   return t->param;
 }
 

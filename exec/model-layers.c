@@ -317,10 +317,11 @@ selective_modules (const MpExec *ex)
   return ex->cfg.recompute == MP_RECOMPUTE_SELECTIVE ? mp_recompute_modules_of (&ex->cfg) : 0;
 }
 
-/* Allocates the block's activation slots. */
+/* Allocates the block's activation slots (an MoE block's MLP allocates its own). */
 static gboolean
-block_acts (MpExec *ex, Acts *a, GError **error)
+block_acts (MpExec *ex, const ExLayer *L, Acts *a, GError **error)
 {
+  gboolean dense = !L->ir->moe;
   gsize N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
   MpkAttnShape s = attn_shape (ex);
   /* probabilities are kept by unfused attention unless the block or its attention core is
@@ -338,8 +339,8 @@ block_acts (MpExec *ex, Acts *a, GError **error)
          && mp_exec_act_alloc (ex, a, A_X2, Ns * C, error) && mp_exec_act_alloc (ex, a, A_LN2, Ns * C, error)
          && mp_exec_act_alloc (ex, a, A_M2, Ns, error) && mp_exec_act_alloc (ex, a, A_R2, Ns, error)
          && (!ex->sp || mp_exec_act_alloc (ex, a, A_H2, N * C, error))
-         && mp_exec_act_alloc (ex, a, A_FC1, N * f1, error)
-         && mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error);
+         && (!dense || mp_exec_act_alloc (ex, a, A_FC1, N * f1, error))
+         && (!dense || mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error));
 }
 
 /* Norm WHICH (1: before attention, 2: before the MLP) on X into A's slots, then under
@@ -363,12 +364,7 @@ block_fc1 (MpExec *ex, const ExLayer *L, const float *h2, Acts *a)
   BlockIdx I = block_idx (ex);
   int N = ex->N, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
   k->matmul_forward (ex->be, a->buf[A_FC1], h2, Pi (L, I.w1), Pi (L, I.b1), N, ex->C, f1);
-  if (ex->swiglu)
-    k->swiglu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], N, ex->Fl);
-  else if (ex->model->activation == MP_ACT_RELU)
-    k->relu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
-  else
-    k->gelu_forward (ex->be, a->buf[A_ACT], a->buf[A_FC1], (gsize) N * ex->Fl);
+  mp_exec_act_forward (ex, a->buf[A_ACT], a->buf[A_FC1], N, ex->Fl);
 }
 
 /* Runs the block on X (Ns, C) into Y (Ns, C), filling A. */
@@ -404,8 +400,16 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   const float *h2 = block_norm (ex, L, 2, a->buf[A_X2], a, error);
   if (h2 == NULL)
     goto fail;
-  block_fc1 (ex, L, h2, a);
-  k->matmul_forward (ex->be, proj, a->buf[A_ACT], Pi (L, I.w2), NULL, N, ex->Fl, C);
+  if (L->ir->moe)
+    {
+      if (!mp_exec_moe_forward (ex, L, (guint) I.w1, a, h2, proj, error))
+        goto fail;
+    }
+  else
+    {
+      block_fc1 (ex, L, h2, a);
+      k->matmul_forward (ex->be, proj, a->buf[A_ACT], Pi (L, I.w2), NULL, N, ex->Fl, C);
+    }
   float *mr = tp_reduce_rows (ex, proj, y, error);
   if (mr == NULL)
     goto fail;
@@ -464,7 +468,7 @@ block_forward (MpExec *ex, guint l, guint mb, GError **error)
   const ExLayer *L = &ex->layers[l];
   float *y = new_output (ex, l, mb, error);
   Acts *a = g_new0 (Acts, 1);
-  if (y == NULL || !block_acts (ex, a, error) || !block_run (ex, L, ex->input[l * ex->M + mb],
+  if (y == NULL || !block_acts (ex, L, a, error) || !block_run (ex, L, ex->input[l * ex->M + mb],
                                                             y, a, error))
     {
       mp_exec_acts_free (ex, a);
@@ -492,8 +496,10 @@ block_recompute (MpExec *ex, guint l, guint mb, GError **error)
   Tmp t = { ex };
   Acts *a = g_new0 (Acts, 1);
   float *y = tmp_floats (&t, (gsize) ex->Ns * ex->C, error);
-  gboolean ok = y && block_acts (ex, a, error)
+  ex->recomputing = TRUE;
+  gboolean ok = y && block_acts (ex, &ex->layers[l], a, error)
                 && block_run (ex, &ex->layers[l], ex->input[l * ex->M + mb], y, a, error);
+  ex->recomputing = FALSE;
   tmp_release (&t);
   if (!ok)
     {
@@ -514,8 +520,11 @@ group_recompute (MpExec *ex, guint layer, guint mb, GError **error)
     {
       float *y = new_output (ex, j, mb, error);
       Acts *a = g_new0 (Acts, 1);
-      if (y == NULL || !block_acts (ex, a, error)
-          || !block_run (ex, &ex->layers[j], ex->input[j * ex->M + mb], y, a, error))
+      ex->recomputing = TRUE;           /* MoE: losses and drops were counted */
+      gboolean ok = y != NULL && block_acts (ex, &ex->layers[j], a, error)
+                    && block_run (ex, &ex->layers[j], ex->input[j * ex->M + mb], y, a, error);
+      ex->recomputing = FALSE;
+      if (!ok)
         {
           mp_exec_acts_free (ex, a);
           return FALSE;
@@ -533,8 +542,9 @@ block_backward_mlp (MpExec *ex, const ExLayer *L, Acts *a, const float *dy, floa
   BlockIdx I = block_idx (ex);
   int N = ex->N, C = ex->C, Fl = ex->Fl, f1 = ex->swiglu ? 2 * Fl : Fl;
   float *full = ex->sp ? tmp_floats (t, (gsize) N * C, error) : NULL;
-  float *dact = tmp_floats (t, (gsize) N * Fl, error);
-  float *dfc1 = tmp_floats (t, (gsize) N * f1, error);
+  gsize rows = L->ir->moe ? 1 : (gsize) N;         /* an MoE MLP keeps its own scratch */
+  float *dact = tmp_floats (t, rows * Fl, error);
+  float *dfc1 = tmp_floats (t, rows * f1, error);
   float *dh2 = tmp_floats (t, (gsize) N * C, error);
   float *dh2s = tmp_floats (t, (gsize) ex->Ns * C, error);
   if ((ex->sp && full == NULL) || !dact || !dfc1 || !dh2 || !dh2s)
@@ -543,15 +553,19 @@ block_backward_mlp (MpExec *ex, const ExLayer *L, Acts *a, const float *dy, floa
   if (d == NULL)
     return FALSE;
   const float *h2 = ex->sp ? a->buf[A_H2] : a->buf[A_LN2];
-  k->matmul_backward (ex->be, dact, Gi (L, I.w2), Gi (L, I.b2), d, a->buf[A_ACT], Pi (L, I.w2),
-                      N, Fl, C);
-  if (ex->swiglu)
-    k->swiglu_backward (ex->be, dfc1, a->buf[A_FC1], dact, N, Fl);
-  else if (ex->model->activation == MP_ACT_RELU)
-    k->relu_backward (ex->be, dfc1, a->buf[A_FC1], dact, (gsize) N * Fl);
+  if (L->ir->moe)
+    {
+      if (!mp_exec_moe_backward (ex, L, (guint) I.w1, a, d, h2, dh2, error))
+        return FALSE;
+    }
   else
-    k->gelu_backward (ex->be, dfc1, a->buf[A_FC1], dact, (gsize) N * Fl);
-  k->matmul_backward (ex->be, dh2, Gi (L, I.w1), Gi (L, I.b1), dfc1, h2, Pi (L, I.w1), N, C, f1);
+    {
+      k->matmul_backward (ex->be, dact, Gi (L, I.w2), Gi (L, I.b2), d, a->buf[A_ACT],
+                          Pi (L, I.w2), N, Fl, C);
+      mp_exec_act_backward (ex, dfc1, a->buf[A_FC1], dact, N, Fl);
+      k->matmul_backward (ex->be, dh2, Gi (L, I.w1), Gi (L, I.b1), dfc1, h2, Pi (L, I.w1), N, C,
+                          f1);
+    }
   float *dn = tp_reduce_rows (ex, dh2, dh2s, error);
   return dn != NULL
          && norm_backward (ex, dx2, Gi (L, I.ln2w), Gi (L, I.ln2b), dn, a->buf[A_X2],

@@ -19,6 +19,7 @@ mp_exec_acts_free (MpExec *ex, Acts *a)
     return;
   for (int i = 0; i < MAX_BUFS; i++)
     ex->be->ops->release (ex->be, a->buf[i]);
+  mp_exec_route_free (a->route);
   g_free (a);
 }
 

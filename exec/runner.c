@@ -298,10 +298,11 @@ run_compute (MpRunner *r, const MpInsn *in, MpInsnTime *tm, GError **error)
     return FALSE;
   if (!await_params (r, l, !fwd, tm, error) || (!fwd && !grads_ready (r, l, error)))
     return FALSE;
-  ex->tp_s = ex->cp_s = 0;
+  ex->tp_s = ex->cp_s = ex->ep_s = 0;
   gboolean ok = fwd ? mp_exec_forward (ex, l, mb, error) : mp_exec_backward (ex, l, mb, error);
   tm->tp_s = ex->tp_s;
   tm->cp_s = ex->cp_s;
+  tm->ep_s = ex->ep_s;
   release_params (r, l);
   return ok;
 }
@@ -347,7 +348,8 @@ run_p2p (MpRunner *r, const MpInsn *in, GError **error)
 }
 
 /* The tensors of layers [layer, layer + n) on this rank, by the layers' OWNS (reductions)
- * or USES (ZeRO-3 gathers). */
+ * or USES (ZeRO-3 gathers), those of the instruction's group: MoE experts' over edp, the
+ * rest over dp (a program with experts reduces them in buckets of their own). */
 static GPtrArray *
 tensors_of (MpRunner *r, const MpInsn *in, gboolean uses)
 {
@@ -359,7 +361,11 @@ tensors_of (MpRunner *r, const MpInsn *in, gboolean uses)
         continue;
       GPtrArray *src = uses ? L->uses : L->owns;
       for (guint i = 0; i < src->len; i++)
-        g_ptr_array_add (out, g_ptr_array_index (src, i));
+        {
+          ExTensor *t = g_ptr_array_index (src, i);
+          if (t->expert == (in->group == MP_GROUP_EDP))
+            g_ptr_array_add (out, t);
+        }
     }
   return out;
 }
@@ -381,16 +387,16 @@ run_reduce (MpRunner *r, const MpInsn *in, GError **error)
       gboolean ok;
       DpAction action = DP_DONE_NOTHING;
       if (ex->zero == 0)
-        ok = r->be->ops->iall_reduce (r->be, ex->dp_group, t->grad, t->n, &req, error);
+        ok = r->be->ops->iall_reduce (r->be, mp_exec_tensor_group (ex, t), t->grad, t->n, &req, error);
       else if (ex->zero < 2)
-        ok = r->be->ops->ireduce_scatter (r->be, ex->dp_group, t->grad, t->gshard, t->shard_n,
+        ok = r->be->ops->ireduce_scatter (r->be, mp_exec_tensor_group (ex, t), t->grad, t->gshard, t->shard_n,
                                           &req, error);
       else
         {
           t->rs_tmp = r->be->ops->alloc (r->be, t->shard_n * sizeof (float), MP_MEM_GRADIENTS,
                                          error);
           ok = t->rs_tmp != NULL
-               && r->be->ops->ireduce_scatter (r->be, ex->dp_group, t->grad, t->rs_tmp,
+               && r->be->ops->ireduce_scatter (r->be, mp_exec_tensor_group (ex, t), t->grad, t->rs_tmp,
                                                t->shard_n, &req, error);
           action = DP_DONE_ACCUMULATE;
         }
@@ -418,11 +424,11 @@ run_gather (MpRunner *r, const MpInsn *in, GError **error)
           t->param = r->be->ops->alloc (r->be, t->padded * sizeof (float), MP_MEM_OTHER, error);
           if (t->param == NULL)
             return FALSE;
-          r->be->ops->copy (r->be, t->param + ex->dp_rank * t->shard_n, t->pshard,
+          r->be->ops->copy (r->be, t->param + t->dp_rank * t->shard_n, t->pshard,
                             t->shard_n * sizeof (float));
         }
       MpRequest *req = NULL;
-      if (!r->be->ops->iall_gather (r->be, ex->dp_group, t->param, t->shard_n, &req, error))
+      if (!r->be->ops->iall_gather (r->be, mp_exec_tensor_group (ex, t), t->param, t->shard_n, &req, error))
         return FALSE;
       t->pending = dp_push (r, req, DP_DONE_NOTHING, t);
     }

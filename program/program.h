@@ -365,6 +365,7 @@ typedef struct {
   double t0, t1;           /* issue and end */
   double tp_s;             /* inside tensor-parallel collectives (FORWARD / BACKWARD) */
   double cp_s;             /* waiting on the context-parallel ring (FORWARD / BACKWARD) */
+  double ep_s;             /* inside MoE token dispatch and combine (FORWARD / BACKWARD) */
   double pp_s;             /* completing a receive whose data had arrived */
   double wait_pp_s;        /* blocked on a receive whose data had not arrived, or on the
                             * other pipeline end before the tied embedding's reduction

@@ -423,6 +423,40 @@ test_cuda_matmul (void **state)
   run_matmul (1, 5e-2);
 }
 
+/* MoE token permutation: rows gathered to their experts with and without gates, scattered
+ * back (a token's K rows meet in one row: atomics), and the gates' row dot products. */
+static void
+test_cuda_moe_permute (void **state)
+{
+  need_device ();
+  int N = 37, K = 3, C = 70, R = N * K - 5;   /* five choices dropped */
+  int *idx = malloc ((size_t) R * sizeof (int));
+  for (int r = 0; r < R; r++)
+    idx[r] = (r * 7 + 3) % N;                 /* each token up to K times, out of order */
+  float *x = rnd ((size_t) N * C, 20), *gate = rnd (R, 21), *rows = rnd ((size_t) R * C, 22);
+  float *y = rnd ((size_t) N * C, 23), *ref = malloc ((size_t) R * C * sizeof (float));
+  float *dot = malloc ((size_t) R * sizeof (float));
+  int *didx = dev_ints (idx, R);
+  float *dx = dev (x, (size_t) N * C, 0), *dgate = dev (gate, R, 0);
+  float *drows = dev (rows, (size_t) R * C, 0), *dy = dev (y, (size_t) N * C, 0);
+  float *dout = dev (NULL, (size_t) R * C, 1), *ddot = dev (NULL, R, 1);
+  mpk_cpu_gather_rows (ref, x, idx, NULL, R, C);
+  assert_int_equal (mpk_cuda_gather_rows (dout, dx, didx, NULL, R, C, stream), cudaSuccess);
+  check ("gather_rows", dout, ref, (size_t) R * C, RTOL);
+  mpk_cpu_gather_rows (ref, x, idx, gate, R, C);
+  assert_int_equal (mpk_cuda_gather_rows (dout, dx, didx, dgate, R, C, stream), cudaSuccess);
+  check ("gather_rows (gated)", dout, ref, (size_t) R * C, RTOL);
+  mpk_cpu_scatter_add_rows (y, rows, idx, gate, R, C);
+  assert_int_equal (mpk_cuda_scatter_add_rows (dy, drows, didx, dgate, R, C, stream),
+                    cudaSuccess);
+  check ("scatter_add_rows (gated)", dy, y, (size_t) N * C, 1e-4);
+  mpk_cpu_rows_dot (dot, x, idx, rows, R, C);
+  assert_int_equal (mpk_cuda_rows_dot (ddot, dx, didx, drows, R, C, stream), cudaSuccess);
+  check ("rows_dot", ddot, dot, R, RTOL);
+  free (idx), free (x), free (gate), free (rows), free (y), free (ref), free (dot);
+  FREE_ALL (didx, dx, dgate, drows, dy, dout, ddot);
+}
+
 int
 main (void)
 {
@@ -434,6 +468,7 @@ main (void)
     cmocka_unit_test (test_cuda_loss),
     cmocka_unit_test (test_cuda_optimizer),
     cmocka_unit_test (test_cuda_matmul),
+    cmocka_unit_test (test_cuda_moe_permute),
   };
   /* cmocka 1.1's TAP marks a skip() as "not ok # SKIP", which automake's TAP driver counts
    * as a failure: without a device, skip the whole program with a TAP plan of none. */

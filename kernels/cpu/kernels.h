@@ -36,7 +36,9 @@
  *   loss.c       mpk_cpu_crossentropy_forward/backward, _shard_stats/_shard_rescale/
  *                _shard_finish/_shard_backward (vocab parallel)
  *   optimizer.c  mpk_cpu_adamw_update, mpk_cpu_sgd_update, mpk_cpu_sumsq, mpk_cpu_scale
- *   random.c     mpk_rng_u64 (inline), mpk_cpu_fill_uniform/normal/tokens (+ _block) */
+ *   random.c     mpk_rng_u64 (inline), mpk_cpu_fill_uniform/normal/tokens (+ _block)
+ *   moe.c        mpk_cpu_router_forward/backward, mpk_cpu_router_aux, mpk_cpu_gather_rows,
+ *                mpk_cpu_scatter_add_rows, mpk_cpu_rows_dot */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -88,6 +90,37 @@ void mpk_cpu_embedding_forward (float *out, const int *tokens, const float *wte,
  * dwpe (T, C) += dout summed over sequences (dwpe may be NULL). */
 void mpk_cpu_embedding_backward (float *dwte, float *dwpe, const float *dout,
                                  const int *tokens, int N, int T, int C, int v0, int Vl);
+
+/* ---- mixture of experts (moe.c) -------------------------------------------------------- */
+
+/* Router: probs (N, E) = softmax of logits (N, E) per token; idx (N, K) the K most probable
+ * experts, most probable first (ties: the lower expert); gates (N, K) their probabilities
+ * renormalised to sum to 1 (Megatron-Core's default top-k, then softmax over the k; Mixtral's
+ * norm_topk_prob). Writes all three. */
+void mpk_cpu_router_forward (float *probs, int *idx, float *gates, const float *logits, int N,
+                             int E, int K);
+/* dlogits (N, E) += the gradient through the renormalised gates given dgates (N, K), plus
+ * dprobs (N, E) straight on the probabilities (the aux loss's; NULL: none). */
+void mpk_cpu_router_backward (float *dlogits, const float *probs, const int *idx,
+                              const float *gates, const float *dgates, const float *dprobs,
+                              int N, int E, int K);
+/* Sequence-wise load-balancing loss over B sequences of T tokens (DeepSeek-V3 report eq.
+ * 17-20; Switch Transformer's f.P form per sequence): per sequence alpha * sum_e f_e P_e,
+ * f_e = E / (K T) * tokens choosing e, P_e = mean probability of e. Returns the sum over
+ * the sequences; dprobs (N, E) += dscale * its gradient (NULL: not wanted). */
+double mpk_cpu_router_aux (float *dprobs, const float *probs, const int *idx, int B, int T,
+                           int E, int K, float alpha, float dscale);
+/* out (R, C) row r = scale[r] * x[idx[r]] (scale NULL: 1): tokens permuted to experts.
+ * Writes out. */
+void mpk_cpu_gather_rows (float *out, const float *x, const int *idx, const float *scale,
+                          int R, int C);
+/* y[idx[r]] += scale[r] * x[r] (scale NULL: 1): expert outputs combined back (forward, y
+ * pre-filled) or permuted gradients summed into their tokens (backward). */
+void mpk_cpu_scatter_add_rows (float *y, const float *x, const int *idx, const float *scale,
+                               int R, int C);
+/* out (R) = dot (a[idx[r]], b[r]) over C: the gates' gradient. Writes out. */
+void mpk_cpu_rows_dot (float *out, const float *a, const int *idx, const float *b, int R,
+                       int C);
 
 /* ---- normalization (norm.c) ------------------------------------------------------------ */
 

@@ -15,7 +15,8 @@
  *                 adamw, sgd, sumsq
  *   norm.cu       layernorm, rmsnorm
  *   attention.cu  causal GQA attention (fused, online softmax; backward from lse)
- *   loss.cu       cross-entropy and its vocab-parallel pieces */
+ *   loss.cu       cross-entropy and its vocab-parallel pieces
+ *   moe.cu        MoE token permutation: gather_rows, scatter_add_rows, rows_dot */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -146,6 +147,15 @@ cudaError_t mpk_cuda_sgd_update (float *param, const float *grad, float *mom, si
                                  float lr, float momentum, cudaStream_t stream);
 /* *OUT (one device double) = sum of x^2 in double. Writes *out (no accumulation). */
 cudaError_t mpk_cuda_sumsq (double *out, const float *x, size_t n, cudaStream_t stream);
+
+/* ---- MoE token permutation (moe.cu): kernels/cpu/moe.c's, IDX on the device ---- */
+cudaError_t mpk_cuda_gather_rows (float *out, const float *x, const int *idx,
+                                  const float *scale, int R, int C, cudaStream_t stream);
+/* Scatter-add with atomics (summation order differs from the CPU's, ~1e-6 relative). */
+cudaError_t mpk_cuda_scatter_add_rows (float *y, const float *x, const int *idx,
+                                       const float *scale, int R, int C, cudaStream_t stream);
+cudaError_t mpk_cuda_rows_dot (float *out, const float *a, const int *idx, const float *b,
+                               int R, int C, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,622 @@
+/* model-moe.c - the MoE MLP of a transformer block (Megatron-Core's MoELayer): shared
+ * experts (one tensor-parallel MLP every token goes through), the router (a replicated
+ * (E, C) GEMM, softmax, top-k with renormalised gates, the sequence-wise load-balancing
+ * loss), the capacity check with its dropped tokens counted, the token permutation to
+ * the experts, the grouped expert GEMMs (one GEMM per local expert), and the weighted
+ * combine back; forward and backward.
+ *
+ * Layout (the cost model's expert grid, program/program.h's MpParallelConfig): experts
+ * are divided over ep in contiguous blocks (ep rank r holds experts [r El, (r + 1) El)).
+ * With etp = tp each expert is tensor-split like a dense MLP (fc1 column-, fc2
+ * row-parallel), its outputs partial sums over tp that the block's tp reduction adds, and
+ * the router sees all N rows of the micro-batch (gathered under sequence parallelism) on
+ * every tp rank, computing the same gates there. With etp = 1 < tp (experts folded over
+ * the tensor ranks) each tp rank routes its own sequence-parallel rows to whole experts
+ * and adds their outputs to those rows only. Dispatch and combine over the ep group, by
+ * all-to-all or all-gather as the plan says, are in model-moe-ep.c.
+ *
+ * The routing is small (N x E) and decides the shapes of the expert GEMMs, so it runs on
+ * the host (as Megatron-Core syncs the per-expert counts to the host): the logits are
+ * read back, routed with kernels/cpu/moe.c, and the per-row gates sent back. */
+#define G_LOG_DOMAIN "mpplan-exec"
+#include "config.h"
+#include "exec/model-moe.h"
+#include "common/error.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The load-balancing loss's coefficient: Switch Transformer's alpha = 1e-2 (Fedus et al.,
+ * JMLR 2022, sec. 2.2), also Megatron-LM's Mixtral recipe (--moe-aux-loss-coeff 1e-2).
+ * The model IR has no key for it. */
+#define AUX_ALPHA 1e-2f
+#define INIT_STD 0.02f
+
+/* Activation slots of an MoE block, after model-layers.c's block slots (A_ACT = 14). */
+enum { M_S_FC1 = 15, M_S_ACT, M_XP, M_E_FC1, M_E_ACT, M_E_OUT, M_GATE, M_END };
+G_STATIC_ASSERT (M_END <= MAX_BUFS);
+
+void
+mp_exec_route_free (ExRoute *r)
+{
+  if (r == NULL)
+    return;
+  g_free (r->probs);
+  g_free (r->idx);
+  g_free (r->gates);
+  g_free (r->src);
+  g_free (r->slot);
+  g_free (r->grow);
+  if (r->lcount != r->count)
+    g_free (r->lcount);
+  g_free (r->count);
+  g_free (r->perm);
+  g_free (r->asrc);
+  g_free (r->aslot);
+  g_free (r->agate);
+  g_free (r->send_n);
+  g_free (r->recv_n);
+  g_free (r);
+}
+
+/* ---- shapes and tensors ------------------------------------------------------------ */
+
+static MoeShape
+moe_shape (const MpExec *ex)
+{
+  const MpModel *m = ex->model;
+  MoeShape s;
+  s.E = (int) m->experts;
+  s.K = (int) m->experts_per_token;
+  s.El = s.E / (int) ex->ep;
+  s.Fel = (int) m->moe_ffn_hidden / (int) ex->etp;
+  gboolean folded = ex->etp != ex->tp;
+  s.row0 = folded ? (int) ex->tp_rank * ex->Ns : 0;
+  s.Nt = folded ? ex->Ns : ex->N;
+  s.partial = ex->etp > 1;
+  s.owner = !s.partial || ex->tp_rank == 0;
+  s.f1e = ex->swiglu ? 2 * s.Fel : s.Fel;
+  s.Fsl = (int) (m->shared_experts * m->shared_expert_ffn) / (int) ex->tp;
+  s.f1s = ex->swiglu ? 2 * s.Fsl : s.Fsl;
+  return s;
+}
+
+/* fc1 rows (f1 x C, gate rows then up rows for SwiGLU) and fc2 (C x Fl) of one MLP of full
+ * width F as part PART of its tensor split holds it, from two seeded streams, into W1 and
+ * W2. */
+static void
+fill_mlp (const MpExec *ex, float *w1, float *w2, guint64 s1, guint64 s2, int F, int Fl,
+          guint part, float std2)
+{
+  gsize C = ex->C, r0 = (gsize) part * Fl;
+  mpk_cpu_fill_normal_block (w1, ex->seed, s1, C, r0, Fl, 0, C, 0.0f, INIT_STD);
+  if (ex->swiglu)
+    mpk_cpu_fill_normal_block (w1 + (gsize) Fl * C, ex->seed, s1, C, (gsize) F + r0, Fl, 0, C,
+                               0.0f, INIT_STD);
+  mpk_cpu_fill_normal_block (w2, ex->seed, s2, F, 0, C, r0, Fl, 0.0f, std2);
+}
+
+static gboolean
+add_tensor (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n, const float *host,
+            gboolean replicated, gboolean expert, GError **error)
+{
+  ExTensor *t = mp_exec_tensor_new (ex, layer, name, n, host, replicated, expert, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  return TRUE;
+}
+
+/* A seeded stream per tensor of block LAYER: INDEX 0 the router, 1 and 2 the shared
+ * experts, 3 + 2e and 4 + 2e expert e (above the dense layers' streams, model-exec.c). */
+static guint64
+moe_stream (guint layer, guint index)
+{
+  return (UINT64_C (1) << 40) + ((guint64) layer << 20) + index;
+}
+
+gboolean
+mp_exec_moe_setup (MpExec *ex, ExLayer *L, guint layer, GError **error)
+{
+  MoeShape s = moe_shape (ex);
+  const MpModel *m = ex->model;
+  gsize C = ex->C;
+  float proj_std = INIT_STD / sqrtf (2.0f * (float) MAX (m->n_blocks, 1u));
+  if (s.Fsl > 0)
+    {
+      g_autofree float *w1 = g_new (float, (gsize) s.f1s * C);
+      g_autofree float *w2 = g_new (float, C * s.Fsl);
+      fill_mlp (ex, w1, w2, moe_stream (layer, 1), moe_stream (layer, 2),
+                (int) (m->shared_experts * m->shared_expert_ffn), s.Fsl, ex->tp_rank, proj_std);
+      if (!add_tensor (ex, L, layer, "shared.w1", (gsize) s.f1s * C, w1, FALSE, FALSE, error)
+          || !add_tensor (ex, L, layer, "shared.w2", C * s.Fsl, w2, FALSE, FALSE, error))
+        return FALSE;
+    }
+  g_autofree float *wr = g_new (float, (gsize) s.E * C);
+  mpk_cpu_fill_normal_block (wr, ex->seed, moe_stream (layer, 0), C, 0, s.E, 0, C, 0.0f,
+                             INIT_STD);
+  if (!add_tensor (ex, L, layer, "router", (gsize) s.E * C, wr, TRUE, FALSE, error))
+    return FALSE;
+  gsize n1 = (gsize) s.f1e * C, n2 = C * s.Fel;
+  g_autofree float *w1 = g_new (float, n1 * s.El);
+  g_autofree float *w2 = g_new (float, n2 * s.El);
+  for (int el = 0; el < s.El; el++)
+    {
+      guint e = ex->ep_rank * (guint) s.El + (guint) el;       /* its global number */
+      fill_mlp (ex, w1 + el * n1, w2 + el * n2, moe_stream (layer, 3 + 2 * e),
+                moe_stream (layer, 4 + 2 * e), (int) m->moe_ffn_hidden, s.Fel, ex->etp_rank,
+                proj_std);
+    }
+  return add_tensor (ex, L, layer, "experts.w1", n1 * s.El, w1, FALSE, TRUE, error)
+         && add_tensor (ex, L, layer, "experts.w2", n2 * s.El, w2, FALSE, TRUE, error);
+}
+
+static MoeTensors
+moe_tensors (const MpExec *ex, const ExLayer *L, guint first)
+{
+  MoeTensors t = { NULL };
+  guint i = first;
+  if (moe_shape (ex).Fsl > 0)
+    {
+      t.s1 = g_ptr_array_index (L->uses, i++);
+      t.s2 = g_ptr_array_index (L->uses, i++);
+    }
+  t.router = g_ptr_array_index (L->uses, i++);
+  t.e1 = g_ptr_array_index (L->uses, i++);
+  t.e2 = g_ptr_array_index (L->uses, i);
+  return t;
+}
+
+/* ---- one MLP (shared experts, one expert) ------------------------------------------ */
+
+void
+mp_exec_act_forward (MpExec *ex, float *act, const float *fc1, int R, int Fl)
+{
+  if (ex->swiglu)
+    ex->k->swiglu_forward (ex->be, act, fc1, R, Fl);
+  else if (ex->model->activation == MP_ACT_RELU)
+    ex->k->relu_forward (ex->be, act, fc1, (gsize) R * Fl);
+  else
+    ex->k->gelu_forward (ex->be, act, fc1, (gsize) R * Fl);
+}
+
+void
+mp_exec_act_backward (MpExec *ex, float *dfc1, const float *fc1, const float *dact, int R,
+                      int Fl)
+{
+  if (ex->swiglu)
+    ex->k->swiglu_backward (ex->be, dfc1, fc1, dact, R, Fl);
+  else if (ex->model->activation == MP_ACT_RELU)
+    ex->k->relu_backward (ex->be, dfc1, fc1, dact, (gsize) R * Fl);
+  else
+    ex->k->gelu_backward (ex->be, dfc1, fc1, dact, (gsize) R * Fl);
+}
+
+/* out (R, C) = fc2 (act (fc1 (x))), keeping fc1 (R, f1) and act (R, Fl). */
+static void
+ffn_forward (MpExec *ex, const float *x, const float *w1, const float *w2, int R, int Fl,
+             float *fc1, float *act, float *out)
+{
+  int f1 = ex->swiglu ? 2 * Fl : Fl;
+  ex->k->matmul_forward (ex->be, fc1, x, w1, NULL, R, ex->C, f1);
+  mp_exec_act_forward (ex, act, fc1, R, Fl);
+  ex->k->matmul_forward (ex->be, out, act, w2, NULL, R, Fl, ex->C);
+}
+
+/* dx (R, C) +=, dw1 +=, dw2 += from dout (R, C); DACT (R, Fl) and DFC1 (R, f1) zeroed
+ * scratch. */
+static void
+ffn_backward (MpExec *ex, float *dx, float *dw1, float *dw2, const float *dout, const float *x,
+              const float *fc1, const float *act, const float *w1, const float *w2, int R,
+              int Fl, float *dact, float *dfc1)
+{
+  int f1 = ex->swiglu ? 2 * Fl : Fl;
+  ex->k->matmul_backward (ex->be, dact, dw2, NULL, dout, act, w2, R, Fl, ex->C);
+  mp_exec_act_backward (ex, dfc1, fc1, dact, R, Fl);
+  ex->k->matmul_backward (ex->be, dx, dw1, NULL, dfc1, x, w1, R, ex->C, f1);
+}
+
+/* ---- routing ----------------------------------------------------------------------- */
+
+/* Experts take at most ceil (capacity_factor * N K / E) rows each (Megatron-Core's
+ * capacity per micro-batch and rank); first choices before second ones, tokens in order
+ * inside a choice; the rest is dropped (its gate weighs nothing). */
+static int
+capacity (const MpExec *ex, const MoeShape *s)
+{
+  double cf = ex->model->capacity_factor;
+  if (cf <= 0)
+    return G_MAXINT;
+  return (int) ceil (cf * s->Nt * s->K / s->E);
+}
+
+static ExRoute *
+route (MpExec *ex, const MoeShape *s, const float *logits)
+{
+  int N = s->Nt, K = s->K, E = s->E;
+  ExRoute *r = g_new0 (ExRoute, 1);
+  r->probs = g_new (float, (gsize) N * E);
+  r->idx = g_new (int, (gsize) N * K);
+  r->gates = g_new (float, (gsize) N * K);
+  mpk_cpu_router_forward (r->probs, r->idx, r->gates, logits, N, E, K);
+  int cap = capacity (ex, s);
+  g_autofree gboolean *kept = g_new0 (gboolean, (gsize) N * K);
+  g_autofree int *load = g_new0 (int, E);
+  for (int j = 0; j < K; j++)
+    for (int n = 0; n < N; n++)
+      {
+        int e = r->idx[n * K + j];
+        if (load[e] < cap)
+          {
+            load[e]++;
+            kept[n * K + j] = TRUE;
+            r->R++;
+          }
+      }
+  if (s->owner && !ex->recomputing)          /* once per token */
+    {
+      ex->moe_dropped += (guint64) N * K - (guint64) r->R;
+      ex->moe_routed += (guint64) N * K;
+    }
+  r->count = g_new0 (int, E);
+  r->src = g_new (int, MAX (r->R, 1));
+  r->slot = g_new (int, MAX (r->R, 1));
+  r->grow = g_new (float, MAX (r->R, 1));
+  int row = 0;
+  for (int e = 0; e < E; e++)
+    for (int n = 0; n < N; n++)
+      for (int j = 0; j < K; j++)
+        if (kept[n * K + j] && r->idx[n * K + j] == e)
+          {
+            r->src[row] = n;
+            r->slot[row] = n * K + j;
+            r->grow[row] = r->gates[n * K + j];
+            r->count[e]++;
+            row++;
+          }
+  return r;
+}
+
+/* Every local expert's MLP on its rows of XE (Rr, C) into YE (Rr, C). */
+static void
+experts_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
+                 Acts *a, const float *xe, float *ye)
+{
+  gsize C = ex->C, n1 = (gsize) s->f1e * C, n2 = C * s->Fel;
+  for (int e = 0, off = 0; e < s->El; off += r->lcount[e], e++)
+    if (r->lcount[e] > 0)
+      ffn_forward (ex, xe + off * C, w->e1->param + e * n1, w->e2->param + e * n2,
+                   r->lcount[e], s->Fel, a->buf[M_E_FC1] + (gsize) off * s->f1e,
+                   a->buf[M_E_ACT] + (gsize) off * s->Fel, ye + off * C);
+}
+
+/* ---- forward and backward ---------------------------------------------------------- */
+
+/* The shared experts, or zeros. */
+static gboolean
+shared_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a, const float *h,
+                float *out, GError **error)
+{
+  int N = ex->N;
+  if (s->Fsl == 0)
+    {
+      ex->be->ops->zero (ex->be, out, (gsize) N * ex->C * sizeof (float));
+      return TRUE;
+    }
+  if (!mp_exec_act_alloc (ex, a, M_S_FC1, (gsize) N * s->f1s, error)
+      || !mp_exec_act_alloc (ex, a, M_S_ACT, (gsize) N * s->Fsl, error))
+    return FALSE;
+  ffn_forward (ex, h, w->s1->param, w->s2->param, N, s->Fsl, a->buf[M_S_FC1], a->buf[M_S_ACT],
+               out);
+  return TRUE;
+}
+
+/* The router on H (N, C): logits on the backend, the routing on the host. */
+static ExRoute *
+router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float *h,
+                GError **error)
+{
+  MpBackend *be = ex->be;
+  gsize n = (gsize) s->Nt * s->E;
+  float *logits = be->ops->alloc (be, n * sizeof (float), MP_MEM_OTHER, error);
+  if (logits == NULL)
+    return NULL;
+  ex->k->matmul_forward (be, logits, h + (gsize) s->row0 * ex->C, w->router->param, NULL, s->Nt,
+                         ex->C, s->E);
+  g_autofree float *lh = g_new (float, n);
+  be->ops->download (be, lh, logits, n * sizeof (float));
+  be->ops->release (be, logits);
+  ExRoute *r = route (ex, s, lh);
+  /* the load-balancing loss, once per token: loss_sum holds token losses, the step's
+   * loss is loss_sum / (global_batch T), and the aux term is a mean over sequences */
+  double aux = mpk_cpu_router_aux (NULL, r->probs, r->idx, s->Nt / ex->T, ex->T, s->E, s->K,
+                                   AUX_ALPHA, 0.0f);
+  if (s->owner && !ex->recomputing)
+    ex->loss_sum += aux * ex->T;
+  return r;
+}
+
+/* Tokens reach the experts by all-gather over ep (the plan's dispatcher, ep > 1). */
+static gboolean
+gathers (const MpExec *ex)
+{
+  return ex->ep > 1 && ex->cfg.dispatcher == MP_DISPATCH_ALLGATHER;
+}
+
+static gboolean
+alloc_rows (MpExec *ex, const MoeShape *s, Acts *a, gsize rows_out, gsize gates,
+            const ExRoute *r, GError **error)
+{
+  gsize Rr = (gsize) MAX (r->Rr, 1), C = ex->C;
+  return mp_exec_act_alloc (ex, a, M_XP, Rr * C, error)
+         && mp_exec_act_alloc (ex, a, M_E_FC1, Rr * s->f1e, error)
+         && mp_exec_act_alloc (ex, a, M_E_ACT, Rr * s->Fel, error)
+         && mp_exec_act_alloc (ex, a, M_E_OUT, MAX (rows_out, 1) * C, error)
+         && mp_exec_act_alloc (ex, a, M_GATE, MAX (gates, 1), error);
+}
+
+/* This rank's routed rows: permuted, to their experts (by all-to-all with ep > 1) and
+ * back into M_E_OUT (R, C) in this rank's order, then weighed by their gates into OUT
+ * (the routed tokens' rows). */
+static gboolean
+routed_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a, ExRoute *r,
+                const float *h, float *out, GError **error)
+{
+  MpBackend *be = ex->be;
+  gboolean ep = ex->ep > 1;
+  int C = ex->C;
+  if (ep && !mp_moe_a2a_layout (ex, s, r, error))
+    return FALSE;
+  if (!ep)
+    {
+      r->Rr = r->R;
+      r->lcount = r->count;
+    }
+  gsize R = (gsize) MAX (r->R, 1), Rr = (gsize) MAX (r->Rr, 1);
+  if (!alloc_rows (ex, s, a, R, R, r, error))
+    return FALSE;
+  be->ops->upload (be, a->buf[M_GATE], r->grow, (gsize) r->R * sizeof (float));
+  float *xp = ep ? be->ops->alloc (be, R * C * sizeof (float), MP_MEM_OTHER, error)
+                 : a->buf[M_XP];
+  float *ye = ep ? be->ops->alloc (be, Rr * C * sizeof (float), MP_MEM_OTHER, error)
+                 : a->buf[M_E_OUT];
+  gboolean ok = xp != NULL && ye != NULL;
+  if (ok)
+    {
+      ex->k->gather_rows (be, xp, h, r->src, NULL, r->R, C);
+      ok = !ep || mp_moe_a2a_dispatch (ex, r, xp, a->buf[M_XP], error);
+    }
+  if (ok)
+    {
+      experts_forward (ex, s, w, r, a, a->buf[M_XP], ye);
+      ok = !ep || mp_moe_a2a_combine (ex, r, ye, a->buf[M_E_OUT], error);
+    }
+  if (ok)
+    ex->k->scatter_add_rows (be, out, a->buf[M_E_OUT], r->src, a->buf[M_GATE], r->R, C);
+  if (ep)
+    {
+      be->ops->release (be, xp);
+      be->ops->release (be, ye);
+    }
+  return ok;
+}
+
+/* The all-gather dispatcher: every ep rank's tokens gathered, this rank's experts on the
+ * rows routed to them (outputs kept in M_E_OUT (Rr, C)), weighed by their gates into the
+ * group's rows, and reduce-scattered back into OUT. */
+static gboolean
+gathered_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a, ExRoute *r,
+                  const float *h, float *out, GError **error)
+{
+  MpBackend *be = ex->be;
+  gsize C = ex->C, n = (gsize) ex->ep * s->Nt * C;
+  if (!mp_moe_ag_layout (ex, s, r, error) || !alloc_rows (ex, s, a, r->Rr, r->Rr, r, error))
+    return FALSE;
+  be->ops->upload (be, a->buf[M_GATE], r->agate, (gsize) r->Rr * sizeof (float));
+  float *all = be->ops->alloc (be, n * sizeof (float), MP_MEM_OTHER, error);
+  float *mine = all ? be->ops->alloc (be, (gsize) s->Nt * C * sizeof (float), MP_MEM_OTHER,
+                                      error) : NULL;
+  gboolean ok = mine != NULL && mp_moe_ag_gather (ex, s, h, all, error);
+  if (ok)
+    {
+      ex->k->gather_rows (be, a->buf[M_XP], all, r->asrc, NULL, r->Rr, (int) C);
+      experts_forward (ex, s, w, r, a, a->buf[M_XP], a->buf[M_E_OUT]);
+      be->ops->zero (be, all, n * sizeof (float));
+      ex->k->scatter_add_rows (be, all, a->buf[M_E_OUT], r->asrc, a->buf[M_GATE], r->Rr,
+                               (int) C);
+      ok = mp_moe_ag_reduce (ex, s, all, mine, (int) C, error);
+    }
+  if (ok)
+    ex->k->add (be, out, mine, (gsize) s->Nt * C);
+  be->ops->release (be, all);
+  be->ops->release (be, mine);
+  return ok;
+}
+
+gboolean
+mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *h,
+                     float *out, GError **error)
+{
+  MoeShape s = moe_shape (ex);
+  MoeTensors w = moe_tensors (ex, L, first);
+  if (!shared_forward (ex, &s, &w, a, h, out, error))
+    return FALSE;
+  ExRoute *r = a->route = router_forward (ex, &s, &w, h, error);
+  if (r == NULL)
+    return FALSE;
+  gsize off = (gsize) s.row0 * ex->C;
+  return gathers (ex) ? gathered_forward (ex, &s, &w, a, r, h + off, out + off, error)
+                      : routed_forward (ex, &s, &w, a, r, h + off, out + off, error);
+}
+
+/* The gates' gradient through the router into DH (the routed rows; with partial expert
+ * outputs on tp rank 0 only, as the others' dh are partial sums the tp reduction adds)
+ * and the router weight's (summed over tp where tp ranks route different tokens); DG (R)
+ * the rows' gate gradients, whole. */
+static gboolean
+router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
+                 const float *dg, const float *h, float *dh, GError **error)
+{
+  MpBackend *be = ex->be;
+  int N = s->Nt, E = s->E, K = s->K;
+  g_autofree float *dgates = g_new0 (float, (gsize) N * K);
+  g_autofree float *dprobs = g_new0 (float, (gsize) N * E);
+  g_autofree float *dlog = g_new0 (float, (gsize) N * E);
+  for (int i = 0; i < r->R; i++)
+    dgates[r->slot[i]] = dg[i];
+  mpk_cpu_router_aux (dprobs, r->probs, r->idx, N / ex->T, ex->T, E, K, AUX_ALPHA,
+                      1.0f / (float) ex->global_batch);
+  mpk_cpu_router_backward (dlog, r->probs, r->idx, r->gates, dgates, dprobs, N, E, K);
+  gboolean apart = !s->partial && ex->tp > 1;   /* tp ranks routed different tokens */
+  gsize nw = (gsize) E * ex->C;
+  float *d = be->ops->alloc (be, ((gsize) N * E + (apart ? nw : 0)) * sizeof (float),
+                             MP_MEM_OTHER, error);
+  if (d == NULL)
+    return FALSE;
+  float *dw = apart ? d + (gsize) N * E : w->router->grad;
+  be->ops->upload (be, d, dlog, (gsize) N * E * sizeof (float));
+  ex->k->matmul_backward (be, s->owner ? dh : NULL, dw, NULL, d, h, w->router->param, N, ex->C,
+                          E);
+  gboolean ok = !apart || mp_exec_tp_all_reduce (ex, dw, nw, MP_REDUCE_SUM, error);
+  if (ok && apart)
+    ex->k->add (be, w->router->grad, dw, nw);
+  be->ops->release (be, d);
+  return ok;
+}
+
+/* Every local expert's backward on its rows: DYE (Rr, C) in, DXE (Rr, C) +=; SCRATCH holds
+ * Rr * (Fel + f1e) zeroed floats. */
+static void
+experts_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
+                  Acts *a, const float *dye, float *dxe, float *scratch)
+{
+  gsize C = ex->C, n1 = (gsize) s->f1e * C, n2 = C * s->Fel;
+  float *dact = scratch, *dfc1 = scratch + (gsize) MAX (r->Rr, 1) * s->Fel;
+  for (int e = 0, off = 0; e < s->El; off += r->lcount[e], e++)
+    if (r->lcount[e] > 0)
+      ffn_backward (ex, dxe + off * C, w->e1->grad + e * n1, w->e2->grad + e * n2,
+                    dye + off * C, a->buf[M_XP] + off * C, a->buf[M_E_FC1] + (gsize) off * s->f1e,
+                    a->buf[M_E_ACT] + (gsize) off * s->Fel, w->e1->param + e * n1,
+                    w->e2->param + e * n2, r->lcount[e], s->Fel, dact + (gsize) off * s->Fel,
+                    dfc1 + (gsize) off * s->f1e);
+}
+
+/* The routed rows' backward from DOUT (the routed tokens' rows): the gates' gradient
+ * into DG (R, host: whole, summed over etp), the experts' (to them by all-to-all with
+ * ep > 1, and back) into DH. */
+static gboolean
+routed_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a,
+                 const ExRoute *r, const float *dout, float *dh, float *dg, GError **error)
+{
+  MpBackend *be = ex->be;
+  gboolean ep = ex->ep > 1;
+  gsize R = (gsize) MAX (r->R, 1), Rr = (gsize) MAX (r->Rr, 1), C = ex->C;
+  enum { DEO, DGR, DYE, DXE, EXP, DXP, N_BUF };
+  gsize len[N_BUF] = { R * C, R, ep ? Rr * C : 1, ep ? Rr * C : 1, Rr * (s->Fel + s->f1e),
+                       R * C };
+  float *b[N_BUF] = { NULL };
+  gboolean ok = TRUE;
+  for (int i = 0; i < N_BUF && ok; i++)
+    ok = (b[i] = be->ops->alloc (be, len[i] * sizeof (float), MP_MEM_OTHER, error)) != NULL;
+  if (ok)
+    {
+      /* d expert_out = gate * dout, d gate = dout . expert_out (partial over etp) */
+      ex->k->gather_rows (be, b[DEO], dout, r->src, a->buf[M_GATE], r->R, (int) C);
+      ex->k->rows_dot (be, b[DGR], dout, r->src, a->buf[M_E_OUT], r->R, (int) C);
+      ok = !s->partial || mp_exec_tp_all_reduce (ex, b[DGR], R, MP_REDUCE_SUM, error);
+    }
+  float *dye = ep ? b[DYE] : b[DEO], *dxe = ep ? b[DXE] : b[DXP];
+  ok = ok && (!ep || mp_moe_a2a_dispatch (ex, r, b[DEO], dye, error));
+  if (ok)
+    experts_backward (ex, s, w, r, a, dye, dxe, b[EXP]);
+  ok = ok && (!ep || mp_moe_a2a_combine (ex, r, dxe, b[DXP], error));
+  if (ok)
+    {
+      ex->k->scatter_add_rows (be, dh, b[DXP], r->src, NULL, r->R, (int) C);
+      be->ops->download (be, dg, b[DGR], (gsize) r->R * sizeof (float));
+    }
+  for (int i = 0; i < N_BUF; i++)
+    be->ops->release (be, b[i]);
+  return ok;
+}
+
+/* The all-gather dispatcher's backward: the group's output gradients gathered, this
+ * rank's experts' backward on their rows, the input gradients and the gates' (by (token,
+ * choice)) reduce-scattered back; DG (R) in this rank's row order. */
+static gboolean
+gathered_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a,
+                   const ExRoute *r, const float *dout, float *dh, float *dg, GError **error)
+{
+  MpBackend *be = ex->be;
+  gsize Rr = (gsize) MAX (r->Rr, 1), C = ex->C, Nt = s->Nt, K = s->K, ep = ex->ep;
+  enum { ALL, MINE, DYE, DGR, DXE, EXP, GALL, GMINE, N_BUF };
+  gsize len[N_BUF] = { ep * Nt * C, Nt * C, Rr * C, Rr, Rr * C, Rr * (s->Fel + s->f1e),
+                       ep * Nt * K, Nt * K };
+  float *b[N_BUF] = { NULL };
+  gboolean ok = TRUE;
+  for (int i = 0; i < N_BUF && ok; i++)
+    ok = (b[i] = be->ops->alloc (be, len[i] * sizeof (float), MP_MEM_OTHER, error)) != NULL;
+  ok = ok && mp_moe_ag_gather (ex, s, dout, b[ALL], error);
+  if (ok)
+    {
+      ex->k->gather_rows (be, b[DYE], b[ALL], r->asrc, a->buf[M_GATE], r->Rr, (int) C);
+      ex->k->rows_dot (be, b[DGR], b[ALL], r->asrc, a->buf[M_E_OUT], r->Rr, (int) C);
+      ok = !s->partial || mp_exec_tp_all_reduce (ex, b[DGR], Rr, MP_REDUCE_SUM, error);
+    }
+  if (ok)
+    {
+      experts_backward (ex, s, w, r, a, b[DYE], b[DXE], b[EXP]);
+      be->ops->zero (be, b[ALL], len[ALL] * sizeof (float));
+      ex->k->scatter_add_rows (be, b[ALL], b[DXE], r->asrc, NULL, r->Rr, (int) C);
+      ok = mp_moe_ag_reduce (ex, s, b[ALL], b[MINE], (int) C, error);
+    }
+  if (ok)
+    {
+      ex->k->add (be, dh, b[MINE], Nt * C);
+      /* the gates' gradients to the ranks that routed them */
+      g_autofree float *dgr = g_new (float, Rr);
+      g_autofree float *gall = g_new0 (float, len[GALL]);
+      g_autofree float *gmine = g_new (float, len[GMINE]);
+      be->ops->download (be, dgr, b[DGR], (gsize) r->Rr * sizeof (float));
+      for (int q = 0; q < r->Rr; q++)
+        gall[r->aslot[q]] = dgr[q];
+      be->ops->upload (be, b[GALL], gall, len[GALL] * sizeof (float));
+      ok = mp_moe_ag_reduce (ex, s, b[GALL], b[GMINE], (int) K, error);
+      if (ok)
+        {
+          be->ops->download (be, gmine, b[GMINE], len[GMINE] * sizeof (float));
+          for (int i = 0; i < r->R; i++)
+            dg[i] = gmine[r->slot[i]];
+        }
+    }
+  for (int i = 0; i < N_BUF; i++)
+    be->ops->release (be, b[i]);
+  return ok;
+}
+
+gboolean
+mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *dout,
+                      const float *h, float *dh, GError **error)
+{
+  MoeShape s = moe_shape (ex);
+  MoeTensors w = moe_tensors (ex, L, first);
+  MpBackend *be = ex->be;
+  const ExRoute *r = a->route;
+  int N = ex->N;
+  if (s.Fsl > 0)
+    {
+      float *sc = be->ops->alloc (be, (gsize) N * (s.Fsl + s.f1s) * sizeof (float),
+                                  MP_MEM_OTHER, error);
+      if (sc == NULL)
+        return FALSE;
+      ffn_backward (ex, dh, w.s1->grad, w.s2->grad, dout, h, a->buf[M_S_FC1], a->buf[M_S_ACT],
+                    w.s1->param, w.s2->param, N, s.Fsl, sc, sc + (gsize) N * s.Fsl);
+      be->ops->release (be, sc);
+    }
+  gsize off = (gsize) s.row0 * ex->C;
+  g_autofree float *dg = g_new (float, MAX (r->R, 1));
+  gboolean ok = gathers (ex)
+                    ? gathered_backward (ex, &s, &w, a, r, dout + off, dh + off, dg, error)
+                    : routed_backward (ex, &s, &w, a, r, dout + off, dh + off, dg, error);
+  return ok && router_backward (ex, &s, &w, r, dg, h + off, dh + off, error);
+}
