@@ -441,6 +441,15 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
    * the embedding layer keeps a copy (Megatron all-reduces its gradient with stage 0). */
   if (ctx->tied_params > 0 && has_head && !has_embedding)
     dense += ctx->tied_params / t;
+  /* A fused loss (mp_stack_fused_loss) keeps the 16-bit logits where the IR's loss keeps
+   * an fp32 softmax (4 bytes per logit), for each micro-batch in flight on the head's
+   * chunk, the last of the last stage. */
+  double head_flight = has_head ? in_flight[vpp - 1] : 0, logit_grad = 4 + e;
+  if (mp_stack_fused_loss (cfg->stack))
+    {
+      logit_grad = e;
+      act -= head_flight * tokens * (double) m->vocab / t * (4 - e);
+    }
   out->params = dense + expert;
   out->in_flight = flight / vpp;
   out->activations_bytes = act;
@@ -484,7 +493,7 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
 
   /* Transient: what backward allocates on top of the kept activations, or the loss's
    * logits on the head's stage (bf16 logits then their fp32 gradient, on top of the fp32
-   * softmax the IR keeps), whichever is larger; plus communication buffers and the GEMM
+   * softmax the IR keeps; a fused loss: the 16-bit gradient), whichever is larger; plus communication buffers and the GEMM
    * workspace, which are always there. */
   double backward = worst.grad_buffers;
   if (cfg->recompute == MP_RECOMPUTE_FULL)
@@ -495,7 +504,7 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
     }
   else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE)
     backward += worst.dropped;
-  double logits = has_head ? tokens * (double) m->vocab / t * (4 + e) : 0;
+  double logits = has_head ? tokens * (double) m->vocab / t * logit_grad : 0;
   double comm = 0;
   if (cfg->zero >= 3)
     comm += worst.params * 2 * w;         /* a layer gathered, the next prefetched */

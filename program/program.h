@@ -93,8 +93,8 @@ typedef enum {
  *  - deepspeed: DeepSpeed ZeRO with Hugging Face models and flash-attn 2.
  *  - pytorch: plain PyTorch (torchrun: DDP / FSDP2, DeviceMesh TP) with
  *    scaled_dot_product_attention: attention as torchtitan's.
- * The cost model uses the attention kernel (mp_stack_fa2_attention) and the backward TP
- * overlap (mp_stack_overlaps_tp_backward). On A100 FlashAttention-2 is the native kernel
+ * The cost model uses the attention kernel (mp_stack_fa2_attention), the backward TP
+ * overlap (mp_stack_overlaps_tp_backward) and the loss's precision (mp_stack_fused_loss). On A100 FlashAttention-2 is the native kernel
  * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
   MP_STACK_MEGATRON,
@@ -203,6 +203,13 @@ gboolean mp_stack_fa2_attention (MpStack stack);
  * them in line, so each is exposed ("Introducing Async Tensor Parallelism in PyTorch",
  * PyTorch forums, 2024: vanilla TP's collectives are serialized with the matmuls). */
 gboolean mp_stack_overlaps_tp_backward (MpStack stack);
+/* Does STACK compute the loss in one fused kernel on the 16-bit logits, keeping them and
+ * their gradient at that size, rather than an fp32 softmax and fp32 gradient? llm-foundry
+ * does: its models' default loss_fn is fused_crossentropy, flash-attn's CrossEntropyLoss
+ * (llmfoundry/models/mpt/modeling_mpt.py), which keeps its input logits and one fp32
+ * log-sum-exp per row and writes the gradient in the logits' dtype. Megatron-Core's
+ * vocab-parallel loss and torchtitan's (cross_entropy on logits.float()) keep fp32. */
+gboolean mp_stack_fused_loss (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

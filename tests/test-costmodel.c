@@ -1913,6 +1913,42 @@ test_cost_stack_attention_kernel (void **state)
                    attention_core_s ("host", MP_STACK_MEGATRON, TRUE), 1e-12);
 }
 
+/* The loss's precision of the stack (acc16b): llm-foundry's fused cross-entropy keeps the
+ * bf16 logits (2 bytes each) where the others keep an fp32 softmax (4), and its gradient
+ * is bf16 where theirs is fp32 after the bf16 logits (4 + 2): the mechanism that lets
+ * llm-foundry's published MPT-760m (micro-batch 24) and MPT-3b (A100 40 GB) runs fit. One stage of a GPT whose
+ * logits outweigh the backward buffers, at tp 2 (the vocabulary is split), micro-batch 4. */
+static void
+test_cost_stack_fused_loss_memory (void **state)
+{
+  (void) state;
+  const guint vocab = 65536, seq = 1024, mb = 4, tp = 2;
+  g_autoptr(MpModel) m = gpt (2, 512, 8, seq, vocab, TRUE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = tp;
+  cfg.micro_batch_size = mb;
+  MpStageMemory mg, lf;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mg);
+  cfg.stack = MP_STACK_LLM_FOUNDRY;
+  mp_cost_stage_memory (ctx, &cfg, 0, &lf);
+  double logits = (double) mb * seq * vocab / tp;
+  mp_assert_close (mg.activations_bytes - lf.activations_bytes, logits * (4 - 2), 1e-12);
+  /* The transient peak is the larger of backward's buffers and the loss's: the fp32 path
+   * needs all 6 bytes a logit, the fused one saves up to 4 of them. */
+  assert_true (mg.transient_bytes >= logits * (4 + 2));
+  assert_true (lf.transient_bytes < mg.transient_bytes);
+  assert_true (mg.transient_bytes - lf.transient_bytes <= logits * 4 * (1 + 1e-12));
+  assert_true (mp_stack_fused_loss (MP_STACK_LLM_FOUNDRY));
+  assert_false (mp_stack_fused_loss (MP_STACK_MEGATRON));
+  assert_false (mp_stack_fused_loss (MP_STACK_TORCHTITAN));
+  /* Weights, gradients and optimizer state do not depend on the loss. */
+  mp_assert_close (lf.weights_bytes + lf.grads_bytes + lf.optimizer_bytes,
+                   mg.weights_bytes + mg.grads_bytes + mg.optimizer_bytes, 1e-15);
+}
+
 int
 main (void)
 {
@@ -1921,6 +1957,7 @@ main (void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_cost_stack_attention_kernel),
     cmocka_unit_test (test_cost_stack_tp_backward_overlap),
+    cmocka_unit_test (test_cost_stack_fused_loss_memory),
     cmocka_unit_test (test_costmodel_bus_factors),
     cmocka_unit_test (test_costmodel_busbw_conversions),
     cmocka_unit_test (test_costmodel_ring_allreduce_closed_form),
