@@ -175,8 +175,8 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
  * per step with the optimizer (TE casts at the first micro-batch and caches:
  * is_first_microbatch), and the FP8 weight copies in memory (memory.c). Not costed: the
  * per-step scale update (one kernel) and amax all-reduce over the amax reduction group (a
- * few bytes per tensor: latency only), and FP8 activations saved for backward in place of
- * bf16 ones (kept at bf16, which overstates memory). */
+ * few bytes per tensor: latency only). The FP8 inputs saved for backward in place of
+ * bf16 ones, where the stack saves them (mp_stack_fp8_saves_fp8), are memory.c's. */
 
 gboolean
 cm_fp8_op (const MpLayer *layer, const MpOp *op)
@@ -608,6 +608,35 @@ mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
     }
 }
 
+/* ---- overlap ------------------------------------------------------------------------- */
+
+/* NCCL's channels in a collective overlapped with compute: an all-gather under FSDP's
+ * prefetch on an 8-GPU H100 node launched 24 blocks, holding 24 of the 132 SMs while the
+ * GEMM beside it got the rest (Nsight Systems trace in "Compute-Communication Overlap
+ * Causes Severe GEMM Performance Degradation because of Tail Effect", NVIDIA developer
+ * forums, 2025). 24 / SMs is 0.18 on H100, 0.22 on A100, 0.16 on B200: the range of Lee
+ * et al., "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed
+ * Deep Learning" (arXiv 2507.03114, 2025), who measured GPT and LLaMA training compute
+ * 18.9% slower on average (40% at most) while overlapped, on A100 and H100. Left out: the
+ * wave-quantisation tail that post shows for one-wave GEMMs, and HBM contention. */
+#define NCCL_OVERLAP_CHANNELS 24.0
+
+double
+mp_cost_overlap_share (const MpCostDevice *dev)
+{
+  g_return_val_if_fail (dev != NULL, 0);
+  const MpDeviceCurve *c = dev->curve;
+  return c->nccl && c->sms > NCCL_OVERLAP_CHANNELS ? NCCL_OVERLAP_CHANNELS / c->sms : 0;
+}
+
+double
+mp_cost_overlap_penalty (double share, double comm, double compute)
+{
+  if (!(share > 0 && comm > 0 && compute > 0))
+    return 0;
+  return MAX (0.0, share * MIN (comm, compute) - MAX (0.0, comm - compute));
+}
+
 /* ---- layers -------------------------------------------------------------------------- */
 
 static double
@@ -631,7 +660,8 @@ phase_total (MpPhaseCost *p)
  * forward and, backward, all-gathers the input again (overlapped with the input-gradient
  * GEMM) and reduce-scatters its gradient (overlapped with the weight-gradient GEMM); the
  * exit reduce-scatters forward and all-gathers the gradient backward. A stack that does
- * not overlap them (mp_stack_overlaps_tp_backward) exposes every backward collective. */
+ * not overlap them (mp_stack_overlaps_tp_backward) exposes every backward collective; one
+ * that does slows the GEMMs under them (mp_cost_overlap_penalty). */
 static void
 tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
                 const MpStageSpans *spans, const CmOp *r, const MpOpCost *oc,
@@ -643,6 +673,7 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
   gboolean sp = sequence_parallel (cfg);
   gboolean overlap = mp_stack_overlaps_tp_backward (cfg->stack);
   double under_dgrad = overlap ? oc->dgrad_s : 0, under_wgrad = overlap ? oc->wgrad_s : 0;
+  double share = mp_cost_overlap_share (dev);     /* the GEMMs under them run slower */
   if (r->entry_width > 0)
     {
       double size = tokens * r->entry_width * e;
@@ -651,10 +682,16 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
           double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, size, g);
           fwd->tp_comm_s += ag;
           double rs = coll (ctx, dev, MP_COLL_REDUCE_SCATTER, size, g);
-          bwd->tp_comm_s += MAX (0, ag - under_dgrad) + MAX (0, rs - under_wgrad);
+          bwd->tp_comm_s += MAX (0, ag - under_dgrad) + MAX (0, rs - under_wgrad)
+                            + mp_cost_overlap_penalty (share, ag, under_dgrad)
+                            + mp_cost_overlap_penalty (share, rs, under_wgrad);
         }
       else
-        bwd->tp_comm_s += MAX (0, coll (ctx, dev, MP_COLL_ALL_REDUCE, size, g) - under_wgrad);
+        {
+          double ar = coll (ctx, dev, MP_COLL_ALL_REDUCE, size, g);
+          bwd->tp_comm_s += MAX (0, ar - under_wgrad)
+                            + mp_cost_overlap_penalty (share, ar, under_wgrad);
+        }
     }
   if (r->exit_width > 0)
     {
@@ -1042,6 +1079,7 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
         }
       else
         stage_sync (ctx, cfg, sp, s, dense, expert, fp8, tied, st);
+      st->overlap_share = mp_cost_overlap_share (sp->device);
       rep_of[s] = rep;
       prev_dense = dense;
       prev_expert = expert;
