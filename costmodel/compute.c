@@ -762,6 +762,38 @@ moe_dispatch (const MpCostContext *ctx, const MpParallelConfig *cfg,
     }
 }
 
+/* ZeRO-2/3 (FSDP, DeepSpeed stage 2/3): the collectives of a layer's parameters run under
+ * the compute of one micro-batch, every micro-batch: ZeRO-3 gathers the next layer's
+ * weights (the same size: uniform blocks) under this one's forward and backward, and
+ * ZeRO-2/3 reduce-scatter this layer's gradients under the next backward. The SMs they hold
+ * slow that compute (mp_cost_overlap_penalty); the collectives' own exposure is the
+ * planner's (dp_comm). In the layer's cost, so that the closed form and the simulator
+ * price it alike. */
+static void
+zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
+              const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
+{
+  const MpCostDevice *dev = spans->device;
+  double share = mp_cost_overlap_share (dev);
+  if (cfg->zero < 2 || !(share > 0))
+    return;
+  double d, x, w, g = cm_grad_bytes (ctx, cfg);
+  mp_cost_layer_params (ctx, cfg, layer, &d, &x);
+  mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
+  double gather = 0, reduce = 0;
+  const MpGroupSpan *group[2] = { &spans->dp, &spans->edp };
+  double params[2] = { d, x };
+  for (int k = 0; k < 2; k++)
+    if (params[k] > 0 && group[k]->n_ranks > 1)
+      {
+        if (cfg->zero >= 3)
+          gather += coll (ctx, dev, MP_COLL_ALL_GATHER, params[k] * w, group[k]);
+        reduce += coll (ctx, dev, MP_COLL_REDUCE_SCATTER, params[k] * g, group[k]);
+      }
+  fwd->compute_s += mp_cost_overlap_penalty (share, gather, fwd->compute_s);
+  bwd->compute_s += mp_cost_overlap_penalty (share, gather + reduce, bwd->compute_s);
+}
+
 void
 mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
                const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
@@ -829,6 +861,7 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
             }
         }
     }
+  zero_overlap (ctx, cfg, spans, layer, fwd, bwd);
   phase_total (fwd);
   if (cfg->recompute == MP_RECOMPUTE_FULL && cm_recomputable (l))
     {
@@ -1079,7 +1112,6 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
         }
       else
         stage_sync (ctx, cfg, sp, s, dense, expert, fp8, tied, st);
-      st->overlap_share = mp_cost_overlap_share (sp->device);
       rep_of[s] = rep;
       prev_dense = dense;
       prev_expert = expert;

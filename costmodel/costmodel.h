@@ -384,8 +384,6 @@ typedef struct {
   double zero3_gather_s;              /* ZeRO-3 parameter all-gathers, per micro-batch */
   double tied_embedding_s;            /* first/last stage embedding-gradient all-reduce */
   double optimizer_s;                 /* optimizer step on this rank's shard */
-  double overlap_share;               /* what a collective running under this stage's
-                                       * compute takes of it (mp_cost_overlap_share) */
 } MpStageTime;
 
 /* Overlap is not free (issue 16): the share of a device's compute that an NCCL

@@ -415,7 +415,7 @@ dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, double pipe_s)
   double worst = 0, ahead = 0;
   for (guint i = 0; i < cfg->pp; i++)
     {
-      double b = st[i].bwd.total_s, window = b;
+      double b = st[i].bwd.total_s;
       double exposed = MAX (st[i].dp_last_bucket_s, st[i].dp_reduce_s - b);
       double zero3 = 0;
       if (cfg->zero == 2)
@@ -423,7 +423,7 @@ dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, double pipe_s)
           /* ZeRO-2 reduce-scatters every micro-batch's gradients from its backward on:
            * the stream hides under the compute from the first backward to the end of the
            * last, and the last micro-batch's last bucket is left. */
-          window = backward_window (cfg, st, i, pipe_s, ahead);
+          double window = backward_window (cfg, st, i, pipe_s, ahead);
           exposed = MAX (st[i].dp_last_bucket_s, st[i].dp_reduce_s - window);
         }
       if (cfg->zero == 3)
@@ -439,12 +439,7 @@ dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, double pipe_s)
                          / MAX (stage_layers (cfg, i), 1u);
           zero3 = m * MAX (first + st[i].dp_last_bucket_s, st[i].zero3_gather_s + per - c);
           exposed = 0;
-          /* The compute under the gathers and reductions runs slower (costmodel.h). */
-          zero3 += m * mp_cost_overlap_penalty (st[i].overlap_share,
-                                                st[i].zero3_gather_s + per, c);
         }
-      else
-        exposed += mp_cost_overlap_penalty (st[i].overlap_share, st[i].dp_reduce_s, window);
       worst = MAX (worst, MAX (0.0, exposed - ahead) + zero3 + st[i].dp_gather_s
                               + st[i].tied_embedding_s);
       ahead += b;
