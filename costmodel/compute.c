@@ -927,13 +927,97 @@ bucketed (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind kind,
   return total;
 }
 
+/* Fills PER[layer] with each bucket's time by KIND over SPAN at BYTES per parameter,
+ * charged to the bucket's lowest layer (where backward closes it). */
+static void
+per_layer_buckets (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind kind,
+                   const MpGradBucket *buckets, guint n, double bytes, const MpGroupSpan *span,
+                   double *per)
+{
+  double size = -1, one = 0;
+  if (bytes > 0 && span->n_ranks > 1)
+    for (guint i = 0; i < n; i++)
+      {
+        if (buckets[i].params * bytes != size)
+          one = coll (ctx, dev, kind, size = buckets[i].params * bytes, span);
+        per[buckets[i].lo] += one;
+      }
+}
+
+/* ZeRO-3 / FSDP as the programs run it (program.c emit_forward, emit_backward): one
+ * data-parallel stream, first in first out, that gathers each layer's weights one layer
+ * ahead (issued once the compute before the previous layer is done) and reduce-scatters
+ * each bucket once the backward of its lowest layer is done. Layer by layer a gather can
+ * outlast the compute it hides under (a large expert layer behind a short forward),
+ * which the micro-batch's totals do not show. The time one micro-batch's forward and
+ * backward passes over chunk [LO, LO + N) wait beyond their compute FWD[l] + BWD[l], with
+ * gathers G[l] and reduce-scatters RS[l]; the stream drains before the next pass. */
+static double
+zero3_pass_wait (guint lo, guint n, const double *fwd, const double *bwd, const double *g,
+                 const double *rs)
+{
+  guint end = lo + n;
+  double stream = g[lo], ready = stream, t = 0, compute = 0;
+  for (guint l = lo; l < end; l++)
+    {
+      /* T is when the previous layer's forward ends: the prefetch waits for it. */
+      double next = l + 1 < end ? (stream = MAX (stream, t) + g[l + 1]) : 0;
+      t = MAX (t, ready) + fwd[l];
+      compute += fwd[l];
+      ready = next;
+    }
+  ready = stream = MAX (stream, t) + g[end - 1];
+  for (guint l = end; l-- > lo;)
+    {
+      double next = l > lo ? (stream = MAX (stream, t) + g[l - 1]) : 0;
+      t = MAX (t, ready) + bwd[l];
+      compute += bwd[l];
+      if (rs[l] > 0)
+        stream = MAX (stream, t) + rs[l];
+      ready = next;
+    }
+  return MAX (t, stream) - compute;
+}
+
+/* ZeRO-3: the wait of one micro-batch's passes over every chunk of STAGE (zero3_pass_wait)
+ * with the layers' forward and backward times FWD, BWD (by model layer), the layers'
+ * gathers LAYERS[2] and the gradient buckets BUCKETS[2] (dense, expert: N of each). */
+static double
+zero3_stage_wait (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                  const MpStageSpans *sp, guint stage, const double *fwd, const double *bwd,
+                  MpGradBucket *const layers[2], const guint n_layers[2],
+                  MpGradBucket *const buckets[2], const guint n_buckets[2])
+{
+  guint nl = ctx->model->n_layers, pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg);
+  double w, g = cm_grad_bytes (ctx, cfg);
+  mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
+  g_autofree double *gather = g_new0 (double, 2 * nl);
+  double *rs = gather + nl;
+  for (int e = 0; e < 2; e++)
+    {
+      const MpGroupSpan *span = e ? &sp->edp : &sp->dp;
+      per_layer_buckets (ctx, sp->device, MP_COLL_ALL_GATHER, layers[e], n_layers[e], w,
+                         span, gather);
+      per_layer_buckets (ctx, sp->device, MP_COLL_REDUCE_SCATTER, buckets[e], n_buckets[e],
+                         g, span, rs);
+    }
+  guint chunks = pp * vpp, first[chunks], count[chunks];
+  cm_chunk_layers (ctx, cfg, first, count);
+  double wait = 0;
+  for (guint v = 0; v < vpp; v++)
+    if (count[stage + v * pp] > 0)
+      wait += zero3_pass_wait (first[stage + v * pp], count[stage + v * pp], fwd, bwd,
+                               gather, rs);
+  return wait;
+}
+
 /* Data-parallel and optimizer times of a stage whose rank holds DENSE and EXPERT
  * parameters, FP8[2] of them (dense, expert) in FP8 GEMMs; TIED: it also shares the word
- * embeddings with the other end stage. */
+ * embeddings with the other end stage; FWD_S, BWD_S: ZeRO-3's layer times by model layer. */
 static void
 stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *sp,
             guint stage, double dense, double expert, const double fp8[2], double tied,
-            MpStageTime *out)
+            const double *fwd_s, const double *bwd_s, MpStageTime *out)
 {
   const MpCostDevice *dev = sp->device;
   double w, g, o, last_d = 0, last_e = 0;
@@ -963,6 +1047,10 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
       out->zero3_gather_s
         = 2 * (bucketed (ctx, dev, MP_COLL_ALL_GATHER, pd, ld, w, &sp->dp, NULL)
                + bucketed (ctx, dev, MP_COLL_ALL_GATHER, pe, le, w, &sp->edp, NULL));
+      MpGradBucket *const layers[2] = { pd, pe }, *const buckets[2] = { bd, be };
+      const guint n_layers[2] = { ld, le }, n_buckets[2] = { nd, ne };
+      out->zero3_wait_s = zero3_stage_wait (ctx, cfg, sp, stage, fwd_s, bwd_s, layers,
+                                            n_layers, buckets, n_buckets);
     }
   out->dp_last_bucket_s = MAX (last_d, last_e);
   if (tied > 0)
@@ -1006,10 +1094,12 @@ cm_boundary_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
   return cm_tokens (ctx, cfg) * width * ctx->elt / div;
 }
 
-void
-mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out)
+/* mp_cost_stage_times, and when CHUNK_FWD is given each chunk's forward and backward
+ * (mp_cost_chunk_times). */
+static void
+stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out,
+             double *chunk_fwd, double *chunk_bwd)
 {
-  g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
   guint pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg), chunks = pp * vpp;
   guint nc = MAX (ctx->n_classes, 1u);
   g_autofree guint *first = g_new (guint, chunks);
@@ -1025,6 +1115,11 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
   g_autofree gboolean *have = g_new0 (gboolean, (gsize) nc * pp);
   g_autofree guint *rep_of = g_new (guint, pp);
   guint n_reps = 0, recompute_blocks = cm_recompute_blocks (cfg);
+  /* ZeRO-3's layer-by-layer wait needs each layer's times, by model layer. */
+  guint nl = ctx->model->n_layers;
+  gboolean per_layer = cfg->zero >= 3 || chunk_fwd != NULL;
+  g_autofree double *fwd_s = per_layer ? g_new0 (double, nl) : NULL;
+  g_autofree double *bwd_s = per_layer ? g_new0 (double, nl) : NULL;
   double prev_dense = 0, prev_expert = 0, prev_tied = 0, prev_fp8[2] = { 0, 0 };
 
   for (guint s = 0; s < pp; s++)
@@ -1071,8 +1166,27 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
               phase_add (&st->fwd, &cache[2 * slot], 1);
               phase_add (&st->bwd, &cache[2 * slot + 1], 1);
               /* The block method recomputes only the chunk's first N blocks. */
+              gboolean again = TRUE;
               if (cm_recomputable (&ctx->model->layers[li]) && blocks++ >= recompute_blocks)
-                unrecompute (&st->bwd, &cache[2 * slot], &cache[2 * slot + 1]);
+                {
+                  unrecompute (&st->bwd, &cache[2 * slot], &cache[2 * slot + 1]);
+                  again = FALSE;
+                }
+              if (fwd_s)
+                {
+                  fwd_s[li] = cache[2 * slot].total_s;
+                  bwd_s[li] = cache[2 * slot + 1].total_s
+                              - (again ? 0 : cache[2 * slot + 1].recompute_s);
+                }
+            }
+          if (chunk_fwd)
+            {
+              chunk_fwd[c] = chunk_bwd[c] = 0;
+              for (guint li = first[c]; li < first[c] + count[c]; li++)
+                {
+                  chunk_fwd[c] += fwd_s[li];
+                  chunk_bwd[c] += bwd_s[li];
+                }
             }
           st->layers += count[c];
           dense += cm_sum (ctx, CM_SUM_PARAMS_SPLIT, first[c], count[c]) / cfg->tp
@@ -1101,17 +1215,20 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
       /* Interior stages usually hold the same parameters over the same groups. */
       const MpStageTime *prev = s > 0 ? &out[s - 1] : NULL;
       if (prev && rep_of[s - 1] == rep && prev_dense == dense && prev_expert == expert
-          && prev_tied == tied && prev_fp8[0] == fp8[0] && prev_fp8[1] == fp8[1])
+          && prev_tied == tied && prev_fp8[0] == fp8[0] && prev_fp8[1] == fp8[1]
+          && (cfg->zero < 3 || (prev->fwd.total_s == st->fwd.total_s
+                                && prev->bwd.total_s == st->bwd.total_s)))
         {
           st->dp_reduce_s = prev->dp_reduce_s;
           st->dp_last_bucket_s = prev->dp_last_bucket_s;
           st->dp_gather_s = prev->dp_gather_s;
           st->zero3_gather_s = prev->zero3_gather_s;
+          st->zero3_wait_s = prev->zero3_wait_s;
           st->tied_embedding_s = prev->tied_embedding_s;
           st->optimizer_s = prev->optimizer_s;
         }
       else
-        stage_sync (ctx, cfg, sp, s, dense, expert, fp8, tied, st);
+        stage_sync (ctx, cfg, sp, s, dense, expert, fp8, tied, fwd_s, bwd_s, st);
       rep_of[s] = rep;
       prev_dense = dense;
       prev_expert = expert;
@@ -1119,6 +1236,22 @@ mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpSt
       prev_fp8[0] = fp8[0];
       prev_fp8[1] = fp8[1];
     }
+}
+
+void
+mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
+  stage_times (ctx, cfg, out, NULL, NULL);
+}
+
+void
+mp_cost_chunk_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out,
+                     double *fwd_s, double *bwd_s)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && out != NULL && cm_config_sane (cfg));
+  g_return_if_fail (fwd_s != NULL && bwd_s != NULL);
+  stage_times (ctx, cfg, out, fwd_s, bwd_s);
 }
 
 /* The IR's forward FLOPs per token of LAYER that CFG's recompute runs again. */

@@ -382,6 +382,9 @@ typedef struct {
   double dp_last_bucket_s;            /* its last bucket (exposed when overlapped) */
   double dp_gather_s;                 /* ZeRO 1/2 parameter all-gather after the step */
   double zero3_gather_s;              /* ZeRO-3 parameter all-gathers, per micro-batch */
+  double zero3_wait_s;                /* ZeRO-3: what one micro-batch's passes wait for
+                                       * those gathers and its reduce-scatters, layer by
+                                       * layer (one layer ahead, the programs' order) */
   double tied_embedding_s;            /* first/last stage embedding-gradient all-reduce */
   double optimizer_s;                 /* optimizer step on this rank's shard */
 } MpStageTime;
@@ -400,6 +403,10 @@ double mp_cost_overlap_penalty (double share, double comm, double compute);
  * and device, so this costs microseconds for any pp. */
 void mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg,
                           MpStageTime *out);
+/* The same, and FWD_S, BWD_S[0 .. pp * vpp - 1]: each model chunk's forward and backward
+ * of one micro-batch (for whoever times the schedule chunk by chunk). */
+void mp_cost_chunk_times (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                          MpStageTime *out, double *fwd_s, double *bwd_s);
 
 /* The cost model's accounting of one rank, for whoever lays out a step (the programs
  * below) and must count what the closed form counts. Parameters of LAYER one rank holds

@@ -311,15 +311,107 @@ largest_chunk_ratio (const MpParallelConfig *cfg, gboolean transformer)
   return total ? (double) largest * chunks / total : 1;
 }
 
+/* Are the chunks of every interleaving round alike (the same blocks on every stage, the
+ * end chunks' embedding and head aside)? Then the closed form's rounds are exact. */
+static gboolean
+rounds_alike (const MpParallelConfig *cfg, gboolean transformer)
+{
+  guint p = cfg->pp, chunks = p * MAX (cfg->vpp, 1u);
+  if (cfg->chunk_layers == NULL)
+    return TRUE;
+  for (guint c = 0; c < chunks; c++)
+    {
+      guint a = cfg->chunk_layers[c], b = cfg->chunk_layers[c - c % p];
+      if (transformer)
+        {
+          a -= (c == 0) + (c == chunks - 1);
+          b -= (c - c % p == 0);
+        }
+      if (a != b)
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Interleaved 1F1B chunk by chunk, for M micro-batches (a multiple of pp): each stage
+ * runs its steps in its program's order (pl_schedule_steps); a forward waits for the
+ * chunk before's, a backward for the chunk after's (on the last chunk, for its own
+ * forward); a step that hands its result on ends with the P2P send, which the sender
+ * waits out (the programs' blocking send). FWD, BWD: per model chunk. */
+static double
+interleaved_run (const MpParallelConfig *cfg, guint m, const double *fwd, const double *bwd,
+                 double p2p)
+{
+  MpParallelConfig c = *cfg;
+  c.num_micro_batches = m;
+  guint p = c.pp, chunks = p * MAX (c.vpp, 1u), left = 2 * m * chunks;
+  g_autofree double *out = g_new (double, (gsize) 2 * chunks * m);  /* forward, backward */
+  for (gsize k = 0; k < (gsize) 2 * chunks * m; k++)
+    out[k] = -1;
+  double *out_f = out, *out_b = out + (gsize) chunks * m, step_s = 0;
+  g_autofree double *free_at = g_new0 (double, p);
+  g_autofree guint *next = g_new0 (guint, p);
+  g_autoptr(GPtrArray) steps = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  for (guint i = 0; i < p; i++)
+    g_ptr_array_add (steps, pl_schedule_steps (&c, i));
+  for (gboolean moved = TRUE; left > 0 && moved;)
+    {
+      moved = FALSE;
+      for (guint i = 0; i < p; i++)
+        {
+          GArray *mine = g_ptr_array_index (steps, i);
+          for (; next[i] < mine->len; next[i]++)
+            {
+              const PlStep *s = &g_array_index (mine, PlStep, next[i]);
+              guint ch = i + s->v * p;
+              gsize at = (gsize) ch * m + s->mb;
+              double ready = 0;
+              if (s->backward)
+                ready = ch + 1 < chunks ? out_b[at + m] : out_f[at];
+              else if (ch > 0)
+                ready = out_f[at - m];
+              if (ready < 0)
+                break;
+              gboolean sends = s->backward ? ch > 0 : ch + 1 < chunks;
+              double end = MAX (free_at[i], ready) + (s->backward ? bwd[ch] : fwd[ch])
+                           + (sends ? p2p : 0);
+              (s->backward ? out_b : out_f)[at] = end;
+              free_at[i] = end;
+              step_s = MAX (step_s, end);
+              left--;
+              moved = TRUE;
+            }
+        }
+    }
+  g_warn_if_fail (left == 0);       /* Megatron's order never deadlocks */
+  return step_s;
+}
+
+/* interleaved_run for the plan's micro-batches; past six groups of pp the schedule's
+ * steady state repeats group by group, so a long run is the fifth group's time on. */
+static double
+interleaved_pipe (const MpParallelConfig *cfg, const double *fwd, const double *bwd,
+                  double p2p)
+{
+  guint p = cfg->pp, groups = cfg->num_micro_batches / p;
+  if (groups <= 6)
+    return interleaved_run (cfg, cfg->num_micro_batches, fwd, bwd, p2p);
+  double four = interleaved_run (cfg, 4 * p, fwd, bwd, p2p);
+  double five = interleaved_run (cfg, 5 * p, fwd, bwd, p2p);
+  return five + (groups - 5) * (five - four);
+}
+
 typedef struct {
   double pipe_s;                   /* fill, steady state and drain */
   guint bottleneck;                /* the stage whose work sets the steady state */
   double pp_comm_s;
 } Pipeline;
 
+/* CHUNK_FWD, CHUNK_BWD: each chunk's times, given where the chunks of a round differ
+ * (rounds_alike), else NULL. */
 static void
 pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageTime *st,
-               Pipeline *out)
+               const double *chunk_fwd, const double *chunk_bwd, Pipeline *out)
 {
   guint p = cfg->pp, v = MAX (cfg->vpp, 1u);
   double m = cfg->num_micro_batches;
@@ -352,6 +444,10 @@ pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageT
         double rest = (sum - max_c) / v * largest_chunk_ratio (cfg, transformer);
         out->pipe_s = m * (max_c + steady) + rest + edge;
         out->pp_comm_s = m * steady + edge;
+        /* Rounds whose chunks differ make stages wait on each other within the steady
+         * state as well as in the fill and drain: time the schedule step by step. */
+        if (chunk_fwd != NULL)
+          out->pipe_s = interleaved_pipe (cfg, chunk_fwd, chunk_bwd, p2p);
       }
       break;
     case MP_SCHEDULE_GPIPE:
@@ -364,16 +460,6 @@ pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageT
       }
       break;
     }
-}
-
-/* Model layers on pipeline rank STAGE (all its chunks). */
-static guint
-stage_layers (const MpParallelConfig *cfg, guint stage)
-{
-  guint n = 0, chunks = cfg->pp * MAX (cfg->vpp, 1u);
-  for (guint c = stage; c < chunks; c += cfg->pp)
-    n += cfg->chunk_layers ? cfg->chunk_layers[c] : 0;
-  return n;
 }
 
 /* Time STAGE has from the start of its first backward to the end of its last, for a
@@ -429,15 +515,13 @@ dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, double pipe_s)
       if (cfg->zero == 3)
         {
           /* ZeRO-3 (FSDP) gathers weights one layer ahead and reduce-scatters gradients
-           * every micro-batch, all on the one data-parallel stream: it hides under the
-           * micro-batch's compute up to that compute's length, and nothing hides the
-           * first layer's gather of each pass or the last bucket. Interleaved, a
-           * micro-batch makes a pass per chunk, each starting with an unhidden gather. */
+           * every micro-batch, all on the one data-parallel stream: each pass waits for
+           * its first gather, for any gather longer than the layer it hides under, and
+           * the stream's tail (zero3_wait_s); in total never less than the stream's
+           * excess over the micro-batch's compute. */
           double m = cfg->num_micro_batches, per = st[i].dp_reduce_s / m;
           double c = st[i].fwd.total_s + b;
-          double first = st[i].zero3_gather_s * MAX (cfg->vpp, 1u)
-                         / MAX (stage_layers (cfg, i), 1u);
-          zero3 = m * MAX (first + st[i].dp_last_bucket_s, st[i].zero3_gather_s + per - c);
+          zero3 = m * MAX (st[i].zero3_wait_s, st[i].zero3_gather_s + per - c);
           exposed = 0;
         }
       worst = MAX (worst, MAX (0.0, exposed - ahead) + zero3 + st[i].dp_gather_s
@@ -513,9 +597,19 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
   MpStageTime st_small[16];
   g_autofree MpStageTime *st_big = cfg->pp > 16 ? g_new (MpStageTime, cfg->pp) : NULL;
   MpStageTime *st = st_big ? st_big : st_small;
-  mp_cost_stage_times (ctx, cfg, st);
+  gboolean transformer = mp_cost_context_model (ctx)->arch == MP_ARCH_TRANSFORMER;
+  g_autofree double *chunk = NULL;
+  guint chunks = cfg->pp * MAX (cfg->vpp, 1u);
+  if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->pp > 1 && chunks > cfg->pp
+      && !rounds_alike (cfg, transformer))
+    {
+      chunk = g_new (double, 2 * chunks);
+      mp_cost_chunk_times (ctx, cfg, st, chunk, chunk + chunks);
+    }
+  else
+    mp_cost_stage_times (ctx, cfg, st);
   Pipeline pipe;
-  pipeline_time (cfg, mp_cost_context_model (ctx)->arch == MP_ARCH_TRANSFORMER, st, &pipe);
+  pipeline_time (cfg, transformer, st, chunk, chunk ? chunk + chunks : NULL, &pipe);
   const MpStageTime *b = &st[pipe.bottleneck];
   double m = cfg->num_micro_batches;
   double *t = plan->time.t;

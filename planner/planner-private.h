@@ -12,6 +12,16 @@ void pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, doub
 gboolean pl_split_costs (const MpModel *model, const double *cost, guint pp, guint vpp,
                          guint *chunk_layers);
 
+/* One chunk's forward or backward for one micro-batch; V is the chunk's index on the
+ * stage (model chunk stage + v * pp). */
+typedef struct {
+  gboolean backward;
+  guint v, mb;
+} PlStep;
+/* The steps of STAGE under CFG in the order its program runs them (PlStep; program.c):
+ * the one schedule the programs and the closed form's interleaved pipeline share. */
+GArray *pl_schedule_steps (const MpParallelConfig *cfg, guint stage);
+
 /* A plan in three steps, so the search can skip the time of a plan that does not fit:
  * take CFG and CHUNK_LAYERS (copied; CFG checked by the caller), then its memory, then
  * its time and throughput. */

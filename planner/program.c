@@ -8,7 +8,7 @@
  * program counts what the closed form counts. Units: bytes, FLOP. */
 #define G_LOG_DOMAIN "mpplan-planner"
 #include "config.h"
-#include "planner/planner.h"
+#include "planner/planner-private.h"
 
 #include <string.h>
 
@@ -40,12 +40,7 @@ mp_plan_rank_of (const MpParallelConfig *cfg, guint tp, guint cp, guint dp, guin
 
 /* ---- the schedule: what a stage computes, in order ---------------------------------- */
 
-/* One chunk's forward or backward for one micro-batch; V is the chunk's index on the
- * stage (model chunk stage + v * pp). */
-typedef struct {
-  gboolean backward;
-  guint v, mb;
-} Step;
+typedef PlStep Step;     /* planner-private.h */
 
 /* The K-th forward or backward of a stage in Megatron's order: micro-batches in groups of
  * p, each group through every chunk (forwards chunk 0 first, backwards the last first).
@@ -80,9 +75,8 @@ steps_one_f_one_b (guint warmup, guint total, guint p, guint v, GArray *out)
     }
 }
 
-/* The steps of STAGE under CFG (Step). */
-static GArray *
-schedule_steps (const MpParallelConfig *cfg, guint stage)
+GArray *
+pl_schedule_steps (const MpParallelConfig *cfg, guint stage)
 {
   guint p = cfg->pp, m = cfg->num_micro_batches;
   guint v = cfg->schedule == MP_SCHEDULE_INTERLEAVED ? MAX (cfg->vpp, 1u) : 1;
@@ -439,7 +433,7 @@ mp_program_build (const MpCostContext *ctx, const MpPlan *plan, guint rank)
                         || cfg->num_micro_batches % cfg->pp == 0, NULL);
   Builder b;
   builder_init (&b, ctx, plan, rank);
-  g_autoptr(GArray) steps = schedule_steps (cfg, b.stage);
+  g_autoptr(GArray) steps = pl_schedule_steps (cfg, b.stage);
   for (guint i = 0; i < steps->len; i++)
     {
       const Step *s = &g_array_index (steps, Step, i);

@@ -883,7 +883,7 @@ test_sim_planner_schedules_exact (void **state)
 }
 
 /* The simulation of the best plans of MODEL on CLUSTER against their closed form: within
- * 2%, or (ZeRO-3) the whole difference is exposed data-parallel time. */
+ * 2%. */
 static void
 check_best_plans (const char *model, const char *cluster, guint top)
 {
@@ -898,13 +898,9 @@ check_best_plans (const char *model, const char *cluster, guint top)
       const MpPlan *plan = g_ptr_array_index (found->plans, i);
       g_autoptr(MpSimResult) res = simulate_plan (e, plan, NULL, NULL, NULL);
       double gap = res->step_s / plan->step_s - 1;
-      if (fabs (gap) <= 0.02)
-        continue;
-      if (plan->cfg.zero != 3)
+      if (fabs (gap) > 0.02)
         fail_msg ("%s on %s, plan %u: simulated %.6g s, closed form %.6g s (%+.2f%%)", model,
                   cluster, i + 1, res->step_s, plan->step_s, 100 * gap);
-      mp_assert_close (res->step_s - plan->step_s, res->time.t[MP_PHASE_DP] - plan->time.t[MP_PHASE_DP],
-                       1e-6);
     }
 }
 
@@ -934,12 +930,12 @@ test_sim_zero3_gathers_explained (void **state)
 {
   (void) state;
   /* ZeRO-3 on a 2-layer MLP over PCIe: the gathers take longer than the layers. The
-   * closed form hides every gather behind compute but the first's excess (m x max(0,
-   * gathers - compute)); the program can only issue a gather one layer ahead and after the
-   * compute before it, so the first layer's gather of each pass waits in full, and the
-   * gathers and reduce-scatters queue on one data-parallel stream. The simulation is
-   * slower by more than 2%, and all of the difference is exposed dp time: compute and the
-   * optimizer are the same. */
+   * program can only issue a gather one layer ahead and after the compute before it, so
+   * the first layer's gather of each pass waits in full, and the gathers and
+   * reduce-scatters queue on one data-parallel stream. The closed form follows the
+   * stream layer by layer (zero3_wait_s): it agrees with the simulation, all of the wait
+   * is exposed dp time, and that wait is more than the micro-batches' totals show
+   * (gathers and reductions beyond compute). */
   g_autoptr(Env) e = env_new ("mlp-1024", "workstation-pcie4");
   MpParallelConfig cfg;
   mp_parallel_config_init (&cfg);
@@ -950,11 +946,15 @@ test_sim_zero3_gathers_explained (void **state)
   g_autoptr(MpPlan) plan = evaluate (e, &cfg);
   assert_non_null (plan);
   g_autoptr(MpSimResult) res = simulate_plan (e, plan, NULL, NULL, NULL);
-  assert_true (res->step_s > 1.02 * plan->step_s);
-  mp_assert_close (res->time.t[MP_PHASE_COMPUTE], plan->time.t[MP_PHASE_COMPUTE], 1e-9);
-  mp_assert_close (res->time.t[MP_PHASE_OPTIMIZER], plan->time.t[MP_PHASE_OPTIMIZER], 1e-9);
-  mp_assert_close (res->step_s - plan->step_s, res->time.t[MP_PHASE_DP] - plan->time.t[MP_PHASE_DP], 1e-9);
-  /* With 1F1B across 12 blocks, the same mechanism costs under 2%. */
+  mp_assert_close (res->step_s, plan->step_s, 1e-9);
+  mp_assert_close (res->time.t[MP_PHASE_DP], plan->time.t[MP_PHASE_DP], 1e-9);
+  MpStageTime st;
+  mp_cost_stage_times (e->ctx, &plan->cfg, &st);
+  double m = plan->cfg.num_micro_batches;
+  double totals = m * (st.zero3_gather_s + st.dp_reduce_s / m - st.fwd.total_s - st.bwd.total_s);
+  assert_true (plan->time.t[MP_PHASE_DP] > 1.02 * MAX (totals, 0.0));
+  /* With 1F1B across 12 blocks, and with a large MoE model whose expert gathers outlast
+   * each layer's forward (DeepSeek-V3, ep 8 over 1024 ranks), the same. */
   g_autoptr(Env) g = env_new ("gpt3-125m", "dgx-a100-80g:1");
   mp_parallel_config_init (&cfg);
   cfg.dp = 8;
@@ -964,7 +964,21 @@ test_sim_zero3_gathers_explained (void **state)
   cfg.schedule = MP_SCHEDULE_NONE;
   g_autoptr(MpPlan) big = evaluate (g, &cfg);
   g_autoptr(MpSimResult) bres = simulate_plan (g, big, NULL, NULL, NULL);
-  assert_true (fabs (bres->step_s / big->step_s - 1) < 0.02);
+  mp_assert_close (bres->step_s, big->step_s, 1e-9);
+  g_autoptr(Env) d = env_new ("deepseek-v3", "dgx-h100:128");
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 1024;
+  cfg.ep = 8;
+  cfg.zero = 3;
+  cfg.recompute = MP_RECOMPUTE_FULL;
+  cfg.micro_batch_size = 5;
+  cfg.num_micro_batches = 3;
+  cfg.schedule = MP_SCHEDULE_NONE;
+  g_autoptr(MpPlan) moe = evaluate (d, &cfg);
+  assert_non_null (moe);
+  g_autoptr(MpSimResult) mres = simulate_plan (d, moe, NULL, NULL, NULL);
+  mp_assert_close (mres->step_s, moe->step_s, 1e-9);
+  assert_true (moe->time.t[MP_PHASE_DP] > 2 * 0.555);   /* the totals' view: 0.555 s */
 }
 
 static void
@@ -975,15 +989,12 @@ test_sim_closed_form_uneven_interleaved (void **state)
    * blocks + embedding + head over 112 chunks, so 16 chunks hold 2 layers and 96 hold 1.
    * Every interior stage does the closed form's work (the same kernels and collectives),
    * but the fill and drain run through the 2-layer chunks (test_sim_interleaved_uneven_
-   * chunks). The closed form charges the fill and drain at the largest chunk's blocks
-   * (evaluate.c); with the average chunk instead it was 3.5% fast here. ZeRO-1, which
-   * the planner picks here since ZeRO-2 reduce-scatters each of the 32 micro-batches.
-   * Known gap: with the data-parallel reductions costed per program bucket (layers, not
-   * 25 MB slices: 208 ms exposed against the simulation's 170 ms, where 25 MB slices
-   * gave 404 ms), the closed form is 3.2% fast here, and 4.2% with dp = 1 (no reductions
-   * at all): the simulation's interior stages idle 0.70 s where the closed form's fill and
-   * drain through the largest chunks give 0.49 s. That pipeline gap is not modelled yet,
-   * so the bound is 5% where the other comparisons have 2%. */
+   * chunks), and their rounds differ from stage to stage: stage 0 waits on stage 15's
+   * 2-layer chunks within the steady state too. Charging the fill and drain at the
+   * largest chunk's blocks left the closed form 3.2% fast here (4.2% with dp = 1); it now
+   * times such schedules chunk by chunk (evaluate.c interleaved_pipe), and the bound is
+   * the 2% of every other comparison. ZeRO-1, which the planner picks here since ZeRO-2
+   * reduce-scatters each of the 32 micro-batches. */
   g_autoptr(Env) e = env_new ("llama3-405b", "dgx-h100:2048");
   MpParallelConfig cfg;
   mp_parallel_config_init (&cfg);
@@ -1001,7 +1012,7 @@ test_sim_closed_form_uneven_interleaved (void **state)
   assert_non_null (plan);
   g_autoptr(MpSimResult) res = simulate_plan (e, plan, NULL, NULL, NULL);
   double gap = res->step_s / plan->step_s - 1;
-  if (fabs (gap) > 0.05)
+  if (fabs (gap) > 0.02)
     fail_msg ("simulated %.6g s, closed form %.6g s (%+.2f%%)", res->step_s, plan->step_s,
               100 * gap);
   mp_assert_close (res->ranks[1].time.t[MP_PHASE_COMPUTE] + res->ranks[1].time.t[MP_PHASE_TP],
@@ -1103,6 +1114,10 @@ test_sim_closed_form_zero2 (void **state)
   check_pinned_plans ("gpt3-1.3b", "dgx-a100-80g:2", "zero=2", 5, 0);
   check_pinned_plans ("llama3-70b", "dgx-h100:8", "zero=2", 5, 0);
   check_pinned_plans ("gpt3-175b", "dgx-a100-80g:128", "zero=2", 5, 0);
+  /* and ZeRO-3, whose gathers the closed form follows layer by layer (zero3_wait_s) */
+  check_pinned_plans ("gpt3-1.3b", "dgx-a100-80g:2", "zero=3", 5, 0);
+  check_pinned_plans ("llama3-70b", "dgx-h100:8", "zero=3", 5, 0);
+  check_pinned_plans ("mixtral-8x7b", "dgx-h100:4", "zero=3", 3, 0);
 }
 
 static void
@@ -1124,6 +1139,13 @@ test_sim_closed_form_megatron_splits (void **state)
   assert_int_equal (check_pinned_plans (m94, "dgx-h100:64", "pp=8,vpp=2,first_stage_"
                                         "layers=10,last_stage_layers=12", 3, 0), 1 + 5);
   assert_int_equal (check_pinned_plans (m94, "dgx-h100:64", "pp=32,vpp=3", 3, 95), 1);
+  /* Rounds that differ from stage to stage (the split [4 x 11, 1, 1, 1, 1, 2]: stage 3's
+   * third chunk has 1 block where the others have 4) over 512 micro-batches: timed chunk
+   * by chunk for five groups of pp and extended by the fifth group's time (the steady
+   * state repeats), it was 8.4% fast with the fill and drain alone. */
+  check_pinned_plans ("qwen3-30b-a3b", "dgx-h100:1", "tp=2,pp=4,vpp=4,ep=2,sequence_"
+                      "parallel=true,zero=0,micro_batch_size=1,layers_per_chunk=4:4:4:4:4:4:"
+                      "4:4:4:4:4:1:1:1:1:2", 1, 0);
 }
 
 static void
