@@ -28,6 +28,7 @@ acc_runs_free (AccRuns *runs)
     return;
   g_free (runs->path);
   g_free (runs->models_dir);
+  g_free (runs->clusters_dir);
   if (runs->runs)
     g_ptr_array_unref (runs->runs);
   g_free (runs);
@@ -150,6 +151,7 @@ acc_runs_load (const char *path, GError **error)
   runs->path = g_strdup (path);
   g_autofree char *dir = g_path_get_dirname (path);
   runs->models_dir = g_build_filename (dir, "models", NULL);
+  runs->clusters_dir = g_build_filename (dir, "clusters", NULL);
   runs->runs = g_ptr_array_new_with_free_func (run_free);
   MpYamlReader r;
   mp_yaml_reader_init (&r, doc);
@@ -195,10 +197,12 @@ acc_run_model (const AccRuns *runs, const AccRun *run, GError **error)
 }
 
 MpCluster *
-acc_run_cluster (const AccRun *run, GError **error)
+acc_run_cluster (const AccRuns *runs, const AccRun *run, GError **error)
 {
-  g_autofree char *spec = g_strdup_printf ("%s:%" G_GUINT64_FORMAT "g", run->cluster,
-                                           run->gpus);
+  g_autofree char *file = g_strconcat (run->cluster, ".yaml", NULL);
+  g_autofree char *path = g_build_filename (runs->clusters_dir, file, NULL);
+  const char *name = g_file_test (path, G_FILE_TEST_IS_REGULAR) ? path : run->cluster;
+  g_autofree char *spec = g_strdup_printf ("%s:%" G_GUINT64_FORMAT "g", name, run->gpus);
   return mp_cluster_load (spec, error);
 }
 
@@ -229,6 +233,8 @@ compare (const AccRun *run, const MpPlan *plan, AccResult *out)
   out->pred_mfu = plan->mfu;
   out->pred_step_s = plan->step_s;
   out->pred_memory_gib = plan->memory.peak_bytes / (1024.0 * 1024 * 1024);
+  out->mem_known = TRUE;
+  out->mem = plan->memory;
   if (run->tokens_per_s_per_gpu > 0)
     {
       out->metric = ACC_TOKENS;
@@ -251,12 +257,33 @@ compare (const AccRun *run, const MpPlan *plan, AccResult *out)
   out->error = out->measured / out->predicted - 1;
 }
 
+/* For a run no plan of which fits: OUT's memory is that of the best plan honouring PINS
+ * on CLUSTER's devices with 16 times their memory, its capacity the real one. */
+static void
+overflowing_memory (const MpModel *model, const MpCluster *cluster, const MpSearchOptions *opts,
+                    AccResult *out)
+{
+  g_autoptr(MpCluster) roomy = mp_cluster_copy (cluster);
+  for (guint i = 0; i < roomy->n_groups; i++)
+    roomy->groups[i].device.memory_bytes *= 16;
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, roomy, NULL);
+  g_autoptr(MpSearchResult) res = mp_planner_search (ctx, opts, NULL);
+  if (res == NULL || res->plans->len == 0)
+    return;
+  const MpPlan *best = g_ptr_array_index (res->plans, 0);
+  out->mem_known = TRUE;
+  out->mem = best->memory;
+  out->mem.capacity_bytes /= 16;
+  out->pred_memory_gib = best->memory.peak_bytes / (1024.0 * 1024 * 1024);
+  out->plan = plan_summary (best);
+}
+
 gboolean
 acc_run_predict (const AccRuns *runs, const AccRun *run, AccResult *out, GError **error)
 {
   memset (out, 0, sizeof *out);
   g_autoptr(MpModel) model = acc_run_model (runs, run, error);
-  g_autoptr(MpCluster) cluster = model ? acc_run_cluster (run, error) : NULL;
+  g_autoptr(MpCluster) cluster = model ? acc_run_cluster (runs, run, error) : NULL;
   if (cluster == NULL)
     return FALSE;
   g_autoptr(GError) why = NULL;
@@ -268,9 +295,13 @@ acc_run_predict (const AccRuns *runs, const AccRun *run, AccResult *out, GError 
   if (res == NULL)
     out->reason = g_strdup (why->message);
   else if (res->plans->len == 0)
-    out->reason = g_strdup_printf ("no plan honouring the pins fits in memory (%"
-                                   G_GUINT64_FORMAT " configs fit of %" G_GUINT64_FORMAT
-                                   " evaluated)", res->stats.feasible, res->stats.evaluated);
+    {
+      out->reason = g_strdup_printf ("no plan honouring the pins fits in memory (%"
+                                     G_GUINT64_FORMAT " configs fit of %" G_GUINT64_FORMAT
+                                     " evaluated)", res->stats.feasible,
+                                     res->stats.evaluated);
+      overflowing_memory (model, cluster, &opts, out);
+    }
   else
     {
       const MpPlan *best = g_ptr_array_index (res->plans, 0);

@@ -3,8 +3,9 @@
  * prints and tests/test-accuracy checks loads.
  *
  * A run names a model (a zoo name, or a file of the runs file's models/ folder) trained at
- * its own seq_len (mp_model_set_seq_len), a zoo cluster holding `gpus` devices
- * ("CLUSTER:<gpus>g"), the global batch and the plan keys the source states (pinned with
+ * its own seq_len (mp_model_set_seq_len), a cluster (a zoo name, or a file of its
+ * clusters/ folder: the machine the source ran on where the zoo has none) holding `gpus`
+ * devices ("CLUSTER:<gpus>g"), the global batch and the plan keys the source states (pinned with
  * `--fix` semantics; fp8 and mxfp8 precision pin fp8=true). Its measured figure is tokens/s
  * per GPU, or where the source gives none its TFLOP/s per GPU or its MFU; the prediction is
  * compared on the same figure. The run's stack, where it is one mpplan knows
@@ -30,6 +31,7 @@ typedef struct {
 typedef struct {
   char *path;                  /* the runs file */
   char *models_dir;            /* its models/ folder */
+  char *clusters_dir;          /* its clusters/ folder */
   GPtrArray *runs;             /* AccRun* */
 } AccRuns;
 
@@ -47,6 +49,11 @@ typedef struct {
                                 * fast, the issue's sign) */
   double pred_tokens_per_gpu, pred_mfu, pred_step_s, pred_memory_gib;
   char *plan;                  /* the predicted plan's summary line */
+  /* The predicted plan's memory; for a run that does not fit, that of the best plan
+   * honouring the pins on devices with room to spare, so that the terms that
+   * overflow can be read (mem_known: either was found). */
+  gboolean mem_known;
+  MpPlanMemory mem;
 } AccResult;
 
 /* Loads the runs file PATH (libyaml through common/yamldoc; every problem as
@@ -55,9 +62,10 @@ AccRuns *acc_runs_load (const char *path, GError **error);
 void acc_runs_free (AccRuns *runs);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (AccRuns, acc_runs_free)
 
-/* RUN's model at its seq_len, and its cluster. Caller owns; NULL with ERROR. */
+/* RUN's model at its seq_len, and its cluster (a file of the runs file's clusters/
+ * folder, or a zoo name) with RUN's gpus. Caller owns; NULL with ERROR. */
 MpModel *acc_run_model (const AccRuns *runs, const AccRun *run, GError **error);
-MpCluster *acc_run_cluster (const AccRun *run, GError **error);
+MpCluster *acc_run_cluster (const AccRuns *runs, const AccRun *run, GError **error);
 /* Plans RUN with its pins (the best plan honouring them) into *OUT (acc_result_clear
  * frees it). FALSE with ERROR only when the model or cluster does not load; a run that
  * does not plan is *OUT with planned FALSE and the reason. */

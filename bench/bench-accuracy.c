@@ -68,6 +68,46 @@ json_groups (JsonBuilder *b, const char *name, GHashTable *groups)
   json_builder_end_object (b);
 }
 
+#define GIB(x) ((x) / (1024.0 * 1024 * 1024))
+
+static void
+print_memory_header (void)
+{
+  printf ("\n%-34s %8s %8s %8s %6s %6s %6s %6s %6s %6s  %s\n", "run (memory, GiB)",
+          "measured", "peak", "capacity", "weight", "grad", "optim", "activ", "transnt",
+          "reserve", "fits");
+}
+
+static void
+print_memory (const AccRun *run, const AccResult *res)
+{
+  const MpPlanMemory *m = &res->mem;
+  double reserve = 0;
+  for (int k = 0; k < MP_RESERVE_N; k++)
+    reserve += m->reserve[k];
+  g_autofree char *measured = run->memory_gib > 0 ? g_strdup_printf ("%.1f", run->memory_gib)
+                                                  : g_strdup ("-");
+  printf ("%-34s %8s %8.1f %8.1f %6.1f %6.1f %6.1f %6.1f %6.1f %6.1f  %s\n", run->id,
+          measured, GIB (m->peak_bytes), GIB (m->capacity_bytes), GIB (m->bytes[MP_MEM_WEIGHTS]),
+          GIB (m->bytes[MP_MEM_GRADIENTS]), GIB (m->bytes[MP_MEM_OPTIMIZER]),
+          GIB (m->bytes[MP_MEM_ACTIVATIONS]), GIB (m->bytes[MP_MEM_OTHER] - reserve),
+          GIB (reserve), res->planned ? "yes" : "NO");
+}
+
+typedef struct {
+  const AccRun *run;
+  AccResult res;
+} MemRow;
+
+static gboolean
+selected (const AccRun *run, GPtrArray *only)
+{
+  for (guint i = 0; i < only->len; i++)
+    if (strstr (run->id, only->pdata[i]) || strstr (run->family, only->pdata[i]))
+      return TRUE;
+  return only->len == 0;
+}
+
 static void
 json_row (JsonBuilder *b, const AccRun *run, const AccResult *res)
 {
@@ -95,14 +135,20 @@ json_row (JsonBuilder *b, const AccRun *run, const AccResult *res)
 int
 main (int argc, char **argv)
 {
-  gboolean json = FALSE;
+  gboolean json = FALSE, memory = FALSE;
   const char *path = MPPLAN_SRCDIR "/bench/data/published-runs.yaml";
+  g_autoptr(GPtrArray) only = g_ptr_array_new ();
   for (int i = 1; i < argc; i++)
     if (strcmp (argv[i], "--json") == 0)
       json = TRUE;
+    else if (strcmp (argv[i], "--memory") == 0)
+      memory = TRUE;
+    else if (strcmp (argv[i], "--only") == 0 && i + 1 < argc)
+      g_ptr_array_add (only, argv[++i]);
     else if (argv[i][0] == '-')
       {
-        fprintf (stderr, "usage: bench-accuracy [--json] [RUNS.yaml]\n");
+        fprintf (stderr, "usage: bench-accuracy [--json] [--memory] [--only TEXT]... "
+                 "[RUNS.yaml]\n");
         return 2;
       }
     else
@@ -124,6 +170,7 @@ main (int argc, char **argv)
   g_autoptr(GHashTable) overall = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                                          g_free);
   g_autoptr(GString) skipped = g_string_new (NULL);
+  g_autoptr(GPtrArray) results = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "runs");
@@ -135,6 +182,8 @@ main (int argc, char **argv)
     {
       const AccRun *run = g_ptr_array_index (runs->runs, i);
       AccResult res;
+      if (!selected (run, only))
+        continue;
       if (!acc_run_predict (runs, run, &res, &error))
         {
           fprintf (stderr, "bench-accuracy: %s:%u: %s: %s\n", path, run->line, run->id,
@@ -156,7 +205,14 @@ main (int argc, char **argv)
       else
         g_string_append_printf (skipped, "%-34s %-13s %s\n", run->id, run->family,
                                 res.reason);
-      acc_result_clear (&res);
+      if (memory && res.mem_known)
+        {
+          MemRow *row = g_new (MemRow, 1);
+          *row = (MemRow) { run, res };
+          g_ptr_array_add (results, row);
+        }
+      else
+        acc_result_clear (&res);
     }
   json_builder_end_array (b);
   if (json)
@@ -168,6 +224,16 @@ main (int argc, char **argv)
       json_builder_end_object (b);
       g_autoptr(JsonNode) root = json_builder_get_root (b);
       return mp_json_write ("-", root, &error) ? 0 : 1;
+    }
+  if (memory)
+    {
+      print_memory_header ();
+      for (guint i = 0; i < results->len; i++)
+        {
+          MemRow *row = g_ptr_array_index (results, i);
+          print_memory (row->run, &row->res);
+          acc_result_clear (&row->res);
+        }
     }
   const Tally *all = g_hash_table_lookup (overall, "overall");
   printf ("\n%u of %u runs plan. Not planned:\n%s", all ? all->n : 0, runs->runs->len,

@@ -25,17 +25,35 @@ short_plan (const MpPlan *p)
                           mp_plan_schedule_name (c->schedule), step);
 }
 
+/* The framework whose launch files run a plan of STACK (`--emit stack`): FALSE for a
+ * stack mpplan writes none for (NeMo AutoModel's and llm-foundry's recipes). */
+static gboolean
+stack_framework (MpStack stack, MpFramework *out)
+{
+  switch (stack)
+    {
+    case MP_STACK_MEGATRON: *out = MP_FRAMEWORK_MEGATRON; return TRUE;
+    case MP_STACK_TORCHTITAN: *out = MP_FRAMEWORK_TORCHTITAN; return TRUE;
+    case MP_STACK_DEEPSPEED: *out = MP_FRAMEWORK_DEEPSPEED; return TRUE;
+    case MP_STACK_PYTORCH: *out = MP_FRAMEWORK_TORCHRUN; return TRUE;
+    case MP_STACK_NEMO_AUTOMODEL:
+    case MP_STACK_LLM_FOUNDRY:
+    case MP_STACK_N:
+    default: return FALSE;
+    }
+}
+
 gboolean
 mp_cli_framework_check (const char *id, GError **error)
 {
   MpFramework fw;
-  if (mp_framework_from_id (id, &fw))
+  if (mp_framework_from_id (id, &fw) || strcmp (id, "stack") == 0)
     return TRUE;
   GString *list = g_string_new (NULL);
   for (guint i = 0; i < MP_FRAMEWORK_N; i++)
     g_string_append_printf (list, "%s%s", i ? ", " : "", mp_framework_id ((MpFramework) i));
-  g_set_error (error, MP_ERROR, MP_ERROR_USAGE, "--emit: unknown framework '%s' (one of: %s)",
-               id, list->str);
+  g_set_error (error, MP_ERROR, MP_ERROR_USAGE, "--emit: unknown framework '%s' (one of: %s; "
+               "or stack, the plan's stack's)", id, list->str);
   g_string_free (list, TRUE);
   return FALSE;
 }
@@ -74,7 +92,13 @@ mp_cli_emit (const char *id, const char *dir, const MpPlan *best, const MpCostCo
 {
   GError *error = NULL;
   MpFramework fw;
-  if (!mp_framework_from_id (id, &fw))
+  if (strcmp (id, "stack") == 0 && !stack_framework (best->cfg.stack, &fw))
+    {
+      fprintf (stderr, "mpplan: --emit stack: mpplan writes no launch files for the %s "
+               "stack; name a framework\n", mp_stack_name (best->cfg.stack));
+      return 2;
+    }
+  if (strcmp (id, "stack") != 0 && !mp_framework_from_id (id, &fw))
     return mp_cli_framework_check (id, &error) ? 2 : mp_cli_fail (error);
   const char *fw_id = mp_framework_id (fw), *title = mp_framework_title (fw);
   const char *cannot = mp_framework_rejects_model (fw, mp_cost_context_model (ctx));

@@ -74,7 +74,7 @@ result_json (const MpSearchResult *res, const MpModel *model, const MpCluster *c
 }
 
 typedef struct {
-  char *model, *cluster, *output, *fix, *emit, *profile, *headroom;
+  char *model, *cluster, *output, *fix, *emit, *profile, *headroom, *stack;
   int batch, top, refine;
   gboolean json, explain, quiet;
 } PlanArgs;
@@ -232,6 +232,9 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       "Pin dimensions by their JSON keys, e.g. tp=8,pp=8,recompute=full (fp8=true: plan "
       "Transformer Engine FP8 training; stack=torchtitan: the training stack)",
       "KEY=VALUE,..." },
+    { "stack", 0, 0, G_OPTION_ARG_STRING, &a.stack,
+      "The training stack the plans run under (megatron, nemo-automodel, torchtitan, "
+      "llm-foundry, deepspeed, pytorch): the same as --fix stack=NAME", "NAME" },
     { "json", 0, 0, G_OPTION_ARG_NONE, &a.json, "Print one JSON object (docs/json.md)", NULL },
     { "output", 'o', 0, G_OPTION_ARG_FILENAME, &a.output,
       "Write the best plan to FILE (YAML; -: standard output, the table then on stderr); "
@@ -239,8 +242,9 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       "FILE|DIR" },
     { "emit", 0, 0, G_OPTION_ARG_STRING, &a.emit,
       "Write launch files for FRAMEWORK (megatron, deepspeed, torchrun, torchtitan, horovod, "
-      "tensorflow, mxnet) into -o DIR (default: ./FRAMEWORK); a plan the framework cannot "
-      "run is replaced by the best it can run, with the reason on stderr", "FRAMEWORK" },
+      "tensorflow, mxnet; stack: the plan's stack's) into -o DIR (default: ./FRAMEWORK); a "
+      "plan the framework cannot run is replaced by the best it can run, with the reason on "
+      "stderr", "FRAMEWORK" },
     { "explain", 0, 0, G_OPTION_ARG_NONE, &a.explain,
       "Explain the choice: the best plan of every family and what holds each back", NULL },
     { "quiet", 'q', 0, G_OPTION_ARG_NONE, &a.quiet, "No progress bar", NULL },
@@ -291,6 +295,27 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       g_error_free (emit_error);
       goto out;
     }
+  MpStack stack;
+  if (a.stack && !mp_stack_from_name (a.stack, &stack))
+    {
+      status = mp_cli_usage (ctx, "--stack: unknown stack (one of: megatron, "
+                                  "nemo-automodel, torchtitan, llm-foundry, deepspeed, "
+                                  "pytorch)");
+      goto out;
+    }
+  if (a.stack && a.fix && strstr (a.fix, "stack="))
+    {
+      status = mp_cli_usage (ctx, "give the stack once: --stack or --fix stack=");
+      goto out;
+    }
+  if (a.stack)
+    {
+      /* --stack NAME is --fix stack=NAME. */
+      char *fix = g_strdup_printf ("%s%sstack=%s", a.fix ? a.fix : "", a.fix ? "," : "",
+                                   a.stack);
+      g_free (a.fix);
+      a.fix = fix;
+    }
   if (a.model == NULL)
     a.model = g_strdup (DEFAULT_MODEL);
   if (a.cluster == NULL)
@@ -304,5 +329,6 @@ out:
   g_free (a.profile);
   g_free (a.headroom);
   g_free (a.emit);
+  g_free (a.stack);
   return status;
 }

@@ -175,8 +175,8 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
  * per step with the optimizer (TE casts at the first micro-batch and caches:
  * is_first_microbatch), and the FP8 weight copies in memory (memory.c). Not costed: the
  * per-step scale update (one kernel) and amax all-reduce over the amax reduction group (a
- * few bytes per tensor: latency only), and FP8 activations saved for backward in place of
- * bf16 ones (kept at bf16, which overstates memory). */
+ * few bytes per tensor: latency only). The FP8 inputs saved for backward in place of
+ * bf16 ones, where the stack saves them (mp_stack_fp8_saves_fp8), are memory.c's. */
 
 gboolean
 cm_fp8_op (const MpLayer *layer, const MpOp *op)
@@ -608,6 +608,35 @@ mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
     }
 }
 
+/* ---- overlap ------------------------------------------------------------------------- */
+
+/* NCCL's channels in a collective overlapped with compute: an all-gather under FSDP's
+ * prefetch on an 8-GPU H100 node launched 24 blocks, holding 24 of the 132 SMs while the
+ * GEMM beside it got the rest (Nsight Systems trace in "Compute-Communication Overlap
+ * Causes Severe GEMM Performance Degradation because of Tail Effect", NVIDIA developer
+ * forums, 2025). 24 / SMs is 0.18 on H100, 0.22 on A100, 0.16 on B200: the range of Lee
+ * et al., "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed
+ * Deep Learning" (arXiv 2507.03114, 2025), who measured GPT and LLaMA training compute
+ * 18.9% slower on average (40% at most) while overlapped, on A100 and H100. Left out: the
+ * wave-quantisation tail that post shows for one-wave GEMMs, and HBM contention. */
+#define NCCL_OVERLAP_CHANNELS 24.0
+
+double
+mp_cost_overlap_share (const MpCostDevice *dev)
+{
+  g_return_val_if_fail (dev != NULL, 0);
+  const MpDeviceCurve *c = dev->curve;
+  return c->nccl && c->sms > NCCL_OVERLAP_CHANNELS ? NCCL_OVERLAP_CHANNELS / c->sms : 0;
+}
+
+double
+mp_cost_overlap_penalty (double share, double comm, double compute)
+{
+  if (!(share > 0 && comm > 0 && compute > 0))
+    return 0;
+  return MAX (0.0, share * MIN (comm, compute) - MAX (0.0, comm - compute));
+}
+
 /* ---- layers -------------------------------------------------------------------------- */
 
 static double
@@ -631,7 +660,8 @@ phase_total (MpPhaseCost *p)
  * forward and, backward, all-gathers the input again (overlapped with the input-gradient
  * GEMM) and reduce-scatters its gradient (overlapped with the weight-gradient GEMM); the
  * exit reduce-scatters forward and all-gathers the gradient backward. A stack that does
- * not overlap them (mp_stack_overlaps_tp_backward) exposes every backward collective. */
+ * not overlap them (mp_stack_overlaps_tp_backward) exposes every backward collective; one
+ * that does slows the GEMMs under them (mp_cost_overlap_penalty). */
 static void
 tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
                 const MpStageSpans *spans, const CmOp *r, const MpOpCost *oc,
@@ -643,6 +673,7 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
   gboolean sp = sequence_parallel (cfg);
   gboolean overlap = mp_stack_overlaps_tp_backward (cfg->stack);
   double under_dgrad = overlap ? oc->dgrad_s : 0, under_wgrad = overlap ? oc->wgrad_s : 0;
+  double share = mp_cost_overlap_share (dev);     /* the GEMMs under them run slower */
   if (r->entry_width > 0)
     {
       double size = tokens * r->entry_width * e;
@@ -651,10 +682,16 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
           double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, size, g);
           fwd->tp_comm_s += ag;
           double rs = coll (ctx, dev, MP_COLL_REDUCE_SCATTER, size, g);
-          bwd->tp_comm_s += MAX (0, ag - under_dgrad) + MAX (0, rs - under_wgrad);
+          bwd->tp_comm_s += MAX (0, ag - under_dgrad) + MAX (0, rs - under_wgrad)
+                            + mp_cost_overlap_penalty (share, ag, under_dgrad)
+                            + mp_cost_overlap_penalty (share, rs, under_wgrad);
         }
       else
-        bwd->tp_comm_s += MAX (0, coll (ctx, dev, MP_COLL_ALL_REDUCE, size, g) - under_wgrad);
+        {
+          double ar = coll (ctx, dev, MP_COLL_ALL_REDUCE, size, g);
+          bwd->tp_comm_s += MAX (0, ar - under_wgrad)
+                            + mp_cost_overlap_penalty (share, ar, under_wgrad);
+        }
     }
   if (r->exit_width > 0)
     {
@@ -725,12 +762,44 @@ moe_dispatch (const MpCostContext *ctx, const MpParallelConfig *cfg,
     }
 }
 
+/* ZeRO-2/3 (FSDP, DeepSpeed stage 2/3): the collectives of a layer's parameters run under
+ * the compute of one micro-batch, every micro-batch: ZeRO-3 gathers the next layer's
+ * weights (the same size: uniform blocks) under this one's forward and backward, and
+ * ZeRO-2/3 reduce-scatter this layer's gradients under the next backward. The SMs they hold
+ * slow that compute (mp_cost_overlap_penalty); the collectives' own exposure is the
+ * planner's (dp_comm). In the layer's cost, so that the closed form and the simulator
+ * price it alike. */
+static void
+zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
+              const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
+{
+  const MpCostDevice *dev = spans->device;
+  double share = mp_cost_overlap_share (dev);
+  if (cfg->zero < 2 || !(share > 0))
+    return;
+  double d, x, w, g = cm_grad_bytes (ctx, cfg);
+  mp_cost_layer_params (ctx, cfg, layer, &d, &x);
+  mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
+  double gather = 0, reduce = 0;
+  const MpGroupSpan *group[2] = { &spans->dp, &spans->edp };
+  double params[2] = { d, x };
+  for (int k = 0; k < 2; k++)
+    if (params[k] > 0 && group[k]->n_ranks > 1)
+      {
+        if (cfg->zero >= 3)
+          gather += coll (ctx, dev, MP_COLL_ALL_GATHER, params[k] * w, group[k]);
+        reduce += coll (ctx, dev, MP_COLL_REDUCE_SCATTER, params[k] * g, group[k]);
+      }
+  fwd->compute_s += mp_cost_overlap_penalty (share, gather, fwd->compute_s);
+  bwd->compute_s += mp_cost_overlap_penalty (share, gather + reduce, bwd->compute_s);
+}
+
 /* ---- the layer memo ------------------------------------------------------------------ */
 
 /* A memo key: every input of mp_cost_layer for a layer class, as words (spans by value,
  * their doubles by their bits), so that equal keys give bit-identical costs. */
 #define MEMO_SPAN_WORDS (7 + 2 * MP_TIER_N)
-#define MEMO_WORDS (14 + 5 * MEMO_SPAN_WORDS)
+#define MEMO_WORDS (16 + 7 * MEMO_SPAN_WORDS)
 
 static guint64 *
 memo_span (guint64 *w, const MpGroupSpan *g)
@@ -750,18 +819,25 @@ memo_span (guint64 *w, const MpGroupSpan *g)
 static void
 memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint class_id, guint64 *w)
 {
-  const guint64 head[14] = { class_id, cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
+  /* ZeRO-2/3 price their overlap with the layer's compute (zero_overlap): then the
+   * data-parallel groups and the gradient width count too; else they are left zero. */
+  gboolean sharded = cfg->zero >= 2;
+  const guint64 head[16] = { class_id, cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
                              cfg->sequence_parallel, cfg->recompute, cfg->recompute_modules,
                              cfg->micro_batch_size, cfg->dispatcher, cfg->fp8,
                              cfg->flash_attention, cfg->stack,
-                             GPOINTER_TO_SIZE (sp->device) };
+                             GPOINTER_TO_SIZE (sp->device), sharded ? cfg->zero : 0,
+                             sharded && cfg->fp32_grads };
   memcpy (w, head, sizeof head);
   w += G_N_ELEMENTS (head);
   w = memo_span (w, &sp->tp);
   w = memo_span (w, &sp->cp);
   w = memo_span (w, &sp->ep);
   w = memo_span (w, &sp->etp);
-  memo_span (w, &sp->etp_ep);
+  w = memo_span (w, &sp->etp_ep);
+  const MpGroupSpan none = { 0 };
+  w = memo_span (w, sharded ? &sp->dp : &none);
+  memo_span (w, sharded ? &sp->edp : &none);
 }
 
 static guint
@@ -842,6 +918,7 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
             }
         }
     }
+  zero_overlap (ctx, cfg, spans, layer, fwd, bwd);
   phase_total (fwd);
   if (cfg->recompute == MP_RECOMPUTE_FULL && cm_recomputable (l))
     {

@@ -399,6 +399,16 @@ typedef struct {
   double optimizer_s;                 /* optimizer step on this rank's shard */
 } MpStageTime;
 
+/* Overlap is not free (issue 16): the share of a device's compute that an NCCL
+ * collective running beside it takes, NCCL's channels (one CTA, so one SM, each for the
+ * collective's length) over the device's SMs; 0 without NCCL. Compute that overlaps a
+ * collective for T seconds takes T x this longer (compute.c cites the figures). */
+double mp_cost_overlap_share (const MpCostDevice *dev);
+/* The time that overlapping COMM seconds of communication with COMPUTE seconds of
+ * compute adds to the longer of the two at SHARE (mp_cost_overlap_share): the compute
+ * stretched by SHARE x the overlapped time, less the slack a longer collective leaves. */
+double mp_cost_overlap_penalty (double share, double comm, double compute);
+
 /* Fills OUT[0 .. cfg->pp - 1]. The per-layer costs are computed once per distinct layer
  * and device, so this costs microseconds for any pp. */
 void mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg,

@@ -88,6 +88,23 @@ dropped_per_token (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
   return dropped;
 }
 
+/* Bytes per token that layers [FIRST, FIRST + N) keep less when their dense FP8 GEMMs'
+ * inputs are kept as the FP8 tensors (mp_stack_fp8_saves_fp8): 1 byte of each element's
+ * ELT. The experts' grouped GEMMs are left at 16 bits. */
+static double
+fp8_saved_less (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, guint n)
+{
+  double t = cfg->tp, sd = sp_div (cfg), less = 0;
+  for (guint li = first; li < first + n; li++)
+    {
+      const MpLayer *l = &ctx->model->layers[li];
+      for (guint i = 0; i < l->n_ops; i++)
+        if (cm_fp8_op (l, &l->ops[i]) && l->ops[i].split != MP_SPLIT_EXPERT)
+          less += l->ops[i].act_bytes / t + l->ops[i].act_rep_bytes / sd;
+    }
+  return less * (1 - 1 / ctx->elt);
+}
+
 /* Activation bytes per token that the layers of one model chunk, [FIRST, FIRST + N),
  * keep under CFG (one micro-batch's worth once multiplied by the tokens). */
 static double
@@ -407,6 +424,12 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   chunk_in_flight (cfg, stage, vpp, in_flight);
   const MpCostDevice *dev = cm_stage_device (ctx, cfg, stage);
   double t = cfg->tp, tokens = cm_tokens (ctx, cfg), e = ctx->elt;
+  /* FP8 GEMM inputs kept at 1 byte: where every block keeps them (no recompute, or only
+   * the attention core's). */
+  gboolean fp8_saved = cm_fp8_on (cfg, dev) && mp_stack_fp8_saves_fp8 (cfg->stack)
+                       && (cfg->recompute == MP_RECOMPUTE_NONE
+                           || (cfg->recompute == MP_RECOMPUTE_SELECTIVE
+                               && mp_recompute_modules_of (cfg) == MP_RECOMPUTE_CORE_ATTN));
 
   memset (out, 0, sizeof *out);
   out->stage = stage;
@@ -425,6 +448,8 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
                + cm_sum (ctx, CM_SUM_PARAMS_REP, first[c], count[c]);
       expert += cm_sum (ctx, CM_SUM_PARAMS_EXPERT, first[c], count[c]) / cm_expert_shards (cfg);
       act += in_flight[v] * tokens * kept_per_token (ctx, cfg, first[c], count[c]);
+      if (fp8_saved)
+        act -= in_flight[v] * tokens * fp8_saved_less (ctx, cfg, first[c], count[c]);
       flight += in_flight[v];
       first_layer = MIN (first_layer, first[c]);
       last_layer = first[c] + count[c] - 1;
@@ -451,6 +476,15 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
    * the embedding layer keeps a copy (Megatron all-reduces its gradient with stage 0). */
   if (ctx->tied_params > 0 && has_head && !has_embedding)
     dense += ctx->tied_params / t;
+  /* A fused loss (mp_stack_fused_loss) keeps the 16-bit logits where the IR's loss keeps
+   * an fp32 softmax (4 bytes per logit), for each micro-batch in flight on the head's
+   * chunk, the last of the last stage. */
+  double head_flight = has_head ? in_flight[vpp - 1] : 0, logit_grad = 4 + e;
+  if (mp_stack_fused_loss (cfg->stack))
+    {
+      logit_grad = e;
+      act -= head_flight * tokens * (double) m->vocab / t * (4 - e);
+    }
   out->params = dense + expert;
   out->in_flight = flight / vpp;
   out->activations_bytes = act;
@@ -494,7 +528,7 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
 
   /* Transient: what backward allocates on top of the kept activations, or the loss's
    * logits on the head's stage (bf16 logits then their fp32 gradient, on top of the fp32
-   * softmax the IR keeps), whichever is larger; plus communication buffers and the GEMM
+   * softmax the IR keeps; a fused loss: the 16-bit gradient), whichever is larger; plus communication buffers and the GEMM
    * workspace, which are always there. */
   double backward = worst.grad_buffers;
   if (cfg->recompute == MP_RECOMPUTE_FULL)
@@ -505,7 +539,7 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
     }
   else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE)
     backward += worst.dropped;
-  double logits = has_head ? tokens * (double) m->vocab / t * (4 + e) : 0;
+  double logits = has_head ? tokens * (double) m->vocab / t * logit_grad : 0;
   double comm = 0;
   if (cfg->zero >= 3)
     comm += worst.params * 2 * w;         /* a layer gathered, the next prefetched */

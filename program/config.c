@@ -80,6 +80,19 @@ mp_stack_overlaps_tp_backward (MpStack stack)
   return stack == MP_STACK_MEGATRON || stack == MP_STACK_NEMO_AUTOMODEL;
 }
 
+gboolean
+mp_stack_fused_loss (MpStack stack)
+{
+  return stack == MP_STACK_LLM_FOUNDRY;
+}
+
+gboolean
+mp_stack_fp8_saves_fp8 (MpStack stack)
+{
+  return stack == MP_STACK_MEGATRON || stack == MP_STACK_NEMO_AUTOMODEL
+         || stack == MP_STACK_LLM_FOUNDRY;
+}
+
 static const char *const method_names[] = { "block", "uniform", NULL };
 /* Megatron's --recompute-modules names in its order (MpRecomputeModule bits), then
  * torchtitan's op-level policy. */

@@ -93,8 +93,9 @@ typedef enum {
  *  - deepspeed: DeepSpeed ZeRO with Hugging Face models and flash-attn 2.
  *  - pytorch: plain PyTorch (torchrun: DDP / FSDP2, DeviceMesh TP) with
  *    scaled_dot_product_attention: attention as torchtitan's.
- * The cost model uses the attention kernel (mp_stack_fa2_attention) and the backward TP
- * overlap (mp_stack_overlaps_tp_backward). On A100 FlashAttention-2 is the native kernel
+ * The cost model uses the attention kernel (mp_stack_fa2_attention), the backward TP
+ * overlap (mp_stack_overlaps_tp_backward), the loss's precision (mp_stack_fused_loss) and
+ * FP8's saved activations (mp_stack_fp8_saves_fp8). On A100 FlashAttention-2 is the native kernel
  * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
   MP_STACK_MEGATRON,
@@ -203,6 +204,20 @@ gboolean mp_stack_fa2_attention (MpStack stack);
  * them in line, so each is exposed ("Introducing Async Tensor Parallelism in PyTorch",
  * PyTorch forums, 2024: vanilla TP's collectives are serialized with the matmuls). */
 gboolean mp_stack_overlaps_tp_backward (MpStack stack);
+/* Does STACK compute the loss in one fused kernel on the 16-bit logits, keeping them and
+ * their gradient at that size, rather than an fp32 softmax and fp32 gradient? llm-foundry
+ * does: its models' default loss_fn is fused_crossentropy, flash-attn's CrossEntropyLoss
+ * (llmfoundry/models/mpt/modeling_mpt.py), which keeps its input logits and one fp32
+ * log-sum-exp per row and writes the gradient in the logits' dtype. Megatron-Core's
+ * vocab-parallel loss and torchtitan's (cross_entropy on logits.float()) keep fp32. */
+gboolean mp_stack_fused_loss (MpStack stack);
+/* Does STACK's FP8 keep each FP8 GEMM's input for the weight gradient as the FP8 tensor
+ * it cast (1 byte an element), rather than at 16 bits? Transformer Engine's linear layers
+ * do (transformer_engine/pytorch/module/linear.py and layernorm_linear.py save the
+ * quantized input for wgrad): megatron and nemo-automodel, and llm-foundry, whose fp8
+ * precision swaps in te.Linear. torchtitan's and plain PyTorch's torchao float8 keep
+ * the high-precision input and cast it again in backward. */
+gboolean mp_stack_fp8_saves_fp8 (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

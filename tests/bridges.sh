@@ -96,6 +96,11 @@ ok "--emit deepspeed of an MoE plan says the experts' DeepSpeed-MoE layer (check
 ok "... and an fp8 plan says where the FP8 GEMMs go (check.py)" sh -c "\"$MPPLAN\" plan -q -m gpt3-1.3b -c dgx-h100:1 --fix fp8=true --emit deepspeed -o \"$tmp/ds8\" >/dev/null 2>&1 && python3 \"$bridges/check.py\" deepspeed \"$tmp/ds8\" \"$bridges\""
 ok "MXNet refuses an fp8 plan by name" sh -c "\"$MPPLAN\" plan -q -m gpt3-125m -c dgx-h100:1 --fix fp8=true,zero=0 --emit mxnet -o \"$tmp/mx8\" 2>&1 >/dev/null | grep -q 'MXNet 1.9 has no FP8 training'"
 
+# --emit stack: the launch files of the plan's stack's framework (acc16b).
+ok "--stack torchtitan --emit stack writes torchtitan's files (check.py)" sh -c "\"$MPPLAN\" plan -q -m llama3-8b -c dgx-h100:1 --stack torchtitan --fix zero=3 --emit stack -o \"$tmp/st\" >/dev/null 2>&1 && [ -e \"$tmp/st/mpplan_titan.py\" ] && python3 \"$bridges/check.py\" torchtitan \"$tmp/st\" \"$bridges\""
+ok "... a megatron plan's are Megatron-LM's" sh -c "\"$MPPLAN\" plan -q -m gpt3-1.3b -c dgx-a100-80g:1 --emit stack -o \"$tmp/sm\" >/dev/null 2>&1 && [ -e \"$tmp/sm/megatron_args.txt\" ]"
+ok "... and llm-foundry's, which mpplan does not write, exit 2 saying so" sh -c "\"$MPPLAN\" plan -q -m gpt3-1.3b -c dgx-a100-80g:1 --stack llm-foundry --emit stack -o \"$tmp/sl\" >/dev/null 2>\"$tmp/e\"; [ \$? -eq 2 ] && grep -q 'no launch files for the llm-foundry stack' \"$tmp/e\" && [ ! -e \"$tmp/sl\" ]"
+
 ok "--emit deepspeed" plan -m gpt3-13b -c dgx-a100-80g:4 --emit deepspeed -o "$tmp/ds"
 ok "deepspeed export passes check.py (DeepSpeed 0.19.8 keys and launcher)" check deepspeed "$tmp/ds"
 ok "--emit deepspeed with full recompute at pp = 1" plan -m gpt3-13b -c dgx-a100-80g:4 --fix recompute=full,pp=1 --emit deepspeed -o "$tmp/dsr"

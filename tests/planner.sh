@@ -110,6 +110,12 @@ ok "... every plan is interleaved with full recompute" \
 ok "--fix text shows the best plan without the pins" \
   status_is 0 "$MPPLAN" plan -m gpt3-1.3b -c dgx-a100-80g:2 --fix tp=8
 ok "... as 'Without the pins:'" out_has '^Without the pins: '
+# --stack NAME is --fix stack=NAME (acc16b).
+ok "--stack torchtitan plans as --fix stack=torchtitan does" sh -c "\"$MPPLAN\" plan -q --refine 0 -m gpt3-1.3b -c dgx-h100:1 --stack torchtitan --json > \"$tmp/s1\" && \"$MPPLAN\" plan -q --refine 0 -m gpt3-1.3b -c dgx-h100:1 --fix stack=torchtitan --json > \"$tmp/s2\" && grep -v '\"seconds\"' \"$tmp/s1\" > \"$tmp/s1b\" && grep -v '\"seconds\"' \"$tmp/s2\" > \"$tmp/s2b\" && cmp -s \"$tmp/s1b\" \"$tmp/s2b\" && grep -q '\"stack\" : \"torchtitan\"' \"$tmp/s1\""
+ok "--stack with an unknown name exits 2" status_is 2 "$MPPLAN" plan --stack titan
+ok "... listing the stacks" err_has "one of: megatron, nemo-automodel, torchtitan"
+ok "--stack and --fix stack= together exit 2" status_is 2 "$MPPLAN" plan --stack torchtitan \
+  --fix stack=megatron
 ok "--fix with an unknown key exits 2" status_is 2 "$MPPLAN" plan --fix tensor=8
 ok "... naming the key" err_has "unknown key 'tensor'"
 ok "--fix with a bad value exits 2" status_is 2 "$MPPLAN" plan --fix tp=eight

@@ -29,7 +29,7 @@ test_accuracy_runs_load (void **state)
       if (m == NULL)
         fail_msg ("%s: %s", run->id, error->message);
       assert_int_equal (m->seq_len, run->seq_len);
-      g_autoptr(MpCluster) c = acc_run_cluster (run, &error);
+      g_autoptr(MpCluster) c = acc_run_cluster (runs, run, &error);
       if (c == NULL)
         fail_msg ("%s: %s", run->id, error->message);
       assert_int_equal (c->world_size, run->gpus);

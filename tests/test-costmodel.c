@@ -1913,6 +1913,99 @@ test_cost_stack_attention_kernel (void **state)
                    attention_core_s ("host", MP_STACK_MEGATRON, TRUE), 1e-12);
 }
 
+/* The loss's precision of the stack (acc16b): llm-foundry's fused cross-entropy keeps the
+ * bf16 logits (2 bytes each) where the others keep an fp32 softmax (4), and its gradient
+ * is bf16 where theirs is fp32 after the bf16 logits (4 + 2): the mechanism that lets
+ * llm-foundry's published MPT-760m (micro-batch 24) and MPT-3b (A100 40 GB) runs fit. One stage of a GPT whose
+ * logits outweigh the backward buffers, at tp 2 (the vocabulary is split), micro-batch 4. */
+static void
+test_cost_stack_fused_loss_memory (void **state)
+{
+  (void) state;
+  const guint vocab = 65536, seq = 1024, mb = 4, tp = 2;
+  g_autoptr(MpModel) m = gpt (2, 512, 8, seq, vocab, TRUE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = tp;
+  cfg.micro_batch_size = mb;
+  MpStageMemory mg, lf;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mg);
+  cfg.stack = MP_STACK_LLM_FOUNDRY;
+  mp_cost_stage_memory (ctx, &cfg, 0, &lf);
+  double logits = (double) mb * seq * vocab / tp;
+  mp_assert_close (mg.activations_bytes - lf.activations_bytes, logits * (4 - 2), 1e-12);
+  /* The transient peak is the larger of backward's buffers and the loss's: the fp32 path
+   * needs all 6 bytes a logit, the fused one saves up to 4 of them. */
+  assert_true (mg.transient_bytes >= logits * (4 + 2));
+  assert_true (lf.transient_bytes < mg.transient_bytes);
+  assert_true (mg.transient_bytes - lf.transient_bytes <= logits * 4 * (1 + 1e-12));
+  assert_true (mp_stack_fused_loss (MP_STACK_LLM_FOUNDRY));
+  assert_false (mp_stack_fused_loss (MP_STACK_MEGATRON));
+  assert_false (mp_stack_fused_loss (MP_STACK_TORCHTITAN));
+  /* Weights, gradients and optimizer state do not depend on the loss. */
+  mp_assert_close (lf.weights_bytes + lf.grads_bytes + lf.optimizer_bytes,
+                   mg.weights_bytes + mg.grads_bytes + mg.optimizer_bytes, 1e-15);
+}
+
+/* FP8's saved activations (acc16b): Transformer Engine keeps each FP8 GEMM's input as the
+ * FP8 tensor it cast, so a GPT block keeps 1 byte less per element of its four GEMM inputs
+ * (Korthikanti's 2sbh for QKV, 2sbh for the projection, 2sbh for fc1, 8sbh for fc2: 14sbh
+ * of bf16, 7sbh saved) under a stack that does (megatron) and not under torchtitan's
+ * torchao float8, nor when full recompute keeps only the blocks' inputs. */
+static void
+test_cost_stack_fp8_saved_activations (void **state)
+{
+  (void) state;
+  const guint layers = 4, hidden = 1024, seq = 2048;
+  g_autoptr(MpModel) m = gpt (layers, hidden, 16, seq, 8192, FALSE);
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  MpStageMemory bf16, te, titan;
+  mp_cost_stage_memory (ctx, &cfg, 0, &bf16);
+  cfg.fp8 = TRUE;
+  mp_cost_stage_memory (ctx, &cfg, 0, &te);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_stage_memory (ctx, &cfg, 0, &titan);
+  mp_assert_close (bf16.activations_bytes - te.activations_bytes,
+                   (double) layers * seq * 7 * hidden, 1e-12);
+  mp_assert_close (titan.activations_bytes, bf16.activations_bytes, 1e-15);
+  cfg.recompute = MP_RECOMPUTE_FULL;
+  cfg.stack = MP_STACK_MEGATRON;
+  mp_cost_stage_memory (ctx, &cfg, 0, &te);
+  cfg.fp8 = FALSE;
+  mp_cost_stage_memory (ctx, &cfg, 0, &bf16);
+  mp_assert_close (te.activations_bytes, bf16.activations_bytes, 1e-15);
+}
+
+/* Overlap is not free (acc16b): a collective under compute holds NCCL's 24 channels' SMs,
+ * so the compute overlapped with it for T seconds takes T x 24 / SMs longer; a collective
+ * longer than the compute first uses up its own slack. */
+static void
+test_cost_overlap_penalty (void **state)
+{
+  (void) state;
+  g_autoptr(MpCluster) h = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCluster) a = cluster_ok ("dgx-a100-80g:1");
+  g_autoptr(MpCluster) cpu = cluster_ok ("host");
+  g_autoptr(MpModel) m = gpt (2, 512, 8, 512, 4096, FALSE);
+  g_autoptr(MpCostContext) ch = mp_cost_context_new (m, h, NULL);
+  g_autoptr(MpCostContext) ca = mp_cost_context_new (m, a, NULL);
+  g_autoptr(MpCostContext) cc = mp_cost_context_new (m, cpu, NULL);
+  double sh = mp_cost_overlap_share (mp_cost_device (ch, 0));
+  mp_assert_close (sh, 24.0 / 132, 1e-15);
+  mp_assert_close (mp_cost_overlap_share (mp_cost_device (ca, 0)), 24.0 / 108, 1e-15);
+  assert_true (mp_cost_overlap_share (mp_cost_device (cc, 0)) == 0);
+  mp_assert_close (mp_cost_overlap_penalty (sh, 1.0, 3.0), sh, 1e-15);
+  mp_assert_close (mp_cost_overlap_penalty (sh, 3.0, 1.0 / sh + 3.0), 3 * sh, 1e-15);
+  mp_assert_close (mp_cost_overlap_penalty (0.2, 1.1, 1.0), 0.2 - 0.1, 1e-12);
+  assert_true (mp_cost_overlap_penalty (sh, 5.0, 1.0) == 0);
+  assert_true (mp_cost_overlap_penalty (0, 1.0, 1.0) == 0);
+}
+
 int
 main (void)
 {
@@ -1921,6 +2014,9 @@ main (void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_cost_stack_attention_kernel),
     cmocka_unit_test (test_cost_stack_tp_backward_overlap),
+    cmocka_unit_test (test_cost_stack_fused_loss_memory),
+    cmocka_unit_test (test_cost_stack_fp8_saved_activations),
+    cmocka_unit_test (test_cost_overlap_penalty),
     cmocka_unit_test (test_costmodel_bus_factors),
     cmocka_unit_test (test_costmodel_busbw_conversions),
     cmocka_unit_test (test_costmodel_ring_allreduce_closed_form),
