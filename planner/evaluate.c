@@ -214,6 +214,10 @@ pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, double *c
   even.chunk_layers = NULL;
   even.vpp = 1;
   even.pp = 1;
+  /* The split weighs layers by their own work: ZeRO-2/3's overlap with it (zero_overlap)
+   * slows every layer of a stage alike and would tie the split to the ZeRO stage, which
+   * the search chooses after the split. */
+  even.zero = 0;
   if (even.schedule == MP_SCHEDULE_INTERLEAVED)
     even.schedule = MP_SCHEDULE_1F1B;
   MpStageSpans spans;

@@ -38,7 +38,7 @@ block_open (Block *b, double capacity_factor)
   cfg.micro_batch_size = 2;
   cfg.num_micro_batches = 1;
   g_autofree guint *stage_of = g_new0 (guint, b->model->n_layers);
-  b->ex = mp_exec_new (b->be, b->model, &cfg, 2, 0, 0, 0, stage_of, 7, &err);
+  b->ex = mp_exec_new (b->be, b->model, &cfg, 2, 0, 0, 0, 0, stage_of, 7, &err);
   if (b->ex == NULL)
     fail_msg ("mp_exec_new: %s", err->message);
   b->L = &b->ex->layers[2];                  /* embedding, dense block, MoE block */
