@@ -13,12 +13,7 @@ check () {
   "$MPPLAN" plan -q -m "$model" -b "$batch" -c "$data/cluster-host$2.yaml" --fix "$3" \
     -o "$tmp/$1.yaml" >/dev/null || { echo "# no plan for $3"; return 1; }
   grep -q '^  cp: [2-9]' "$tmp/$1.yaml" || { echo "# the plan is not context parallel"; return 1; }
-  sed -n '/^parallel:/,/^layers_per_chunk/p' "$tmp/$1.yaml" | tr -s ' \n' ' ' | sed 's/^/# /'; echo
-  timeout 120 "$MPIRUN" -np "$2" --oversubscribe "$MPPLAN" exec -p "$tmp/$1.yaml" --steps 1 \
-    --warmup 0 --check >"$tmp/$1.out" 2>"$tmp/$1.err"
-  st=$?
-  sed 's/^/# /' "$tmp/$1.out"
-  [ $st -eq 0 ] && grep -q '^check: ok' "$tmp/$1.out" || { sed 's/^/# /' "$tmp/$1.err"; return 1; }
+  run_check "$1" "$2"
 }
 
 model=$top_srcdir/examples/models/tiny-gpt.yaml

@@ -9,16 +9,7 @@
 # all-gather dispatcher. One step, no warm-up, the smallest batch each
 # plan allows, as in exec.sh (CI runs this under ASan on 2 cores).
 . "$top_srcdir/tests/tap.sh"
-MPPLAN=${MPPLAN:-./mpplan}
-data=$top_srcdir/tests/data
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
-ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-export ASAN_OPTIONS
-MPIRUN=${MPIRUN:-mpirun}
-run_np () { np=$1; shift; timeout 120 "$MPIRUN" -np "$np" --oversubscribe "$@"; }
+. "$top_srcdir/tests/mpi-env.sh"
 
 model=$top_srcdir/examples/models/tiny-moe.yaml
 # check NAME RANKS BATCH PINS [SED]: the best plan honouring PINS (edited by SED), run
@@ -30,12 +21,7 @@ check () {
   if [ -n "$5" ]; then
     sed -e "$5" "$tmp/$1.yaml" >"$tmp/$1.e.yaml" && mv "$tmp/$1.e.yaml" "$tmp/$1.yaml" || return 1
   fi
-  sed -n '/^parallel:/,/^layers_per_chunk/p' "$tmp/$1.yaml" | tr -s ' \n' ' ' | sed 's/^/# /'; echo
-  run_np "$2" "$MPPLAN" exec -p "$tmp/$1.yaml" --steps 1 --warmup 0 --check \
-    >"$tmp/$1.out" 2>"$tmp/$1.err"
-  st=$?
-  sed 's/^/# /' "$tmp/$1.out"
-  [ $st -eq 0 ] && grep -q '^check: ok' "$tmp/$1.out" || { sed 's/^/# /' "$tmp/$1.err"; return 1; }
+  run_check "$1" "$2"
 }
 
 ok "one rank, no mpirun" check one 1 2 dp=1,tp=1,pp=1

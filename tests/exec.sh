@@ -10,7 +10,6 @@
 # on the smallest global batch the plan kind allows (2 or 4 sequences).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/mpi-env.sh"
-run_np () { np=$1; shift; timeout 120 "$MPIRUN" -np "$np" --oversubscribe "$@"; }
 
 # plan NAME RANKS PINS: writes $tmp/NAME.yaml, the best plan for $model with global batch
 # $batch honouring PINS.
@@ -27,12 +26,7 @@ check () {
   if [ -n "$4" ]; then
     sed -e "$4" "$tmp/$1.yaml" >"$tmp/$1.e.yaml" && mv "$tmp/$1.e.yaml" "$tmp/$1.yaml" || return 1
   fi
-  sed -n '/^parallel:/,/^layers_per_chunk/p' "$tmp/$1.yaml" | tr -s ' \n' ' ' | sed 's/^/# /'; echo
-  run_np "$2" "$MPPLAN" exec -p "$tmp/$1.yaml" --steps 1 --warmup 0 --check \
-    >"$tmp/$1.out" 2>"$tmp/$1.err"
-  st=$?
-  sed 's/^/# /' "$tmp/$1.out"
-  [ $st -eq 0 ] && grep -q '^check: ok' "$tmp/$1.out" || { sed 's/^/# /' "$tmp/$1.err"; return 1; }
+  run_check "$1" "$2"
 }
 
 one=dp=1,tp=1,pp=1
