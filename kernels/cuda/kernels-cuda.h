@@ -18,6 +18,7 @@
  *   attention.cu  causal GQA attention (fused, online softmax; backward from lse)
  *   ring-attention.cu  its ring pieces for context parallelism (begin, block, end,
  *                 backward block: the causal chunk mask, the online-softmax merge)
+ *   attention.cuh the warp walk both attention files share
  *   loss.cu       cross-entropy and its vocab-parallel pieces
  *   moe.cu        MoE token permutation: gather_rows, scatter_add_rows, rows_dot */
 #pragma once
