@@ -124,15 +124,16 @@ finish () {
 }
 
 # ---- 1. the build --------------------------------------------------------------------
-# libraries ldd cannot find for BIN, looked for where this image keeps them
+# missing BIN...: the libraries ldd cannot find for BIN...
+missing () { ldd "$@" 2>/dev/null | awk '/not found/ { print $1 }' | sort -u | tr '\n' ' '; }
+# resolve_libs BIN...: LD_LIBRARY_PATH gains the folders of those, where this image keeps
+# them (run in this shell, not in $(...), so that the setting stays)
 resolve_libs () {
-  missing=$(ldd "$1" 2>/dev/null | awk '/not found/ { print $1 }')
-  for lib in $missing; do
+  for lib in $(missing "$@"); do
     d=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
     [ -n "$d" ] && LD_LIBRARY_PATH=$(dirname "$d")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   done
   export LD_LIBRARY_PATH
-  ldd "$1" 2>/dev/null | awk '/not found/ { print $1 }' | tr '\n' ' '
 }
 if [ -n "$prebuilt" ]; then
   step "the build in $prebuilt"
@@ -142,9 +143,10 @@ if [ -n "$prebuilt" ]; then
     row "build" "FAIL: $prebuilt lacks mpplan or tests/test-kernels-cuda"; finish
   fi
   [ -d "$bdir/lib" ] && LD_LIBRARY_PATH=$bdir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}   # --pack's
-  still=$(resolve_libs "$bdir/mpplan")$(resolve_libs "$bdir/tests/test-kernels-cuda")
+  resolve_libs "$bdir/mpplan" "$bdir/tests/test-kernels-cuda"
+  still=$(missing "$bdir/mpplan" "$bdir/tests/test-kernels-cuda")
   if [ -n "$still" ]; then
-    row "build" "FAIL: libraries not found: $still(--bundle?)"; finish
+    row "build" "FAIL: libraries not found: $still(--pack or --bundle?)"; finish
   fi
   row "build" "ok (carried: $bdir)"
 else
