@@ -88,13 +88,29 @@ mp_exec_qknorm_backward (MpExec *ex, float *dqkv, int ld, float *gq, float *gk,
 }
 
 gboolean
-mp_exec_attn_check_backend (const MpModel *model, const MpBackend *be, GError **error)
+mp_exec_attn_check_backend (const MpModel *m, const MpBackend *be, GError **error)
 {
-  const char *what = mp_model_attention_kernels (model);
-  if (what == NULL || be->ops->kernels->attn != NULL)
+  const MpAttnKernelOps *k = be->ops->kernels->attn;
+  gboolean masks = k != NULL && k->masks;
+  const char *what = NULL;
+  if (m->window > 0 && !masks)
+    what = "sliding-window attention";
+  else if (m->attn_softcap > 0 && !masks)
+    what = "soft-capped attention scores";
+  else if (m->attn_sinks && (k == NULL || k->sinks_forward == NULL))
+    what = "attention sinks";
+  else if (m->qk_norm && (k == NULL || k->qknorm_forward == NULL))
+    what = "qk-norm";
+  else if (m->embed_scale && (k == NULL || k->scale == NULL))
+    what = "scaled embeddings";
+  else if (m->logit_softcap > 0 && (k == NULL || k->softcap_forward == NULL))
+    what = "logit soft-capping";
+  else if (m->activation == MP_ACT_GEGLU && (k == NULL || k->geglu_forward == NULL))
+    what = "geglu MLPs";
+  if (what == NULL)
     return TRUE;
   g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "mpplan exec does not run %s (model %s) on "
-               "the %s backend yet (no kernels for it): use --backend host", what,
-               model->name, be->ops->name);
+               "the %s backend yet (no kernels for it): use --backend host", what, m->name,
+               be->ops->name);
   return FALSE;
 }

@@ -317,25 +317,6 @@ mp_model_attention_extras (const MpModel *m)
   return m->kv_lora_rank > 0 ? "multi-head latent attention" : NULL;
 }
 
-const char *
-mp_model_attention_kernels (const MpModel *m)
-{
-  g_return_val_if_fail (m != NULL, NULL);
-  if (m->window > 0)
-    return "sliding-window attention";
-  if (m->attn_sinks)
-    return "attention sinks";
-  if (m->qk_norm)
-    return "qk-norm";
-  if (m->embed_scale)
-    return "scaled embeddings";
-  if (m->attn_softcap > 0 || m->logit_softcap > 0)
-    return "logit soft-capping";
-  if (m->activation == MP_ACT_GEGLU)
-    return "a geglu MLP";
-  return NULL;
-}
-
 gboolean
 mp_model_qkv_bias (const MpModel *m)
 {

@@ -260,10 +260,6 @@ gboolean mp_activation_gated (MpActivation act);
  * attention), named for a refusal, or NULL. Every other variant (windows, sinks, qk-norm,
  * separate attention biases, post-norms, scaled embeddings, soft-capping, geglu) runs. */
 const char *mp_model_attention_extras (const MpModel *model);
-/* The first of MODEL's variants that need kernels beyond plain attention, norms and
- * GEMMs (a sliding window, sinks, qk-norm, soft-capping, scaled embeddings, geglu), named
- * for a backend that lacks them, or NULL. */
-const char *mp_model_attention_kernels (const MpModel *model);
 /* Do the q/k/v projections, and the attention output projection, have biases? */
 gboolean mp_model_qkv_bias (const MpModel *model);
 gboolean mp_model_out_bias (const MpModel *model);
