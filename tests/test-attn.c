@@ -7,6 +7,8 @@
 #include "tests/test-util.h"
 #include "exec/exec-private.h"
 #include "kernels/cpu/kernels.h"
+#include "costmodel/costmodel.h"
+#include "topology/topology.h"
 
 #include <string.h>
 
@@ -189,7 +191,33 @@ test_ring_attention_window (void **state)
     }
 }
 
-/* ---- qk-norm, soft-capping, geglu -------------------------------------------------- */
+/* The cost model charges the host's windowed attention what its row kernel computes:
+ * W (W + 1) / 2 + (S - W) W of the causal S (S + 1) / 2 pairs (tiny-gemma: S 64, W 16). */
+static void
+test_cost_host_window (void **state)
+{
+  (void) state;
+  GError *err = NULL;
+  g_autoptr(MpModel) m = mp_model_load ("tiny-gemma", &err);
+  g_autoptr(MpCluster) c = mp_cluster_load ("host", &err);
+  if (m == NULL || c == NULL)
+    fail_msg ("load: %s", err->message);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  for (int bwd = 0; bwd < 2; bwd++)
+    {
+      MpKernelCost full, win;
+      mp_cost_flash_attention_window (dev, MP_DTYPE_FP32, 2, 4, 2, 48, 64, 64, 0, TRUE, bwd,
+                                      &full);
+      mp_cost_flash_attention_window (dev, MP_DTYPE_FP32, 2, 4, 2, 48, 64, 64, 16, TRUE, bwd,
+                                      &win);
+      mp_assert_close (win.flops / full.flops, (16.0 * 17 / 2 + 48.0 * 16) / (64.0 * 65 / 2),
+                       1e-12);
+      assert_true (win.time_s < full.time_s);
+    }
+}
+
+/* ---- qk-norm, soft-capping, geglu -------------------------------------------------- *//* ---- qk-norm, soft-capping, geglu -------------------------------------------------- */
 
 enum { QN = 3, QNH = 2, QNKV = 1, QHD = 6, QLD = (QNH + 2 * QNKV) * QHD };
 
@@ -380,6 +408,7 @@ main (void)
     cmocka_unit_test (test_attention_sinks_gradient),
     cmocka_unit_test (test_attention_window_masks),
     cmocka_unit_test (test_ring_attention_window),
+    cmocka_unit_test (test_cost_host_window),
     cmocka_unit_test (test_qknorm_gradient),
     cmocka_unit_test (test_softcap_geglu_gradient),
     cmocka_unit_test (test_exec_every_variant_gradient),

@@ -60,21 +60,37 @@ sigmoid (float g)
   return 1.0f / (1.0f + expf (-g));
 }
 
-void
-mpk_cpu_swiglu_forward (float *out, const float *inp, int N, int F)
+static float
+silu (float g)
+{
+  return g * sigmoid (g);
+}
+
+/* silu'(g) = s (1 + g (1 - s)), s = sigmoid(g). */
+static float
+silu_grad (float g)
+{
+  float s = sigmoid (g);
+  return s * (1.0f + g * (1.0f - s));
+}
+
+/* A gated MLP's activation: inp (N, 2F) rows [gate (F) | up (F)], out (N, F) =
+ * act(gate) * up. Backward: d/dup = act(gate), d/dgate = up act'(gate). */
+static void
+gated_forward (float *out, const float *inp, int N, int F, float (*act) (float))
 {
   for (int n = 0; n < N; n++)
     {
       const float *gate = inp + (size_t) n * 2 * F, *up = gate + F; /* (F) each */
       float *o = out + (size_t) n * F;
       for (int f = 0; f < F; f++)
-        o[f] = gate[f] * sigmoid (gate[f]) * up[f];
+        o[f] = act (gate[f]) * up[f];
     }
 }
 
-/* out = silu(g) u:  d/du = silu(g) = g s;  d/dg = u s (1 + g (1 - s)), s = sigmoid(g). */
-void
-mpk_cpu_swiglu_backward (float *dinp, const float *inp, const float *dout, int N, int F)
+static void
+gated_backward (float *dinp, const float *inp, const float *dout, int N, int F,
+                float (*act) (float), float (*grad) (float))
 {
   for (int n = 0; n < N; n++)
     {
@@ -83,41 +99,35 @@ mpk_cpu_swiglu_backward (float *dinp, const float *inp, const float *dout, int N
       float *dgate = dinp + (size_t) n * 2 * F, *dup = dgate + F;
       for (int f = 0; f < F; f++)
         {
-          float g = gate[f], sg = sigmoid (g);
-          dgate[f] += d[f] * up[f] * sg * (1.0f + g * (1.0f - sg));
-          dup[f] += d[f] * g * sg;
+          dgate[f] += d[f] * up[f] * grad (gate[f]);
+          dup[f] += d[f] * act (gate[f]);
         }
     }
+}
+
+void
+mpk_cpu_swiglu_forward (float *out, const float *inp, int N, int F)
+{
+  gated_forward (out, inp, N, F, silu);
+}
+
+void
+mpk_cpu_swiglu_backward (float *dinp, const float *inp, const float *dout, int N, int F)
+{
+  gated_backward (dinp, inp, dout, N, F, silu, silu_grad);
 }
 
 /* GEGLU (Gemma's gated MLP, gelu_pytorch_tanh on the gate): the SwiGLU layout. */
 void
 mpk_cpu_geglu_forward (float *out, const float *inp, int N, int F)
 {
-  for (int n = 0; n < N; n++)
-    {
-      const float *gate = inp + (size_t) n * 2 * F, *up = gate + F;
-      float *o = out + (size_t) n * F;
-      for (int f = 0; f < F; f++)
-        o[f] = gelu (gate[f]) * up[f];
-    }
+  gated_forward (out, inp, N, F, gelu);
 }
 
-/* out = gelu(g) u:  d/du = gelu(g);  d/dg = u gelu'(g). */
 void
 mpk_cpu_geglu_backward (float *dinp, const float *inp, const float *dout, int N, int F)
 {
-  for (int n = 0; n < N; n++)
-    {
-      const float *gate = inp + (size_t) n * 2 * F, *up = gate + F;
-      const float *d = dout + (size_t) n * F;
-      float *dgate = dinp + (size_t) n * 2 * F, *dup = dgate + F;
-      for (int f = 0; f < F; f++)
-        {
-          dgate[f] += d[f] * up[f] * gelu_grad (gate[f]);
-          dup[f] += d[f] * gelu (gate[f]);
-        }
-    }
+  gated_backward (dinp, inp, dout, N, F, gelu, gelu_grad);
 }
 
 void

@@ -7,14 +7,7 @@
 #include "kernels/cuda/util.cuh"
 #include <math.h>
 
-#define THREADS 256
-#define LAUNCH(kernel, n, stream, ...)                                                      \
-  do {                                                                                      \
-    if ((n) == 0)                                                                           \
-      return cudaSuccess;                                                                   \
-    kernel<<<mpk_blocks ((n), THREADS), THREADS, 0, (stream)>>> (__VA_ARGS__);              \
-    return cudaGetLastError ();                                                             \
-  } while (0)
+#define LAUNCH MPK_LAUNCH
 
 /* ---- qk-norm: one thread per (row, q or k head) ----------------------------------------- */
 

@@ -7,14 +7,8 @@
 #include <cuda_bf16.h>
 #include <math.h>
 
-#define THREADS 256
-#define LAUNCH(kernel, n, stream, ...)                                                      \
-  do {                                                                                      \
-    if ((n) == 0)                                                                           \
-      return cudaSuccess;                                                                   \
-    kernel<<<mpk_blocks ((n), THREADS), THREADS, 0, (stream)>>> (__VA_ARGS__);              \
-    return cudaGetLastError ();                                                             \
-  } while (0)
+#define THREADS MPK_THREADS
+#define LAUNCH MPK_LAUNCH
 
 
 /* ---- embedding -------------------------------------------------------------------------- */

@@ -79,6 +79,17 @@ mpk_gelu_grad (float x)
   return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
 }
 
+/* Launches KERNEL over N elements (grid-stride, MPK_THREADS a block) on STREAM and
+ * returns the launch's error, from an extern "C" launcher; nothing for N = 0. */
+#define MPK_THREADS 256
+#define MPK_LAUNCH(kernel, n, stream, ...)                                                  \
+  do {                                                                                      \
+    if ((n) == 0)                                                                           \
+      return cudaSuccess;                                                                   \
+    kernel<<<mpk_blocks ((n), MPK_THREADS), MPK_THREADS, 0, (stream)>>> (__VA_ARGS__);      \
+    return cudaGetLastError ();                                                             \
+  } while (0)
+
 /* Grid-stride loop over n elements. */
 #define MPK_FOR(i, n)                                                                       \
   for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < (n);                  \
