@@ -5,8 +5,8 @@
 # blocks, qk-norm, scores and logits soft-capped, post-norms, scaled embeddings, geglu,
 # head_dim != hidden / heads) and tiny-gpt-oss (attention sinks, biased attention beside
 # a bias-free MLP, windows) at tp2 with sequence parallelism, pp2, dp2 and cp2 (ring
-# attention with the window mask); tiny-mla is refused by name. One step, no warm-up, as
-# exec.sh (CI runs this under ASan on 2 cores).
+# attention with the window mask), tp2 x pp2 and full recompute; tiny-mla is refused by
+# name. One step, no warm-up, as exec.sh (CI runs this under ASan on 2 cores).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/mpi-env.sh"
 
@@ -25,6 +25,7 @@ for m in tiny-gemma tiny-gpt-oss; do
   ok "$m: cp2 (ring attention, window mask)" check $m $m-cp2 2 dp=1,tp=1,pp=1,cp=2
 done
 ok "tiny-gemma: tp2 x pp2 on four ranks" check tiny-gemma gemma-tp2pp2 4 dp=1,tp=2,pp=2
+ok "tiny-gemma: full recompute, tp2" check tiny-gemma gemma-rc 2 dp=1,tp=2,pp=1,recompute=full
 
 # MLA: planned, refused by name (exit 2).
 mla () {

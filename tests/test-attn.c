@@ -217,7 +217,7 @@ test_cost_host_window (void **state)
     }
 }
 
-/* ---- qk-norm, soft-capping, geglu -------------------------------------------------- *//* ---- qk-norm, soft-capping, geglu -------------------------------------------------- */
+/* ---- qk-norm, soft-capping, geglu -------------------------------------------------- */
 
 enum { QN = 3, QNH = 2, QNKV = 1, QHD = 6, QLD = (QNH + 2 * QNKV) * QHD };
 

@@ -177,9 +177,10 @@ typedef struct {
   float softcap;   /* scores soft-capped to softcap tanh (score / softcap) (0: none) */
 } MpkAttnShape;
 
-/* out = softmax(q k^T / sqrt(HD), causal, windowed and capped as s says) v. Writes out, lse (B, NH, T) = the log of each
- * softmax row's normaliser (scores in scaled units), and, when probs is not NULL, the
- * probabilities probs (B, NH, T, T) (zeros above the diagonal): the "no flash" reference.
+/* out = softmax(q k^T / sqrt(HD), causal, windowed and capped as s says) v. Writes out,
+ * lse (B, NH, T) = the log of each softmax row's normaliser (scores in scaled units), and,
+ * when probs is not NULL, the probabilities probs (B, NH, T, T) (zeros where the mask
+ * hides a key): the "no flash" reference.
  * With probs NULL nothing quadratic is stored and backward recomputes the scores. */
 void mpk_cpu_attention_forward (float *out, float *lse, float *probs, const float *q,
                                 const float *k, const float *v, MpkAttnShape s);
