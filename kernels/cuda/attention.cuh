@@ -256,10 +256,14 @@ att_backward_k (float *dq, float *dk, float *dv, const float *dout, const float 
   att_slice_store (dq + w.qo, acc, scale, true, s.HD, w.lane);
 }
 
-/* attention.cu's and ring-attention.cu's limits on the shape. */
+/* attention.cu's and ring-attention.cu's limits on the shape: no sliding window or score
+ * cap (the executor refuses both on cuda by name; a kernel that ignored them would be
+ * silently wrong). */
 static inline cudaError_t
 att_check_shape (MpkAttnShape s)
 {
+  if (s.window != 0 || s.softcap != 0.0f)
+    return cudaErrorNotSupported;
   if (s.HD <= 0 || s.HD > ATT_MAXD * MPK_WARP || s.NKV <= 0 || s.NH % s.NKV != 0)
     return cudaErrorInvalidValue;
   if (s.NH > 65535 || s.B > 65535)
