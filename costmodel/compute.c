@@ -390,15 +390,27 @@ mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double b
                    causal, backward, out);
 }
 
+/* FlashAttention in Triton against FlashAttention-2 on A100: FA2 "around 1.3-1.5x faster
+ * ... in the forward pass and around 2x faster in the backward pass" (Dao 2023, arXiv
+ * 2307.08691, sec. 4.1): the middle of the forward range, and the backward's. Measured on
+ * A100; applied to FA2's plateau on every GPU (the Triton kernel of that era has no Hopper
+ * wgmma either) and checked on llm-foundry's H100 rows (bench-accuracy). */
+#define TRITON_FA2_SLOWDOWN_FWD 1.4
+#define TRITON_FA2_SLOWDOWN_BWD 2.0
+
 /* The plateau of STACK's attention kernel on DEV, forward or BACKWARD (acc16). */
 static double
 stack_attention_plateau (const MpCostDevice *dev, MpStack stack, gboolean backward)
 {
   const MpDeviceCurve *c = dev->curve;
   double fa2 = c->attn_fa2_eff[backward ? 1 : 0];
+  double native = backward ? c->attn_bwd_eff : c->attn_fwd_eff;
+  if (mp_stack_triton_attention (stack) && c->klass != MP_DEVICE_CLASS_CPU)
+    return (fa2 > 0 ? fa2 : native)
+           / (backward ? TRITON_FA2_SLOWDOWN_BWD : TRITON_FA2_SLOWDOWN_FWD);
   if (mp_stack_fa2_attention (stack) && fa2 > 0)
     return fa2;
-  return backward ? c->attn_bwd_eff : c->attn_fwd_eff;
+  return native;
 }
 
 void
