@@ -169,7 +169,8 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
  * Measured: tilelang's FP8 GEMM benchmark on H800 SXM, whose FP8 peak is H100 SXM's 1979
  * TFLOP/s dense, reaches 1461-1541 TFLOP/s at 8192 x 8192 x K, K = 8192-16384
  * (benchmark/matmul_fp8/README.md, xwhzz/tilelang), 0.74-0.78 of peak against Hopper's
- * bf16 anchor 0.79. Also costed: a cast kernel for the input (forward) and the output
+ * bf16 short-run 0.79 (both short runs; both then sustained at curves.c's
+ * SUSTAINED_OF_BURST of it). Also costed: a cast kernel for the input (forward) and the output
  * gradient (backward) of every FP8 GEMM, counted unfused (TE fuses some into the norm or
  * the activation before them: an upper bound of their traffic), the weights' casts once
  * per step with the optimizer (TE casts at the first micro-batch and caches:
