@@ -178,8 +178,8 @@ MpSearchResult *mp_search_result_merge (const MpCostContext *ctx, const MpSearch
 double mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg);
 /* A lower bound on the closed form's step time of CFG (its schedule, pp, vpp, split and
  * micro-batches) for MODEL when FLOOR_S is at most the summed kernel time of one
- * micro-batch through every layer; 0 (none) when FLOOR_S <= 0 or for an interleaved
- * split whose chunks differ (timed step by step). The search prunes by it. */
+ * micro-batch through every layer; 0 (none) when FLOOR_S <= 0. The search prunes by
+ * it. */
 double mp_planner_step_bound (const MpModel *model, const MpParallelConfig *cfg,
                               double floor_s);
 

@@ -4,7 +4,9 @@
  * Loops run from the choices that change layer costs (tp, cp, ep, micro-batch, sequence
  * parallelism, recompute) to those that do not (pipeline split, schedule, ZeRO, rank
  * order), so per-layer costs and layer splits are computed once per outer choice. A plan's
- * memory is computed before its time, and its time only when it fits. */
+ * memory is computed before its time, and its time only when it fits. Two bounds prune:
+ * a floor on memory drops whole branches that cannot fit (before their layer costs), a
+ * floor on step time the fitting plans that cannot rank (before their time). */
 #define G_LOG_DOMAIN "mpplan-planner"
 #include "config.h"
 #include "planner/planner-private.h"
@@ -42,6 +44,8 @@ typedef struct {
   guint split_pp, split_vpp;
   guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
   gboolean foreign;            /* the current one is another shard's: count, cost nothing */
+  gboolean dropped;            /* the current branch cannot fit (memory_drops): count it
+                                * as pruned, cost nothing */
   gboolean have_memory;        /* MEMORY, FITS: the current config's in another rank order */
   MpPlanMemory memory;
   gboolean fits;
@@ -156,16 +160,19 @@ mp_planner_step_bound (const MpModel *model, const MpParallelConfig *cfg, double
    *   none:         m S
    *   gpipe, 1f1b:  (m - 1) max c + S             >= S (m - 1 + p) / p
    *   interleaved:  m max c + (S - max c) r / v   >= S (m + (p - 1) / v) / p  (r >= 1)
+   * Interleaved rounds that differ are timed step by step (evaluate.c's schedule_run),
+   * where each stage still runs its m micro-batches' work one step after the other:
+   *                                               >= S m / p.
    * Less a relative 1e-9 for the rounding of sums taken in another order. */
   double m = cfg->num_micro_batches, p = cfg->pp, v = MAX (cfg->vpp, 1u), bound;
-  /* Interleaved rounds that differ are timed step by step (evaluate.c), which this does
-   * not bound. */
-  if (floor_s <= 0 || (cfg->schedule == MP_SCHEDULE_INTERLEAVED && !even_chunks (model, cfg)))
+  if (floor_s <= 0)
     return 0;
   switch (cfg->schedule)
     {
     case MP_SCHEDULE_NONE: bound = m * floor_s; break;
-    case MP_SCHEDULE_INTERLEAVED: bound = floor_s * (m + (p - 1) / v) / p; break;
+    case MP_SCHEDULE_INTERLEAVED:
+      bound = floor_s * (even_chunks (model, cfg) ? m + (p - 1) / v : m) / p;
+      break;
     case MP_SCHEDULE_GPIPE:
     case MP_SCHEDULE_1F1B:
     default: bound = floor_s * (m - 1 + p) / p; break;
@@ -211,6 +218,37 @@ smaller (const MpPlan *slot, const MpPlan *plan)
              && mp_parallel_config_compare (&plan->cfg, &slot->cfg) < 0);
 }
 
+/* Can no config of the branch CFG heads fit, nor be kept as a smallest footprint
+ * (pl_keep_smallest's slots: the smallest, its family's)? By the memory floor at CFG's
+ * ZeRO stage, or with ANY_ZERO at ZeRO-3's, which bounds every stage. */
+static gboolean
+memory_drops (const Search *s, const MpParallelConfig *cfg, gboolean any_zero)
+{
+  if (s->opts->no_bounds || s->counting || s->foreign)
+    return FALSE;
+  const MpSearchStats *st = &s->res->stats;
+  MpParallelConfig probe = *cfg;
+  probe.chunk_layers = NULL;
+  probe.vpp = 1;
+  /* loop_schedule's: the family tells only this one apart from the pipelined ones */
+  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
+                                                                : MP_SCHEDULE_GPIPE;
+  guint top = cfg->dp * cfg->cp > 1 ? 3 : 0, zero = any_zero ? top : cfg->zero;
+  probe.zero = zero;
+  double peak, excess = mp_cost_memory_floor (s->ctx, &probe, &peak);
+  if (!(excess > 0) || st->smallest == NULL || !(peak > st->smallest->memory.peak_bytes))
+    return FALSE;
+  /* the families of its ZeRO stages: they differ only between 0-1 and 2-3 */
+  for (guint z = any_zero ? 0 : zero; z <= zero; z += 2)
+    {
+      probe.zero = z;
+      const MpPlan *slot = st->family_smallest[mp_plan_family_of (&probe)];
+      if (slot == NULL || !(peak > slot->memory.peak_bytes))
+        return FALSE;
+    }
+  return TRUE;
+}
+
 /* PLAN's memory. The rank order moves no tensor, and on a cluster of one device type it
  * moves no stage to another device either: the orders of one config share it. */
 static void
@@ -243,10 +281,15 @@ visit (Search *s, const MpParallelConfig *cfg)
     s->pinned++;
   if (s->foreign)
     return;
+  MpSearchStats *st = &s->res->stats;
+  if (s->dropped)
+    {
+      st->pruned++;
+      return;
+    }
   if (s->opts->progress && (i & 4095) == 0)
     s->opts->progress (i, s->total, s->opts->progress_data);
 
-  MpSearchStats *st = &s->res->stats;
   g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
   pl_plan_init (plan, cfg, cfg->chunk_layers, s->global_batch);
   plan_memory (s, plan);
@@ -329,11 +372,14 @@ static void
 loop_zero (Search *s, MpParallelConfig *cfg)
 {
   guint max_zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  gboolean dropped = s->dropped;
   for (guint z = 0; z <= max_zero; z++)
     {
       cfg->zero = z;
+      s->dropped = dropped || memory_drops (s, cfg, FALSE);
       loop_order (s, cfg);
     }
+  s->dropped = dropped;
   cfg->zero = 0;
 }
 
@@ -346,7 +392,7 @@ with_split (Search *s, MpParallelConfig *cfg)
   cfg->chunk_layers = NULL;
   if (s->pinned_split != NULL && chunks == s->n_pinned)
     cfg->chunk_layers = s->pinned_split;   /* the split the user pinned */
-  else if (!s->counting && !s->foreign)
+  else if (!s->counting && !s->foreign && !s->dropped)
     {
       /* GPipe and 1F1B split alike: the split made last is kept for its costs and sizes
        * (on one kind of device: there the stages' devices follow the rank layout too). */
@@ -414,7 +460,8 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
    * left out does not change which configs are valid: one always exists for the chunks
    * tried, and mp_parallel_config_check asks only that of it. */
   s->foreign = s->opts->n_shards > 1 && s->outer++ % s->opts->n_shards != s->opts->shard;
-  if (!s->counting && !s->foreign)
+  s->dropped = memory_drops (s, cfg, TRUE);
+  if (!s->counting && !s->foreign && !s->dropped)
     {
       /* MoE (moe14): etp and the dispatcher change layer costs too. */
       guint64 k = (guint64) cfg->micro_batch_size << 40 | (guint64) cfg->etp << 21
@@ -435,6 +482,7 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
       s->floor_s = cost[(gsize) s->cluster->n_groups * n];
     }
   loop_schedule (s, cfg);
+  s->dropped = FALSE;
 }
 
 /* MoE (moe14): Megatron-Core's expert grid over a stage's tp * cp * dp ranks: ep
@@ -599,7 +647,7 @@ run (Search *s)
   mp_plan_pins_get (s->opts->pins, "stack", &stack);
   cfg.stack = (MpStack) stack;
   s->index = s->outer = 0;
-  s->foreign = FALSE;
+  s->foreign = s->dropped = FALSE;
   /* FP8 changes the numerics, so the search tries it only when the user pins it
    * (--fix fp8=true), and then bf16 too for the best plan without the pins. */
   guint fp8 = 0;
