@@ -514,6 +514,13 @@ mp_cost_context_model (const MpCostContext *ctx)
   return ctx->model;
 }
 
+guint
+mp_cost_layer_class_first (const MpCostContext *ctx, guint layer)
+{
+  g_return_val_if_fail (ctx != NULL && layer < ctx->model->n_layers, layer);
+  return ctx->class_first[ctx->layers[layer].class_id];
+}
+
 const MpCluster *
 mp_cost_context_cluster (const MpCostContext *ctx)
 {

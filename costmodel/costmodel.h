@@ -231,6 +231,8 @@ MpCostContext *mp_cost_context_new (const MpModel *model, const MpCluster *clust
 void mp_cost_context_free (MpCostContext *ctx);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpCostContext, mp_cost_context_free)
 const MpModel *mp_cost_context_model (const MpCostContext *ctx);
+/* The first layer equal to LAYER (its class): equal layers cost alike under any config. */
+guint mp_cost_layer_class_first (const MpCostContext *ctx, guint layer);
 const MpCluster *mp_cost_context_cluster (const MpCostContext *ctx);
 
 /* One kind of device of the cluster, as the cost model sees it (one per node group). */

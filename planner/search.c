@@ -108,28 +108,62 @@ pl_keep_smallest (MpPlan **slot, const MpPlan *plan)
 
 /* ---- the bounds ----------------------------------------------------------------------- */
 
+/* Rank orders the search tries (loop_order): Megatron's (tp, cp, dp, pp), and pipeline
+ * neighbours inside a node (tp, cp, pp, dp). */
+static const MpParallelDim ORDER_MEGATRON[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP,
+                                                        MP_DIM_PP };
+static const MpParallelDim ORDER_PP_INNER[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP,
+                                                        MP_DIM_DP };
+
 double
 mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
 {
-  /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is at least its layers'
-   * kernels, so their sum over the stages is at least this. Kernels depend on the device
-   * alone, not on the groups' spans, so any stage's layout gives it. */
+  /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is the sum of its
+   * layers' costs (mp_cost_layer's total_s: kernels, recomputation, exposed collectives)
+   * on its spans, less the recomputation the block method skips, so the stages' summed
+   * work is at least each layer's cheapest over every stage in every order the config
+   * may take (its own and the search's). The ZeRO-2/3 overlap penalties only add: ZeRO 0
+   * is the cheapest. */
   const MpModel *model = mp_cost_context_model (ctx);
   if (mp_cost_context_cluster (ctx)->n_groups != 1)
     return -1;
   MpParallelConfig one = *cfg;
   one.chunk_layers = NULL;
-  one.pp = one.vpp = 1;
-  one.schedule = MP_SCHEDULE_NONE;
-  MpStageSpans spans;
-  mp_cost_stage_spans (ctx, &one, 0, &spans);
-  double sum = 0;
-  for (guint l = 0; l < model->n_layers; l++)
+  one.vpp = 1;
+  one.zero = 0;
+  one.schedule = one.pp > 1 ? MP_SCHEDULE_GPIPE : MP_SCHEDULE_NONE;
+  gboolean block = cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 0
+                   && cfg->recompute_method == MP_RECOMPUTE_METHOD_BLOCK;
+  const MpParallelDim *orders[] = { cfg->order, ORDER_MEGATRON, ORDER_PP_INNER };
+  guint n = model->n_layers;
+  g_autofree double *best = g_new (double, n);
+  for (guint l = 0; l < n; l++)
+    best[l] = G_MAXDOUBLE;
+  for (gsize o = 0; o < G_N_ELEMENTS (orders); o++)
     {
-      MpPhaseCost f, b;
-      mp_cost_layer (ctx, &one, &spans, l, &f, &b);
-      sum += f.compute_s + b.compute_s;
+      memcpy (one.order, orders[o], sizeof one.order);
+      MpStageSpans last;
+      for (guint st = 0; st < one.pp; st++)
+        {
+          /* stages alike (most interior ones) cost alike: one of them */
+          MpStageSpans spans;
+          memset (&spans, 0, sizeof spans);
+          mp_cost_stage_spans (ctx, &one, st, &spans);
+          if (st > 0 && memcmp (&spans, &last, sizeof spans) == 0)
+            continue;
+          last = spans;
+          for (guint l = 0; l < n; l++)
+            if (mp_cost_layer_class_first (ctx, l) == l)
+              {
+                MpPhaseCost f, b;
+                mp_cost_layer (ctx, &one, &spans, l, &f, &b);
+                best[l] = MIN (best[l], f.total_s + b.total_s - (block ? b.recompute_s : 0));
+              }
+        }
     }
+  double sum = 0;
+  for (guint l = 0; l < n; l++)
+    sum += best[mp_cost_layer_class_first (ctx, l)];
   return sum;
 }
 
@@ -351,19 +385,15 @@ visit_in_domains (Search *s, const MpParallelConfig *cfg)
 static void
 loop_order (Search *s, MpParallelConfig *cfg)
 {
-  static const MpParallelDim megatron[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP,
-                                                    MP_DIM_PP };
-  static const MpParallelDim pp_inner[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP,
-                                                    MP_DIM_DP };
-  memcpy (cfg->order, megatron, sizeof megatron);
+  memcpy (cfg->order, ORDER_MEGATRON, sizeof ORDER_MEGATRON);
   s->have_memory = FALSE;
   visit_in_domains (s, cfg);
   guint per_node = s->cluster->groups[0].devices_per_node;
   if (cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < per_node)
     {
-      memcpy (cfg->order, pp_inner, sizeof pp_inner);
+      memcpy (cfg->order, ORDER_PP_INNER, sizeof ORDER_PP_INNER);
       visit_in_domains (s, cfg);
-      memcpy (cfg->order, megatron, sizeof megatron);
+      memcpy (cfg->order, ORDER_MEGATRON, sizeof ORDER_MEGATRON);
     }
   s->have_memory = FALSE;
 }
@@ -471,15 +501,14 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
       guint n = s->model->n_layers;
       if (cost == NULL)
         {
-          /* the layers' on each kind of device, then the kernel floor */
-          gsize floor_at = (gsize) s->cluster->n_groups * n;
-          cost = g_new (double, floor_at + 1);
+          /* the layers' on each kind of device */
+          cost = g_new (double, (gsize) s->cluster->n_groups * n);
           pl_layer_costs (s->ctx, cfg, cost);
-          cost[floor_at] = mp_planner_kernel_floor (s->ctx, cfg);
           g_hash_table_insert (cache, key, cost);
         }
       s->layer_cost = cost;
-      s->floor_s = cost[(gsize) s->cluster->n_groups * n];
+      /* on this pp's stages: not shared with the other depths */
+      s->floor_s = mp_planner_kernel_floor (s->ctx, cfg);
     }
   loop_schedule (s, cfg);
   s->dropped = FALSE;
