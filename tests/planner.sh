@@ -311,6 +311,16 @@ golden () {
   diff -u "$want" "$tmp/golden" | head -40 | sed 's/^/# /'
   return 1
 }
+# --refine simulates its plans in memory independent of the micro-batch count: a billion
+# sequences (1,953,125 micro-batches a rank) plan within 2 GB of address space. Not under
+# ASan, whose shadow memory alone reserves more.
+refine_small () {
+  ldd "$MPPLAN" 2>/dev/null | grep -q libasan && return 0
+  (ulimit -v 2000000 && "$MPPLAN" plan -q -m gpt3-1.3b -c dgx-a100-80g:8 -b 1000000000 \
+     --refine 8 >"$tmp/out" 2>"$tmp/err") || { sed 's/^/# /' "$tmp/err"; return 1; }
+  out_has '^Recommended: .* x 1953125 '
+}
+ok "plan --refine: memory independent of the micro-batches (-b 1000000000)" refine_small
 golden_cases >"$tmp/cases"
 while read -r name model cluster; do
   ok "golden: $model on $cluster, text" golden "$name" txt "$model" "$cluster"
