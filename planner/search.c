@@ -115,6 +115,14 @@ static const MpParallelDim ORDER_MEGATRON[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP
 static const MpParallelDim ORDER_PP_INNER[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP,
                                                         MP_DIM_DP };
 
+/* Does the search try CFG in ORDER_PP_INNER too (loop_order)? With both data and
+ * pipeline parallelism while tp leaves room in a node. */
+static gboolean
+pp_inner_tried (const MpCluster *cluster, const MpParallelConfig *cfg)
+{
+  return cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < cluster->groups[0].devices_per_node;
+}
+
 double
 mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
 {
@@ -135,12 +143,22 @@ mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
   gboolean block = cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 0
                    && cfg->recompute_method == MP_RECOMPUTE_METHOD_BLOCK;
   const MpParallelDim *orders[] = { cfg->order, ORDER_MEGATRON, ORDER_PP_INNER };
-  guint n = model->n_layers;
+  guint n = model->n_layers, n_reps = 0;
   g_autofree double *best = g_new (double, n);
+  g_autofree guint *rep = g_new (guint, n), *reps = g_new (guint, n);
   for (guint l = 0; l < n; l++)
-    best[l] = G_MAXDOUBLE;
+    {
+      best[l] = G_MAXDOUBLE;
+      rep[l] = mp_cost_layer_class_first (ctx, l);
+      if (rep[l] == l)
+        reps[n_reps++] = l;
+    }
   for (gsize o = 0; o < G_N_ELEMENTS (orders); o++)
     {
+      /* each order once; pipeline neighbours inside a node only where they are tried */
+      if ((o > 0 && memcmp (orders[o], cfg->order, sizeof one.order) == 0)
+          || (o == 2 && !pp_inner_tried (mp_cost_context_cluster (ctx), cfg)))
+        continue;
       memcpy (one.order, orders[o], sizeof one.order);
       MpStageSpans last;
       for (guint st = 0; st < one.pp; st++)
@@ -152,18 +170,18 @@ mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
           if (st > 0 && memcmp (&spans, &last, sizeof spans) == 0)
             continue;
           last = spans;
-          for (guint l = 0; l < n; l++)
-            if (mp_cost_layer_class_first (ctx, l) == l)
-              {
-                MpPhaseCost f, b;
-                mp_cost_layer (ctx, &one, &spans, l, &f, &b);
-                best[l] = MIN (best[l], f.total_s + b.total_s - (block ? b.recompute_s : 0));
-              }
+          for (guint i = 0; i < n_reps; i++)
+            {
+              MpPhaseCost f, b;
+              mp_cost_layer (ctx, &one, &spans, reps[i], &f, &b);
+              double c = f.total_s + b.total_s - (block ? b.recompute_s : 0);
+              best[reps[i]] = MIN (best[reps[i]], c);
+            }
         }
     }
   double sum = 0;
   for (guint l = 0; l < n; l++)
-    sum += best[mp_cost_layer_class_first (ctx, l)];
+    sum += best[rep[l]];
   return sum;
 }
 
@@ -388,8 +406,7 @@ loop_order (Search *s, MpParallelConfig *cfg)
   memcpy (cfg->order, ORDER_MEGATRON, sizeof ORDER_MEGATRON);
   s->have_memory = FALSE;
   visit_in_domains (s, cfg);
-  guint per_node = s->cluster->groups[0].devices_per_node;
-  if (cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < per_node)
+  if (pp_inner_tried (s->cluster, cfg))
     {
       memcpy (cfg->order, ORDER_PP_INNER, sizeof ORDER_PP_INNER);
       visit_in_domains (s, cfg);
