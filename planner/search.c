@@ -737,6 +737,20 @@ pins_reason (const Search *s)
     cfg.recompute_modules = v;
   cfg.chunk_layers = s->pinned_split && s->n_pinned == cfg.pp * cfg.vpp ? s->pinned_split
                                                                          : NULL;
+  /* dp * micro_batch_size * num_micro_batches is the batch: the pinned ones divide it */
+  static const char *const sizes[] = { "dp", "micro_batch_size", "num_micro_batches" };
+  guint *size[] = { &cfg.dp, &cfg.micro_batch_size, &cfg.num_micro_batches };
+  guint64 part = 1;
+  g_autoptr(GString) named = g_string_new (NULL);
+  for (gsize i = 0; i < G_N_ELEMENTS (sizes); i++)
+    if (mp_plan_pins_get (s->opts->pins, sizes[i], NULL))
+      {
+        part *= *size[i];
+        g_string_append_printf (named, "%s%s %u", named->len ? " x " : "", sizes[i], *size[i]);
+      }
+  if (s->global_batch % part != 0)
+    return g_strdup_printf ("%s does not divide the global batch of %u", named->str,
+                            s->global_batch);
   g_autoptr(GError) error = NULL;
   /* Only the pinned part: a world larger than the pins ask is not a reason. */
   MpCluster cluster = *s->cluster;

@@ -30,6 +30,19 @@ search (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins, gboolea
   return res;
 }
 
+/* The pins TEXT names (--fix's syntax), or NULL for none. */
+static MpPlanPins *
+pins_of (const char *text)
+{
+  if (text == NULL)
+    return NULL;
+  g_autoptr(GError) error = NULL;
+  MpPlanPins *pins = mp_plan_pins_parse (text, &error);
+  if (pins == NULL)
+    fail_msg ("--fix %s: %s", text, error->message);
+  return pins;
+}
+
 /* A plan's JSON text (deterministic key order, %.17g numbers): its whole identity. */
 static char *
 plan_json (const MpPlan *plan)
@@ -162,13 +175,7 @@ test_search_memory_floor_below_memory (void **state)
   for (gsize i = 0; i < G_N_ELEMENTS (pairs); i++)
     {
       g_autoptr(Pair) p = pair_load (pairs[i].model, pairs[i].cluster);
-      g_autoptr(MpPlanPins) pins = NULL;
-      if (pairs[i].pins)
-        {
-          g_autoptr(GError) error = NULL;
-          pins = mp_plan_pins_parse (pairs[i].pins, &error);
-          assert_non_null (pins);
-        }
+      g_autoptr(MpPlanPins) pins = pins_of (pairs[i].pins);
       fc.ctx = p->ctx;
       fc.problem = pairs[i].model;
       fc.tightest = 0;
@@ -215,13 +222,7 @@ test_search_pruned_equals_exhaustive (void **state)
     {
       const char *what = PROBLEMS[i].what;
       g_autoptr(Pair) p = pair_load (PROBLEMS[i].model, PROBLEMS[i].cluster);
-      g_autoptr(MpPlanPins) pins = NULL;
-      if (PROBLEMS[i].pins)
-        {
-          g_autoptr(GError) error = NULL;
-          pins = mp_plan_pins_parse (PROBLEMS[i].pins, &error);
-          assert_non_null (pins);
-        }
+      g_autoptr(MpPlanPins) pins = pins_of (PROBLEMS[i].pins);
       guint batch = PROBLEMS[i].batch, k = PROBLEMS[i].top_k;
       g_autoptr(MpSearchResult) a = search (p, batch, k, pins, FALSE);
       g_autoptr(MpSearchResult) b = search (p, batch, k, pins, TRUE);
