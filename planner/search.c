@@ -737,6 +737,12 @@ pins_reason (const Search *s)
     cfg.recompute_modules = v;
   cfg.chunk_layers = s->pinned_split && s->n_pinned == cfg.pp * cfg.vpp ? s->pinned_split
                                                                          : NULL;
+  g_autoptr(GError) error = NULL;
+  /* Only the pinned part: a world larger than the pins ask is not a reason. */
+  MpCluster cluster = *s->cluster;
+  cluster.world_size = G_MAXUINT;
+  if (!mp_parallel_config_check (&cfg, s->model, &cluster, &error))
+    return g_strdup (error->message);
   /* dp * micro_batch_size * num_micro_batches is the batch: the pinned ones divide it */
   static const char *const sizes[] = { "dp", "micro_batch_size", "num_micro_batches" };
   guint *size[] = { &cfg.dp, &cfg.micro_batch_size, &cfg.num_micro_batches };
@@ -748,16 +754,10 @@ pins_reason (const Search *s)
         part *= *size[i];
         g_string_append_printf (named, "%s%s %u", named->len ? " x " : "", sizes[i], *size[i]);
       }
-  if (s->global_batch % part != 0)
-    return g_strdup_printf ("%s does not divide the global batch of %u", named->str,
-                            s->global_batch);
-  g_autoptr(GError) error = NULL;
-  /* Only the pinned part: a world larger than the pins ask is not a reason. */
-  MpCluster cluster = *s->cluster;
-  cluster.world_size = G_MAXUINT;
-  if (mp_parallel_config_check (&cfg, s->model, &cluster, &error))
-    return NULL;
-  return g_strdup (error->message);
+  return s->global_batch % part != 0
+         ? g_strdup_printf ("%s does not divide the global batch of %u", named->str,
+                            s->global_batch)
+         : NULL;
 }
 
 void
