@@ -870,18 +870,6 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint class_id, g
   memo_span (w, sharded ? &sp->edp : &none);
 }
 
-static guint
-memo_hash (gconstpointer key)
-{
-  return cm_words_hash (key, MEMO_WORDS);
-}
-
-static gboolean
-memo_equal (gconstpointer a, gconstpointer b)
-{
-  return memcmp (a, b, MEMO_WORDS * sizeof (guint64)) == 0;
-}
-
 /* mp_cost_layer's figures, computed (mp_cost_layer memoizes them). */
 static void
 layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
@@ -974,15 +962,9 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
   g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && fwd != NULL && bwd != NULL);
   g_return_if_fail (cm_config_sane (cfg) && layer < ctx->model->n_layers);
   MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
-  if (memo->layer_memo == NULL || g_hash_table_size (memo->layer_memo) >= CM_MEMO_MAX)
-    {
-      if (memo->layer_memo)
-        g_hash_table_unref (memo->layer_memo);
-      memo->layer_memo = g_hash_table_new_full (memo_hash, memo_equal, g_free, NULL);
-    }
   guint64 key[MEMO_WORDS];
   memo_key (cfg, spans, ctx->layers[layer].class_id, key);
-  const MpPhaseCost *hit = g_hash_table_lookup (memo->layer_memo, key);
+  const MpPhaseCost *hit = cm_memo_get (memo->layer_memo, key, MEMO_WORDS);
   if (hit != NULL)
     {
       *fwd = hit[0];
@@ -990,13 +972,8 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
       return;
     }
   layer_cost (ctx, cfg, spans, layer, fwd, bwd);
-  /* Key and value in one block: the key's words, then the two costs. */
-  guint64 *entry = g_malloc (sizeof key + 2 * sizeof (MpPhaseCost));
-  memcpy (entry, key, sizeof key);
-  MpPhaseCost *value = (MpPhaseCost *) (entry + MEMO_WORDS);
-  value[0] = *fwd;
-  value[1] = *bwd;
-  g_hash_table_insert (memo->layer_memo, entry, value);
+  MpPhaseCost value[2] = { *fwd, *bwd };
+  cm_memo_put (&memo->layer_memo, key, MEMO_WORDS, value, sizeof value);
 }
 
 /* ---- stages -------------------------------------------------------------------------- */

@@ -514,6 +514,13 @@ mp_cost_context_model (const MpCostContext *ctx)
   return ctx->model;
 }
 
+guint
+mp_cost_layer_class_first (const MpCostContext *ctx, guint layer)
+{
+  g_return_val_if_fail (ctx != NULL && layer < ctx->model->n_layers, layer);
+  return ctx->class_first[ctx->layers[layer].class_id];
+}
+
 const MpCluster *
 mp_cost_context_cluster (const MpCostContext *ctx)
 {
@@ -790,18 +797,6 @@ stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
  * configs with a placement are not memoized), and the stage. */
 #define SPAN_WORDS (7 + MP_DIM_N)
 
-static guint
-span_key_hash (gconstpointer key)
-{
-  return cm_words_hash (key, SPAN_WORDS);
-}
-
-static gboolean
-span_key_equal (gconstpointer a, gconstpointer b)
-{
-  return memcmp (a, b, SPAN_WORDS * sizeof (guint64)) == 0;
-}
-
 void
 mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
                      MpStageSpans *out)
@@ -814,28 +809,67 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
       return;
     }
   MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
-  if (memo->span_memo == NULL || g_hash_table_size (memo->span_memo) >= CM_MEMO_MAX)
-    {
-      if (memo->span_memo)
-        g_hash_table_unref (memo->span_memo);
-      memo->span_memo = g_hash_table_new_full (span_key_hash, span_key_equal, g_free, NULL);
-    }
   guint64 key[SPAN_WORDS] = { cfg->tp, cfg->cp, cfg->dp, cfg->pp, MAX (cfg->ep, 1u),
                               mp_parallel_config_etp (cfg), stage };
   for (guint d = 0; d < MP_DIM_N; d++)
     key[7 + d] = cfg->order[d];
-  const MpStageSpans *hit = g_hash_table_lookup (memo->span_memo, key);
+  const MpStageSpans *hit = cm_memo_get (memo->span_memo, key, SPAN_WORDS);
   if (hit != NULL)
     {
       *out = *hit;
       return;
     }
   stage_spans (ctx, cfg, stage, out);
-  /* Key and value in one block: the key's words, then the spans. */
-  guint64 *entry = g_malloc (sizeof key + sizeof *out);
-  memcpy (entry, key, sizeof key);
-  memcpy (entry + SPAN_WORDS, out, sizeof *out);
-  g_hash_table_insert (memo->span_memo, entry, entry + SPAN_WORDS);
+  cm_memo_put (&memo->span_memo, key, SPAN_WORDS, out, sizeof *out);
+}
+
+/* ---- the memos ------------------------------------------------------------------------ */
+
+/* An entry: its key's length in words, the key, then the value, in one block. */
+static guint
+memo_hash (gconstpointer entry)
+{
+  /* FNV-1a (offset basis and prime of the 64-bit variant), folded to a guint */
+  const guint64 *w = entry;
+  guint64 h = 1469598103934665603ull;
+  for (guint64 i = 1; i <= w[0]; i++)
+    h = (h ^ w[i]) * 1099511628211ull;
+  return (guint) (h ^ (h >> 32));
+}
+
+static gboolean
+memo_equal (gconstpointer a, gconstpointer b)
+{
+  const guint64 *x = a, *y = b;
+  return x[0] == y[0] && memcmp (x + 1, y + 1, x[0] * sizeof *x) == 0;
+}
+
+const void *
+cm_memo_get (GHashTable *memo, const guint64 *key, guint n_words)
+{
+  if (memo == NULL)
+    return NULL;
+  guint64 probe[1 + n_words];
+  probe[0] = n_words;
+  memcpy (probe + 1, key, n_words * sizeof *key);
+  return g_hash_table_lookup (memo, probe);
+}
+
+void
+cm_memo_put (GHashTable **memo, const guint64 *key, guint n_words, const void *value,
+             gsize size)
+{
+  if (*memo == NULL || g_hash_table_size (*memo) >= CM_MEMO_MAX)
+    {
+      if (*memo)
+        g_hash_table_unref (*memo);
+      *memo = g_hash_table_new_full (memo_hash, memo_equal, g_free, NULL);
+    }
+  guint64 *entry = g_malloc ((1 + n_words) * sizeof *entry + size);
+  entry[0] = n_words;
+  memcpy (entry + 1, key, n_words * sizeof *key);
+  memcpy (entry + 1 + n_words, value, size);
+  g_hash_table_insert (*memo, entry, entry + 1 + n_words);
 }
 
 /* ---- one rank's accounting, for programs ------------------------------------------- */

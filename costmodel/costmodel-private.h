@@ -101,16 +101,13 @@ struct _MpCostContext {
 /* Entries a memo holds at most; a full one starts again (bounds a long search's memory:
  * about 1 KiB an entry). */
 #define CM_MEMO_MAX 200000u
-/* A memo key's hash: FNV-1a (offset basis and prime of the 64-bit variant) over its N
- * words, folded to a guint. */
-static inline guint
-cm_words_hash (const guint64 *w, guint n)
-{
-  guint64 h = 1469598103934665603ull;
-  for (guint i = 0; i < n; i++)
-    h = (h ^ w[i]) * 1099511628211ull;
-  return (guint) (h ^ (h >> 32));
-}
+/* Memos keyed by N_WORDS 64-bit words (spans and doubles by their bits, so that equal
+ * keys give bit-identical results): the value kept under KEY in MEMO (may be NULL), or
+ * NULL; and keeping a copy of VALUE (SIZE bytes) under KEY in *MEMO, made when missing
+ * and started again when full (CM_MEMO_MAX). */
+const void *cm_memo_get (GHashTable *memo, const guint64 *key, guint n_words);
+void cm_memo_put (GHashTable **memo, const guint64 *key, guint n_words, const void *value,
+                  gsize size);
 
 /* Is OP of LAYER a GEMM that Transformer Engine runs in FP8 under fp8 (the linear layers
  * of blocks and mlp layers; not the output head, the embedding or the MoE router, which

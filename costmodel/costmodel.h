@@ -231,6 +231,8 @@ MpCostContext *mp_cost_context_new (const MpModel *model, const MpCluster *clust
 void mp_cost_context_free (MpCostContext *ctx);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpCostContext, mp_cost_context_free)
 const MpModel *mp_cost_context_model (const MpCostContext *ctx);
+/* The first layer equal to LAYER (its class): equal layers cost alike under any config. */
+guint mp_cost_layer_class_first (const MpCostContext *ctx, guint layer);
 const MpCluster *mp_cost_context_cluster (const MpCostContext *ctx);
 
 /* One kind of device of the cluster, as the cost model sees it (one per node group). */
@@ -517,6 +519,14 @@ void mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg
  * total_bytes - capacity_bytes (the binding one). */
 guint mp_cost_memory (const MpCostContext *ctx, const MpParallelConfig *cfg,
                       MpStageMemory *out);
+/* A floor for the search: a lower bound on the largest total_bytes + headroom_bytes -
+ * capacity_bytes over the stages (> 0: some stage does not fit) of every
+ * config that shares CFG's tp, cp, dp, pp, ep, etp, micro-batches, recompute, sequence
+ * parallelism, precision and stack, whatever its schedule, vpp, layer split and rank
+ * order, at CFG's ZeRO stage (the floor at ZeRO-3 bounds every stage); *PEAK (may be NULL): a
+ * lower bound on mp_cost_memory's binding stage's total_bytes. */
+double mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                             double *peak);
 /* Activation bytes one transformer layer keeps per micro-batch on one rank under CFG
  * (no pipeline factor): the Korthikanti et al. 2022 Table 2 quantity. */
 double mp_cost_layer_activation_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg,

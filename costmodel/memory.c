@@ -574,3 +574,100 @@ mp_cost_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageMe
     }
   return worst;
 }
+
+/* ---- a floor for the search ------------------------------------------------------------ */
+
+/* Activation bytes per token that layers [FIRST, FIRST + N) keep at the least under CFG's
+ * recompute, whatever chunks they fall in: the uniform method keeps at least one input
+ * per group of blocks; the block method's share depends on the chunks, so it counts as
+ * nothing. */
+static double
+kept_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, guint n)
+{
+  if (cfg->recompute != MP_RECOMPUTE_FULL)
+    return kept_per_token (ctx, cfg, first, n);
+  if (cm_recompute_blocks (cfg) != G_MAXUINT)
+    return 0;
+  guint group = cfg->recompute_num_layers;
+  return kept_full (ctx, cfg, first, n, group > 1 ? 1.0 / group : 1);
+}
+
+double
+mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *peak)
+{
+  g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), 0);
+  /* mp_cost_stage_memory's terms are linear in each stage's parameters and kept
+   * activations with non-negative weights, so the largest stage holds at least their
+   * mean over the pp stages: the model's parameters (the tied copy on the last stage when
+   * pp > 1) and one micro-batch in flight of every chunk (every schedule keeps >= 1 and
+   * <= m). The transient buffers and the FP8 weight copies count as nothing. */
+  const MpModel *m = ctx->model;
+  guint nl = m->n_layers;
+  double t = cfg->tp, e = ctx->elt, pp = cfg->pp, tokens = cm_tokens (ctx, cfg);
+  double dense = cm_sum (ctx, CM_SUM_PARAMS_SPLIT, 0, nl) / t
+                 + cm_sum (ctx, CM_SUM_PARAMS_REP, 0, nl)
+                 + (cfg->pp > 1 ? ctx->tied_params / t : 0);
+  double expert = cm_sum (ctx, CM_SUM_PARAMS_EXPERT, 0, nl) / cm_expert_shards (cfg);
+  double w, o, g = cm_grad_bytes (ctx, cfg);
+  mp_model_state_bytes_per_param (m, &w, NULL, &o);
+  double sd = 1.0 / ((double) cfg->dp * cfg->cp), se = 1.0 / mp_parallel_config_edp (cfg);
+  double zw = cfg->zero >= 3, zg = cfg->zero >= 2, zo = cfg->zero >= 1;
+  double state = dense * (w * (zw ? sd : 1) + g * ((zg ? 0 : 1) + (zo ? sd : 0))
+                          + o * (zo ? sd : 1))
+                 + expert * (w * (zw ? se : 1) + g * ((zg ? 0 : 1) + (zo ? se : 0))
+                             + o * (zo ? se : 1));
+
+  /* Every layer but the head at one micro-batch; the head's part may be negative with a
+   * fused loss (its fp32 softmax not kept), then at the m micro-batches it may hold. */
+  guint head = nl;
+  for (guint l = 0; l < nl; l++)
+    if (m->layers[l].kind == MP_LAYER_HEAD)
+      head = l;
+  gboolean fp8_saved = FALSE, fp8 = FALSE;
+  double workspace = G_MAXDOUBLE, spare_lo = G_MAXDOUBLE, spare_hi = -G_MAXDOUBLE;
+  for (guint gi = 0; gi < ctx->cluster->n_groups; gi++)
+    {
+      const MpCostDevice *dev = mp_cost_device (ctx, gi);
+      fp8 |= cm_fp8_on (cfg, dev);
+      workspace = MIN (workspace, dev->curve->workspace_bytes);
+      double cap = dev->device->memory_bytes;
+      double spare = cap - ctx->headroom_fraction * cap - ctx->headroom_bytes;
+      spare_lo = MIN (spare_lo, spare);
+      spare_hi = MAX (spare_hi, spare);
+    }
+  fp8_saved = fp8 && mp_stack_fp8_saves_fp8 (cfg->stack)
+              && (cfg->recompute == MP_RECOMPUTE_NONE
+                  || (cfg->recompute == MP_RECOMPUTE_SELECTIVE
+                      && mp_recompute_modules_of (cfg) == MP_RECOMPUTE_CORE_ATTN));
+  double act = 0;
+  for (guint l = 0; l < nl; l++)
+    {
+      double k = kept_floor (ctx, cfg, l, 1)
+                 - (fp8_saved ? fp8_saved_less (ctx, cfg, l, 1) : 0);
+      if (l == head && mp_stack_fused_loss (cfg->stack))
+        k -= (double) m->vocab / t * (4 - e);
+      act += k >= 0 ? k : k * cfg->num_micro_batches;
+    }
+  act *= tokens;
+
+  double tensors = (state + act) / pp, reserve = workspace;
+  if (ctx->cluster->device_overhead_given)
+    reserve += ctx->cluster->device_overhead_bytes;
+  else
+    {
+      /* communicators () without the tied embedding's pair, which only end stages join */
+      guint comms = (cfg->tp > 1) + (cfg->cp > 1) + ((guint) cfg->dp * cfg->cp > 1)
+                    + (cfg->pp > 1) + (cfg->ep > 1 ? 1 + (mp_parallel_config_edp (cfg) > 1)
+                                                   : 0);
+      reserve += CUDA_CONTEXT_BYTES + comms * NCCL_CHANNELS * 2 * NCCL_BUFFSIZE
+                 + FRAGMENTATION_SHARE * tensors;
+    }
+  /* less a relative 1e-9 for the rounding of sums taken in another order */
+  double total = (tensors + reserve) * (1 - 1e-9);
+  /* The stages' excess (total + headroom - capacity) is at least their mean's, with the
+   * most spare room anywhere; the binding stage (mp_cost_memory's, the largest excess)
+   * totals its excess plus its spare room, at least the least. */
+  if (peak != NULL)
+    *peak = total - spare_hi + spare_lo;
+  return total - spare_hi;
+}

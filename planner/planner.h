@@ -171,15 +171,16 @@ GBytes *mp_search_result_pack (const MpSearchResult *result);
 MpSearchResult *mp_search_result_merge (const MpCostContext *ctx, const MpSearchOptions *opts,
                                         GPtrArray *parts, double seconds, GError **error);
 
-/* The kernels' time of one micro-batch through every layer of the context's model under
- * CFG's tensor, context and expert split, communication and recomputation left out: at
- * most the stages' summed forward and backward. -1 (no floor) on a cluster of several
- * device types. */
+/* One micro-batch through every layer of the context's model under CFG's tensor,
+ * context and expert split and pipeline depth: each layer's cost (kernels, recomputation,
+ * exposed collectives) on the cheapest of the stages' spans in CFG's rank order and the
+ * search's, at most the stages' summed forward and backward whatever the split, schedule,
+ * ZeRO stage and order. -1 (no floor) on a cluster of several device types. */
 double mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg);
 /* A lower bound on the closed form's step time of CFG (its schedule, pp, vpp, split and
  * micro-batches) for MODEL when FLOOR_S is at most the summed kernel time of one
- * micro-batch through every layer; 0 (none) when FLOOR_S <= 0 or for an interleaved
- * split whose chunks differ (timed step by step). The search prunes by it. */
+ * micro-batch through every layer; 0 (none) when FLOOR_S <= 0. The search prunes by
+ * it. */
 double mp_planner_step_bound (const MpModel *model, const MpParallelConfig *cfg,
                               double floor_s);
 

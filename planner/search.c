@@ -4,7 +4,9 @@
  * Loops run from the choices that change layer costs (tp, cp, ep, micro-batch, sequence
  * parallelism, recompute) to those that do not (pipeline split, schedule, ZeRO, rank
  * order), so per-layer costs and layer splits are computed once per outer choice. A plan's
- * memory is computed before its time, and its time only when it fits. */
+ * memory is computed before its time, and its time only when it fits. Two bounds prune:
+ * a floor on memory drops whole branches that cannot fit (before their layer costs), a
+ * floor on step time the fitting plans that cannot rank (before their time). */
 #define G_LOG_DOMAIN "mpplan-planner"
 #include "config.h"
 #include "planner/planner-private.h"
@@ -42,6 +44,8 @@ typedef struct {
   guint split_pp, split_vpp;
   guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
   gboolean foreign;            /* the current one is another shard's: count, cost nothing */
+  gboolean dropped;            /* the current branch cannot fit (memory_drops): count it
+                                * as pruned, cost nothing */
   gboolean have_memory;        /* MEMORY, FITS: the current config's in another rank order */
   MpPlanMemory memory;
   gboolean fits;
@@ -104,28 +108,80 @@ pl_keep_smallest (MpPlan **slot, const MpPlan *plan)
 
 /* ---- the bounds ----------------------------------------------------------------------- */
 
+/* Rank orders the search tries (loop_order): Megatron's (tp, cp, dp, pp), and pipeline
+ * neighbours inside a node (tp, cp, pp, dp). */
+static const MpParallelDim ORDER_MEGATRON[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP,
+                                                        MP_DIM_PP };
+static const MpParallelDim ORDER_PP_INNER[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP,
+                                                        MP_DIM_DP };
+
+/* Does the search try CFG in ORDER_PP_INNER too (loop_order)? With both data and
+ * pipeline parallelism while tp leaves room in a node. */
+static gboolean
+pp_inner_tried (const MpCluster *cluster, const MpParallelConfig *cfg)
+{
+  return cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < cluster->groups[0].devices_per_node;
+}
+
 double
 mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
 {
-  /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is at least its layers'
-   * kernels, so their sum over the stages is at least this. Kernels depend on the device
-   * alone, not on the groups' spans, so any stage's layout gives it. */
+  /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is the sum of its
+   * layers' costs (mp_cost_layer's total_s: kernels, recomputation, exposed collectives)
+   * on its spans, less the recomputation the block method skips, so the stages' summed
+   * work is at least each layer's cheapest over every stage in every order the config
+   * may take (its own and the search's). The ZeRO-2/3 overlap penalties only add: ZeRO 0
+   * is the cheapest. */
   const MpModel *model = mp_cost_context_model (ctx);
   if (mp_cost_context_cluster (ctx)->n_groups != 1)
     return -1;
   MpParallelConfig one = *cfg;
   one.chunk_layers = NULL;
-  one.pp = one.vpp = 1;
-  one.schedule = MP_SCHEDULE_NONE;
-  MpStageSpans spans;
-  mp_cost_stage_spans (ctx, &one, 0, &spans);
-  double sum = 0;
-  for (guint l = 0; l < model->n_layers; l++)
+  one.vpp = 1;
+  one.zero = 0;
+  one.schedule = one.pp > 1 ? MP_SCHEDULE_GPIPE : MP_SCHEDULE_NONE;
+  gboolean block = cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 0
+                   && cfg->recompute_method == MP_RECOMPUTE_METHOD_BLOCK;
+  const MpParallelDim *orders[] = { cfg->order, ORDER_MEGATRON, ORDER_PP_INNER };
+  guint n = model->n_layers, n_reps = 0;
+  g_autofree double *best = g_new (double, n);
+  g_autofree guint *rep = g_new (guint, n), *reps = g_new (guint, n);
+  for (guint l = 0; l < n; l++)
     {
-      MpPhaseCost f, b;
-      mp_cost_layer (ctx, &one, &spans, l, &f, &b);
-      sum += f.compute_s + b.compute_s;
+      best[l] = G_MAXDOUBLE;
+      rep[l] = mp_cost_layer_class_first (ctx, l);
+      if (rep[l] == l)
+        reps[n_reps++] = l;
     }
+  for (gsize o = 0; o < G_N_ELEMENTS (orders); o++)
+    {
+      /* each order once; pipeline neighbours inside a node only where they are tried */
+      if ((o > 0 && memcmp (orders[o], cfg->order, sizeof one.order) == 0)
+          || (o == 2 && !pp_inner_tried (mp_cost_context_cluster (ctx), cfg)))
+        continue;
+      memcpy (one.order, orders[o], sizeof one.order);
+      MpStageSpans last;
+      for (guint st = 0; st < one.pp; st++)
+        {
+          /* stages alike (most interior ones) cost alike: one of them */
+          MpStageSpans spans;
+          memset (&spans, 0, sizeof spans);
+          mp_cost_stage_spans (ctx, &one, st, &spans);
+          if (st > 0 && memcmp (&spans, &last, sizeof spans) == 0)
+            continue;
+          last = spans;
+          for (guint i = 0; i < n_reps; i++)
+            {
+              MpPhaseCost f, b;
+              mp_cost_layer (ctx, &one, &spans, reps[i], &f, &b);
+              double c = f.total_s + b.total_s - (block ? b.recompute_s : 0);
+              best[reps[i]] = MIN (best[reps[i]], c);
+            }
+        }
+    }
+  double sum = 0;
+  for (guint l = 0; l < n; l++)
+    sum += best[rep[l]];
   return sum;
 }
 
@@ -156,16 +212,19 @@ mp_planner_step_bound (const MpModel *model, const MpParallelConfig *cfg, double
    *   none:         m S
    *   gpipe, 1f1b:  (m - 1) max c + S             >= S (m - 1 + p) / p
    *   interleaved:  m max c + (S - max c) r / v   >= S (m + (p - 1) / v) / p  (r >= 1)
+   * Interleaved rounds that differ are timed step by step (evaluate.c's schedule_run),
+   * where each stage still runs its m micro-batches' work one step after the other:
+   *                                               >= S m / p.
    * Less a relative 1e-9 for the rounding of sums taken in another order. */
   double m = cfg->num_micro_batches, p = cfg->pp, v = MAX (cfg->vpp, 1u), bound;
-  /* Interleaved rounds that differ are timed step by step (evaluate.c), which this does
-   * not bound. */
-  if (floor_s <= 0 || (cfg->schedule == MP_SCHEDULE_INTERLEAVED && !even_chunks (model, cfg)))
+  if (floor_s <= 0)
     return 0;
   switch (cfg->schedule)
     {
     case MP_SCHEDULE_NONE: bound = m * floor_s; break;
-    case MP_SCHEDULE_INTERLEAVED: bound = floor_s * (m + (p - 1) / v) / p; break;
+    case MP_SCHEDULE_INTERLEAVED:
+      bound = floor_s * (even_chunks (model, cfg) ? m + (p - 1) / v : m) / p;
+      break;
     case MP_SCHEDULE_GPIPE:
     case MP_SCHEDULE_1F1B:
     default: bound = floor_s * (m - 1 + p) / p; break;
@@ -211,6 +270,37 @@ smaller (const MpPlan *slot, const MpPlan *plan)
              && mp_parallel_config_compare (&plan->cfg, &slot->cfg) < 0);
 }
 
+/* Can no config of the branch CFG heads fit, nor be kept as a smallest footprint
+ * (pl_keep_smallest's slots: the smallest, its family's)? By the memory floor at CFG's
+ * ZeRO stage, or with ANY_ZERO at ZeRO-3's, which bounds every stage. */
+static gboolean
+memory_drops (const Search *s, const MpParallelConfig *cfg, gboolean any_zero)
+{
+  if (s->opts->no_bounds || s->counting || s->foreign)
+    return FALSE;
+  const MpSearchStats *st = &s->res->stats;
+  MpParallelConfig probe = *cfg;
+  probe.chunk_layers = NULL;
+  probe.vpp = 1;
+  /* loop_schedule's: the family tells only this one apart from the pipelined ones */
+  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
+                                                                : MP_SCHEDULE_GPIPE;
+  guint top = cfg->dp * cfg->cp > 1 ? 3 : 0, zero = any_zero ? top : cfg->zero;
+  probe.zero = zero;
+  double peak, excess = mp_cost_memory_floor (s->ctx, &probe, &peak);
+  if (!(excess > 0) || st->smallest == NULL || !(peak > st->smallest->memory.peak_bytes))
+    return FALSE;
+  /* the families of its ZeRO stages: they differ only between 0-1 and 2-3 */
+  for (guint z = any_zero ? 0 : zero; z <= zero; z += 2)
+    {
+      probe.zero = z;
+      const MpPlan *slot = st->family_smallest[mp_plan_family_of (&probe)];
+      if (slot == NULL || !(peak > slot->memory.peak_bytes))
+        return FALSE;
+    }
+  return TRUE;
+}
+
 /* PLAN's memory. The rank order moves no tensor, and on a cluster of one device type it
  * moves no stage to another device either: the orders of one config share it. */
 static void
@@ -243,10 +333,15 @@ visit (Search *s, const MpParallelConfig *cfg)
     s->pinned++;
   if (s->foreign)
     return;
+  MpSearchStats *st = &s->res->stats;
+  if (s->dropped)
+    {
+      st->pruned++;
+      return;
+    }
   if (s->opts->progress && (i & 4095) == 0)
     s->opts->progress (i, s->total, s->opts->progress_data);
 
-  MpSearchStats *st = &s->res->stats;
   g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
   pl_plan_init (plan, cfg, cfg->chunk_layers, s->global_batch);
   plan_memory (s, plan);
@@ -308,19 +403,14 @@ visit_in_domains (Search *s, const MpParallelConfig *cfg)
 static void
 loop_order (Search *s, MpParallelConfig *cfg)
 {
-  static const MpParallelDim megatron[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP,
-                                                    MP_DIM_PP };
-  static const MpParallelDim pp_inner[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_PP,
-                                                    MP_DIM_DP };
-  memcpy (cfg->order, megatron, sizeof megatron);
+  memcpy (cfg->order, ORDER_MEGATRON, sizeof ORDER_MEGATRON);
   s->have_memory = FALSE;
   visit_in_domains (s, cfg);
-  guint per_node = s->cluster->groups[0].devices_per_node;
-  if (cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < per_node)
+  if (pp_inner_tried (s->cluster, cfg))
     {
-      memcpy (cfg->order, pp_inner, sizeof pp_inner);
+      memcpy (cfg->order, ORDER_PP_INNER, sizeof ORDER_PP_INNER);
       visit_in_domains (s, cfg);
-      memcpy (cfg->order, megatron, sizeof megatron);
+      memcpy (cfg->order, ORDER_MEGATRON, sizeof ORDER_MEGATRON);
     }
   s->have_memory = FALSE;
 }
@@ -329,11 +419,14 @@ static void
 loop_zero (Search *s, MpParallelConfig *cfg)
 {
   guint max_zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  gboolean dropped = s->dropped;
   for (guint z = 0; z <= max_zero; z++)
     {
       cfg->zero = z;
+      s->dropped = dropped || memory_drops (s, cfg, FALSE);
       loop_order (s, cfg);
     }
+  s->dropped = dropped;
   cfg->zero = 0;
 }
 
@@ -346,7 +439,7 @@ with_split (Search *s, MpParallelConfig *cfg)
   cfg->chunk_layers = NULL;
   if (s->pinned_split != NULL && chunks == s->n_pinned)
     cfg->chunk_layers = s->pinned_split;   /* the split the user pinned */
-  else if (!s->counting && !s->foreign)
+  else if (!s->counting && !s->foreign && !s->dropped)
     {
       /* GPipe and 1F1B split alike: the split made last is kept for its costs and sizes
        * (on one kind of device: there the stages' devices follow the rank layout too). */
@@ -414,7 +507,8 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
    * left out does not change which configs are valid: one always exists for the chunks
    * tried, and mp_parallel_config_check asks only that of it. */
   s->foreign = s->opts->n_shards > 1 && s->outer++ % s->opts->n_shards != s->opts->shard;
-  if (!s->counting && !s->foreign)
+  s->dropped = memory_drops (s, cfg, TRUE);
+  if (!s->counting && !s->foreign && !s->dropped)
     {
       /* MoE (moe14): etp and the dispatcher change layer costs too. */
       guint64 k = (guint64) cfg->micro_batch_size << 40 | (guint64) cfg->etp << 21
@@ -424,17 +518,17 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
       guint n = s->model->n_layers;
       if (cost == NULL)
         {
-          /* the layers' on each kind of device, then the kernel floor */
-          gsize floor_at = (gsize) s->cluster->n_groups * n;
-          cost = g_new (double, floor_at + 1);
+          /* the layers' on each kind of device */
+          cost = g_new (double, (gsize) s->cluster->n_groups * n);
           pl_layer_costs (s->ctx, cfg, cost);
-          cost[floor_at] = mp_planner_kernel_floor (s->ctx, cfg);
           g_hash_table_insert (cache, key, cost);
         }
       s->layer_cost = cost;
-      s->floor_s = cost[(gsize) s->cluster->n_groups * n];
+      /* on this pp's stages: not shared with the other depths */
+      s->floor_s = mp_planner_kernel_floor (s->ctx, cfg);
     }
   loop_schedule (s, cfg);
+  s->dropped = FALSE;
 }
 
 /* MoE (moe14): Megatron-Core's expert grid over a stage's tp * cp * dp ranks: ep
@@ -599,7 +693,7 @@ run (Search *s)
   mp_plan_pins_get (s->opts->pins, "stack", &stack);
   cfg.stack = (MpStack) stack;
   s->index = s->outer = 0;
-  s->foreign = FALSE;
+  s->foreign = s->dropped = FALSE;
   /* FP8 changes the numerics, so the search tries it only when the user pins it
    * (--fix fp8=true), and then bf16 too for the best plan without the pins. */
   guint fp8 = 0;
@@ -647,9 +741,23 @@ pins_reason (const Search *s)
   /* Only the pinned part: a world larger than the pins ask is not a reason. */
   MpCluster cluster = *s->cluster;
   cluster.world_size = G_MAXUINT;
-  if (mp_parallel_config_check (&cfg, s->model, &cluster, &error))
-    return NULL;
-  return g_strdup (error->message);
+  if (!mp_parallel_config_check (&cfg, s->model, &cluster, &error))
+    return g_strdup (error->message);
+  /* dp * micro_batch_size * num_micro_batches is the batch: the pinned ones divide it */
+  static const char *const sizes[] = { "dp", "micro_batch_size", "num_micro_batches" };
+  guint *size[] = { &cfg.dp, &cfg.micro_batch_size, &cfg.num_micro_batches };
+  guint64 part = 1;
+  g_autoptr(GString) named = g_string_new (NULL);
+  for (gsize i = 0; i < G_N_ELEMENTS (sizes); i++)
+    if (mp_plan_pins_get (s->opts->pins, sizes[i], NULL))
+      {
+        part *= *size[i];
+        g_string_append_printf (named, "%s%s %u", named->len ? " x " : "", sizes[i], *size[i]);
+      }
+  return s->global_batch % part != 0
+         ? g_strdup_printf ("%s does not divide the global batch of %u", named->str,
+                            s->global_batch)
+         : NULL;
 }
 
 void

@@ -197,6 +197,12 @@ ok "--fix etp that divides no stage exits 2" status_is 2 "$MPPLAN" plan -q -m mi
   -c dgx-h100:4 --fix etp=3
 ok "... saying the pins cannot be honoured" err_has 'honours the pins'
 ok "... naming the rule" err_has 'etp \* ep = 3 \* 1 does not divide'
+ok "--fix a micro-batch larger than the batch exits 2" status_is 2 "$MPPLAN" plan -q \
+  -m llama3-8b -c dgx-h100:1 --refine 0 --fix micro_batch_size=1000
+ok "... naming the rule" err_has 'micro_batch_size 1000 does not divide the global batch of 512'
+ok "--fix dp and num_micro_batches naming both" status_is 2 "$MPPLAN" plan -q \
+  -m llama3-8b -c dgx-h100:1 --refine 0 --fix dp=8,num_micro_batches=3
+ok "... in the rule" err_has 'dp 8 x num_micro_batches 3 does not divide the global batch of 512'
 ok "--fix dispatcher=flex exits 2" status_is 2 "$MPPLAN" plan --fix dispatcher=flex
 ok "... naming the value" err_has "bad value 'flex' for dispatcher"
 
@@ -316,6 +322,16 @@ golden () {
   diff -u "$want" "$tmp/golden" | head -40 | sed 's/^/# /'
   return 1
 }
+# --refine simulates its plans in memory independent of the micro-batch count: a billion
+# sequences (1,953,125 micro-batches a rank) plan within 2 GB of address space. Not under
+# ASan, whose shadow memory alone reserves more.
+refine_small () {
+  ldd "$MPPLAN" 2>/dev/null | grep -q libasan && return 0
+  (ulimit -v 2000000 && "$MPPLAN" plan -q -m gpt3-1.3b -c dgx-a100-80g:8 -b 1000000000 \
+     --refine 8 >"$tmp/out" 2>"$tmp/err") || { sed 's/^/# /' "$tmp/err"; return 1; }
+  out_has '^Recommended: .* x 1953125 '
+}
+ok "plan --refine: memory independent of the micro-batches (-b 1000000000)" refine_small
 golden_cases >"$tmp/cases"
 while read -r name model cluster; do
   ok "golden: $model on $cluster, text" golden "$name" txt "$model" "$cluster"

@@ -1,5 +1,6 @@
 /* test-search.c - cmocka tests of the search's bounds (planner/search.c): the step-time
- * bound it prunes by never exceeds the closed form's step of any config, and the pruned
+ * bound it prunes by never exceeds the closed form's step of any config, nor the memory
+ * floor the memory model's figures of any config, fitting or not; and the pruned
  * search returns what the search without bounds (every config fully costed) returns - the
  * same best plans in the same order, the same best of each family, the same smallest
  * footprints and the same best plan without the pins - on problems that are multi-node,
@@ -27,6 +28,19 @@ search (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins, gboolea
   if (res == NULL)
     fail_msg ("search %s on %s: %s", p->model->name, p->cluster->name, error->message);
   return res;
+}
+
+/* The pins TEXT names (--fix's syntax), or NULL for none. */
+static MpPlanPins *
+pins_of (const char *text)
+{
+  if (text == NULL)
+    return NULL;
+  g_autoptr(GError) error = NULL;
+  MpPlanPins *pins = mp_plan_pins_parse (text, &error);
+  if (pins == NULL)
+    fail_msg ("--fix %s: %s", text, error->message);
+  return pins;
 }
 
 /* A plan's JSON text (deterministic key order, %.17g numbers): its whole identity. */
@@ -75,12 +89,8 @@ test_search_bound_below_step (void **state)
           double bound = mp_planner_step_bound (p->model, &plan->cfg, floor_s);
           if (!(floor_s > 0))
             fail_msg ("%s: plan %u: no floor (%g s)", pairs[i].model, k, floor_s);
-          if (bound == 0)
-            {
-              /* Only interleaved splits whose chunks differ go without. */
-              assert_int_equal (plan->cfg.schedule, MP_SCHEDULE_INTERLEAVED);
-              continue;
-            }
+          if (!(bound > 0))
+            fail_msg ("%s: plan %u: no bound", pairs[i].model, k);
           if (bound > plan->step_s)
             fail_msg ("%s on %s: plan %u: bound %.12g s above its step %.12g s",
                       pairs[i].model, pairs[i].cluster, k, bound, plan->step_s);
@@ -104,6 +114,81 @@ test_search_no_bound_heterogeneous (void **state)
   cfg.dp = 28;
   assert_true (mp_planner_kernel_floor (p->ctx, &cfg) < 0);
   assert_true (mp_planner_step_bound (p->model, &cfg, -1) == 0);
+}
+
+/* The memory floor (mp_cost_memory_floor) below the memory model, on every config of
+ * the space, fitting or not: the largest excess and the binding stage's total, at the
+ * config's ZeRO stage and at ZeRO-3's (which the search uses before it picks one). */
+typedef struct {
+  const MpCostContext *ctx;
+  guint64 checked;
+  double tightest;
+  const char *problem;
+} FloorCheck;
+
+static gboolean
+check_floor (const MpParallelConfig *cfg, gpointer data)
+{
+  FloorCheck *fc = data;
+  MpStageMemory mem[cfg->pp];
+  guint b = mp_cost_memory (fc->ctx, cfg, mem);
+  double excess = -G_MAXDOUBLE;
+  for (guint i = 0; i < cfg->pp; i++)
+    excess = MAX (excess, mem[i].total_bytes + mem[i].headroom_bytes - mem[i].capacity_bytes);
+  MpParallelConfig z3 = *cfg;
+  z3.zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  const MpParallelConfig *at[] = { cfg, &z3 };
+  for (gsize k = 0; k < G_N_ELEMENTS (at); k++)
+    {
+      double peak, floor_excess = mp_cost_memory_floor (fc->ctx, at[k], &peak);
+      if (floor_excess > excess || peak > mem[b].total_bytes)
+        fail_msg ("%s: dp=%u tp=%u pp=%u vpp=%u cp=%u ep=%u etp=%u mbs=%u zero=%u "
+                  "recompute=%d sp=%d (floor at zero %u): floor %.6g / %.6g above %.6g / %.6g",
+                  fc->problem, cfg->dp, cfg->tp, cfg->pp, cfg->vpp, cfg->cp, cfg->ep,
+                  mp_parallel_config_etp (cfg), cfg->micro_batch_size, cfg->zero,
+                  cfg->recompute, cfg->sequence_parallel, at[k]->zero, floor_excess, peak,
+                  excess, mem[b].total_bytes);
+      if (k == 0)
+        fc->tightest = MAX (fc->tightest, peak / mem[b].total_bytes);
+    }
+  fc->checked++;
+  return TRUE;
+}
+
+static void
+test_search_memory_floor_below_memory (void **state)
+{
+  (void) state;
+  static const struct { const char *model, *cluster, *pins; guint batch; } pairs[] = {
+    { "gpt3-13b", "dgx-a100-40g:8", NULL, 0 },
+    { "llama3-70b", "dgx-h100:8", NULL, 0 },
+    { "mixtral-8x7b", "dgx-h100:4", NULL, 32 },
+    { "qwen3-30b-a3b", "dgx-h100:2", "fp8=true", 16 },
+    { "gpt3-1.3b", DATA ("cluster-hetero.yaml"), NULL, 0 },
+    { "llama3-8b", "dgx-h100:8", "recompute=full,recompute_num_layers=3", 0 },
+    { "llama3-8b", "dgx-h100:8", "recompute=full,recompute_method=uniform,recompute_num_layers=2",
+      0 },
+    { DATA ("model-moe.yaml"), "dgx-a100-80g:1", NULL, 16 },
+  };
+  FloorCheck fc = { 0 };
+  double tightest = 0;
+  for (gsize i = 0; i < G_N_ELEMENTS (pairs); i++)
+    {
+      g_autoptr(Pair) p = pair_load (pairs[i].model, pairs[i].cluster);
+      g_autoptr(MpPlanPins) pins = pins_of (pairs[i].pins);
+      fc.ctx = p->ctx;
+      fc.problem = pairs[i].model;
+      fc.tightest = 0;
+      g_autoptr(GError) error = NULL;
+      MpSearchOptions opts = { .global_batch = pairs[i].batch, .top_k = 1, .pins = pins,
+                               .no_bounds = TRUE, .accept = check_floor, .accept_data = &fc };
+      g_autoptr(MpSearchResult) res = mp_planner_search (p->ctx, &opts, &error);
+      assert_non_null (res);
+      tightest = MAX (tightest, fc.tightest);
+    }
+  /* Many configs, and a floor worth pruning by. */
+  assert_true (fc.checked > 5000);
+  assert_true (tightest > 0.8);
 }
 
 /* ---- 2. pruning drops nothing that counts --------------------------------------------- */
@@ -137,13 +222,7 @@ test_search_pruned_equals_exhaustive (void **state)
     {
       const char *what = PROBLEMS[i].what;
       g_autoptr(Pair) p = pair_load (PROBLEMS[i].model, PROBLEMS[i].cluster);
-      g_autoptr(MpPlanPins) pins = NULL;
-      if (PROBLEMS[i].pins)
-        {
-          g_autoptr(GError) error = NULL;
-          pins = mp_plan_pins_parse (PROBLEMS[i].pins, &error);
-          assert_non_null (pins);
-        }
+      g_autoptr(MpPlanPins) pins = pins_of (PROBLEMS[i].pins);
       guint batch = PROBLEMS[i].batch, k = PROBLEMS[i].top_k;
       g_autoptr(MpSearchResult) a = search (p, batch, k, pins, FALSE);
       g_autoptr(MpSearchResult) b = search (p, batch, k, pins, TRUE);
@@ -219,6 +298,7 @@ main (void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_search_bound_below_step),
     cmocka_unit_test (test_search_no_bound_heterogeneous),
+    cmocka_unit_test (test_search_memory_floor_below_memory),
     cmocka_unit_test (test_search_pruned_equals_exhaustive),
     cmocka_unit_test (test_search_pruned_shards_merge),
   };
