@@ -269,11 +269,12 @@ grads_ready (MpRunner *r, guint layer, GError **error)
   return TRUE;
 }
 
-/* ZeRO-3: a use of LAYER's gathered weights is over. */
+/* ZeRO-3: a use of LAYER's gathered weights is over (after the FORWARD, or the backward).
+ * With reshard_after_forward = False the forward's gather is held to the backward. */
 static void
-release_params (MpRunner *r, guint layer)
+release_params (MpRunner *r, guint layer, gboolean forward)
 {
-  if (r->ex->zero < 3)
+  if (r->ex->zero < 3 || (forward && r->ex->no_reshard))
     return;
   ExLayer *L = &r->ex->layers[layer];
   for (guint i = 0; i < L->uses->len; i++)
@@ -303,7 +304,7 @@ run_compute (MpRunner *r, const MpInsn *in, MpInsnTime *tm, GError **error)
   tm->tp_s = ex->tp_s;
   tm->cp_s = ex->cp_s;
   tm->ep_s = ex->ep_s;
-  release_params (r, l);
+  release_params (r, l, fwd);
   return ok;
 }
 
@@ -370,10 +371,34 @@ tensors_of (MpRunner *r, const MpInsn *in, gboolean uses)
   return out;
 }
 
+/* HSDP (fsdp17): the bucket's accumulated shards all-reduced over the replicate group,
+ * once their last reduce-scatter is in. */
+static gboolean
+run_replicate (MpRunner *r, const MpInsn *in, GError **error)
+{
+  MpExec *ex = r->ex;
+  g_autoptr(GPtrArray) ts = tensors_of (r, in, FALSE);
+  for (guint i = 0; i < ts->len; i++)
+    {
+      ExTensor *t = g_ptr_array_index (ts, i);
+      MpRequest *req = NULL;
+      if (t->zero == 0 || t->expert)
+        continue;
+      if (!dp_complete (r, t->pending, error)
+          || !r->be->ops->iall_reduce (r->be, ex->rep_group, t->gshard, t->shard_n, &req,
+                                       error))
+        return FALSE;
+      t->pending = dp_push (r, req, DP_DONE_NOTHING, t);
+    }
+  return TRUE;
+}
+
 static gboolean
 run_reduce (MpRunner *r, const MpInsn *in, GError **error)
 {
   MpExec *ex = r->ex;
+  if (in->group == MP_GROUP_DP_REP)
+    return ex->rep_group != NULL ? run_replicate (r, in, error) : TRUE;
   g_autoptr(GPtrArray) ts = tensors_of (r, in, FALSE);
   /* ZeRO-2/3: one bucket reduced while the next fills (DeepSpeed's double-buffered IPG
    * buckets with overlap_comm): the one before this is completed first, so at most two
