@@ -35,6 +35,8 @@ typedef struct {
   guint dp, dp_rank;       /* the replicas its gradient is reduced over (dp, or edp for
                             * experts; HSDP: the shard group) and this rank's place there */
   guint rep_rank;          /* HSDP (fsdp17): which shard group (0 without HSDP) */
+  gboolean replicate;      /* HSDP: all-reduce gshard over the replicate group once the
+                            * pending reduction is done (runner.c) */
   guint zero;              /* its ZeRO stage: the plan's, 0 over a group of one (experts
                             * with edp = 1: nothing to shard, reduce or gather) */
 } ExTensor;

@@ -106,12 +106,7 @@ grad_mem () {
   sed 's/^\(  zero: .*\)$/\1\n  bucket_bytes: 2 MiB/' "$tmp/gm$1.yaml" >"$tmp/gm$1.b.yaml" || return 1
   run_np 2 "$MPPLAN" exec -p "$tmp/gm$1.b.yaml" --steps 1 --warmup 0 --check -o "$tmp/gm$1.json" \
     >"$tmp/gm$1.out" 2>&1 || { sed 's/^/# /' "$tmp/gm$1.out"; return 1; }
-  awk -v z="$1" -v out="$tmp/gm$1.measured" '
-    /^  "memory_peak_bytes"/ { in_m = 1 } /^    "memory_bytes"/ { in_p = 1 }
-    /"gradients"/ { if (in_m && m == "") m = $3 + 0; if (in_p && p == "") p = $3 + 0 }
-    END { printf "# zero %s: gradients measured %d B, predicted %d B\n", z, m, p
-          print m > out
-          exit !(p > 0 && m > 0.9 * p && m < 1.1 * p) }' "$tmp/gm$1.json"
+  grads_within "$tmp/gm$1.json" "zero $1" "$tmp/gm$1.measured"
 }
 for z in 0 1 2 3; do
   ok "zero $z: measured gradient memory within 10% of the prediction" grad_mem $z
