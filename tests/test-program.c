@@ -967,6 +967,16 @@ test_program_buckets (void **state)
   check_plan (e->ctx, plan);
 }
 
+/* The ZeRO tests' config: dp 4, two micro-batches, one bucket per layer. */
+static void
+zero_config (MpParallelConfig *cfg)
+{
+  mp_parallel_config_init (cfg);
+  cfg->dp = 4;
+  cfg->num_micro_batches = 2;
+  cfg->bucket_bytes = 1;
+}
+
 /* ZeRO: 1 reduce-scatters once, 2 every micro-batch, both gather after the optimizer; 3
  * gathers each layer one ahead of its forward and its backward and reduce-scatters every
  * micro-batch. */
@@ -976,10 +986,7 @@ test_program_zero (void **state)
   (void) state;
   g_autoptr(Env) e = env_new ("tiny-gpt", "dgx-a100-80g:1");
   MpParallelConfig cfg;
-  mp_parallel_config_init (&cfg);
-  cfg.dp = 4;
-  cfg.num_micro_batches = 2;
-  cfg.bucket_bytes = 1;            /* one bucket per layer */
+  zero_config (&cfg);
   for (guint zero = 0; zero <= 3; zero++)
     {
       cfg.zero = zero;
@@ -1017,10 +1024,7 @@ test_program_hsdp (void **state)
   (void) state;
   g_autoptr(Env) e = env_new ("tiny-gpt", "dgx-a100-80g:1");
   MpParallelConfig cfg;
-  mp_parallel_config_init (&cfg);
-  cfg.dp = 4;
-  cfg.num_micro_batches = 2;
-  cfg.bucket_bytes = 1;            /* one bucket per layer */
+  zero_config (&cfg);
   guint n_layers = e->model->n_layers;
   for (guint zero = 1; zero <= 3; zero++)
     {
