@@ -549,11 +549,20 @@ append_mesh (GString *s, const Export *e)
   const MpParallelConfig *c = e->c;
   guint size[MP_DIM_N] = { c->tp, c->cp, c->dp, c->pp };
   GString *shape = g_string_new (NULL), *names = g_string_new (NULL);
+  /* HSDP (fsdp17): dp as (replicate, shard), the shard groups' consecutive ranks inner */
+  guint reps = mp_parallel_config_zero_replicas (c);
+  gboolean hsdp = reps > 1 && c->cp == 1;
   for (int i = MP_DIM_N - 1; i >= 0; i--)
     {
       MpParallelDim d = c->order[i];
       if (size[d] == 1 && !(d == MP_DIM_DP))
         continue;
+      if (d == MP_DIM_DP && hsdp)
+        {
+          g_string_append_printf (shape, "%u, %u, ", reps, c->dp / reps);
+          g_string_append (names, "\"dp_replicate\", \"dp_shard\", ");
+          continue;
+        }
       g_string_append_printf (shape, "%u, ", size[d]);
       g_string_append_printf (names, "\"%s\", ", mp_plan_dim_name (d));
     }
@@ -564,17 +573,10 @@ append_mesh (GString *s, const Export *e)
   /* Context-parallel ranks hold the same weights on other tokens: gradients reduce (and
    * FSDP shards) over dp x cp, as torchtitan's dp_shard_cp mesh does. The slice names
    * the dimensions in mesh order. */
-  if (c->cp == 1 && mp_parallel_config_zero_replicas (c) > 1)
+  if (hsdp)
     {
-      /* HSDP (fsdp17): FSDP2 over a 2-D mesh replicates over its first dimension and
-       * shards over the second (the consecutive dp ranks) */
-      g_string_append_printf (s, "# HSDP: shard over groups of %u dp ranks, replicate over "
-                                 "%u of them\ndp_mesh = mesh[\"dp\"]._unflatten(0, (%u, %u), "
-                                 "(\"dp_replicate\", \"dp_shard\"))\n",
-                              mp_parallel_config_zero_shard (c),
-                              mp_parallel_config_zero_replicas (c),
-                              mp_parallel_config_zero_replicas (c),
-                              mp_parallel_config_zero_shard (c));
+      /* FSDP2's fully_shard over a 2-D mesh: replicate over the first, shard the second */
+      g_string_append (s, "dp_mesh = mesh[\"dp_replicate\", \"dp_shard\"]  # HSDP\n");
       return;
     }
   if (c->cp == 1)
