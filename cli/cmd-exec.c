@@ -39,8 +39,7 @@ fail_once (int rank, GError *error)
   "parallelism other than 1 or tp (1 < etp < tp), experts folded over tensor ranks "     \
   "(etp < tp) with a sequence split inside a sequence, mixture-of-experts with context " \
   "parallelism (experts and cp > 1), selective recompute of the mlp module in MoE "      \
-  "blocks, context parallelism (cp > 1) on the cuda backend (the host "                  \
-  "runs it: ring attention), sliding-window attention, multi-head latent attention, "    \
+  "blocks, sliding-window attention, multi-head latent attention, "                      \
   "attention sinks, qk-norm, attention biases unlike the MLP's, post-norms, scaled "     \
   "embeddings, logit soft-capping, geglu MLPs, uniform recompute in groups of blocks "   \
   "(recompute_method=uniform) on an mlp model or under ZeRO-3, selective recompute of "  \
