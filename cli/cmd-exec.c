@@ -40,7 +40,7 @@ fail_once (int rank, GError *error)
   "parallelism other than 1 or tp (1 < etp < tp), experts folded over tensor ranks "     \
   "(etp < tp) with a sequence split inside a sequence, mixture-of-experts with context " \
   "parallelism (experts and cp > 1), selective recompute of the mlp module in MoE "      \
-  "blocks, multi-head latent attention, sliding-window attention "                       \
+  "blocks, multi-head latent attention (on any backend), sliding-window attention "      \
   "and soft-capped attention scores on the cuda backend (the host runs them; sinks, "    \
   "qk-norm, logit soft-capping, post-norms, scaled embeddings and geglu run on both), "  \
   "uniform recompute in groups of blocks "                                               \
