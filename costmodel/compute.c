@@ -169,7 +169,8 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
  * Measured: tilelang's FP8 GEMM benchmark on H800 SXM, whose FP8 peak is H100 SXM's 1979
  * TFLOP/s dense, reaches 1461-1541 TFLOP/s at 8192 x 8192 x K, K = 8192-16384
  * (benchmark/matmul_fp8/README.md, xwhzz/tilelang), 0.74-0.78 of peak against Hopper's
- * bf16 anchor 0.79. Also costed: a cast kernel for the input (forward) and the output
+ * bf16 short-run 0.79 (both short runs; both then sustained at curves.c's
+ * SUSTAINED_OF_BURST of it). Also costed: a cast kernel for the input (forward) and the output
  * gradient (backward) of every FP8 GEMM, counted unfused (TE fuses some into the norm or
  * the activation before them: an upper bound of their traffic), the weights' casts once
  * per step with the optimizer (TE casts at the first micro-batch and caches:
@@ -407,15 +408,27 @@ mp_cost_flash_attention_window (const MpCostDevice *dev, MpDtype dtype, double b
                    causal, backward, out);
 }
 
+/* FlashAttention in Triton against FlashAttention-2 on A100: FA2 "around 1.3-1.5x faster
+ * ... in the forward pass and around 2x faster in the backward pass" (Dao 2023, arXiv
+ * 2307.08691, sec. 4.1): the middle of the forward range, and the backward's. Measured on
+ * A100; applied to FA2's plateau on every GPU (the Triton kernel of that era has no Hopper
+ * wgmma either) and checked on llm-foundry's H100 rows (bench-accuracy). */
+#define TRITON_FA2_SLOWDOWN_FWD 1.4
+#define TRITON_FA2_SLOWDOWN_BWD 2.0
+
 /* The plateau of STACK's attention kernel on DEV, forward or BACKWARD (acc16). */
 static double
 stack_attention_plateau (const MpCostDevice *dev, MpStack stack, gboolean backward)
 {
   const MpDeviceCurve *c = dev->curve;
   double fa2 = c->attn_fa2_eff[backward ? 1 : 0];
+  double native = backward ? c->attn_bwd_eff : c->attn_fwd_eff;
+  if (mp_stack_triton_attention (stack) && c->klass != MP_DEVICE_CLASS_CPU)
+    return (fa2 > 0 ? fa2 : native)
+           / (backward ? TRITON_FA2_SLOWDOWN_BWD : TRITON_FA2_SLOWDOWN_FWD);
   if (mp_stack_fa2_attention (stack) && fa2 > 0)
     return fa2;
-  return backward ? c->attn_bwd_eff : c->attn_fwd_eff;
+  return native;
 }
 
 void

@@ -93,6 +93,12 @@ mp_stack_fp8_saves_fp8 (MpStack stack)
          || stack == MP_STACK_LLM_FOUNDRY;
 }
 
+gboolean
+mp_stack_triton_attention (MpStack stack)
+{
+  return stack == MP_STACK_LLM_FOUNDRY;
+}
+
 static const char *const method_names[] = { "block", "uniform", NULL };
 /* Megatron's --recompute-modules names in its order (MpRecomputeModule bits), then
  * torchtitan's op-level policy. */

@@ -88,13 +88,14 @@ typedef enum {
  *    megatron's.
  *  - torchtitan: PyTorch FSDP2; attention through scaled_dot_product_attention, whose
  *    flash backend is FlashAttention-2; norms and activations eager or torch.compile'd.
- *  - llm-foundry: Composer + PyTorch FSDP1; MPT attention through the flash-attn 2
- *    package.
+ *  - llm-foundry: Composer + PyTorch FSDP1; MPT attention through the Triton
+ *    FlashAttention kernel (attn_impl: triton, as its published benchmarks ran).
  *  - deepspeed: DeepSpeed ZeRO with Hugging Face models and flash-attn 2.
  *  - pytorch: plain PyTorch (torchrun: DDP / FSDP2, DeviceMesh TP) with
  *    scaled_dot_product_attention: attention as torchtitan's.
  * The cost model uses the attention kernel (mp_stack_fa2_attention), the backward TP
- * overlap (mp_stack_overlaps_tp_backward), the loss's precision (mp_stack_fused_loss) and
+ * overlap (mp_stack_overlaps_tp_backward), the Triton kernel (mp_stack_triton_attention),
+ * the loss's precision (mp_stack_fused_loss) and
  * FP8's saved activations (mp_stack_fp8_saves_fp8). On A100 FlashAttention-2 is the native kernel
  * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
@@ -231,6 +232,11 @@ gboolean mp_stack_fused_loss (MpStack stack);
  * precision swaps in te.Linear. torchtitan's and plain PyTorch's torchao float8 keep
  * the high-precision input and cast it again in backward. */
 gboolean mp_stack_fp8_saves_fp8 (MpStack stack);
+/* Does STACK run attention in the Triton FlashAttention kernel (the FA1-era Triton port)
+ * rather than FlashAttention-2's CUDA one? llm-foundry's published benchmarks do: its
+ * scripts/train/benchmarking/submit_benchmarks.py defaults --attn_impl to triton, which
+ * sweep.sh (llm-foundry v0.0.4, PyTorch 2.0.1) does not override. */
+gboolean mp_stack_triton_attention (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

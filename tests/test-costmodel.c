@@ -402,14 +402,16 @@ test_costmodel_gemm_plateau (void **state)
   g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
   const MpCostDevice *dev = mp_cost_device (ctx, 0);
   MpKernelCost k;
-  /* REFERENCE-DATA.md: 8192^3 bf16 on an H200 at 769-798 of 989.4 TFLOP/s. */
+  /* REFERENCE-DATA.md: 8192^3 bf16 on an H200 at 769-798 of 989.4 TFLOP/s in a short
+   * run; sustained, the fraction A100 keeps of its short-run rate (230 of 267.9). */
+  const double sustained = 230.0 / 267.9;
   mp_cost_gemm (dev, MP_DTYPE_BF16, 8192, 8192, 8192, 1, &k);
   double achieved = k.flops / k.time_s;
-  assert_true (achieved > 769e12 * 0.99 && achieved < 798e12);
+  assert_true (achieved > 769e12 * sustained * 0.99 && achieved < 798e12 * sustained);
   assert_false (k.memory_bound);
   /* Larger compute-bound GEMMs reach the curve's plateau: flat from 16k on, and within
    * a few percent of the measured 8192^3 (which loses 3% to its last, partial wave). */
-  double measured = 783.5 / 989.4, e16, e32;
+  double measured = 783.5 / 989.4 * sustained, e16, e32;
   mp_cost_gemm (dev, MP_DTYPE_BF16, 16384, 16384, 16384, 1, &k);
   e16 = k.efficiency;
   mp_cost_gemm (dev, MP_DTYPE_BF16, 32768, 32768, 32768, 1, &k);
@@ -1371,7 +1373,10 @@ test_costmodel_grouped_gemm_small_experts (void **state)
   mp_cost_gemm (dev, MP_DTYPE_BF16, 256, 2 * 768, 2048, 128, &grouped);
   mp_cost_gemm (dev, MP_DTYPE_BF16, 256 * 128, 2 * 768, 2048, 1, &big);
   mp_assert_close (grouped.flops, big.flops, 1e-12);
-  assert_true (grouped.time_s / grouped.flops > 1.2 * big.time_s / big.flops);
+  /* Bound by those weight reads (0.8 GB) where the large GEMM is bound by its math: 10%
+   * slower per FLOP against Hopper's sustained GEMM rate. */
+  assert_true (grouped.memory_bound && !big.memory_bound);
+  assert_true (grouped.time_s / grouped.flops > 1.05 * big.time_s / big.flops);
   /* In the IR: an expert GEMM at ep = 8 is a group of 16 experts of 8 * 4096 * 8 / 128
    * rows (every ep peer's tokens for them). */
   MpParallelConfig cfg;
@@ -1894,7 +1899,7 @@ test_costmodel_mla (void **state)
 }
 
 /* The stack picks the attention kernel (acc16): under a FlashAttention-2 stack
- * (torchtitan, llm-foundry, deepspeed) the attention core of Llama-3 8B at 32k runs on an
+ * (torchtitan, deepspeed, pytorch) the attention core of Llama-3 8B at 32k runs on an
  * H100 at FA2's plateau, 0.35 forward and 0.30 backward against cuDNN / FA3's 0.64 and
  * 0.45 (kernel time apart from the launches). On an A100, where
  * FA2 is the native kernel, and on the host, whose attention is GEMMs, every stack costs
@@ -1961,8 +1966,7 @@ test_cost_stack_attention_kernel (void **state)
   (void) state;
   double fwd_mg = attention_core_s ("dgx-h100:1", MP_STACK_MEGATRON, FALSE);
   double bwd_mg = attention_core_s ("dgx-h100:1", MP_STACK_MEGATRON, TRUE);
-  static const MpStack fa2[] = { MP_STACK_TORCHTITAN, MP_STACK_LLM_FOUNDRY, MP_STACK_DEEPSPEED,
-                                 MP_STACK_PYTORCH };
+  static const MpStack fa2[] = { MP_STACK_TORCHTITAN, MP_STACK_DEEPSPEED, MP_STACK_PYTORCH };
   for (guint i = 0; i < G_N_ELEMENTS (fa2); i++)
     {
       mp_assert_close (attention_core_s ("dgx-h100:1", fa2[i], FALSE) / fwd_mg,
@@ -1976,6 +1980,27 @@ test_cost_stack_attention_kernel (void **state)
                    attention_core_s ("dgx-a100-80g:1", MP_STACK_MEGATRON, FALSE), 1e-12);
   mp_assert_close (attention_core_s ("host", MP_STACK_LLM_FOUNDRY, TRUE),
                    attention_core_s ("host", MP_STACK_MEGATRON, TRUE), 1e-12);
+}
+
+/* llm-foundry's Triton FlashAttention (acc16c): FlashAttention-2 is 1.3-1.5x faster forward
+ * and about 2x faster backward (FA2 paper, sec. 4.1), so on every GPU its attention core
+ * takes 1.4x forward and 2x backward FA2's time (torchtitan's on H100, the native kernel
+ * on A100); on the host, whose attention is GEMMs, it costs the same. */
+static void
+test_cost_stack_triton_attention (void **state)
+{
+  (void) state;
+  const char *const gpus[] = { "dgx-h100:1", "dgx-a100-80g:1" };
+  const MpStack fa2[] = { MP_STACK_TORCHTITAN, MP_STACK_MEGATRON };
+  for (guint i = 0; i < G_N_ELEMENTS (gpus); i++)
+    {
+      mp_assert_close (attention_core_s (gpus[i], MP_STACK_LLM_FOUNDRY, FALSE)
+                           / attention_core_s (gpus[i], fa2[i], FALSE), 1.4, 1e-9);
+      mp_assert_close (attention_core_s (gpus[i], MP_STACK_LLM_FOUNDRY, TRUE)
+                           / attention_core_s (gpus[i], fa2[i], TRUE), 2.0, 1e-9);
+    }
+  mp_assert_close (attention_core_s ("host", MP_STACK_LLM_FOUNDRY, FALSE),
+                   attention_core_s ("host", MP_STACK_MEGATRON, FALSE), 1e-12);
 }
 
 /* The loss's precision of the stack (acc16b): llm-foundry's fused cross-entropy keeps the
@@ -2078,6 +2103,7 @@ main (void)
     g_setenv ("MPPLAN_DATADIR", MPPLAN_SRCDIR "/examples", TRUE);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_cost_stack_attention_kernel),
+    cmocka_unit_test (test_cost_stack_triton_attention),
     cmocka_unit_test (test_cost_stack_tp_backward_overlap),
     cmocka_unit_test (test_cost_stack_fused_loss_memory),
     cmocka_unit_test (test_cost_stack_fp8_saved_activations),
