@@ -18,11 +18,16 @@ short_plan (const MpPlan *p)
 {
   const MpParallelConfig *c = &p->cfg;
   g_autofree char *step = mp_units_format (p->step_s, MP_UNIT_SECONDS);
-  return g_strdup_printf ("dp=%u tp=%u pp=%u vpp=%u cp=%u ep=%u zero=%u recompute=%s "
+  /* HSDP (fsdp17): the shard groups and ZeRO-3's kept weights, when set */
+  g_autofree char *shard = mp_parallel_config_zero_replicas (c) > 1
+                           ? g_strdup_printf (" zero_shard=%u", mp_parallel_config_zero_shard (c))
+                           : g_strdup ("");
+  return g_strdup_printf ("dp=%u tp=%u pp=%u vpp=%u cp=%u ep=%u zero=%u%s%s recompute=%s "
                           "micro-batch %u x %u schedule %s (step %s)", c->dp, c->tp, c->pp,
-                          c->vpp, c->cp, c->ep, c->zero, mp_recompute_name (c->recompute),
-                          c->micro_batch_size, c->num_micro_batches,
-                          mp_plan_schedule_name (c->schedule), step);
+                          c->vpp, c->cp, c->ep, c->zero, shard,
+                          c->no_reshard ? " reshard_after_forward=false" : "",
+                          mp_recompute_name (c->recompute), c->micro_batch_size,
+                          c->num_micro_batches, mp_plan_schedule_name (c->schedule), step);
 }
 
 /* The framework whose launch files run a plan of STACK (`--emit stack`): FALSE for a

@@ -811,7 +811,7 @@ zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
   mp_cost_layer_params (ctx, cfg, layer, &d, &x);
   mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
   double gather = 0, reduce = 0;
-  const MpGroupSpan *group[2] = { &spans->dp, &spans->edp };
+  const MpGroupSpan *group[2] = { &spans->dp_shard, &spans->edp };
   double params[2] = { d, x };
   for (int k = 0; k < 2; k++)
     if (params[k] > 0 && group[k]->n_ranks > 1)
@@ -821,7 +821,9 @@ zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
         reduce += coll (ctx, dev, MP_COLL_REDUCE_SCATTER, params[k] * g, group[k]);
       }
   fwd->compute_s += mp_cost_overlap_penalty (share, gather, fwd->compute_s);
-  bwd->compute_s += mp_cost_overlap_penalty (share, gather + reduce, bwd->compute_s);
+  /* reshard_after_forward = False (fsdp17): no gather under backward */
+  double bwd_gather = cfg->no_reshard ? 0 : gather;
+  bwd->compute_s += mp_cost_overlap_penalty (share, bwd_gather + reduce, bwd->compute_s);
 }
 
 /* ---- the layer memo ------------------------------------------------------------------ */
@@ -856,7 +858,8 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint class_id, g
                              cfg->sequence_parallel, cfg->recompute, cfg->recompute_modules,
                              cfg->micro_batch_size, cfg->dispatcher, cfg->fp8,
                              cfg->flash_attention, cfg->stack,
-                             GPOINTER_TO_SIZE (sp->device), sharded ? cfg->zero : 0,
+                             GPOINTER_TO_SIZE (sp->device),
+                             sharded ? cfg->zero + 4u * cfg->no_reshard : 0,
                              sharded && cfg->fp32_grads };
   memcpy (w, head, sizeof head);
   w += G_N_ELEMENTS (head);
@@ -866,7 +869,7 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint class_id, g
   w = memo_span (w, &sp->etp);
   w = memo_span (w, &sp->etp_ep);
   const MpGroupSpan none = { 0 };
-  w = memo_span (w, sharded ? &sp->dp : &none);
+  w = memo_span (w, sharded ? &sp->dp_shard : &none);
   memo_span (w, sharded ? &sp->edp : &none);
 }
 
@@ -1050,7 +1053,7 @@ per_layer_buckets (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind
  * gathers G[l] and reduce-scatters RS[l]; the stream drains before the next pass. */
 static double
 zero3_pass_wait (guint lo, guint n, const double *fwd, const double *bwd, const double *g,
-                 const double *rs)
+                 const double *rs, gboolean regather)
 {
   guint end = lo + n;
   double stream = g[lo], ready = stream, t = 0, compute = 0;
@@ -1062,10 +1065,11 @@ zero3_pass_wait (guint lo, guint n, const double *fwd, const double *bwd, const 
       compute += fwd[l];
       ready = next;
     }
-  ready = stream = MAX (stream, t) + g[end - 1];
+  /* reshard_after_forward = False (fsdp17): backward finds the weights still gathered. */
+  ready = stream = MAX (stream, t) + (regather ? g[end - 1] : 0);
   for (guint l = end; l-- > lo;)
     {
-      double next = l > lo ? (stream = MAX (stream, t) + g[l - 1]) : 0;
+      double next = l > lo ? (stream = MAX (stream, t) + (regather ? g[l - 1] : 0)) : 0;
       t = MAX (t, ready) + bwd[l];
       compute += bwd[l];
       if (rs[l] > 0)
@@ -1091,7 +1095,7 @@ zero3_stage_wait (const MpCostContext *ctx, const MpParallelConfig *cfg,
   double *rs = gather + nl;
   for (int e = 0; e < 2; e++)
     {
-      const MpGroupSpan *span = e ? &sp->edp : &sp->dp;
+      const MpGroupSpan *span = e ? &sp->edp : &sp->dp_shard;
       per_layer_buckets (ctx, sp->device, MP_COLL_ALL_GATHER, layers[e], n_layers[e], w,
                          span, gather);
       per_layer_buckets (ctx, sp->device, MP_COLL_REDUCE_SCATTER, buckets[e], n_buckets[e],
@@ -1103,7 +1107,7 @@ zero3_stage_wait (const MpCostContext *ctx, const MpParallelConfig *cfg,
   for (guint v = 0; v < vpp; v++)
     if (count[stage + v * pp] > 0)
       wait += zero3_pass_wait (first[stage + v * pp], count[stage + v * pp], fwd, bwd,
-                               gather, rs);
+                               gather, rs, !cfg->no_reshard);
   return wait;
 }
 
@@ -1117,10 +1121,11 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
             const double *fwd_s, const double *bwd_s, double *rs_layer, MpStageTime *out)
 {
   const MpCostDevice *dev = sp->device;
-  double w, g, o, last_d = 0, last_e = 0;
+  double w, g, o, last_d = 0, last_e = 0, last_r = 0;
   mp_model_state_bytes_per_param (ctx->model, &w, NULL, &o);
   g = cm_grad_bytes (ctx, cfg);
-  double reps = (double) cfg->dp * cfg->cp, ereps = mp_parallel_config_edp (cfg);
+  /* HSDP (fsdp17): dense state shards over the shard group (dp * cp without HSDP). */
+  double reps = mp_parallel_config_zero_shard (cfg), ereps = mp_parallel_config_edp (cfg);
   double cap = cm_bucket_bytes (cfg) / g;
   guint nd, ne;
   g_autofree MpGradBucket *bd = cm_stage_buckets (ctx, cfg, stage, FALSE, cap, &nd);
@@ -1128,27 +1133,34 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
   /* ZeRO-1: once after the last micro-batch; ZeRO-2/3: every micro-batch (program.c). */
   double times = cfg->zero >= 2 ? cfg->num_micro_batches : 1;
   MpCollKind reduce = cfg->zero >= 1 ? MP_COLL_REDUCE_SCATTER : MP_COLL_ALL_REDUCE;
-  out->dp_reduce_s = times * (bucketed (ctx, dev, reduce, bd, nd, g, &sp->dp, &last_d)
+  out->dp_reduce_s = times * (bucketed (ctx, dev, reduce, bd, nd, g, &sp->dp_shard, &last_d)
                               + bucketed (ctx, dev, reduce, be, ne, g, &sp->edp, &last_e));
+  /* HSDP: each bucket's accumulated shard all-reduced over the replicate group once, after
+   * the last micro-batch's reduce-scatter (FSDP2's set_requires_all_reduce(False) on the
+   * earlier ones; program.c emit_backward). */
+  out->dp_reduce_s += bucketed (ctx, dev, MP_COLL_ALL_REDUCE, bd, nd, g / reps, &sp->dp_rep,
+                                &last_r);
+  last_d += last_r;
   if (rs_layer && cfg->zero == 2)
     {
-      per_layer_buckets (ctx, dev, reduce, bd, nd, g, &sp->dp, rs_layer);
+      per_layer_buckets (ctx, dev, reduce, bd, nd, g, &sp->dp_shard, rs_layer);
       per_layer_buckets (ctx, dev, reduce, be, ne, g, &sp->edp, rs_layer);
     }
   if (cfg->zero == 1 || cfg->zero == 2)
     /* the updated weights gathered back, bucket by bucket */
-    out->dp_gather_s = bucketed (ctx, dev, MP_COLL_ALL_GATHER, bd, nd, w, &sp->dp, NULL)
+    out->dp_gather_s = bucketed (ctx, dev, MP_COLL_ALL_GATHER, bd, nd, w, &sp->dp_shard, NULL)
                        + bucketed (ctx, dev, MP_COLL_ALL_GATHER, be, ne, w, &sp->edp, NULL);
   else if (cfg->zero >= 3)
     {
-      /* ZeRO-3 / FSDP: each layer's weights gathered before its forward and again before
-       * its backward, every micro-batch. */
+      /* ZeRO-3 / FSDP: each layer's weights gathered before its forward and, unless
+       * reshard_after_forward is off, again before its backward, every micro-batch. */
       guint ld, le;
       g_autofree MpGradBucket *pd = cm_stage_buckets (ctx, cfg, stage, FALSE, 0, &ld);
       g_autofree MpGradBucket *pe = cm_stage_buckets (ctx, cfg, stage, TRUE, 0, &le);
       out->zero3_gather_s
-        = 2 * (bucketed (ctx, dev, MP_COLL_ALL_GATHER, pd, ld, w, &sp->dp, NULL)
-               + bucketed (ctx, dev, MP_COLL_ALL_GATHER, pe, le, w, &sp->edp, NULL));
+        = (cfg->no_reshard ? 1 : 2)
+          * (bucketed (ctx, dev, MP_COLL_ALL_GATHER, pd, ld, w, &sp->dp_shard, NULL)
+             + bucketed (ctx, dev, MP_COLL_ALL_GATHER, pe, le, w, &sp->edp, NULL));
       MpGradBucket *const layers[2] = { pd, pe }, *const buckets[2] = { bd, be };
       const guint n_layers[2] = { ld, le }, n_buckets[2] = { nd, ne };
       out->zero3_wait_s = zero3_stage_wait (ctx, cfg, sp, stage, fwd_s, bwd_s, layers,

@@ -732,6 +732,35 @@ expert_grid_rank (const MpParallelConfig *cfg, const guint *stride, guint base, 
          + (i / (cfg->tp * cfg->cp)) * stride[MP_DIM_DP];
 }
 
+/* HSDP (fsdp17): the I-th rank of the gradient group (cp fastest, then dp) whose first is
+ * BASE, and from it the shard group (the first zero_shard of them) and the replicate
+ * group (every zero_shard-th). Without HSDP, dp and a group of one. */
+static guint
+dp_group_rank (const MpParallelConfig *cfg, const guint *stride, guint base, guint i)
+{
+  return base + (i % cfg->cp) * stride[MP_DIM_CP] + (i / cfg->cp) * stride[MP_DIM_DP];
+}
+
+static void
+hsdp_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, const guint *stride,
+            guint base, guint *buf, MpStageSpans *out)
+{
+  guint shard = mp_parallel_config_zero_shard (cfg), reps = mp_parallel_config_zero_replicas (cfg);
+  if (reps == 1)
+    {
+      out->dp_shard = out->dp;
+      buf[0] = base;
+      group_span (ctx, cfg, buf, 1, &out->dp_rep);
+      return;
+    }
+  for (guint j = 0; j < shard; j++)
+    buf[j] = dp_group_rank (cfg, stride, base, j);
+  group_span (ctx, cfg, buf, shard, &out->dp_shard);
+  for (guint j = 0; j < reps; j++)
+    buf[j] = dp_group_rank (cfg, stride, base, j * shard);
+  group_span (ctx, cfg, buf, reps, &out->dp_rep);
+}
+
 /* The spans of STAGE under CFG, computed (mp_cost_stage_spans memoizes them). */
 static void
 stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
@@ -751,6 +780,7 @@ stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
    * context parallelism). */
   span_of (ctx, cfg, buf, base, stride[MP_DIM_CP], cfg->cp, stride[MP_DIM_DP], cfg->dp,
            &out->dp);
+  hsdp_spans (ctx, cfg, stride, base, buf, out);
   /* MoE (moe14): Megatron-Core's expert grid numbers the stage's tp * cp * dp ranks
    * tp-fastest, then cp, then dp, and takes them etp-fastest, then ep, then edp: an
    * expert-parallel group is every etp-th of ep * etp consecutive ones; its experts'
@@ -795,7 +825,7 @@ stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
 
 /* A spans memo key: what stage_spans reads of the config (the sizes and the rank order;
  * configs with a placement are not memoized), and the stage. */
-#define SPAN_WORDS (7 + MP_DIM_N)
+#define SPAN_WORDS (8 + MP_DIM_N)
 
 void
 mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
@@ -810,9 +840,10 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
     }
   MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
   guint64 key[SPAN_WORDS] = { cfg->tp, cfg->cp, cfg->dp, cfg->pp, MAX (cfg->ep, 1u),
-                              mp_parallel_config_etp (cfg), stage };
+                              mp_parallel_config_etp (cfg), stage,
+                              mp_parallel_config_zero_shard (cfg) };
   for (guint d = 0; d < MP_DIM_N; d++)
-    key[7 + d] = cfg->order[d];
+    key[8 + d] = cfg->order[d];
   const MpStageSpans *hit = cm_memo_get (memo->span_memo, key, SPAN_WORDS);
   if (hit != NULL)
     {

@@ -322,6 +322,9 @@ typedef struct {
   const MpCostDevice *device;
   MpGroupSpan tp, cp;
   MpGroupSpan dp;                    /* the gradient group: dp * cp ranks */
+  MpGroupSpan dp_shard, dp_rep;      /* HSDP (fsdp17): the ZeRO shard group (zero_shard
+                                      * consecutive of dp's ranks; dp without HSDP) and
+                                      * the replicate group (one rank of each shard group) */
   MpGroupSpan ep, edp;               /* expert-parallel; expert-gradient (edp ranks) */
   MpGroupSpan etp, etp_ep;           /* MoE (moe14): expert tensor-parallel; etp x ep (the
                                       * all-gather dispatcher's group) */

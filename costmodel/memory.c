@@ -280,7 +280,7 @@ buckets_in_flight (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
   double cap = cm_bucket_bytes (cfg) / g, top[2] = { 0, 0 }, shard = 0;
   for (int e = 0; e < 2; e++)
     {
-      double reps = e ? mp_parallel_config_edp (cfg) : (double) cfg->dp * cfg->cp;
+      double reps = e ? mp_parallel_config_edp (cfg) : mp_parallel_config_zero_shard (cfg);
       if (!(reps > 1))
         continue;
       guint n;
@@ -350,6 +350,8 @@ communicators (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stag
   guint n = (cfg->tp > 1) + (cfg->cp > 1) + ((guint) cfg->dp * cfg->cp > 1) + (cfg->pp > 1);
   if (cfg->ep > 1)
     n += 1 + (mp_parallel_config_edp (cfg) > 1);
+  if (mp_parallel_config_zero_replicas (cfg) > 1)
+    n += 2;                             /* HSDP: the shard and the replicate groups */
   if (ctx->tied_params > 0 && cfg->pp > 1 && (stage == 0 || stage == cfg->pp - 1))
     n++;
   return n;
@@ -493,7 +495,8 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   double w, g, o;
   mp_model_state_bytes_per_param (m, &w, NULL, &o);
   g = cm_grad_bytes (ctx, cfg);
-  double reps = (double) cfg->dp * cfg->cp, ereps = mp_parallel_config_edp (cfg);
+  /* HSDP (fsdp17): dense state shards over the shard group, dp * cp without it. */
+  double reps = mp_parallel_config_zero_shard (cfg), ereps = mp_parallel_config_edp (cfg);
   double shard_d = 1.0 / reps, shard_e = 1.0 / ereps;
   out->weights_bytes = (dense * (cfg->zero >= 3 ? shard_d : 1)
                         + expert * (cfg->zero >= 3 ? shard_e : 1)) * w;
@@ -541,7 +544,11 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
     backward += worst.dropped;
   double logits = has_head ? tokens * (double) m->vocab / t * logit_grad : 0;
   double comm = 0;
-  if (cfg->zero >= 3)
+  if (cfg->zero >= 3 && cfg->no_reshard)
+    /* reshard_after_forward = False: every layer's gathered weights held from its forward
+     * to its backward, so the whole stage's at the end of forward */
+    comm += (dense + expert) * w;
+  else if (cfg->zero >= 3)
     comm += worst.params * 2 * w;         /* a layer gathered, the next prefetched */
   if (pp > 1)       /* the activation being sent on and the next one received */
     comm += 2 * cm_boundary_bytes (ctx, cfg, last_layer, first_layer);

@@ -168,7 +168,9 @@ group_of (const MpStageSpans *sp, const MpInsn *insn)
     case MP_GROUP_PP_ENDS:
       return &sp->pp_ends;
     case MP_GROUP_DP:
-      return &sp->dp;
+      return &sp->dp_shard;       /* HSDP (fsdp17): the shard group; else dp itself */
+    case MP_GROUP_DP_REP:
+      return &sp->dp_rep;
     case MP_GROUP_NONE:
     case MP_GROUP_N:
     default:

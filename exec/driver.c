@@ -259,7 +259,8 @@ reference_run (const MpPlanResolved *res, const MpPlan *plan, guint total, guint
   cfg.dp = cfg.tp = cfg.pp = cfg.cp = cfg.vpp = cfg.ep = 1;
   cfg.etp = 0;                     /* MoE: experts as tp splits them, i.e. whole */
   cfg.sequence_parallel = FALSE;
-  cfg.zero = 0;
+  cfg.zero = cfg.zero_shard = 0;
+  cfg.no_reshard = FALSE;
   cfg.recompute = MP_RECOMPUTE_NONE;
   cfg.recompute_num_layers = cfg.recompute_modules = 0;
   cfg.schedule = MP_SCHEDULE_NONE;

@@ -33,7 +33,10 @@ typedef struct {
   gboolean expert;         /* MoE expert weights: this ep rank's experts, their gradient
                             * reduced over the expert-data-parallel group */
   guint dp, dp_rank;       /* the replicas its gradient is reduced over (dp, or edp for
-                            * experts) and this rank's place among them */
+                            * experts; HSDP: the shard group) and this rank's place there */
+  guint rep_rank;          /* HSDP (fsdp17): which shard group (0 without HSDP) */
+  gboolean replicate;      /* HSDP: all-reduce gshard over the replicate group once the
+                            * pending reduction is done (runner.c) */
   guint zero;              /* its ZeRO stage: the plan's, 0 over a group of one (experts
                             * with edp = 1: nothing to shard, reduce or gather) */
 } ExTensor;
@@ -66,6 +69,13 @@ struct _MpExec {
   guint *group_start;       /* [layer]: recompute_method=uniform, the first block of the
                              * layer's group (the layer itself outside groups); or NULL */
   guint zero;               /* effective stage (0 when dp is 1) */
+  /* HSDP (fsdp17): ZeRO shards over groups of `shard` consecutive of the dp ranks
+   * (shard_group, shard_rank in it) replicated over `reps` such groups (rep_group, the
+   * same shard's holders, rep_rank in it). Without HSDP shard = dp, shard_group is
+   * dp_group, reps = 1 and rep_group NULL. */
+  guint shard, shard_rank, reps, rep_rank;
+  MpGroup *shard_group, *rep_group;
+  gboolean no_reshard;      /* ZeRO-3 reshard_after_forward = False */
   gboolean sp;
   MpGroup *tp_group, *dp_group, *ends_group, *world_group;
   /* MoE (Megatron-Core's expert grid over a stage's tp * dp ranks): experts split over

@@ -46,8 +46,9 @@ tensor_new_in (MpExec *ex, guint layer, const char *name, gsize n, const float *
   t->n = n;
   t->replicated = replicated;
   t->expert = expert;
-  t->dp = expert ? ex->edp : ex->dp;
-  t->dp_rank = expert ? ex->edp_rank : ex->dp_rank;
+  t->dp = expert ? ex->edp : ex->shard;
+  t->dp_rank = expert ? ex->edp_rank : ex->shard_rank;
+  t->rep_rank = expert ? 0 : ex->rep_rank;
   t->zero = t->dp > 1 ? ex->zero : 0;
   t->shard_n = t->zero >= 1 ? (n + t->dp - 1) / t->dp : n;
   t->padded = t->zero >= 1 ? t->shard_n * t->dp : n;
@@ -465,6 +466,28 @@ set_shapes (MpExec *ex)
   ex->Vl = (int) ((gint64) ex->V * (ex->tp_rank + 1) / ex->tp) - ex->v0;
 }
 
+/* HSDP (fsdp17): inside the dp group of colour DP_COLOUR, the shard groups (consecutive
+ * dp ranks) and the replicate groups (the same place in each shard group); without HSDP
+ * the shard group is the dp group. */
+static gboolean
+make_hsdp_groups (MpExec *ex, int dp_colour, GError **error)
+{
+  MpBackend *be = ex->be;
+  if (ex->reps == 1)
+    {
+      ex->shard_group = ex->dp_group;
+      return TRUE;
+    }
+  int shard = (int) ex->shard, reps = (int) ex->reps;
+  ex->shard_group = be->ops->group_split (be, dp_colour * reps + (int) ex->rep_rank,
+                                         (int) ex->shard_rank, error);
+  if (ex->shard_group == NULL)
+    return FALSE;
+  ex->rep_group = be->ops->group_split (be, dp_colour * shard + (int) ex->shard_rank,
+                                       (int) ex->rep_rank, error);
+  return ex->rep_group != NULL;
+}
+
 /* The groups: tp (same dp, pp), dp (same tp, pp), the first and last stage's peers (same
  * tp, dp) and the world. Colours are unique per group; keys order ranks by coordinate. */
 static gboolean
@@ -487,6 +510,8 @@ make_groups (MpExec *ex, GError **error)
   ex->world_group = be->ops->group_split (be, 0, be->rank, error);
   if (ex->world_group == NULL)
     return FALSE;
+  if (!make_hsdp_groups (ex, tpr * (int) ex->pp + ppr, error))
+    return FALSE;
   /* MoE: the expert-parallel group (same edp and etp rank) and the expert-data-parallel
    * one (same ep and etp rank), inside a stage */
   if (ex->ep == 1 && ex->etp == ex->tp)
@@ -507,7 +532,7 @@ make_groups (MpExec *ex, GError **error)
 MpGroup *
 mp_exec_tensor_group (const MpExec *ex, const ExTensor *t)
 {
-  return t->expert ? ex->edp_group : ex->dp_group;
+  return t->expert ? ex->edp_group : ex->shard_group;
 }
 
 MpExec *
@@ -553,6 +578,11 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
   ex->dp = cfg->dp * ex->cp;
   ex->dp_rank = dp_rank * ex->cp + cp_rank;
   ex->zero = ex->dp > 1 ? cfg->zero : 0;
+  ex->shard = ex->zero >= 1 ? mp_parallel_config_zero_shard (cfg) : ex->dp;
+  ex->reps = ex->dp / ex->shard;
+  ex->shard_rank = ex->dp_rank % ex->shard;
+  ex->rep_rank = ex->dp_rank / ex->shard;
+  ex->no_reshard = ex->zero >= 3 && cfg->no_reshard;
   ex->sp = cfg->sequence_parallel && cfg->tp > 1;
   ex->M = cfg->num_micro_batches;
   ex->lr = model->optimizer == MP_OPTIM_ADAM ? 3e-3f : 0.05f;
@@ -627,6 +657,10 @@ mp_exec_free (MpExec *ex)
   be->ops->group_free (be, ex->dp_group);
   be->ops->group_free (be, ex->ends_group);
   be->ops->group_free (be, ex->world_group);
+  if (ex->shard_group != ex->dp_group)
+    be->ops->group_free (be, ex->shard_group);
+  if (ex->rep_group != NULL)
+    be->ops->group_free (be, ex->rep_group);
   if (ex->edp_group != ex->dp_group)
     {
       be->ops->group_free (be, ex->ep_group);
@@ -726,7 +760,8 @@ reduced_grad (const MpExec *ex, const ExTensor *t, gsize *n)
 }
 
 /* Sum of squares counting every distinct parameter once: replicated tensors on tp rank 0,
- * unsharded gradients on dp rank 0, the tied copy not at all. */
+ * unsharded gradients on dp rank 0, HSDP's shards in the first shard group, the tied
+ * copy not at all. */
 static double
 local_sumsq (const MpExec *ex)
 {
@@ -735,7 +770,7 @@ local_sumsq (const MpExec *ex)
     {
       const ExTensor *t = g_ptr_array_index (ex->tensors, i);
       if (t->tied_copy || (t->replicated && ex->tp_rank != 0)
-          || (t->zero == 0 && t->dp_rank != 0))
+          || (t->zero == 0 && t->dp_rank != 0) || t->rep_rank != 0)
         continue;
       gsize n;
       const float *g = reduced_grad (ex, t, &n);

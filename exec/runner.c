@@ -41,6 +41,7 @@ struct _MpRunner {
   guint n_chunks;
   GQueue dp;                   /* DpOp*, in issue order */
   guint dp_next;               /* id of the next DP op (ids start at 1) */
+  guint dp_done;               /* the last DP op completed (they complete in order) */
   guint last_reduce;           /* id of the last gradient reduction started (0: none) */
   GHashTable *recvs;           /* float ** slot -> MpRequest * */
   GPtrArray *sends;            /* SendOp* in flight */
@@ -112,6 +113,21 @@ now (MpRunner *r)
 
 /* ---- the dp stream ----------------------------------------------------------------- */
 
+static guint dp_push (MpRunner *r, MpRequest *req, DpAction action, ExTensor *t);
+
+/* HSDP (fsdp17): T's accumulated shard all-reduced over the replicate group, at the tail
+ * of the dp stream. */
+static gboolean
+replicate_start (MpRunner *r, ExTensor *t, GError **error)
+{
+  MpRequest *req = NULL;
+  t->replicate = FALSE;
+  if (!r->be->ops->iall_reduce (r->be, r->ex->rep_group, t->gshard, t->shard_n, &req, error))
+    return FALSE;
+  t->pending = dp_push (r, req, DP_DONE_NOTHING, t);
+  return TRUE;
+}
+
 static gboolean
 dp_finish (MpRunner *r, DpOp *op, GError **error)
 {
@@ -128,6 +144,9 @@ dp_finish (MpRunner *r, DpOp *op, GError **error)
       r->be->ops->release (r->be, t->grad);
       t->rs_tmp = t->grad = NULL;
     }
+  r->dp_done = op->id;
+  if (op->t && op->t->replicate && op->t->pending == op->id)
+    return replicate_start (r, op->t, error);
   return TRUE;
 }
 
@@ -269,11 +288,12 @@ grads_ready (MpRunner *r, guint layer, GError **error)
   return TRUE;
 }
 
-/* ZeRO-3: a use of LAYER's gathered weights is over. */
+/* ZeRO-3: a use of LAYER's gathered weights is over (after the FORWARD, or the backward).
+ * With reshard_after_forward = False the forward's gather is held to the backward. */
 static void
-release_params (MpRunner *r, guint layer)
+release_params (MpRunner *r, guint layer, gboolean forward)
 {
-  if (r->ex->zero < 3)
+  if (r->ex->zero < 3 || (forward && r->ex->no_reshard))
     return;
   ExLayer *L = &r->ex->layers[layer];
   for (guint i = 0; i < L->uses->len; i++)
@@ -303,7 +323,7 @@ run_compute (MpRunner *r, const MpInsn *in, MpInsnTime *tm, GError **error)
   tm->tp_s = ex->tp_s;
   tm->cp_s = ex->cp_s;
   tm->ep_s = ex->ep_s;
-  release_params (r, l);
+  release_params (r, l, fwd);
   return ok;
 }
 
@@ -370,10 +390,31 @@ tensors_of (MpRunner *r, const MpInsn *in, gboolean uses)
   return out;
 }
 
+/* HSDP (fsdp17): the bucket's accumulated shards all-reduced over the replicate group,
+ * each once its last reduce-scatter is in: now, or when that completes (dp_finish), so
+ * that backward goes on meanwhile. */
+static gboolean
+run_replicate (MpRunner *r, const MpInsn *in, GError **error)
+{
+  g_autoptr(GPtrArray) ts = tensors_of (r, in, FALSE);
+  for (guint i = 0; i < ts->len; i++)
+    {
+      ExTensor *t = g_ptr_array_index (ts, i);
+      if (t->zero == 0 || t->expert)
+        continue;
+      t->replicate = TRUE;
+      if (t->pending <= r->dp_done && !replicate_start (r, t, error))
+        return FALSE;
+    }
+  return TRUE;
+}
+
 static gboolean
 run_reduce (MpRunner *r, const MpInsn *in, GError **error)
 {
   MpExec *ex = r->ex;
+  if (in->group == MP_GROUP_DP_REP)
+    return ex->rep_group == NULL || run_replicate (r, in, error);
   g_autoptr(GPtrArray) ts = tensors_of (r, in, FALSE);
   /* ZeRO-2/3: one bucket reduced while the next fills (DeepSpeed's double-buffered IPG
    * buckets with overlap_comm): the one before this is completed first, so at most two

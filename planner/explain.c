@@ -25,6 +25,10 @@ append_uncolumned (GString *s, const MpParallelConfig *c, gboolean all)
     g_string_append_printf (s, " stack=%s", mp_stack_name (c->stack));
   if (c->zero && all)
     g_string_append_printf (s, " zero=%u", c->zero);
+  if (mp_parallel_config_zero_replicas (c) > 1)       /* HSDP (fsdp17): not a column */
+    g_string_append_printf (s, " zero_shard=%u", mp_parallel_config_zero_shard (c));
+  if (c->no_reshard)
+    g_string_append (s, " reshard_after_forward=false");
   if (c->recompute != MP_RECOMPUTE_NONE && all)
     g_string_append_printf (s, " recompute=%s", mp_recompute_name (c->recompute));
   if (c->recompute == MP_RECOMPUTE_FULL && c->recompute_num_layers > 0)

@@ -373,6 +373,8 @@ megatron_parallel (GString *s, const Export *e)
     }
   if (c->zero == 1)
     arg (s, "--use-distributed-optimizer", NULL);
+  if (c->zero == 1 && mp_parallel_config_zero_replicas (c) > 1)     /* HSDP (fsdp17) */
+    arg (s, "--num-distributed-optimizer-instances", "%u", mp_parallel_config_zero_replicas (c));
   if (c->dp * c->cp > 1)
     arg (s, "--overlap-grad-reduce", NULL);
   if (c->dp * c->cp > 1 && c->zero == 1)
@@ -432,6 +434,12 @@ deepspeed_config (const Export *e)
   json_builder_add_boolean_value (b, TRUE);
   json_builder_set_member_name (b, "contiguous_gradients");
   json_builder_add_boolean_value (b, TRUE);
+  if (c->zero == 3 && mp_parallel_config_zero_replicas (c) > 1)
+    {
+      /* HSDP (fsdp17): MiCS shards within groups of this many ranks */
+      json_builder_set_member_name (b, "mics_shard_size");
+      json_builder_add_int_value (b, mp_parallel_config_zero_shard (c));
+    }
   json_builder_end_object (b);
   gboolean mixed = e->model->precision != MP_DTYPE_FP32;
   json_builder_set_member_name (b, e->model->precision == MP_DTYPE_FP16 ? "fp16" : "bf16");
@@ -541,11 +549,20 @@ append_mesh (GString *s, const Export *e)
   const MpParallelConfig *c = e->c;
   guint size[MP_DIM_N] = { c->tp, c->cp, c->dp, c->pp };
   GString *shape = g_string_new (NULL), *names = g_string_new (NULL);
+  /* HSDP (fsdp17): dp as (replicate, shard), the shard groups' consecutive ranks inner */
+  guint reps = mp_parallel_config_zero_replicas (c);
+  gboolean hsdp = reps > 1 && c->cp == 1;
   for (int i = MP_DIM_N - 1; i >= 0; i--)
     {
       MpParallelDim d = c->order[i];
       if (size[d] == 1 && !(d == MP_DIM_DP))
         continue;
+      if (d == MP_DIM_DP && hsdp)
+        {
+          g_string_append_printf (shape, "%u, %u, ", reps, c->dp / reps);
+          g_string_append (names, "\"dp_replicate\", \"dp_shard\", ");
+          continue;
+        }
       g_string_append_printf (shape, "%u, ", size[d]);
       g_string_append_printf (names, "\"%s\", ", mp_plan_dim_name (d));
     }
@@ -556,6 +573,12 @@ append_mesh (GString *s, const Export *e)
   /* Context-parallel ranks hold the same weights on other tokens: gradients reduce (and
    * FSDP shards) over dp x cp, as torchtitan's dp_shard_cp mesh does. The slice names
    * the dimensions in mesh order. */
+  if (hsdp)
+    {
+      /* FSDP2's fully_shard over a 2-D mesh: replicate over the first, shard the second */
+      g_string_append (s, "dp_mesh = mesh[\"dp_replicate\", \"dp_shard\"]  # HSDP\n");
+      return;
+    }
   if (c->cp == 1)
     {
       g_string_append (s, "dp_mesh = mesh[\"dp\"]  # gradients reduce over dp\n");
@@ -598,7 +621,7 @@ torch_shard (GString *s, const Export *e)
                                  "reshard_after_forward=%s, mp_policy=mp)\n"
                                  "    fully_shard(model, mesh=dp_mesh, mp_policy=mp)\n"
                                  "    return model, torch.optim.AdamW(model.parameters())\n",
-                              c->zero, c->zero == 3 ? "True" : "False");
+                              c->zero, c->zero == 3 && !c->no_reshard ? "True" : "False");
       return;
     }
   g_string_append (s, "    model = DDP(model, device_mesh=dp_mesh, bucket_cap_mb=25)\n");
@@ -747,13 +770,16 @@ titan_parallelism (GString *s, const Export *e)
 {
   const MpParallelConfig *c = e->c;
   gboolean shard = c->zero >= 2;
+  /* HSDP (fsdp17): FSDP2 shards over dp_shard x cp and replicates over dp_replicate */
+  guint reps = mp_parallel_config_zero_replicas (c);
   g_string_append_printf (s, "    p = config.parallelism\n"
                              "    p.data_parallel_replicate_degree = %u\n"
                              "    p.data_parallel_shard_degree = %u\n",
-                          shard ? 1 : c->dp, shard ? c->dp : 1);
+                          shard ? reps : c->dp, shard ? c->dp / reps : 1);
   if (shard)
-    g_string_append_printf (s, "    p.fsdp_reshard_after_forward = \"%s\"  # ZeRO-%u\n",
-                            c->zero == 3 ? "always" : "never", c->zero);
+    g_string_append_printf (s, "    p.fsdp_reshard_after_forward = \"%s\"  # ZeRO-%u%s\n",
+                            c->zero == 3 && !c->no_reshard ? "always" : "never", c->zero,
+                            c->no_reshard ? ", weights kept from forward to backward" : "");
   g_string_append_printf (s, "    p.tensor_parallel_degree = %u\n"
                              "    p.enable_sequence_parallel = %s\n"
                              "    p.context_parallel_degree = %u\n"

@@ -72,6 +72,9 @@ rejects_megatron (const MpParallelConfig *c)
    * gradients and weights stay whole per dp rank in the 3D setup compared here. */
   if (c->zero > 1)
     return "Megatron-LM's distributed optimizer shards only the optimizer state (ZeRO-1)";
+  /* HSDP (fsdp17) of ZeRO-1: --num-distributed-optimizer-instances copies of the
+   * distributed optimizer, each over a part of the data-parallel ranks; no FSDP2-style
+   * reshard option, as no weights are sharded. */
   /* megatron/core/pipeline_parallel/schedules.py: 1F1B, interleaved 1F1B; no GPipe. */
   if (c->pp > 1 && c->schedule == MP_SCHEDULE_GPIPE)
     return "Megatron-LM has no GPipe schedule (1F1B and interleaved 1F1B only)";
@@ -94,6 +97,14 @@ rejects_deepspeed (const MpParallelConfig *c)
   /* deepspeed/runtime/pipe/engine.py asserts ZeRO stage < 2 with pipeline parallelism. */
   if (c->pp > 1 && c->zero > 1)
     return "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3";
+  /* HSDP (fsdp17): MiCS (mics_shard_size, deepspeed/runtime/zero/mics.py) shards ZeRO-3
+   * within groups and replicates over them; ZeRO++ hpZ (zero_hpz_partition_size) keeps
+   * only a secondary weight copy per group, its gradients and optimizer over every rank. */
+  if (mp_parallel_config_zero_replicas (c) > 1 && c->zero != 3)
+    return "DeepSpeed shards in groups (MiCS) under ZeRO-3 only";
+  if (c->no_reshard)
+    return "DeepSpeed ZeRO-3 gathers the weights again for backward (no "
+           "reshard_after_forward=False)";
   /* deepspeed/runtime/pipe/schedule.py TrainSchedule is 1F1B without interleaving; its
    * engine pipelines every micro-batch it is given, so a placement without pipelining is
    * the same only with one micro-batch. */
@@ -116,6 +127,11 @@ rejects_torchrun (const MpParallelConfig *c)
    * parallelism (that is torchtitan's). FSDP over pipeline stages is torchtitan's too. */
   if (c->ep > 1)
     return "plain PyTorch has no expert parallelism (torchtitan has)";
+  /* HSDP (fsdp17): FSDP2's fully_shard over a 2-D (replicate, shard) mesh; ZeRO-1 over a
+   * part of the ranks and HSDP beside context parallelism are not in the export. */
+  if (mp_parallel_config_zero_replicas (c) > 1 && (c->zero < 2 || c->cp > 1))
+    return c->zero < 2 ? "plain PyTorch shards in groups (HSDP) with FSDP2, ZeRO-2/3 only"
+                       : "the torchrun export writes HSDP without context parallelism only";
   return NULL;
 }
 
@@ -125,6 +141,10 @@ rejects_torchtitan (const MpParallelConfig *c)
   /* Data parallelism is dp_replicate (DDP) x dp_shard (FSDP2): no ZeRO-1. */
   if (c->zero == 1)
     return "torchtitan shards with FSDP2 (ZeRO-2/3) or replicates; it has no ZeRO-1";
+  /* HSDP (fsdp17): dp_replicate x dp_shard, FSDP2 sharding over dp_shard x cp. */
+  if (mp_parallel_config_zero_shard (c) % c->cp != 0)
+    return "torchtitan's FSDP shards over dp_shard x cp, which zero_shard must be a "
+           "multiple of";
   /* torchtitan/distributed/activation_checkpoint.py SelectiveAC is a per-op policy (the
    * plan's recompute_modules=op); it names no submodule to recompute. */
   if (c->recompute == MP_RECOMPUTE_SELECTIVE && mp_recompute_modules_of (c) != MP_RECOMPUTE_OP)

@@ -34,7 +34,8 @@ put_plan (GArray *a, guint slot, guint family, const MpPlan *p)
                              c->num_micro_batches, c->schedule, c->flash_attention,
                              c->fp32_grads, c->fp8, c->order[0], c->order[1], c->order[2],
                              c->order[3], c->recompute_method, c->recompute_num_layers,
-                             c->recompute_modules, c->etp, c->dispatcher, c->stack, chunks };
+                             c->recompute_modules, c->etp, c->dispatcher, c->stack,
+                             c->zero_shard, c->no_reshard, chunks };
   g_array_append_vals (a, fields, G_N_ELEMENTS (fields));
   for (guint i = 0; i < chunks; i++)
     put (a, p->chunk_layers[i]);
@@ -108,11 +109,11 @@ merge_part (const MpCostContext *ctx, guint global_batch, guint top_k, GBytes *p
   /* Every part enumerates the whole space (and counts it); each prunes its own share. */
   res->stats.space = MAX (res->stats.space, ((guint64) w[5] << 32) | w[6]);
   res->stats.pruned += ((guint64) w[7] << 32) | w[8];
-  const gsize fixed = 28;
+  const gsize fixed = 30;
   while (at + fixed <= n)
     {
       const guint32 *f = w + at;
-      guint chunks = f[27];
+      guint chunks = f[29];
       if (chunks == 0 || f[1] >= MP_FAMILY_N || at + fixed + chunks > n)
         return FALSE;
       MpParallelConfig cfg;
@@ -128,6 +129,7 @@ merge_part (const MpCostContext *ctx, guint global_batch, guint top_k, GBytes *p
       cfg.recompute_modules = f[23];
       cfg.etp = f[24], cfg.dispatcher = (MpDispatcher) f[25];     /* MoE (moe14) */
       cfg.stack = (MpStack) f[26];          /* checked by mp_parallel_config_check */
+      cfg.zero_shard = f[27], cfg.no_reshard = f[28] != 0;     /* HSDP (fsdp17) */
       cfg.chunk_layers = w + at + fixed;
       if (cfg.pp * MAX (cfg.vpp, 1u) != chunks
           || !mp_parallel_config_check (&cfg, mp_cost_context_model (ctx),

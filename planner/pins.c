@@ -12,7 +12,7 @@
 typedef enum {
   PIN_DP, PIN_TP, PIN_PP, PIN_VPP, PIN_CP, PIN_EP, PIN_SP, PIN_ZERO, PIN_RECOMPUTE,
   PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_FP8, PIN_ETP, PIN_DISPATCHER, PIN_RC_METHOD,
-  PIN_RC_LAYERS, PIN_RC_MODULES, PIN_STACK,
+  PIN_RC_LAYERS, PIN_RC_MODULES, PIN_STACK, PIN_ZERO_SHARD, PIN_RESHARD,
   /* The layer split, resolved by mp_plan_pins_split (Megatron-LM's flags). */
   PIN_FIRST, PIN_LAST, PIN_EMBEDDING, PIN_LOSS, PIN_LAYERS, PIN_N
 } PinKey;
@@ -20,7 +20,8 @@ typedef enum {
 static const char *const pin_names[PIN_N + 1] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
   "micro_batch_size", "num_micro_batches", "schedule", "fp8", "etp", "dispatcher",
-  "recompute_method", "recompute_num_layers", "recompute_modules", "stack", "first_stage_layers",
+  "recompute_method", "recompute_num_layers", "recompute_modules", "stack", "zero_shard",
+  "reshard_after_forward", "first_stage_layers",
   "last_stage_layers", "account_for_embedding", "account_for_loss", "layers_per_chunk", NULL
 };
 
@@ -64,6 +65,8 @@ value_of (const MpParallelConfig *cfg, PinKey key)
     case PIN_RC_MODULES:
       return cfg->recompute == MP_RECOMPUTE_SELECTIVE ? mp_recompute_modules_of (cfg) : 0;
     case PIN_STACK: return cfg->stack;
+    case PIN_ZERO_SHARD: return mp_parallel_config_zero_shard (cfg);
+    case PIN_RESHARD: return cfg->no_reshard ? 0 : 1;
     case PIN_FIRST:
     case PIN_LAST:
     case PIN_EMBEDDING:
@@ -120,7 +123,8 @@ parse_value (PinKey key, const char *value, guint *out)
       *out = st;
       return TRUE;
     }
-  gboolean flag = key == PIN_SP || key == PIN_FP8 || key == PIN_EMBEDDING || key == PIN_LOSS;
+  gboolean flag = key == PIN_SP || key == PIN_FP8 || key == PIN_EMBEDDING || key == PIN_LOSS
+                  || key == PIN_RESHARD;
   if (flag && (strcmp (value, "true") == 0 || strcmp (value, "false") == 0))
     {
       *out = strcmp (value, "true") == 0;

@@ -101,6 +101,10 @@ json_config (JsonBuilder *b, const MpPlan *plan)
   mp_json_add_int (b, "ep", c->ep);
   mp_json_add_bool (b, "sequence_parallel", c->sequence_parallel);
   mp_json_add_int (b, "zero", c->zero);
+  if (mp_parallel_config_zero_replicas (c) > 1)
+    mp_json_add_int (b, "zero_shard", mp_parallel_config_zero_shard (c));
+  if (c->no_reshard)
+    mp_json_add_bool (b, "reshard_after_forward", FALSE);
   mp_json_add_string (b, "recompute", mp_recompute_name (c->recompute));
   if (c->recompute_num_layers > 0)
     {
@@ -397,6 +401,10 @@ write_parallel (GString *out, const MpParallelConfig *c)
   g_string_append_printf (out, "  sequence_parallel: %s\n  zero: %u\n  recompute: %s\n",
                           c->sequence_parallel ? "true" : "false", c->zero,
                           mp_recompute_name (c->recompute));
+  if (mp_parallel_config_zero_replicas (c) > 1)
+    g_string_append_printf (out, "  zero_shard: %u\n", mp_parallel_config_zero_shard (c));
+  if (c->no_reshard)
+    g_string_append (out, "  reshard_after_forward: false\n");
   if (c->recompute_num_layers > 0)
     g_string_append_printf (out, "  recompute_method: %s\n  recompute_num_layers: %u\n",
                             mp_recompute_method_name (c->recompute_method),

@@ -16,7 +16,8 @@ static const char *const top_keys[] = { "kind", "version", "model", "cluster", "
                                         "parallel", "layers_per_chunk", "placement",
                                         "predicted", NULL };
 static const char *const parallel_keys[] = {
-  "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
+  "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "zero_shard",
+  "reshard_after_forward", "recompute",
   "micro_batch_size", "num_micro_batches", "schedule", "flash_attention", "fp32_grads",
   "fp8", "bucket_bytes", "order", "etp", "dispatcher", "recompute_method",
   "recompute_num_layers", "recompute_modules", "stack", NULL
@@ -209,6 +210,12 @@ read_parallel (Loader *l, const MpYamlNode *map)
   guint64 zero = c->zero;
   mp_yaml_get_uint (r, map, "zero", FALSE, 0, 3, &zero);
   c->zero = (guint) zero;
+  guint64 shard = 0;
+  mp_yaml_get_uint (r, map, "zero_shard", FALSE, 1, G_MAXUINT, &shard);
+  c->zero_shard = (guint) shard;
+  gboolean reshard = TRUE;
+  mp_yaml_get_bool (r, map, "reshard_after_forward", FALSE, &reshard);
+  c->no_reshard = !reshard;
   read_recompute (r, map, &c->recompute);
   read_recompute_extent (r, map, c);
   read_schedule (r, map, &c->schedule);

@@ -224,6 +224,24 @@ emit_reduce (Builder *b, guint index)
   i->bytes = k->params * b->grad_bytes;
 }
 
+/* HSDP (fsdp17): bucket INDEX's accumulated dense shard all-reduced over the replicate
+ * group, once, after the last micro-batch's reduce-scatter of it. */
+static void
+emit_replicate (Builder *b, guint index)
+{
+  guint reps = mp_parallel_config_zero_replicas (b->cfg);
+  Bucket *k = &g_array_index (b->buckets, Bucket, index);
+  if (reps == 1 || k->group != MP_GROUP_DP)
+    return;
+  MpInsn *i = emit (b, MP_INSN_REDUCE_GRADS, MP_STREAM_DP);
+  i->layer = k->lo;
+  i->n_layers = k->n;
+  i->bucket = k->id;
+  i->coll = MP_COLL_ALL_REDUCE;
+  i->group = MP_GROUP_DP_REP;
+  i->bytes = k->params * b->grad_bytes / mp_parallel_config_zero_shard (b->cfg);
+}
+
 static void
 emit_forward (Builder *b, const Step *s)
 {
@@ -249,17 +267,24 @@ emit_backward (Builder *b, const Step *s)
    * gradients; ZeRO-2 (DeepSpeed stage 2, FSDP SHARD_GRAD_OP) and ZeRO-3 keep only a
    * shard, so they reduce-scatter every micro-batch's. */
   gboolean reduce = b->cfg->zero >= 2 || s->mb == b->last_mb[s->v];
-  gather_layer (b, end - 1);
+  /* reshard_after_forward = False (fsdp17): the forward's gathers are still held */
+  gboolean regather = !b->cfg->no_reshard;
+  if (regather)
+    gather_layer (b, end - 1);
   if (c + 1 < b->chunks)
     emit_p2p (b, MP_INSN_RECV, c, c, s->mb, TRUE);
   for (guint l = end; l-- > lo;)
     {
-      if (l > lo)
+      if (l > lo && regather)
         gather_layer (b, l - 1);
       emit_compute (b, MP_INSN_BACKWARD, c, l, s->mb);
       for (int g = 0; g < 2 && reduce; g++)
         if (b->closes[g][l] >= 0)
-          emit_reduce (b, (guint) b->closes[g][l]);
+          {
+            emit_reduce (b, (guint) b->closes[g][l]);
+            if (s->mb == b->last_mb[s->v])
+              emit_replicate (b, (guint) b->closes[g][l]);
+          }
     }
   if (c > 0)
     emit_p2p (b, MP_INSN_SEND, c - 1, c, s->mb, TRUE);

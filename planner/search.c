@@ -415,19 +415,44 @@ loop_order (Search *s, MpParallelConfig *cfg)
   s->have_memory = FALSE;
 }
 
+/* HSDP (fsdp17): a shard group of a node's worth of replicas (the gradient group's ranks
+ * are tp apart), or the pinned zero_shard, when that divides dp * cp and leaves at least
+ * two groups; else 0. */
+static guint
+node_shard (const Search *s, const MpParallelConfig *cfg)
+{
+  guint per_node = s->cluster->groups[0].devices_per_node, dpcp = cfg->dp * cfg->cp;
+  guint shard = per_node % cfg->tp == 0 ? per_node / cfg->tp : 0;
+  mp_plan_pins_get (s->opts->pins, "zero_shard", &shard);    /* a pinned size instead */
+  return shard >= 2 && shard < dpcp && dpcp % shard == 0 && cfg->ep <= 1 ? shard : 0;
+}
+
+/* The ZeRO stage, then (ZeRO >= 1) whole or node-sized shard groups and (ZeRO-3) both
+ * ways of reshard_after_forward. */
 static void
 loop_zero (Search *s, MpParallelConfig *cfg)
 {
-  guint max_zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  guint max_zero = cfg->dp * cfg->cp > 1 ? 3 : 0, hsdp = node_shard (s, cfg);
   gboolean dropped = s->dropped;
   for (guint z = 0; z <= max_zero; z++)
     {
+      /* HSDP and kept weights only add memory: plain sharding's floor bounds them. */
       cfg->zero = z;
+      cfg->zero_shard = 0;
+      cfg->no_reshard = FALSE;
       s->dropped = dropped || memory_drops (s, cfg, FALSE);
-      loop_order (s, cfg);
+      for (guint h = 0; h < (z >= 1 && hsdp ? 2u : 1u); h++)
+        for (guint keep = 0; keep < (z == 3 ? 2u : 1u); keep++)
+          {
+            cfg->zero_shard = h ? hsdp : 0;
+            cfg->no_reshard = keep;
+            loop_order (s, cfg);
+          }
     }
   s->dropped = dropped;
   cfg->zero = 0;
+  cfg->zero_shard = 0;
+  cfg->no_reshard = FALSE;
 }
 
 /* Splits the layers over pp * vpp chunks for the current costs, checks the config, then

@@ -190,6 +190,20 @@ mp_parallel_config_edp (const MpParallelConfig *cfg)
   return MAX ((cfg->tp * cfg->cp * cfg->dp) / MAX (grid, 1u), 1u);
 }
 
+guint
+mp_parallel_config_zero_shard (const MpParallelConfig *cfg)
+{
+  guint dpcp = MAX (cfg->dp * cfg->cp, 1u);
+  guint s = cfg->zero >= 1 && cfg->zero_shard > 0 ? cfg->zero_shard : dpcp;
+  return dpcp % s == 0 ? s : dpcp;
+}
+
+guint
+mp_parallel_config_zero_replicas (const MpParallelConfig *cfg)
+{
+  return MAX (cfg->dp * cfg->cp, 1u) / mp_parallel_config_zero_shard (cfg);
+}
+
 gboolean
 mp_schedule_from_name (const char *name, MpSchedule *out)
 {
@@ -316,6 +330,19 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
   CHECK (cfg->micro_batch_size >= 1 && cfg->num_micro_batches >= 1,
          "micro_batch_size and num_micro_batches must be at least 1");
   CHECK (cfg->zero <= 3, "zero stage %u: must be 0, 1, 2 or 3", cfg->zero);
+  guint dpcp = cfg->dp * cfg->cp;
+  CHECK (cfg->zero_shard != 1 || dpcp == 1, "zero_shard = 1 shards nothing: use zero = 0 "
+         "(plain data parallelism)");
+  CHECK (cfg->zero_shard == 0 || dpcp % cfg->zero_shard == 0,
+         "zero_shard = %u does not divide dp * cp = %u", cfg->zero_shard, dpcp);
+  CHECK (cfg->zero_shard == 0 || cfg->zero_shard == dpcp || cfg->zero >= 1,
+         "zero_shard = %u needs zero >= 1 (there is nothing to shard)", cfg->zero_shard);
+  /* Experts shard over their own edp group; HSDP over it is not modelled. */
+  CHECK (mp_parallel_config_zero_replicas (cfg) == 1 || cfg->ep <= 1,
+         "zero_shard = %u with ep = %u: HSDP is modelled for dense models only",
+         cfg->zero_shard, cfg->ep);
+  CHECK (!cfg->no_reshard || cfg->zero == 3,
+         "reshard_after_forward: false needs zero = 3 (only ZeRO-3 reshards weights)");
   CHECK ((guint) cfg->recompute <= MP_RECOMPUTE_FULL, "unknown recompute mode");
   /* Megatron: --recompute-num-layers and --recompute-method are for full granularity,
    * --recompute-modules for selective. */
@@ -421,14 +448,14 @@ mp_parallel_config_compare (const MpParallelConfig *x, const MpParallelConfig *y
                        mp_parallel_config_etp (x), x->dispatcher,
                        x->num_micro_batches, x->flash_attention, x->fp32_grads, x->fp8,
                        x->recompute_num_layers, x->recompute_method, x->recompute_modules,
-                       x->stack };
+                       x->stack, mp_parallel_config_zero_shard (x), x->no_reshard };
   const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
                        y->zero, y->recompute, y->micro_batch_size, y->schedule,
                        y->order[0], y->order[1], y->order[2], y->order[3],
                        mp_parallel_config_etp (y), y->dispatcher,
                        y->num_micro_batches, y->flash_attention, y->fp32_grads, y->fp8,
                        y->recompute_num_layers, y->recompute_method, y->recompute_modules,
-                       y->stack };
+                       y->stack, mp_parallel_config_zero_shard (y), y->no_reshard };
   G_STATIC_ASSERT (MP_DIM_N == 4);
   for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)
     if (kx[i] != ky[i])

@@ -106,6 +106,7 @@ mp_stream_name (MpStream stream)
 const char *
 mp_comm_group_name (MpCommGroup group)
 {
-  static const char *const names[MP_GROUP_N] = { "none", "dp", "edp", "pp_ends" };
+  static const char *const names[MP_GROUP_N] = { "none", "dp", "edp", "pp_ends",
+                                                  "dp_rep" };
   return group < MP_GROUP_N ? names[group] : "?";
 }

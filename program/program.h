@@ -124,6 +124,14 @@ typedef struct {
   MpDispatcher dispatcher;     /* token dispatch (all-to-all when zeroed) */
   gboolean sequence_parallel;  /* Megatron SP: norms/dropout split by sequence over tp */
   guint zero;                  /* ZeRO stage 0-3 over the dp * cp replicas */
+  /* HSDP (fsdp17): ZeRO shards over groups of zero_shard consecutive replicas (of the
+   * dp * cp ranks in the gradient group's order) and replicates over the dp * cp /
+   * zero_shard groups: gradients reduce-scattered in the shard group, then the shard
+   * all-reduced over the replicate group; weights gathered in the shard group only
+   * (torchtitan's data_parallel_shard_degree, DeepSpeed ZeRO++ hpZ, MiCS). 0: dp * cp. */
+  guint zero_shard;
+  gboolean no_reshard;         /* ZeRO-3: FSDP2 reshard_after_forward = False (a layer's
+                                * gathered weights kept from forward through backward) */
   MpRecompute recompute;
   /* Recompute's extent (zero: every block, full; the attention core, selective). */
   MpRecomputeMethod recompute_method;  /* full with recompute_num_layers > 0 */
@@ -156,7 +164,8 @@ void mp_parallel_config_init (MpParallelConfig *cfg);
  * an FP8 rate, tp divides heads, kv
  * heads and ffn (mlp: every layer's outputs), cp divides the sequence, ep divides experts,
  * etp * ep divides tp * cp * dp, etp divides the expert width and tp the shared one,
- * etp != tp needs sequence parallelism when tp > 1, vpp needs the interleaved schedule (whose micro-batches pp divides, as
+ * etp != tp needs sequence parallelism when tp > 1, zero_shard divides dp * cp (below it
+ * only with ZeRO and without expert parallelism), no_reshard only with ZeRO-3, vpp needs the interleaved schedule (whose micro-batches pp divides, as
  * Megatron-LM requires), chunk_layers sums to the layer count with no empty chunk (so
  * the embedding is on the first chunk and the head on the last), or without it every
  * chunk gets a block. Else FALSE with MP_ERROR_INPUT naming the first problem. */
@@ -166,6 +175,10 @@ gboolean mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *m
  * expert-data-parallel size tp * cp * dp / (etp * ep) under CFG. */
 guint mp_parallel_config_etp (const MpParallelConfig *cfg);
 guint mp_parallel_config_edp (const MpParallelConfig *cfg);
+/* HSDP (fsdp17): the replicas a ZeRO shard spans (zero_shard, or dp * cp when 0 or when
+ * ZeRO is off) and the replicate groups' size, dp * cp over that. */
+guint mp_parallel_config_zero_shard (const MpParallelConfig *cfg);
+guint mp_parallel_config_zero_replicas (const MpParallelConfig *cfg);
 const char *mp_dispatcher_name (MpDispatcher d);
 gboolean mp_dispatcher_from_name (const char *name, MpDispatcher *out);
 /* Model chunks per pipeline rank: vpp under the interleaved schedule, else 1. */
@@ -178,7 +191,7 @@ void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DI
 /* A total order on configs, over every field: the sizes and choices (tp, pp, dp, cp, ep,
  * vpp, sequence_parallel, zero, recompute, micro_batch_size, schedule, then the rank
  * order, etp (effective), dispatcher, num_micro_batches, flash_attention, fp32_grads, fp8,
- * bucket_bytes, the recompute extent), then the layer
+ * bucket_bytes, the recompute extent, the effective zero_shard, no_reshard), then the layer
  * split (mp_parallel_config_chunks entries; NULL, the balanced split, first) and the
  * placement (world entries; NULL, the identity, first). 0: the same plan. */
 int mp_parallel_config_compare (const MpParallelConfig *a, const MpParallelConfig *b);
@@ -344,9 +357,11 @@ typedef enum {
 /* The ranks a collective runs over, relative to the rank running it. */
 typedef enum {
   MP_GROUP_NONE,         /* not a collective */
-  MP_GROUP_DP,           /* dense gradients: the dp * cp ranks with this rank's tp, pp */
+  MP_GROUP_DP,           /* dense gradients: the dp * cp ranks with this rank's tp, pp
+                          * (HSDP: the zero_shard of them in its shard group) */
   MP_GROUP_EDP,          /* expert gradients: the dp * cp / ep of those with its experts */
   MP_GROUP_PP_ENDS,      /* tied embeddings: its peers on the first and the last stage */
+  MP_GROUP_DP_REP,       /* HSDP: one rank of each shard group, the same shard's holders */
   MP_GROUP_N
 } MpCommGroup;
 

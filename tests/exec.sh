@@ -95,23 +95,18 @@ ok "pp2 interleaved, first block of each chunk recomputed" check pp2ir 2 \
 ok "pp2 interleaved, embedding and loss counted in the split (uneven chunks)" check pp2ia 2 \
   dp=1,tp=1,pp=2,vpp=3,num_micro_batches=4,account_for_embedding=true,account_for_loss=true
 ok "dp2 x pp2" check dp2pp2 4 dp=2,tp=1,pp=2,num_micro_batches=2,zero=0
-ok "zero 3, dp2" check z3 2 dp=2,tp=1,pp=1,zero=3,num_micro_batches=2
+ok "zero 3, dp2" check z3 2 dp=2,tp=1,pp=1,zero=3,reshard_after_forward=true,num_micro_batches=2
 # Gradient memory, ZeRO 0-3: the peak of the executor's gradient ledger (measured.json's
 # memory_peak_bytes) within 10% of the plan's memory_bytes.gradients. Buckets of 2 MiB, so
 # that ZeRO-2/3 hold their shard of tiny-gpt's 13 MB of gradients plus the two buckets in
 # flight, well under ZeRO-1's full gradients and shard; two micro-batches, so that each
 # reduces twice into the shard.
 grad_mem () {
-  plan gm$1 2 dp=2,tp=1,pp=1,zero=$1,recompute=none,num_micro_batches=2 || return 1
+  plan gm$1 2 dp=2,tp=1,pp=1,zero=$1,reshard_after_forward=true,recompute=none,num_micro_batches=2 || return 1
   sed 's/^\(  zero: .*\)$/\1\n  bucket_bytes: 2 MiB/' "$tmp/gm$1.yaml" >"$tmp/gm$1.b.yaml" || return 1
   run_np 2 "$MPPLAN" exec -p "$tmp/gm$1.b.yaml" --steps 1 --warmup 0 --check -o "$tmp/gm$1.json" \
     >"$tmp/gm$1.out" 2>&1 || { sed 's/^/# /' "$tmp/gm$1.out"; return 1; }
-  awk -v z="$1" -v out="$tmp/gm$1.measured" '
-    /^  "memory_peak_bytes"/ { in_m = 1 } /^    "memory_bytes"/ { in_p = 1 }
-    /"gradients"/ { if (in_m && m == "") m = $3 + 0; if (in_p && p == "") p = $3 + 0 }
-    END { printf "# zero %s: gradients measured %d B, predicted %d B\n", z, m, p
-          print m > out
-          exit !(p > 0 && m > 0.9 * p && m < 1.1 * p) }' "$tmp/gm$1.json"
+  grads_within "$tmp/gm$1.json" "zero $1" "$tmp/gm$1.measured"
 }
 for z in 0 1 2 3; do
   ok "zero $z: measured gradient memory within 10% of the prediction" grad_mem $z
@@ -125,7 +120,7 @@ batch=16
 ok "mlp dp2" check mdp2 2 dp=2,tp=1,pp=1,zero=0
 ok "mlp tp2" check mtp2 2 dp=1,tp=2,pp=1,sequence_parallel=false
 ok "mlp pp2" check mpp2 2 dp=1,tp=1,pp=2,schedule=1f1b,num_micro_batches=4
-ok "mlp zero 3, dp2" check mz3 2 dp=2,tp=1,pp=1,zero=3
+ok "mlp zero 3, dp2" check mz3 2 dp=2,tp=1,pp=1,zero=3,reshard_after_forward=true
 # The search does not pick sequence parallelism for an MLP; the executor runs it (rows).
 ok "mlp tp2 with sequence parallel" check mtp2sp 2 dp=1,tp=2,pp=1,sequence_parallel=false \
   's/sequence_parallel: false/sequence_parallel: true/'

@@ -658,6 +658,71 @@ test_costmodel_adam_zero_bytes (void **state)
   mp_assert_close (mem.grads_bytes, 4 * mem.params, 1e-12);
 }
 
+/* HSDP (fsdp17) on 2 x 8 A100, dp = 16: zero_shard = dp is plain ZeRO, to the bit; the
+ * sharded state grows as the shard group shrinks (optimizer state 12 / zero_shard bytes a
+ * parameter); a node-sized shard group is inside a node and its replicate group crosses
+ * them; reshard_after_forward = False halves ZeRO-3's gathers and holds the stage's
+ * gathered weights. */
+static void
+test_costmodel_hsdp (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:2");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 16;
+  cfg.num_micro_batches = 2;
+  for (guint zero = 1; zero <= 3; zero++)
+    {
+      cfg.zero = zero;
+      cfg.zero_shard = 0;
+      MpStageMemory plain, mem;
+      MpStageTime t0, t1;
+      mp_cost_stage_memory (ctx, &cfg, 0, &plain);
+      mp_cost_stage_times (ctx, &cfg, &t0);
+      cfg.zero_shard = 16;
+      mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+      mp_cost_stage_times (ctx, &cfg, &t1);
+      assert_memory_equal (&plain, &mem, sizeof mem);
+      assert_true (t0.dp_reduce_s == t1.dp_reduce_s && t0.dp_gather_s == t1.dp_gather_s
+                   && t0.zero3_gather_s == t1.zero3_gather_s);
+      double last = plain.weights_bytes + plain.grads_bytes + plain.optimizer_bytes;
+      for (guint shard = 8; shard >= 2; shard /= 2)
+        {
+          cfg.zero_shard = shard;
+          mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+          double state_bytes = mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes;
+          assert_true (state_bytes > last);
+          mp_assert_close (mem.optimizer_bytes, 12 * mem.params / shard, 1e-12);
+          last = state_bytes;
+        }
+    }
+  cfg.zero_shard = 8;
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  assert_int_equal (sp.dp_shard.n_ranks, 8);
+  assert_int_equal (sp.dp_shard.n_nodes, 1);
+  assert_int_equal (sp.dp_rep.n_ranks, 2);
+  assert_int_equal (sp.dp_rep.n_nodes, 2);
+  /* ZeRO-3 with its weights kept from forward to backward */
+  cfg.zero = 3;
+  MpStageTime st, keep;
+  MpStageMemory mem, kept;
+  mp_cost_stage_times (ctx, &cfg, &st);
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  cfg.no_reshard = TRUE;
+  mp_cost_stage_times (ctx, &cfg, &keep);
+  mp_cost_stage_memory (ctx, &cfg, 0, &kept);
+  assert_true (st.zero3_gather_s > 0);
+  mp_assert_close (keep.zero3_gather_s, st.zero3_gather_s / 2, 1e-12);
+  assert_true (keep.zero3_wait_s <= st.zero3_wait_s);
+  double w;
+  mp_model_state_bytes_per_param (m, &w, NULL, NULL);
+  assert_true (kept.transient_bytes >= mem.transient_bytes + 0.5 * kept.params * w);
+}
+
 /* Korthikanti et al. 2022, Table 2, every row, on a GPT block (16-bit activations). */
 static void
 test_costmodel_korthikanti_activations (void **state)
@@ -2060,6 +2125,7 @@ main (void)
     cmocka_unit_test (test_costmodel_korthikanti_layer_times),
     cmocka_unit_test (test_costmodel_korthikanti_end_to_end_mfu),
     cmocka_unit_test (test_costmodel_adam_zero_bytes),
+    cmocka_unit_test (test_costmodel_hsdp),
     cmocka_unit_test (test_costmodel_korthikanti_activations),
     cmocka_unit_test (test_costmodel_uneven_stage_times),
     cmocka_unit_test (test_costmodel_recompute_first_n),

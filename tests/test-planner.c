@@ -68,11 +68,11 @@ static char *
 config_key (const MpParallelConfig *c)
 {
   return g_strdup_printf ("dp%u tp%u pp%u cp%u ep%u vpp%u sp%d zero%u rc%d mbs%u m%u s%d "
-                          "order%d%d%d%d etp%u d%d", c->dp, c->tp, c->pp, c->cp, c->ep, c->vpp,
-                          c->sequence_parallel, c->zero, c->recompute, c->micro_batch_size,
-                          c->num_micro_batches, c->schedule, c->order[0], c->order[1],
-                          c->order[2], c->order[3], mp_parallel_config_etp (c),
-                          c->dispatcher);
+                          "order%d%d%d%d etp%u d%d shard%u keep%d", c->dp, c->tp, c->pp, c->cp,
+                          c->ep, c->vpp, c->sequence_parallel, c->zero, c->recompute,
+                          c->micro_batch_size, c->num_micro_batches, c->schedule, c->order[0],
+                          c->order[1], c->order[2], c->order[3], mp_parallel_config_etp (c),
+                          c->dispatcher, mp_parallel_config_zero_shard (c), c->no_reshard);
 }
 
 /* A plan's JSON text (deterministic key order, %.17g numbers). */
@@ -126,8 +126,8 @@ assert_same_result (const MpSearchResult *a, const MpSearchResult *b)
 
 /* ---- the brute force ------------------------------------------------------------------- *
  * Enumerates a space wider than the search's (every schedule with every vpp up to twice
- * MAX_VPP, every ZeRO stage, sequence parallelism, both rank orders, every cp dividing the
- * devices), keeps the configs that pass mp_parallel_config_check and the batch, and of
+ * MAX_VPP, every ZeRO stage with every zero_shard and both reshard_after_forward, sequence
+ * parallelism, both rank orders, every cp dividing the devices), keeps the configs that pass mp_parallel_config_check and the batch, and of
  * those the ones search.c says it searches (in_search_space), and evaluates each with
  * mp_plan_evaluate, which computes its own layer split. */
 
@@ -172,6 +172,11 @@ in_search_space (const Pair *p, const MpParallelConfig *c, gboolean pp_inner)
       if (c->vpp < 2 || c->vpp > SEARCH_MAX_VPP || per_stage % c->vpp != 0)
         return FALSE;
     }
+  /* HSDP (fsdp17): whole shard groups, or a node's worth of replicas (tp apart). */
+  guint per_node = p->cluster->groups[0].devices_per_node;
+  if (c->zero_shard != 0 && (c->zero_shard * c->tp != per_node
+                             || c->zero_shard >= c->dp * c->cp))
+    return FALSE;
   /* Megatron's rank order, and pipeline neighbours inside a node when tp leaves room. */
   if (pp_inner)
     return c->dp > 1 && c->pp > 1 && c->tp * c->cp < p->cluster->groups[0].devices_per_node;
@@ -232,10 +237,13 @@ brute_force_choices (Brute *b, const Pair *p, MpParallelConfig *c, guint batch)
     for (int sp = 0; sp <= 1; sp++)
       for (int r = MP_RECOMPUTE_NONE; r <= MP_RECOMPUTE_FULL; r++)
         for (guint zero = 0; zero <= 3; zero++)
+          for (guint shard = 0; shard <= c->dp * c->cp; shard += shard ? 1 : 2)
+          for (int keep = 0; keep <= 1; keep++)
           for (int sch = 0; sch <= MP_SCHEDULE_NONE; sch++)
             for (guint vpp = 1; vpp <= 2 * SEARCH_MAX_VPP; vpp++)
               for (int o = 0; o <= 1; o++)
                 {
+                  c->zero_shard = shard, c->no_reshard = keep;
                   c->ep = ep, c->sequence_parallel = sp, c->recompute = (MpRecompute) r;
                   c->etp = p->model->experts > 0 ? etp : 0;
                   c->dispatcher = (MpDispatcher) d;

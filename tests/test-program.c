@@ -210,7 +210,14 @@ group_name (const MpPlan *plan, const MpProgram *p, MpCommGroup group)
   switch (group)
     {
     case MP_GROUP_DP:
-      return g_strdup_printf ("dp tp%u pp%u", p->tp_rank, p->stage);
+      /* HSDP: the shard group, zero_shard consecutive of the dp * cp ranks (cp fastest) */
+      return g_strdup_printf ("dp tp%u pp%u s%u", p->tp_rank, p->stage,
+                              (p->dp_rank * c->cp + p->cp_rank)
+                              / mp_parallel_config_zero_shard (c));
+    case MP_GROUP_DP_REP:
+      return g_strdup_printf ("dp_rep tp%u pp%u s%u", p->tp_rank, p->stage,
+                              (p->dp_rank * c->cp + p->cp_rank)
+                              % mp_parallel_config_zero_shard (c));
     case MP_GROUP_EDP:
       /* The dp * cp ranks, cp fastest; every ep-th one holds the same experts. */
       return g_strdup_printf ("edp tp%u pp%u e%u", p->tp_rank, p->stage,
@@ -521,6 +528,7 @@ check_buckets (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p,
   g_autoptr(GArray) first_seen = g_array_new (FALSE, FALSE, sizeof (const MpInsn *));
   g_autoptr(GArray) times = g_array_new (FALSE, TRUE, sizeof (guint));
   double total = 0;
+  guint reps = mp_parallel_config_zero_replicas (cfg), replicated = 0;
   for (guint i = 0; i < p->n_insns; i++)
     {
       const MpInsn *in = &p->insns[i];
@@ -528,6 +536,22 @@ check_buckets (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p,
         bwd_count[in->layer]++;
       if (in->kind != MP_INSN_REDUCE_GRADS)
         continue;
+      if (in->group == MP_GROUP_DP_REP)
+        {
+          /* HSDP: the accumulated shard all-reduced once, after its last reduce-scatter */
+          CHECK (reps > 1, "a replicate all-reduce without HSDP");
+          CHECK (in->coll == MP_COLL_ALL_REDUCE, "replicate group reduces with %s",
+                 mp_coll_kind_name (in->coll));
+          CHECK (in->bucket < first_seen->len
+                 && g_array_index (times, guint, in->bucket) == (cfg->zero >= 2 ? m : 1u),
+                 "bucket %u replicated before its last reduce-scatter", in->bucket);
+          const MpInsn *was = g_array_index (first_seen, const MpInsn *, in->bucket);
+          CHECK (was->group == MP_GROUP_DP && was->layer == in->layer
+                 && in->bytes == was->bytes / mp_parallel_config_zero_shard (cfg),
+                 "bucket %u: replicate all-reduce of %g bytes", in->bucket, in->bytes);
+          replicated++;
+          continue;
+        }
       CHECK (in->group == MP_GROUP_DP || in->group == MP_GROUP_EDP, "bucket group %s",
              mp_comm_group_name (in->group));
       CHECK (on[in->group], "a bucket reduced over a group of one rank");
@@ -570,6 +594,11 @@ check_buckets (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p,
   for (guint b = 0; b < times->len; b++)
     CHECK (g_array_index (times, guint, b) == (cfg->zero >= 2 ? m : 1u),
            "bucket %u reduced %u times", b, g_array_index (times, guint, b));
+  guint dense_buckets = 0;
+  for (guint b = 0; b < first_seen->len; b++)
+    dense_buckets += g_array_index (first_seen, const MpInsn *, b)->group == MP_GROUP_DP;
+  CHECK (replicated == (reps > 1 ? dense_buckets : 0), "%u replicate all-reduces for %u "
+         "dense buckets over %u replicas", replicated, dense_buckets, reps);
   /* Each gradient in exactly one bucket of its group. */
   double want_total = 0;
   for (guint c = p->stage; c < chunks_of (cfg); c += cfg->pp)
@@ -657,7 +686,9 @@ check_gathers (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p)
   guint n_layers = mp_cost_context_model (ctx)->n_layers;
   gboolean on[MP_GROUP_N] = { FALSE };
   reduces (cfg, &on[MP_GROUP_DP], &on[MP_GROUP_EDP]);
-  g_autofree gboolean *ready = g_new0 (gboolean, n_layers * MP_GROUP_N);
+  /* gathers not yet used up: reshard_after_forward = False keeps a forward's to its
+   * backward, while other micro-batches' forwards gather again */
+  g_autofree guint *ready = g_new0 (guint, n_layers * MP_GROUP_N);
   g_autofree guint *count = g_new0 (guint, n_layers * MP_GROUP_N);
   double w;
   mp_model_state_bytes_per_param (mp_cost_context_model (ctx), &w, NULL, NULL);
@@ -670,7 +701,7 @@ check_gathers (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p)
           CHECK (in->n_layers == 1 && in->coll == MP_COLL_ALL_GATHER && on[in->group]
                  && in->bytes == bucket_params (ctx, plan, p->stage, in->group, in->layer, 1)
                                  * w, "insn %u: a wrong gather", i);
-          ready[in->layer * MP_GROUP_N + in->group] = TRUE;
+          ready[in->layer * MP_GROUP_N + in->group]++;
           count[in->layer * MP_GROUP_N + in->group]++;
         }
       if ((in->kind != MP_INSN_FORWARD && in->kind != MP_INSN_BACKWARD) || cfg->zero < 3)
@@ -679,9 +710,11 @@ check_gathers (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p)
         {
           if (!on[gr] || !(bucket_params (ctx, plan, p->stage, gr, in->layer, 1) > 0))
             continue;
-          CHECK (ready[in->layer * MP_GROUP_N + gr], "insn %u: layer %u used without "
+          CHECK (ready[in->layer * MP_GROUP_N + gr] > 0, "insn %u: layer %u used without "
                  "its %s gather", i, in->layer, mp_comm_group_name (gr));
-          ready[in->layer * MP_GROUP_N + gr] = FALSE;
+          /* reshard_after_forward = False: the forward's gather serves the backward */
+          if (!cfg->no_reshard || in->kind == MP_INSN_BACKWARD)
+            ready[in->layer * MP_GROUP_N + gr]--;
         }
     }
   if (cfg->zero < 3)
@@ -691,7 +724,8 @@ check_gathers (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p)
       {
         gboolean mine = p->stage == chunk_of_layer (plan, l) % cfg->pp && on[gr]
                         && bucket_params (ctx, plan, p->stage, gr, l, 1) > 0;
-        CHECK (count[l * MP_GROUP_N + gr] == (mine ? 2 * cfg->num_micro_batches : 0),
+        guint passes = cfg->no_reshard ? 1 : 2;
+        CHECK (count[l * MP_GROUP_N + gr] == (mine ? passes * cfg->num_micro_batches : 0),
                "layer %u gathered %u times over %s", l, count[l * MP_GROUP_N + gr],
                mp_comm_group_name (gr));
       }
@@ -933,6 +967,16 @@ test_program_buckets (void **state)
   check_plan (e->ctx, plan);
 }
 
+/* The ZeRO tests' config: dp 4, two micro-batches, one bucket per layer. */
+static void
+zero_config (MpParallelConfig *cfg)
+{
+  mp_parallel_config_init (cfg);
+  cfg->dp = 4;
+  cfg->num_micro_batches = 2;
+  cfg->bucket_bytes = 1;
+}
+
 /* ZeRO: 1 reduce-scatters once, 2 every micro-batch, both gather after the optimizer; 3
  * gathers each layer one ahead of its forward and its backward and reduce-scatters every
  * micro-batch. */
@@ -942,10 +986,7 @@ test_program_zero (void **state)
   (void) state;
   g_autoptr(Env) e = env_new ("tiny-gpt", "dgx-a100-80g:1");
   MpParallelConfig cfg;
-  mp_parallel_config_init (&cfg);
-  cfg.dp = 4;
-  cfg.num_micro_batches = 2;
-  cfg.bucket_bytes = 1;            /* one bucket per layer */
+  zero_config (&cfg);
   for (guint zero = 0; zero <= 3; zero++)
     {
       cfg.zero = zero;
@@ -971,6 +1012,69 @@ test_program_zero (void **state)
         }
       describe (e->model, &plan->cfg);
       check_plan (e->ctx, plan);
+    }
+}
+
+/* HSDP (fsdp17): zero_shard = dp builds the plain program; zero_shard = 2 of dp = 4 adds
+ * one all-reduce per dense bucket over the replicate group after its last micro-batch's
+ * reduce-scatter; reshard_after_forward = False gathers only in forward. */
+static void
+test_program_hsdp (void **state)
+{
+  (void) state;
+  g_autoptr(Env) e = env_new ("tiny-gpt", "dgx-a100-80g:1");
+  MpParallelConfig cfg;
+  zero_config (&cfg);
+  guint n_layers = e->model->n_layers;
+  for (guint zero = 1; zero <= 3; zero++)
+    {
+      cfg.zero = zero;
+      cfg.zero_shard = 0;
+      cfg.no_reshard = FALSE;
+      g_autoptr(MpPlan) plain = try_plan (e->ctx, &cfg);
+      g_autoptr(MpProgram) p0 = mp_program_build (e->ctx, plain, 0);
+      cfg.zero_shard = 4;
+      g_autoptr(MpPlan) whole = try_plan (e->ctx, &cfg);
+      g_autoptr(MpProgram) p1 = mp_program_build (e->ctx, whole, 0);
+      assert_int_equal (p0->n_insns, p1->n_insns);
+      for (guint i = 0; i < p0->n_insns; i++)
+        {
+          const MpInsn *a = &p0->insns[i], *b = &p1->insns[i];
+          assert_true (a->kind == b->kind && a->layer == b->layer && a->group == b->group
+                       && a->coll == b->coll && a->bytes == b->bytes
+                       && a->micro_batch == b->micro_batch);
+        }
+      for (guint keep = 0; keep < (zero == 3 ? 2u : 1u); keep++)
+        {
+          cfg.zero_shard = 2;
+          cfg.no_reshard = keep;
+          g_autoptr(MpPlan) plan = try_plan (e->ctx, &cfg);
+          g_autoptr(MpProgram) p = mp_program_build (e->ctx, plan, 0);
+          /* a gather is for the pass of the next compute after it */
+          guint rep = 0, shard_reduces = 0, gathers = 0, bwd_gathers = 0, pending = 0;
+          for (guint i = 0; i < p->n_insns; i++)
+            {
+              const MpInsn *in = &p->insns[i];
+              rep += in->kind == MP_INSN_REDUCE_GRADS && in->group == MP_GROUP_DP_REP;
+              shard_reduces += in->kind == MP_INSN_REDUCE_GRADS && in->group == MP_GROUP_DP;
+              gathers += in->kind == MP_INSN_GATHER_PARAMS && zero == 3;
+              pending += in->kind == MP_INSN_GATHER_PARAMS && zero == 3;
+              if (in->kind == MP_INSN_FORWARD || in->kind == MP_INSN_BACKWARD)
+                {
+                  bwd_gathers += in->kind == MP_INSN_BACKWARD ? pending : 0;
+                  pending = 0;
+                }
+            }
+          assert_int_equal (rep, n_layers);
+          assert_int_equal (shard_reduces, zero >= 2 ? 2 * n_layers : n_layers);
+          if (zero == 3)
+            {
+              assert_int_equal (gathers, (keep ? 1 : 2) * 2 * n_layers);
+              assert_true (keep ? bwd_gathers == 0 : bwd_gathers > 0);
+            }
+          describe (e->model, &plan->cfg);
+          check_plan (e->ctx, plan);
+        }
     }
 }
 
@@ -1264,6 +1368,7 @@ main (void)
     cmocka_unit_test (test_program_schedules),
     cmocka_unit_test (test_program_buckets),
     cmocka_unit_test (test_program_zero),
+    cmocka_unit_test (test_program_hsdp),
     cmocka_unit_test (test_program_tied),
     cmocka_unit_test (test_program_experts),
     cmocka_unit_test (test_program_recompute_first_n),
