@@ -34,7 +34,7 @@ ok "#wrong is 0 on every row" sh -c "[ -n \"\$(grep -E '^ +[0-9]+ +[0-9]+ +float
 ok "out of bounds values 0 OK" sh -c "[ \$(grep -c '^# Out of bounds values : 0 OK\$' \"$out\") -eq 6 ]"
 ok "the profile validates" sh -c "\"$MPPLAN\" validate \"$tmp/p.yaml\" | grep -q ': ok: profile for cpu-core'"
 ok "the profile has every collective" sh -c "[ \$(grep -c '^  - kind: ' \"$tmp/p.yaml\") -eq 6 ]"
-ok "the profile has attention and element-wise rates" sh -c "grep -q '^  bwd_flops_per_s: ' \"$tmp/p.yaml\" && for c in norm activation loss; do grep -q \"^  \$c:\\\$\" \"$tmp/p.yaml\" || exit 1; done"
+ok "the profile has attention and element-wise rates" sh -c "grep -q '^  bwd_flops_per_s: ' \"$tmp/p.yaml\" && for c in norm activation loss gated_activation; do grep -q \"^  \$c:\\\$\" \"$tmp/p.yaml\" || exit 1; done"
 ok "attention is measured at tiny-gpt's and gpt2-124m's sequence lengths" grep -q '^  seq: \[128, 1024\]$' "$tmp/p.yaml"
 ok "the profile has Adam and SGD optimizer rates" sh -c "grep -q '^  adam_params_per_s: ' \"$tmp/p.yaml\" && grep -q '^  sgd_params_per_s: ' \"$tmp/p.yaml\""
 ok "plan with --profile works" sh -c "\"$MPPLAN\" plan -m tiny-gpt -c host -q --profile \"$tmp/p.yaml\" >\"$tmp/cal.txt\""
