@@ -38,14 +38,15 @@ fail_once (int rank, GError *error)
   "Not run yet, refused by name (exit 2): biases in MoE experts, expert tensor "          \
   "parallelism other than 1 or tp (1 < etp < tp), experts folded over tensor ranks "     \
   "(etp < tp) with a sequence split inside a sequence, mixture-of-experts with context " \
-  "parallelism (experts and cp > 1), selective recompute of the mlp module in MoE "      \
-  "blocks, context parallelism (cp > 1) on the cuda backend (the host "                  \
+  "parallelism (experts and cp > 1), context parallelism (cp > 1) on the cuda backend "  \
+  "(the host "                                                                           \
   "runs it: ring attention), sliding-window attention, multi-head latent attention, "    \
   "attention sinks, qk-norm, attention biases unlike the MLP's, post-norms, scaled "     \
   "embeddings, logit soft-capping, geglu MLPs, uniform recompute in groups of blocks "   \
   "(recompute_method=uniform) on an mlp model or under ZeRO-3, selective recompute of "  \
   "modules other than "                                                                  \
-  "core_attn, layernorm and mlp. An fp8 plan runs its GEMMs at the backend's "           \
+  "core_attn, layernorm and mlp (mlp: the dense MLPs; an MoE block keeps its MLP's "     \
+  "activations, as Megatron-Core). An fp8 plan runs its GEMMs at the backend's "           \
   "precision (host: fp32; cuda: bf16), said on stderr.\n\n"
 
 /* The summary line of a run (rank 0's result). */

@@ -400,9 +400,6 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
     what = "biases in MoE experts (bias: true with experts)";
   else if (model->experts > 0 && cfg->cp > 1)
     what = "mixture-of-experts with context parallelism (experts and cp > 1)";
-  else if (model->experts > 0 && cfg->recompute == MP_RECOMPUTE_SELECTIVE
-           && (mp_recompute_modules_of (cfg) & MP_RECOMPUTE_MLP))
-    what = "selective recompute of the mlp module in MoE blocks (recompute_modules)";
   else if (model->experts > 0 && etp != cfg->tp && etp != 1)
     what = "expert tensor parallelism other than 1 or tp (1 < etp < tp)";
   else if (model->experts > 0 && etp < cfg->tp

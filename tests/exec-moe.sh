@@ -31,6 +31,10 @@ ok "ep2 x tp2, experts split over etp = tp" check ep2tp2 4 2 dp=2,tp=2,pp=1,ep=2
 ok "ep2 folded over tp2 (etp = 1)" check etp1 2 2 dp=1,tp=2,pp=1,ep=2,etp=1
 ok "ep2 with dp4 (two expert-data-parallel replicas), ZeRO-1" \
   check ep2dp4 4 4 dp=4,tp=1,pp=1,ep=2,zero=1
+# Selective recompute of the mlp module: the dense first block rebuilds fc1 and its
+# activation before its backward; the MoE blocks keep their MLP's (Megatron-Core's mlp).
+ok "selective recompute, modules mlp, ep2" \
+  check rsmlp 2 2 dp=2,tp=1,pp=1,ep=2,recompute=selective,recompute_modules=mlp
 # A capacity factor of 1 drops tokens; ep over data ranks routes the same micro-batches as
 # one rank, so the check still holds, and the drops are counted.
 capacity () {
