@@ -35,7 +35,7 @@ fail_once (int rank, GError *error)
 /* What the executor does not run yet (exec/model-exec.c check_supported and
  * mp_model_attention_extras refuse each by name); --help must list them all. */
 #define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): biases in MoE experts, expert tensor "          \
+  "Not run yet, refused by name (exit 2): expert tensor "                                \
   "parallelism other than 1 or tp (1 < etp < tp), experts folded over tensor ranks "     \
   "(etp < tp) with a sequence split inside a sequence, mixture-of-experts with context " \
   "parallelism (experts and cp > 1), context parallelism (cp > 1) on the cuda backend "  \

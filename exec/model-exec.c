@@ -396,9 +396,7 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
                    "%s) yet: execute a model without it", extra, model->name);
       return FALSE;
     }
-  if (model->experts > 0 && model->bias)
-    what = "biases in MoE experts (bias: true with experts)";
-  else if (model->experts > 0 && cfg->cp > 1)
+  if (model->experts > 0 && cfg->cp > 1)
     what = "mixture-of-experts with context parallelism (experts and cp > 1)";
   else if (model->experts > 0 && etp != cfg->tp && etp != 1)
     what = "expert tensor parallelism other than 1 or tp (1 < etp < tp)";

@@ -413,7 +413,7 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   float *mr = tp_reduce_rows (ex, proj, y, error);
   if (mr == NULL)
     goto fail;
-  add_rows (ex, mr, Pi (L, I.b2), Ns, C);
+  add_rows (ex, mr, L->ir->moe ? NULL : Pi (L, I.b2), Ns, C);   /* MoE: its own biases */
   k->residual_forward (ex->be, y, a->buf[A_X2], mr, (gsize) Ns * C);
   tmp_release (&t);
   return TRUE;

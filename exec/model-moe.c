@@ -107,6 +107,17 @@ add_tensor (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n, cons
   return TRUE;
 }
 
+/* The bias NAME of N local floats (zeros) after its weight, when the model has biases. */
+static gboolean
+add_bias (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n, gboolean replicated,
+          gboolean expert, GError **error)
+{
+  if (!ex->model->bias)
+    return TRUE;
+  g_autofree float *zeros = g_new0 (float, MAX (n, 1));
+  return add_tensor (ex, L, layer, name, n, zeros, replicated, expert, error);
+}
+
 /* A seeded stream per tensor of block LAYER: INDEX 0 the router, 1 and 2 the shared
  * experts, 3 + 2e and 4 + 2e expert e (above the dense layers' streams, model-exec.c). */
 static guint64
@@ -128,14 +139,18 @@ mp_exec_moe_setup (MpExec *ex, ExLayer *L, guint layer, GError **error)
       g_autofree float *w2 = g_new (float, C * s.Fsl);
       fill_mlp (ex, w1, w2, moe_stream (layer, 1), moe_stream (layer, 2),
                 (int) (m->shared_experts * m->shared_expert_ffn), s.Fsl, ex->tp_rank, proj_std);
+      /* fc2's bias is added once, by tp rank 0, to the partial sums the tp reduction adds */
       if (!add_tensor (ex, L, layer, "shared.w1", (gsize) s.f1s * C, w1, FALSE, FALSE, error)
-          || !add_tensor (ex, L, layer, "shared.w2", C * s.Fsl, w2, FALSE, FALSE, error))
+          || !add_bias (ex, L, layer, "shared.b1", s.f1s, FALSE, FALSE, error)
+          || !add_tensor (ex, L, layer, "shared.w2", C * s.Fsl, w2, FALSE, FALSE, error)
+          || !add_bias (ex, L, layer, "shared.b2", C, TRUE, FALSE, error))
         return FALSE;
     }
   g_autofree float *wr = g_new (float, (gsize) s.E * C);
   mpk_cpu_fill_normal_block (wr, ex->seed, moe_stream (layer, 0), C, 0, s.E, 0, C, 0.0f,
                              INIT_STD);
-  if (!add_tensor (ex, L, layer, "router", (gsize) s.E * C, wr, TRUE, FALSE, error))
+  if (!add_tensor (ex, L, layer, "router", (gsize) s.E * C, wr, TRUE, FALSE, error)
+      || !add_bias (ex, L, layer, "router.b", s.E, TRUE, FALSE, error))
     return FALSE;
   gsize n1 = (gsize) s.f1e * C, n2 = C * s.Fel;
   g_autofree float *w1 = g_new (float, n1 * s.El);
@@ -147,23 +162,34 @@ mp_exec_moe_setup (MpExec *ex, ExLayer *L, guint layer, GError **error)
                 moe_stream (layer, 4 + 2 * e), (int) m->moe_ffn_hidden, s.Fel, ex->etp_rank,
                 proj_std);
     }
+  /* fc2's bias, whole on every etp rank (replicated over etp > 1), added by its owner */
   return add_tensor (ex, L, layer, "experts.w1", n1 * s.El, w1, FALSE, TRUE, error)
-         && add_tensor (ex, L, layer, "experts.w2", n2 * s.El, w2, FALSE, TRUE, error);
+         && add_bias (ex, L, layer, "experts.b1", (gsize) s.f1e * s.El, FALSE, TRUE, error)
+         && add_tensor (ex, L, layer, "experts.w2", n2 * s.El, w2, FALSE, TRUE, error)
+         && add_bias (ex, L, layer, "experts.b2", C * s.El, s.partial, TRUE, error);
 }
 
 static MoeTensors
 moe_tensors (const MpExec *ex, const ExLayer *L, guint first)
 {
   MoeTensors t = { NULL };
+  gboolean b = ex->model->bias;
   guint i = first;
+#define NEXT() ((ExTensor *) g_ptr_array_index (L->uses, i++))
   if (moe_shape (ex).Fsl > 0)
     {
-      t.s1 = g_ptr_array_index (L->uses, i++);
-      t.s2 = g_ptr_array_index (L->uses, i++);
+      t.s1 = NEXT ();
+      t.sb1 = b ? NEXT () : NULL;
+      t.s2 = NEXT ();
+      t.sb2 = b ? NEXT () : NULL;
     }
-  t.router = g_ptr_array_index (L->uses, i++);
-  t.e1 = g_ptr_array_index (L->uses, i++);
-  t.e2 = g_ptr_array_index (L->uses, i);
+  t.router = NEXT ();
+  t.rb = b ? NEXT () : NULL;
+  t.e1 = NEXT ();
+  t.eb1 = b ? NEXT () : NULL;
+  t.e2 = NEXT ();
+  t.eb2 = b ? NEXT () : NULL;
+#undef NEXT
   return t;
 }
 
@@ -192,28 +218,68 @@ mp_exec_act_backward (MpExec *ex, float *dfc1, const float *fc1, const float *da
     ex->k->gelu_backward (ex->be, dfc1, fc1, dact, (gsize) R * Fl);
 }
 
-/* out (R, C) = fc2 (act (fc1 (x))), keeping fc1 (R, f1) and act (R, Fl). */
-static void
-ffn_forward (MpExec *ex, const float *x, const float *w1, const float *w2, int R, int Fl,
-             float *fc1, float *act, float *out)
+/* One MLP's weights (or gradients) at one expert: fc1, its bias, fc2, its bias (biases
+ * NULL: none, or fc2's not added on this rank). */
+typedef struct {
+  float *w1, *b1, *w2, *b2;
+} Ffn;
+
+static float *
+at (float *base, gsize off)
 {
-  int f1 = ex->swiglu ? 2 * Fl : Fl;
-  ex->k->matmul_forward (ex->be, fc1, x, w1, NULL, R, ex->C, f1);
-  mp_exec_act_forward (ex, act, fc1, R, Fl);
-  ex->k->matmul_forward (ex->be, out, act, w2, NULL, R, Fl, ex->C);
+  return base ? base + off : NULL;
 }
 
-/* dx (R, C) +=, dw1 +=, dw2 += from dout (R, C); DACT (R, Fl) and DFC1 (R, f1) zeroed
- * scratch. */
+/* MLP E (0: the shared one) of the tensors W1 B1 W2 B2: its parameters (fc2's bias only
+ * where ADD_B2) or, when GRAD, its gradients. */
+static Ffn
+ffn_at (const MpExec *ex, const ExTensor *w1, const ExTensor *b1, const ExTensor *w2,
+        const ExTensor *b2, int e, int f1, int Fl, gboolean add_b2, gboolean grad)
+{
+  gsize C = ex->C, n1 = (gsize) f1 * C, n2 = C * Fl;
+#define PART(t) ((t) ? ((grad) ? (t)->grad : (t)->param) : NULL)
+  Ffn f = { at (PART (w1), e * n1), at (PART (b1), (gsize) e * f1), at (PART (w2), e * n2),
+            add_b2 || grad ? at (PART (b2), e * C) : NULL };
+#undef PART
+  return f;
+}
+
+/* out (R, C) = fc2 (act (fc1 (x))), keeping fc1 (R, f1) and act (R, Fl). */
 static void
-ffn_backward (MpExec *ex, float *dx, float *dw1, float *dw2, const float *dout, const float *x,
-              const float *fc1, const float *act, const float *w1, const float *w2, int R,
-              int Fl, float *dact, float *dfc1)
+ffn_forward (MpExec *ex, const float *x, const Ffn *w, int R, int Fl, float *fc1, float *act,
+             float *out)
 {
   int f1 = ex->swiglu ? 2 * Fl : Fl;
-  ex->k->matmul_backward (ex->be, dact, dw2, NULL, dout, act, w2, R, Fl, ex->C);
+  ex->k->matmul_forward (ex->be, fc1, x, w->w1, w->b1, R, ex->C, f1);
+  mp_exec_act_forward (ex, act, fc1, R, Fl);
+  ex->k->matmul_forward (ex->be, out, act, w->w2, w->b2, R, Fl, ex->C);
+}
+
+/* dx (R, C) +=, G's gradients += from dout (R, C); DACT (R, Fl) and DFC1 (R, f1) zeroed
+ * scratch. */
+static void
+ffn_backward (MpExec *ex, float *dx, const Ffn *g, const float *dout, const float *x,
+              const float *fc1, const float *act, const Ffn *w, int R, int Fl, float *dact,
+              float *dfc1)
+{
+  int f1 = ex->swiglu ? 2 * Fl : Fl;
+  ex->k->matmul_backward (ex->be, dact, g->w2, g->b2, dout, act, w->w2, R, Fl, ex->C);
   mp_exec_act_backward (ex, dfc1, fc1, dact, R, Fl);
-  ex->k->matmul_backward (ex->be, dx, dw1, NULL, dfc1, x, w1, R, ex->C, f1);
+  ex->k->matmul_backward (ex->be, dx, g->w1, g->b1, dfc1, x, w->w1, R, ex->C, f1);
+}
+
+/* Local expert E's parameters (GRAD: gradients); fc2's bias by its owner only. */
+static Ffn
+expert_ffn (const MpExec *ex, const MoeShape *s, const MoeTensors *t, int e, gboolean grad)
+{
+  return ffn_at (ex, t->e1, t->eb1, t->e2, t->eb2, e, s->f1e, s->Fel, s->owner, grad);
+}
+
+/* The shared experts' (tp-split: fc2's bias added by tp rank 0). */
+static Ffn
+shared_ffn (const MpExec *ex, const MoeShape *s, const MoeTensors *t, gboolean grad)
+{
+  return ffn_at (ex, t->s1, t->sb1, t->s2, t->sb2, 0, s->f1s, s->Fsl, ex->tp_rank == 0, grad);
 }
 
 /* ---- routing ----------------------------------------------------------------------- */
@@ -282,12 +348,15 @@ static void
 experts_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
                  Acts *a, const float *xe, float *ye)
 {
-  gsize C = ex->C, n1 = (gsize) s->f1e * C, n2 = C * s->Fel;
+  gsize C = ex->C;
   for (int e = 0, off = 0; e < s->El; off += r->lcount[e], e++)
     if (r->lcount[e] > 0)
-      ffn_forward (ex, xe + off * C, w->e1->param + e * n1, w->e2->param + e * n2,
-                   r->lcount[e], s->Fel, a->buf[M_E_FC1] + (gsize) off * s->f1e,
-                   a->buf[M_E_ACT] + (gsize) off * s->Fel, ye + off * C);
+      {
+        Ffn f = expert_ffn (ex, s, w, e, FALSE);
+        ffn_forward (ex, xe + off * C, &f, r->lcount[e], s->Fel,
+                     a->buf[M_E_FC1] + (gsize) off * s->f1e,
+                     a->buf[M_E_ACT] + (gsize) off * s->Fel, ye + off * C);
+      }
 }
 
 /* ---- forward and backward ---------------------------------------------------------- */
@@ -306,8 +375,8 @@ shared_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a, con
   if (!mp_exec_act_alloc (ex, a, M_S_FC1, (gsize) N * s->f1s, error)
       || !mp_exec_act_alloc (ex, a, M_S_ACT, (gsize) N * s->Fsl, error))
     return FALSE;
-  ffn_forward (ex, h, w->s1->param, w->s2->param, N, s->Fsl, a->buf[M_S_FC1], a->buf[M_S_ACT],
-               out);
+  Ffn f = shared_ffn (ex, s, w, FALSE);
+  ffn_forward (ex, h, &f, N, s->Fsl, a->buf[M_S_FC1], a->buf[M_S_ACT], out);
   return TRUE;
 }
 
@@ -321,8 +390,8 @@ router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float 
   float *logits = be->ops->alloc (be, n * sizeof (float), MP_MEM_OTHER, error);
   if (logits == NULL)
     return NULL;
-  ex->k->matmul_forward (be, logits, h + (gsize) s->row0 * ex->C, w->router->param, NULL, s->Nt,
-                         ex->C, s->E);
+  ex->k->matmul_forward (be, logits, h + (gsize) s->row0 * ex->C, w->router->param,
+                         w->rb ? w->rb->param : NULL, s->Nt, ex->C, s->E);
   g_autofree float *lh = g_new (float, n);
   be->ops->download (be, lh, logits, n * sizeof (float));
   be->ops->release (be, logits);
@@ -468,18 +537,23 @@ router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRou
                       1.0f / (float) ex->global_batch);
   mpk_cpu_router_backward (dlog, r->probs, r->idx, r->gates, dgates, dprobs, N, E, K);
   gboolean apart = !s->partial && ex->tp > 1;   /* tp ranks routed different tokens */
-  gsize nw = (gsize) E * ex->C;
-  float *d = be->ops->alloc (be, ((gsize) N * E + (apart ? nw : 0)) * sizeof (float),
+  gsize nw = (gsize) E * ex->C, nb = w->rb ? (gsize) E : 0;
+  float *d = be->ops->alloc (be, ((gsize) N * E + (apart ? nw + nb : 0)) * sizeof (float),
                              MP_MEM_OTHER, error);
   if (d == NULL)
     return FALSE;
   float *dw = apart ? d + (gsize) N * E : w->router->grad;
+  float *db = !w->rb ? NULL : apart ? dw + nw : w->rb->grad;
+  if (apart)
+    be->ops->zero (be, dw, (nw + nb) * sizeof (float));
   be->ops->upload (be, d, dlog, (gsize) N * E * sizeof (float));
-  ex->k->matmul_backward (be, s->owner ? dh : NULL, dw, NULL, d, h, w->router->param, N, ex->C,
+  ex->k->matmul_backward (be, s->owner ? dh : NULL, dw, db, d, h, w->router->param, N, ex->C,
                           E);
-  gboolean ok = !apart || mp_exec_tp_all_reduce (ex, dw, nw, MP_REDUCE_SUM, error);
+  gboolean ok = !apart || mp_exec_tp_all_reduce (ex, dw, nw + nb, MP_REDUCE_SUM, error);
   if (ok && apart)
     ex->k->add (be, w->router->grad, dw, nw);
+  if (ok && apart && db)
+    ex->k->add (be, w->rb->grad, db, nb);
   be->ops->release (be, d);
   return ok;
 }
@@ -490,15 +564,17 @@ static void
 experts_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
                   Acts *a, const float *dye, float *dxe, float *scratch)
 {
-  gsize C = ex->C, n1 = (gsize) s->f1e * C, n2 = C * s->Fel;
+  gsize C = ex->C;
   float *dact = scratch, *dfc1 = scratch + (gsize) MAX (r->Rr, 1) * s->Fel;
   for (int e = 0, off = 0; e < s->El; off += r->lcount[e], e++)
     if (r->lcount[e] > 0)
-      ffn_backward (ex, dxe + off * C, w->e1->grad + e * n1, w->e2->grad + e * n2,
-                    dye + off * C, a->buf[M_XP] + off * C, a->buf[M_E_FC1] + (gsize) off * s->f1e,
-                    a->buf[M_E_ACT] + (gsize) off * s->Fel, w->e1->param + e * n1,
-                    w->e2->param + e * n2, r->lcount[e], s->Fel, dact + (gsize) off * s->Fel,
-                    dfc1 + (gsize) off * s->f1e);
+      {
+        Ffn g = expert_ffn (ex, s, w, e, TRUE), p = expert_ffn (ex, s, w, e, FALSE);
+        ffn_backward (ex, dxe + off * C, &g, dye + off * C, a->buf[M_XP] + off * C,
+                      a->buf[M_E_FC1] + (gsize) off * s->f1e,
+                      a->buf[M_E_ACT] + (gsize) off * s->Fel, &p, r->lcount[e], s->Fel,
+                      dact + (gsize) off * s->Fel, dfc1 + (gsize) off * s->f1e);
+      }
 }
 
 /* The routed rows' backward from DOUT (the routed tokens' rows): the gates' gradient
@@ -609,8 +685,9 @@ mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const 
                                   MP_MEM_OTHER, error);
       if (sc == NULL)
         return FALSE;
-      ffn_backward (ex, dh, w.s1->grad, w.s2->grad, dout, h, a->buf[M_S_FC1], a->buf[M_S_ACT],
-                    w.s1->param, w.s2->param, N, s.Fsl, sc, sc + (gsize) N * s.Fsl);
+      Ffn g = shared_ffn (ex, &s, &w, TRUE), p = shared_ffn (ex, &s, &w, FALSE);
+      ffn_backward (ex, dh, &g, dout, h, a->buf[M_S_FC1], a->buf[M_S_ACT], &p, N, s.Fsl, sc,
+                    sc + (gsize) N * s.Fsl);
       be->ops->release (be, sc);
     }
   gsize off = (gsize) s.row0 * ex->C;

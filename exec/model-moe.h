@@ -15,9 +15,10 @@ typedef struct {
   gboolean owner;          /* adds the aux loss and the router's input gradient */
 } MoeShape;
 
-/* The block's MoE tensors in `uses`, from FIRST (the slot after the second norm). */
+/* The block's MoE tensors in `uses`, from FIRST (the slot after the second norm); each
+ * weight followed by its bias when the model has biases (b: NULL without). */
 typedef struct {
-  ExTensor *s1, *s2, *router, *e1, *e2;
+  ExTensor *s1, *sb1, *s2, *sb2, *router, *rb, *e1, *eb1, *e2, *eb2;
 } MoeTensors;
 
 /* One micro-batch's routing, on the host. Rows are the kept (token, choice) pairs grouped

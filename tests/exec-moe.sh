@@ -44,6 +44,15 @@ capacity () {
     grep -E '^MoE: [1-9][0-9]* of [0-9]+ .*dropped' "$tmp/cap.out"
 }
 ok "capacity factor 1: tokens dropped, counted, same as one rank" capacity
+# Biases (bias: true): the router's, the shared and routed experts' fc1 and fc2 (fc2's
+# added once: by tp rank 0 to the partial sums under etp = tp).
+biases () {
+  sed 's/^bias: false/bias: true/' "$top_srcdir/examples/models/tiny-moe.yaml" \
+    >"$tmp/bias.model.yaml" || return 1
+  model=$tmp/bias.model.yaml check "$@"
+}
+ok "expert biases, ep2 x tp2 (etp = tp)" biases bias 4 2 dp=2,tp=2,pp=1,ep=2,zero=0
+ok "expert biases, ep2 folded over tp2 (etp = 1)" biases biasf 2 2 dp=1,tp=2,pp=1,ep=2,etp=1
 # The all-gather dispatcher: every ep rank gathers the group's tokens, outputs are
 # reduce-scattered back (the plans edited: the search picks all-to-all here).
 agcheck () {

@@ -205,6 +205,4 @@ ok "an MLA model is refused by name" refuses mla \
   'multi-head latent attention'
 ok "attention sinks are refused by name" refuses sinks 'attention: {sinks: true}' \
   'attention sinks'
-ok "MoE experts with biases are refused by name" refuses moe 'experts: 4
-experts_per_token: 2' 'biases in MoE experts'
 tap_done
