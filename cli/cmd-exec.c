@@ -36,10 +36,8 @@ fail_once (int rank, GError *error)
  * mp_model_attention_extras refuse each by name); --help must list them all. */
 #define EXEC_LIMITS                                                                      \
   "Not run yet, refused by name (exit 2): expert tensor "                                \
-  "parallelism other than 1 or tp (1 < etp < tp), experts folded over tensor ranks "     \
-  "(etp < tp) with a sequence split inside a sequence, mixture-of-experts with context " \
-  "parallelism (experts and cp > 1), context parallelism (cp > 1) on the cuda backend "  \
-  "(the host "                                                                           \
+  "parallelism other than 1 or tp (1 < etp < tp), context parallelism (cp > 1) on the "  \
+  "cuda backend (the host "                                                              \
   "runs it: ring attention), sliding-window attention, multi-head latent attention, "    \
   "attention sinks, qk-norm, attention biases unlike the MLP's, post-norms, scaled "     \
   "embeddings, logit soft-capping, geglu MLPs, uniform recompute in groups of blocks "   \

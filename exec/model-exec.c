@@ -396,14 +396,8 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
                    "%s) yet: execute a model without it", extra, model->name);
       return FALSE;
     }
-  if (model->experts > 0 && cfg->cp > 1)
-    what = "mixture-of-experts with context parallelism (experts and cp > 1)";
-  else if (model->experts > 0 && etp != cfg->tp && etp != 1)
+  if (model->experts > 0 && etp != cfg->tp && etp != 1)
     what = "expert tensor parallelism other than 1 or tp (1 < etp < tp)";
-  else if (model->experts > 0 && etp < cfg->tp
-           && (model->arch != MP_ARCH_TRANSFORMER || cfg->micro_batch_size % cfg->tp != 0))
-    what = "experts folded over tensor ranks (etp < tp) with a sequence split inside a "
-           "sequence (micro_batch_size not a multiple of tp)";
   else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
            && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM
            && (model->arch == MP_ARCH_MLP || (cfg->zero >= 3 && cfg->dp * cfg->cp > 1)))
@@ -471,6 +465,14 @@ make_groups (MpExec *ex, GError **error)
   ex->world_group = be->ops->group_split (be, 0, be->rank, error);
   if (ex->world_group == NULL)
     return FALSE;
+  if (ex->model->experts > 0 && (ex->cp > 1 || (ex->etp < ex->tp && ex->sp
+                                                && ex->mbs % (int) ex->tp != 0)))
+    {
+      ex->seq_group = be->ops->group_split (be, (int) ex->data_rank * (int) ex->pp + ppr,
+                                           (int) (ex->cp_rank * ex->tp) + tpr, error);
+      if (ex->seq_group == NULL)
+        return FALSE;
+    }
   /* MoE: the expert-parallel group (same edp and etp rank) and the expert-data-parallel
    * one (same ep and etp rank), inside a stage */
   if (ex->ep == 1 && ex->etp == ex->tp)
@@ -527,10 +529,9 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
       g_free (ex);
       return NULL;
     }
-  /* The expert grid (costmodel/context.c expert_grid_rank): a stage's tp * dp ranks
-   * numbered tp-fastest, taken etp-fastest, then ep, then edp (cp is 1 with experts:
-   * check_supported). */
-  guint grid = dp_rank * cfg->tp + tp_rank;
+  /* The expert grid (costmodel/context.c expert_grid_rank): a stage's tp * cp * dp ranks
+   * numbered tp-fastest, then cp, taken etp-fastest, then ep, then edp. */
+  guint grid = (dp_rank * ex->cp + cp_rank) * cfg->tp + tp_rank;
   ex->etp = mp_parallel_config_etp (cfg);
   ex->ep = MAX (cfg->ep, 1u);
   ex->etp_rank = grid % ex->etp;
@@ -616,6 +617,8 @@ mp_exec_free (MpExec *ex)
   be->ops->group_free (be, ex->dp_group);
   be->ops->group_free (be, ex->ends_group);
   be->ops->group_free (be, ex->world_group);
+  if (ex->seq_group)
+    be->ops->group_free (be, ex->seq_group);
   if (ex->edp_group != ex->dp_group)
     {
       be->ops->group_free (be, ex->ep_group);

@@ -56,6 +56,7 @@ mp_exec_route_free (ExRoute *r)
   g_free (r->agate);
   g_free (r->send_n);
   g_free (r->recv_n);
+  g_free (r->auxf);
   g_free (r);
 }
 
@@ -380,6 +381,72 @@ shared_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a, con
   return TRUE;
 }
 
+/* The sequence-wise load-balancing loss (Megatron-Core's seq_aux_loss; kernels/cpu/moe.c
+ * mpk_cpu_router_aux on whole sequences): per sequence b and expert e, alpha f_be P_be
+ * with f_be = E / (K T) times the choices of e and P_be the mean probability of e over
+ * b's T tokens. Row i of this rank's Nt is token (row0 + i) mod Tl of sequence
+ * (row0 + i) / Tl; where sequences are split (cp, experts folded over tp inside a
+ * sequence) the counts and sums are all-reduced over the seq group, and each rank adds
+ * its tokens' share of b's loss. Sets R's auxf; returns the loss this rank adds. */
+static gboolean
+aux_loss (MpExec *ex, const MoeShape *s, ExRoute *r, double *loss, GError **error)
+{
+  int E = s->E, K = s->K, B = ex->mbs, T = ex->T, Tl = ex->Tl;
+  gsize n = (gsize) B * E;
+  g_autofree float *st = g_new0 (float, 2 * n);      /* choices, then probability sums */
+  g_autofree int *mine = g_new0 (int, B);            /* this rank's tokens per sequence */
+  /* once per token: where tp ranks route the same rows, their owner counts them */
+  gboolean counts = s->owner || ex->seq_group == NULL;
+  for (int i = 0; counts && i < s->Nt; i++)
+    {
+      int b = (s->row0 + i) / Tl;
+      mine[b]++;
+      for (int j = 0; j < K; j++)
+        st[(gsize) b * E + r->idx[i * K + j]] += 1;
+      for (int e = 0; e < E; e++)
+        st[n + (gsize) b * E + e] += r->probs[(gsize) i * E + e];
+    }
+  if (ex->seq_group != NULL)
+    {
+      MpBackend *be = ex->be;
+      double t0 = be->ops->now_s (be);
+      float *d = be->ops->alloc (be, 2 * n * sizeof (float), MP_MEM_OTHER, error);
+      if (d == NULL)
+        return FALSE;
+      be->ops->upload (be, d, st, 2 * n * sizeof (float));
+      gboolean ok = be->ops->all_reduce (be, ex->seq_group, d, 2 * n, MP_REDUCE_SUM, error);
+      if (ok)
+        be->ops->download (be, st, d, 2 * n * sizeof (float));
+      be->ops->release (be, d);
+      ex->ep_s += be->ops->now_s (be) - t0;
+      if (!ok)
+        return FALSE;
+    }
+  r->auxf = g_new (float, n);
+  *loss = 0;
+  for (int b = 0; b < B; b++)
+    for (int e = 0; e < E; e++)
+      {
+        gsize q = (gsize) b * E + e;
+        r->auxf[q] = (float) ((double) st[q] * E / ((double) K * T));
+        *loss += AUX_ALPHA * r->auxf[q] * (st[n + q] / T) * mine[b] / T;
+      }
+  return TRUE;
+}
+
+/* d aux / d probs of this rank's rows, scaled by DSCALE, into DPROBS (Nt, E) +=. */
+static void
+aux_backward (const MpExec *ex, const MoeShape *s, const ExRoute *r, float *dprobs,
+              float dscale)
+{
+  for (int i = 0; i < s->Nt; i++)
+    {
+      const float *f = r->auxf + (gsize) ((s->row0 + i) / ex->Tl) * s->E;
+      for (int e = 0; e < s->E; e++)
+        dprobs[(gsize) i * s->E + e] += dscale * AUX_ALPHA * f[e] / ex->T;
+    }
+}
+
 /* The router on H (N, C): logits on the backend, the routing on the host. */
 static ExRoute *
 router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float *h,
@@ -398,8 +465,12 @@ router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float 
   ExRoute *r = route (ex, s, lh);
   /* the load-balancing loss, once per token: loss_sum holds token losses, the step's
    * loss is loss_sum / (global_batch T), and the aux term is a mean over sequences */
-  double aux = mpk_cpu_router_aux (NULL, r->probs, r->idx, s->Nt / ex->T, ex->T, s->E, s->K,
-                                   AUX_ALPHA, 0.0f);
+  double aux;
+  if (!aux_loss (ex, s, r, &aux, error))
+    {
+      mp_exec_route_free (r);
+      return NULL;
+    }
   if (s->owner && !ex->recomputing)
     ex->loss_sum += aux * ex->T;
   return r;
@@ -533,8 +604,7 @@ router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRou
   g_autofree float *dlog = g_new0 (float, (gsize) N * E);
   for (int i = 0; i < r->R; i++)
     dgates[r->slot[i]] = dg[i];
-  mpk_cpu_router_aux (dprobs, r->probs, r->idx, N / ex->T, ex->T, E, K, AUX_ALPHA,
-                      1.0f / (float) ex->global_batch);
+  aux_backward (ex, s, r, dprobs, 1.0f / (float) ex->global_batch);
   mpk_cpu_router_backward (dlog, r->probs, r->idx, r->gates, dgates, dprobs, N, E, K);
   gboolean apart = !s->partial && ex->tp > 1;   /* tp ranks routed different tokens */
   gsize nw = (gsize) E * ex->C, nb = w->rb ? (gsize) E : 0;

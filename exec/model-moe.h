@@ -40,6 +40,8 @@ struct _ExRoute {
   int *asrc;               /* (Rr) all-gather: the row's token among the ep group's ep Nt */
   int *aslot;              /* (Rr) its (token, choice) among their ep Nt K */
   float *agate;            /* (Rr) its gate */
+  float *auxf;             /* (mbs, E) the load-balancing loss's f of each sequence and
+                            * expert, over the whole sequence (model-moe.c aux_loss) */
 };
 
 /* ---- expert parallelism (model-moe-ep.c); collectives over ep_group timed into ex->ep_s */

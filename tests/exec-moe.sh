@@ -4,8 +4,9 @@
 # 1e-5 relative): tiny-moe (examples/models/tiny-moe.yaml: a dense first block, 8 experts
 # top-2, a shared expert) at ep=1 (one rank, tp2), and with expert parallelism over data ranks
 # (ep2), with tensor parallelism (ep2 x tp2, experts split over etp = tp), folded over
-# tensor ranks (etp = 1, ep2 over tp2) and with data parallelism beside it (dp4, ep2: two
-# expert-data-parallel replicas); dropped tokens counted under a capacity factor; the
+# tensor ranks (etp = 1, ep2 over tp2, also inside a sequence) and with data parallelism
+# beside it (dp4, ep2: two expert-data-parallel replicas); with context parallelism (cp2);
+# selective mlp recompute; biases; dropped tokens counted under a capacity factor; the
 # all-gather dispatcher. One step, no warm-up, the smallest batch each
 # plan allows, as in exec.sh (CI runs this under ASan on 2 cores).
 . "$top_srcdir/tests/tap.sh"
@@ -52,7 +53,13 @@ biases () {
   model=$tmp/bias.model.yaml check "$@"
 }
 ok "expert biases, ep2 x tp2 (etp = tp)" biases bias 4 2 dp=2,tp=2,pp=1,ep=2,zero=0
-ok "expert biases, ep2 folded over tp2 (etp = 1)" biases biasf 2 2 dp=1,tp=2,pp=1,ep=2,etp=1
+# Experts folded over tp2 with one sequence per micro-batch: each tp rank routes half a
+# sequence, the load-balancing loss's counts are all-reduced over the two (with biases).
+ok "expert biases, ep2 folded over tp2 inside a sequence (micro-batch 1)" \
+  biases biasf 2 1 dp=1,tp=2,pp=1,ep=2,etp=1,sequence_parallel=true,micro_batch_size=1
+# Context parallelism: the experts take each cp rank's chunks of the sequences, ep2 folded
+# over cp2 (the expert grid numbers cp after tp), the aux loss's counts over cp.
+ok "cp2 with ep2 folded over it" check cp2 2 2 dp=1,tp=1,pp=1,cp=2,ep=2
 # The all-gather dispatcher: every ep rank gathers the group's tokens, outputs are
 # reduce-scattered back (the plans edited: the search picks all-to-all here).
 agcheck () {
