@@ -76,6 +76,7 @@ struct _MpExec {
   /* MoE: the ranks holding parts of this rank's sequences (its tp and cp peers), when a
    * sequence is split (cp > 1, or experts folded over tp inside a sequence); else NULL */
   MpGroup *seq_group;
+  MpGroup *etp_group;       /* MoE, 1 < etp < tp: the tp ranks of one etp group; else NULL */
   /* shapes: T positions per sequence, Tl = T / cp of them on this rank; N = mbs * Tl
    * rows per micro-batch, Ns of them on this rank's sequence-parallel shard */
   int mbs, T, Tl, N, Ns, C, NH, NKV, HD, NHl, NKVl, F, Fl, V, v0, Vl;

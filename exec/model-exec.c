@@ -385,7 +385,6 @@ static gboolean
 check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **error)
 {
   const char *what = NULL;
-  guint etp = mp_parallel_config_etp (cfg);
   if (model->arch == MP_ARCH_MLP && !check_dense (model, cfg, error))
     return FALSE;
   /* The planner and the simulator cost these; the kernels do not run them yet. */
@@ -396,9 +395,7 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
                    "%s) yet: execute a model without it", extra, model->name);
       return FALSE;
     }
-  if (model->experts > 0 && etp != cfg->tp && etp != 1)
-    what = "expert tensor parallelism other than 1 or tp (1 < etp < tp)";
-  else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
+  if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
            && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM
            && (model->arch == MP_ARCH_MLP || (cfg->zero >= 3 && cfg->dp * cfg->cp > 1)))
     what = model->arch == MP_ARCH_MLP
@@ -471,6 +468,13 @@ make_groups (MpExec *ex, GError **error)
       ex->seq_group = be->ops->group_split (be, (int) ex->data_rank * (int) ex->pp + ppr,
                                            (int) (ex->cp_rank * ex->tp) + tpr, error);
       if (ex->seq_group == NULL)
+        return FALSE;
+    }
+  if (ex->model->experts > 0 && ex->etp > 1 && ex->etp < ex->tp)
+    {
+      int color = ppr * tp * dp + (dpr * tp + tpr) / (int) ex->etp;   /* its grid slot */
+      ex->etp_group = be->ops->group_split (be, color, (int) ex->etp_rank, error);
+      if (ex->etp_group == NULL)
         return FALSE;
     }
   /* MoE: the expert-parallel group (same edp and etp rank) and the expert-data-parallel
@@ -619,6 +623,8 @@ mp_exec_free (MpExec *ex)
   be->ops->group_free (be, ex->world_group);
   if (ex->seq_group)
     be->ops->group_free (be, ex->seq_group);
+  if (ex->etp_group)
+    be->ops->group_free (be, ex->etp_group);
   if (ex->edp_group != ex->dp_group)
     {
       be->ops->group_free (be, ex->ep_group);
@@ -717,7 +723,8 @@ reduced_grad (const MpExec *ex, const ExTensor *t, gsize *n)
   return t->grad;
 }
 
-/* Sum of squares counting every distinct parameter once: replicated tensors on tp rank 0,
+/* Sum of squares counting every distinct parameter once: replicated tensors on tp rank 0
+ * (expert ones, replicated over etp: on etp rank 0),
  * unsharded gradients on dp rank 0, the tied copy not at all. */
 static double
 local_sumsq (const MpExec *ex)
@@ -726,7 +733,7 @@ local_sumsq (const MpExec *ex)
   for (guint i = 0; i < ex->tensors->len; i++)
     {
       const ExTensor *t = g_ptr_array_index (ex->tensors, i);
-      if (t->tied_copy || (t->replicated && ex->tp_rank != 0)
+      if (t->tied_copy || (t->replicated && (t->expert ? ex->etp_rank : ex->tp_rank) != 0)
           || (t->zero == 0 && t->dp_rank != 0))
         continue;
       gsize n;

@@ -10,9 +10,10 @@
  * With etp = tp each expert is tensor-split like a dense MLP (fc1 column-, fc2
  * row-parallel), its outputs partial sums over tp that the block's tp reduction adds, and
  * the router sees all N rows of the micro-batch (gathered under sequence parallelism) on
- * every tp rank, computing the same gates there. With etp = 1 < tp (experts folded over
- * the tensor ranks) each tp rank routes its own sequence-parallel rows to whole experts
- * and adds their outputs to those rows only. Dispatch and combine over the ep group, by
+ * every tp rank, computing the same gates there. With etp < tp (experts folded over the
+ * tensor ranks) each group of etp consecutive tp ranks routes its members'
+ * sequence-parallel rows to its experts (split over the group: partial sums again when
+ * etp > 1) and adds their outputs to those rows only. Dispatch and combine over the ep group, by
  * all-to-all or all-gather as the plan says, are in model-moe-ep.c.
  *
  * The routing is small (N x E) and decides the shapes of the expert GEMMs, so it runs on
@@ -71,11 +72,14 @@ moe_shape (const MpExec *ex)
   s.K = (int) m->experts_per_token;
   s.El = s.E / (int) ex->ep;
   s.Fel = (int) m->moe_ffn_hidden / (int) ex->etp;
+  /* etp < tp: the etp consecutive tp ranks of one expert tensor-parallel group route the
+   * rows of their sequence-parallel shards, together */
   gboolean folded = ex->etp != ex->tp;
-  s.row0 = folded ? (int) ex->tp_rank * ex->Ns : 0;
-  s.Nt = folded ? ex->Ns : ex->N;
+  int group = (int) (ex->tp_rank / ex->etp);
+  s.row0 = folded ? group * (int) ex->etp * ex->Ns : 0;
+  s.Nt = folded ? (int) ex->etp * ex->Ns : ex->N;
   s.partial = ex->etp > 1;
-  s.owner = !s.partial || ex->tp_rank == 0;
+  s.owner = !s.partial || ex->etp_rank == 0;
   s.f1e = ex->swiglu ? 2 * s.Fel : s.Fel;
   s.Fsl = (int) (m->shared_experts * m->shared_expert_ffn) / (int) ex->tp;
   s.f1s = ex->swiglu ? 2 * s.Fsl : s.Fsl;
@@ -476,6 +480,19 @@ router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float 
   return r;
 }
 
+/* The sum over this rank's expert tensor-parallel group (its tp group when etp = tp),
+ * timed as tensor-parallel communication. */
+static gboolean
+etp_all_reduce (MpExec *ex, float *buf, gsize n, GError **error)
+{
+  if (ex->etp_group == NULL)
+    return mp_exec_tp_all_reduce (ex, buf, n, MP_REDUCE_SUM, error);
+  double t0 = ex->be->ops->now_s (ex->be);
+  gboolean ok = ex->be->ops->all_reduce (ex->be, ex->etp_group, buf, n, MP_REDUCE_SUM, error);
+  ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
+  return ok;
+}
+
 /* Tokens reach the experts by all-gather over ep (the plan's dispatcher, ep > 1). */
 static gboolean
 gathers (const MpExec *ex)
@@ -606,7 +623,7 @@ router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRou
     dgates[r->slot[i]] = dg[i];
   aux_backward (ex, s, r, dprobs, 1.0f / (float) ex->global_batch);
   mpk_cpu_router_backward (dlog, r->probs, r->idx, r->gates, dgates, dprobs, N, E, K);
-  gboolean apart = !s->partial && ex->tp > 1;   /* tp ranks routed different tokens */
+  gboolean apart = ex->etp < ex->tp;      /* etp groups of tp ranks routed other tokens */
   gsize nw = (gsize) E * ex->C, nb = w->rb ? (gsize) E : 0;
   float *d = be->ops->alloc (be, ((gsize) N * E + (apart ? nw + nb : 0)) * sizeof (float),
                              MP_MEM_OTHER, error);
@@ -619,6 +636,8 @@ router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRou
   be->ops->upload (be, d, dlog, (gsize) N * E * sizeof (float));
   ex->k->matmul_backward (be, s->owner ? dh : NULL, dw, db, d, h, w->router->param, N, ex->C,
                           E);
+  if (apart && !s->owner)                 /* its group's owner adds the group's part */
+    be->ops->zero (be, dw, (nw + nb) * sizeof (float));
   gboolean ok = !apart || mp_exec_tp_all_reduce (ex, dw, nw + nb, MP_REDUCE_SUM, error);
   if (ok && apart)
     ex->k->add (be, w->router->grad, dw, nw);
@@ -669,7 +688,7 @@ routed_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a,
       /* d expert_out = gate * dout, d gate = dout . expert_out (partial over etp) */
       ex->k->gather_rows (be, b[DEO], dout, r->src, a->buf[M_GATE], r->R, (int) C);
       ex->k->rows_dot (be, b[DGR], dout, r->src, a->buf[M_E_OUT], r->R, (int) C);
-      ok = !s->partial || mp_exec_tp_all_reduce (ex, b[DGR], R, MP_REDUCE_SUM, error);
+      ok = !s->partial || etp_all_reduce (ex, b[DGR], R, error);
     }
   float *dye = ep ? b[DYE] : b[DEO], *dxe = ep ? b[DXE] : b[DXP];
   ok = ok && (!ep || mp_moe_a2a_dispatch (ex, r, b[DEO], dye, error));
@@ -707,7 +726,7 @@ gathered_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a,
     {
       ex->k->gather_rows (be, b[DYE], b[ALL], r->asrc, a->buf[M_GATE], r->Rr, (int) C);
       ex->k->rows_dot (be, b[DGR], b[ALL], r->asrc, a->buf[M_E_OUT], r->Rr, (int) C);
-      ok = !s->partial || mp_exec_tp_all_reduce (ex, b[DGR], Rr, MP_REDUCE_SUM, error);
+      ok = !s->partial || etp_all_reduce (ex, b[DGR], Rr, error);
     }
   if (ok)
     {

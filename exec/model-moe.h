@@ -9,10 +9,11 @@ G_BEGIN_DECLS
 typedef struct {
   int E, K, El, Fel, f1e, Fsl, f1s;
   /* The tokens this rank routes: rows [row0, row0 + Nt) of the block's N (all of them
-   * with etp = tp; its sequence-parallel shard with etp = 1, experts folded over tp) */
+   * with etp = tp; its etp group's sequence-parallel shards with etp < tp) */
   int row0, Nt;
   gboolean partial;        /* experts split over etp > 1: outputs are partial sums */
-  gboolean owner;          /* adds the aux loss and the router's input gradient */
+  gboolean owner;          /* adds the aux loss and the router's input gradient (etp
+                            * rank 0) */
 } MoeShape;
 
 /* The block's MoE tensors in `uses`, from FIRST (the slot after the second norm); each
