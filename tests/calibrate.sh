@@ -56,26 +56,21 @@ ok "an unknown backend is a usage error" sh -c "\"$MPPLAN\" calibrate --backend 
 # calibration itself runs beside other tests on 2 cores and measured 6.7% to 68% here, so
 # CI can only bound it as loosely as report.sh bounds the uncalibrated one (the predicted
 # step under twice the measured); the note of issue 7 gives the figures of quiet runs.
-cv=$tmp/cv.json
-timeout 600 "$MPPLAN" verify -m tiny-gpt -c host --profile "$tmp/p.yaml" --top 1 --steps 2 \
-  --rounds 3 --json >"$cv" 2>"$tmp/cv.err"
-cvst=$?
-cerr=$(sed -n 's/^  "median_abs_error" : \([0-9.e+-]*\),*$/\1/p' "$cv")
-echo "# calibrated verify, tiny-gpt on 2 ranks: median absolute error $cerr"
-cbound=${CALIBRATED_VERIFY_BOUND:-0.995}
-ok "calibrated verify of tiny-gpt: median error <= $cbound" \
-  awk -v s="$cvst" -v m="$cerr" -v b="$cbound" 'BEGIN { exit !(s == 0 && m != "" && m + 0 <= b + 0) }'
+# verify_bounded MODEL ROUNDS BOUND: the calibrated verify of MODEL on 2 ranks, its
+# median absolute error printed and bounded.
+verify_bounded () {
+  timeout 600 "$MPPLAN" verify -m "$1" -c host --profile "$tmp/p.yaml" --top 1 --steps 2 \
+    --rounds "$2" --json >"$tmp/$1.v.json" 2>"$tmp/$1.v.err"
+  vst=$?
+  verr=$(sed -n 's/^  "median_abs_error" : \([0-9.e+-]*\),*$/\1/p' "$tmp/$1.v.json")
+  echo "# calibrated verify, $1 on 2 ranks: median absolute error $verr"
+  ok "calibrated verify of $1: median error <= $3" \
+    awk -v s="$vst" -v m="$verr" -v b="$3" 'BEGIN { exit !(s == 0 && m != "" && m + 0 <= b + 0) }'
+}
+verify_bounded tiny-gpt 3 "${CALIBRATED_VERIFY_BOUND:-0.995}"
 # The same loop on tiny-moe (router, experts, the all-to-all dispatch: ep_comm), as
 # loosely bounded for the same reason; the note of issue 17 gives the quiet figures.
-mv=$tmp/mv.json
-timeout 600 "$MPPLAN" verify -m tiny-moe -c host --profile "$tmp/p.yaml" --top 1 --steps 2 \
-  --rounds 2 --json >"$mv" 2>"$tmp/mv.err"
-mvst=$?
-merr=$(sed -n 's/^  "median_abs_error" : \([0-9.e+-]*\),*$/\1/p' "$mv")
-echo "# calibrated verify, tiny-moe on 2 ranks: median absolute error $merr"
-mbound=${MOE_VERIFY_BOUND:-0.995}
-ok "calibrated verify of tiny-moe: median error <= $mbound" \
-  awk -v s="$mvst" -v m="$merr" -v b="$mbound" 'BEGIN { exit !(s == 0 && m != "" && m + 0 <= b + 0) }'
+verify_bounded tiny-moe 2 "${MOE_VERIFY_BOUND:-0.995}"
 # --backend cuda: without a GPU, or in a build without CUDA, exit 1 saying "no CUDA device"
 # and write nothing; where it succeeds (a GPU and a CUDA build) its profile must validate.
 "$MPPLAN" calibrate --backend cuda --quick -o "$tmp/cuda.yaml" >"$tmp/cuda.out" 2>"$tmp/cuda.err"
