@@ -35,9 +35,8 @@ fail_once (int rank, GError *error)
 /* What the executor does not run yet (exec/model-exec.c check_supported and
  * mp_model_attention_extras refuse each by name); --help must list them all. */
 #define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): context parallelism (cp > 1) on the "          \
-  "cuda backend (the host "                                                              \
-  "runs it: ring attention), sliding-window attention, multi-head latent attention, "    \
+  "Not run yet, refused by name (exit 2): sliding-window attention, multi-head latent "  \
+  "attention, "                                                                          \
   "attention sinks, qk-norm, attention biases unlike the MLP's, post-norms, scaled "     \
   "embeddings, logit soft-capping, geglu MLPs, uniform recompute in groups of blocks "   \
   "(recompute_method=uniform) on an mlp model or under ZeRO-3, selective recompute of "  \

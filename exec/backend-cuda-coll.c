@@ -266,12 +266,13 @@ start (CudaBackend *c, MpGroup *g, Coll kind, const float *buf, float *out, gsiz
       return FALSE;
     }
   MpRequest *r = g_new0 (MpRequest, 1);
-  if (!launch (c, g, kind, buf, out, n, MP_REDUCE_SUM, &r->done, error))
+  if (!launch (c, g, kind, buf, out, n, MP_REDUCE_SUM, &r->done[0], error))
     {
       g_free (r);
       return FALSE;
     }
-  r->comm = g->comm;
+  r->n = 1;
+  r->comm[0] = g->comm;
   *req = r;
   return TRUE;
 }
@@ -300,15 +301,20 @@ mpcu_ireduce_scatter (MpBackend *be, MpGroup *g, const float *buf, float *out, g
 /* Messages: ncclSend / ncclRecv on the direction's world communicator. NCCL has no tags:
  * messages between a pair arrive in the order they were posted (as the programs post
  * them: MPI's non-overtaking order). */
-static gboolean
-p2p (CudaBackend *c, gboolean send, void *buf, gsize bytes, int peer, MpRequest **req,
-     GError **error)
+
+/* The direction of a message from rank FROM to rank TO: [0] lower -> higher. */
+static int
+direction (int from, int to)
 {
-  *req = NULL;
-  if (!mpcu_check_sticky (c, error))
-    return FALSE;
+  return from < to ? 0 : 1;
+}
+
+/* Whether a message on direction DIR can leave or land in BUF; then DIR's stream waits
+ * for the compute work queued so far (which produced BUF, or last read it). */
+static gboolean
+p2p_ready (CudaBackend *c, int dir, const void *buf, GError **error)
+{
   int me = c->base.rank;
-  int dir = send ? (me < peer ? 0 : 1) : (peer < me ? 0 : 1);
   if (c->p2p[dir] == NULL)
     {
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
@@ -322,19 +328,60 @@ p2p (CudaBackend *c, gboolean send, void *buf, gsize bytes, int peer, MpRequest 
                    "buffers only)", me);
       return FALSE;
     }
-  cudaStream_t st = c->p2p_stream[dir];
-  if (!after_compute (c, st, error))
+  return after_compute (c, c->p2p_stream[dir], error);
+}
+
+/* R's next event, recorded on direction DIR's stream now. */
+static gboolean
+p2p_record (CudaBackend *c, MpRequest *r, int dir, GError **error)
+{
+  int i = r->n;
+  MP_CUDA_TRY (cudaEventCreateWithFlags (&r->done[i], cudaEventDisableTiming));
+  r->n++;
+  r->comm[i] = c->p2p[dir];
+  MP_CUDA_TRY (cudaEventRecord (r->done[i], c->p2p_stream[dir]));
+  return TRUE;
+}
+
+static void
+request_free (MpRequest *r)
+{
+  for (int i = 0; i < r->n; i++)
+    cudaEventDestroy (r->done[i]);
+  g_free (r);
+}
+
+/* A request for what was queued on directions DIRS (N of them) just now: *REQ, or FALSE
+ * (nothing left allocated). */
+static gboolean
+p2p_request (CudaBackend *c, const int *dirs, int n, MpRequest **req, GError **error)
+{
+  MpRequest *r = g_new0 (MpRequest, 1);
+  for (int i = 0; i < n; i++)
+    if (!p2p_record (c, r, dirs[i], error))
+      {
+        request_free (r);
+        return FALSE;
+      }
+  *req = r;
+  return TRUE;
+}
+
+static gboolean
+p2p (CudaBackend *c, gboolean send, void *buf, gsize bytes, int peer, MpRequest **req,
+     GError **error)
+{
+  *req = NULL;
+  int me = c->base.rank;
+  int dir = send ? direction (me, peer) : direction (peer, me);
+  if (!mpcu_check_sticky (c, error) || !p2p_ready (c, dir, buf, error))
     return FALSE;
+  cudaStream_t st = c->p2p_stream[dir];
   if (send)
     MP_NCCL_TRY (ncclSend (buf, bytes, ncclChar, peer, c->p2p[dir], st));
   else
     MP_NCCL_TRY (ncclRecv (buf, bytes, ncclChar, peer, c->p2p[dir], st));
-  MpRequest *r = g_new0 (MpRequest, 1);
-  MP_CUDA_TRY (cudaEventCreateWithFlags (&r->done, cudaEventDisableTiming));
-  MP_CUDA_TRY (cudaEventRecord (r->done, st));
-  r->comm = c->p2p[dir];
-  *req = r;
-  return TRUE;
+  return p2p_request (c, &dir, 1, req, error);
 }
 
 gboolean
@@ -351,6 +398,72 @@ mpcu_irecv (MpBackend *be, void *buf, gsize bytes, int peer, int tag, MpRequest 
   return p2p ((CudaBackend *) be, FALSE, buf, bytes, peer, req, error);
 }
 
+/* A ring's shift (context parallelism): SEND to TO, RECV from FROM. Where both travel on
+ * one direction's communicator (every rank of a ring but the two at its wrap), they are
+ * one NCCL group on its stream: posted one after the other they would run one after the
+ * other, and the ring's ranks would pass the block along one at a time instead of all at
+ * once. At the wrap the two directions' streams run them side by side anyway; there the
+ * lower -> higher direction's goes first on every rank, because NCCL connects a pair on
+ * its first message by a blocking exchange between the two ranks on that communicator:
+ * posted the other way round, the two ranks of a cp = 2 ring would each wait in the
+ * communicator the other has not reached. */
+gboolean
+mpcu_isendrecv (MpBackend *be, const void *send, int to, void *recv, int from, gsize bytes,
+                int tag, MpRequest **req, GError **error)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  *req = NULL;
+  int dirs[2] = { direction (be->rank, to), direction (from, be->rank) };
+  if (!mpcu_check_sticky (c, error) || !p2p_ready (c, dirs[0], send, error)
+      || !p2p_ready (c, dirs[1], recv, error))
+    return FALSE;
+  ncclComm_t sc = c->p2p[dirs[0]], rc = c->p2p[dirs[1]];
+  cudaStream_t ss = c->p2p_stream[dirs[0]], rs = c->p2p_stream[dirs[1]];
+  if (dirs[0] != dirs[1] && dirs[0] == 0)
+    {
+      MP_NCCL_TRY (ncclSend (send, bytes, ncclChar, to, sc, ss));
+      MP_NCCL_TRY (ncclRecv (recv, bytes, ncclChar, from, rc, rs));
+    }
+  else if (dirs[0] != dirs[1])
+    {
+      MP_NCCL_TRY (ncclRecv (recv, bytes, ncclChar, from, rc, rs));
+      MP_NCCL_TRY (ncclSend (send, bytes, ncclChar, to, sc, ss));
+    }
+  if (dirs[0] != dirs[1])
+    return p2p_request (c, dirs, 2, req, error);
+  MP_NCCL_TRY (ncclGroupStart ());
+  ncclResult_t r = ncclSend (send, bytes, ncclChar, to, sc, ss);
+  if (r == ncclSuccess || r == ncclInProgress)
+    r = ncclRecv (recv, bytes, ncclChar, from, rc, rs);
+  ncclResult_t end = ncclGroupEnd ();   /* always: an open group would poison the next call */
+  MP_NCCL_TRY (r);
+  MP_NCCL_TRY (end);
+  return p2p_request (c, dirs, 1, req, error);
+}
+
+/* Fails (aborting the communicator) if one of R's communicators has an asynchronous
+ * error (a peer died); *PENDING: whether some event of R has not completed. */
+static gboolean
+request_poll (CudaBackend *c, MpRequest *r, gboolean *pending, GError **error)
+{
+  *pending = FALSE;
+  for (int i = 0; i < r->n; i++)
+    {
+      cudaError_t e = cudaEventQuery (r->done[i]);
+      if (e == cudaSuccess)
+        continue;
+      if (e != cudaErrorNotReady)
+        MP_CUDA_TRY (e);
+      *pending = TRUE;
+      ncclResult_t nr = ncclSuccess;
+      if (r->comm[i])
+        ncclCommGetAsyncError (r->comm[i], &nr);
+      if (nr != ncclSuccess && nr != ncclInProgress)
+        return wait_event (c, r->done[i], r->comm[i], error); /* aborts, fails */
+    }
+  return TRUE;
+}
+
 gboolean
 mpcu_test (MpBackend *be, MpRequest *req, gboolean *done, GError **error)
 {
@@ -358,20 +471,12 @@ mpcu_test (MpBackend *be, MpRequest *req, gboolean *done, GError **error)
   *done = TRUE;
   if (req == NULL)
     return mpcu_check_sticky (c, error);
-  cudaError_t e = cudaEventQuery (req->done);
-  if (e == cudaErrorNotReady)
-    {
-      *done = FALSE;
-      ncclResult_t r = ncclSuccess;
-      if (req->comm)
-        ncclCommGetAsyncError (req->comm, &r);
-      if (r != ncclSuccess && r != ncclInProgress)
-        return wait_event (c, req->done, req->comm, error); /* aborts, fails */
-      return TRUE;
-    }
-  MP_CUDA_TRY (e);
-  cudaEventDestroy (req->done);
-  g_free (req);
+  gboolean pending = FALSE;
+  if (!request_poll (c, req, &pending, error))
+    return FALSE;
+  *done = !pending;
+  if (*done)
+    request_free (req);
   return TRUE;
 }
 
@@ -383,9 +488,10 @@ mpcu_wait (MpBackend *be, MpRequest *req, GError **error)
   CudaBackend *c = (CudaBackend *) be;
   if (req == NULL)
     return mpcu_check_sticky (c, error);
-  cudaError_t e = cudaStreamWaitEvent (c->compute, req->done, 0);
-  cudaEventDestroy (req->done);
-  g_free (req);
+  cudaError_t e = cudaSuccess;
+  for (int i = 0; i < req->n && e == cudaSuccess; i++)
+    e = cudaStreamWaitEvent (c->compute, req->done[i], 0);
+  request_free (req);
   MP_CUDA_TRY (e);
   return mpcu_check_sticky (c, error);
 }

@@ -1,11 +1,13 @@
 /* backend-cuda-kernels.c - the cuda backend's kernels: the kernels/cuda launchers and the
  * cuBLAS GEMMs, queued in order on the backend's compute stream. A failed launch is kept
- * as the backend's sticky error (the kernels take no GError). Token ids from host memory
- * are staged to the device first. */
+ * as the backend's sticky error (the kernels take no GError). Token ids, row indices and
+ * the ring's positions from host memory are staged to the device first. */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/backend-cuda-private.h"
 #include "kernels/cuda/kernels-cuda.h"
+
+#include <string.h>
 
 /* Token ids from host memory on the device (stream-ordered, so one buffer serves). */
 static const int *
@@ -26,6 +28,18 @@ device_ints (CudaBackend *c, const int *p, gsize n)
       c, cudaMemcpyAsync (c->stage, p, n * sizeof (int), cudaMemcpyHostToDevice, c->compute),
       "cudaMemcpyAsync (tokens)");
   return c->stage;
+}
+
+/* The ring's query positions QPOS (T) and key positions KPOS (TK), host arrays, on the
+ * device as one array (device_ints has one staging buffer: two calls would share it),
+ * queries first. */
+static const int *
+device_positions (CudaBackend *c, const int *qpos, int T, const int *kpos, int TK)
+{
+  g_autofree int *both = g_new (int, (gsize) T + TK);
+  memcpy (both, qpos, (gsize) T * sizeof (int));
+  memcpy (both + T, kpos, (gsize) TK * sizeof (int));
+  return device_ints (c, both, (gsize) T + TK);   /* pageable: staged before it returns */
 }
 
 /* ---- kernels: the launchers on the compute stream -------------------------------------- */
@@ -307,6 +321,51 @@ k_sumsq (MpBackend *be, const float *x, size_t n)
 }
 
 static void
+k_ring_begin (MpBackend *be, float *out, float *m, float *l, MpkAttnShape s)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_ring_attention_begin (out, m, l, s, c->compute),
+             "mpk_cuda_ring_attention_begin");
+}
+
+static void
+k_ring_block (MpBackend *be, float *out, float *m, float *l, const float *q, const float *k,
+              const float *v, MpkAttnShape s, int TK, const int *qpos, const int *kpos)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  const int *d = device_positions (c, qpos, s.T, kpos, TK);
+  if (d != NULL)
+    mpcu_note (c,
+               mpk_cuda_ring_attention_block (out, m, l, q, k, v, s, TK, d, d + s.T,
+                                              c->compute),
+               "mpk_cuda_ring_attention_block");
+}
+
+static void
+k_ring_end (MpBackend *be, float *out, float *lse, const float *m, const float *l,
+            MpkAttnShape s)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_ring_attention_end (out, lse, m, l, s, c->compute),
+             "mpk_cuda_ring_attention_end");
+}
+
+static void
+k_ring_backward_block (MpBackend *be, float *dq, float *dk, float *dv, const float *dout,
+                       const float *out, const float *lse, const float *q, const float *k,
+                       const float *v, MpkAttnShape s, int TK, const int *qpos,
+                       const int *kpos)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  const int *d = device_positions (c, qpos, s.T, kpos, TK);
+  if (d != NULL)
+    mpcu_note (c,
+               mpk_cuda_ring_attention_backward_block (dq, dk, dv, dout, out, lse, q, k, v, s,
+                                                       TK, d, d + s.T, c->compute),
+               "mpk_cuda_ring_attention_backward_block");
+}
+
+static void
 k_gather_rows (MpBackend *be, float *out, const float *x, const int *idx, const float *scale,
                int R, int C)
 {
@@ -366,7 +425,12 @@ const MpKernelOps mpcu_kernels = {
   k_adamw,
   k_sgd,
   k_sumsq,
-  /* no ring attention kernels yet: the executor refuses cp > 1 on cuda by name */
+  /* ring attention (context parallelism) */
+  .ring_attention_begin = k_ring_begin,
+  .ring_attention_block = k_ring_block,
+  .ring_attention_end = k_ring_end,
+  .ring_attention_backward_block = k_ring_backward_block,
+  /* MoE token permutation */
   .gather_rows = k_gather_rows,
   .scatter_add_rows = k_scatter_add_rows,
   .rows_dot = k_rows_dot,

@@ -53,9 +53,11 @@ struct _MpGroup {
   int rank, size;
 };
 
+/* A request's end: an event on each stream it used (a ring shift may use two). */
 struct _MpRequest {
-  cudaEvent_t done;
-  ncclComm_t comm;          /* checked for asynchronous errors while waiting */
+  int n;                    /* events in use, 1 or 2 */
+  cudaEvent_t done[2];
+  ncclComm_t comm[2];       /* checked for asynchronous errors while waiting */
 };
 
 typedef struct {
@@ -116,6 +118,8 @@ gboolean mpcu_isend (MpBackend *be, const void *buf, gsize bytes, int peer, int 
                      MpRequest **req, GError **error);
 gboolean mpcu_irecv (MpBackend *be, void *buf, gsize bytes, int peer, int tag,
                      MpRequest **req, GError **error);
+gboolean mpcu_isendrecv (MpBackend *be, const void *send, int to, void *recv, int from,
+                         gsize bytes, int tag, MpRequest **req, GError **error);
 gboolean mpcu_test (MpBackend *be, MpRequest *req, gboolean *done, GError **error);
 gboolean mpcu_wait (MpBackend *be, MpRequest *req, GError **error);
 gboolean mpcu_run_coll (MpBackend *be, MpGroup *g, MpCollKind kind, const float *send,

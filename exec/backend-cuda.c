@@ -75,6 +75,8 @@ arena_open (CudaBackend *c, GError **error)
   return TRUE;
 }
 
+static void cuda_release (MpBackend *be, void *ptr);
+
 static void *
 cuda_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
 {
@@ -107,14 +109,15 @@ cuda_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
   b->bytes -= asked;
   if (b->bytes == 0)
     g_array_remove_index (c->free_blocks, i);
+  mp_mem_ledger_add (&c->mem, p, asked, kind);
   cudaError_t e = cudaMemsetAsync (p, 0, asked, c->compute);
   if (e != cudaSuccess)
     {
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "cudaMemsetAsync: %s",
                    cudaGetErrorString (e));
+      cuda_release (be, p);    /* back to the free list, not lost */
       return NULL;
     }
-  mp_mem_ledger_add (&c->mem, p, asked, kind);
   return p;
 }
 
@@ -328,6 +331,7 @@ static const MpBackendOps cuda_ops = {
   .ireduce_scatter = mpcu_ireduce_scatter,
   .isend = mpcu_isend,
   .irecv = mpcu_irecv,
+  .isendrecv = mpcu_isendrecv,
   .test = mpcu_test,
   .wait = mpcu_wait,
   .run_coll = mpcu_run_coll,
@@ -385,7 +389,13 @@ cuda_open (CudaBackend *c, int rank, int size, GError **error)
       return FALSE;
     }
   /* fp32 mode is true fp32 (no TF32), so --check holds to 1e-4. */
-  cublasSetMathMode (c->blas, CUBLAS_PEDANTIC_MATH);
+  st = cublasSetMathMode (c->blas, CUBLAS_PEDANTIC_MATH);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "cublasSetMathMode: %s",
+                   cublasGetStatusString (st));
+      return FALSE;
+    }
   MP_CUDA_TRY (cudaMalloc ((void **) &c->d_sumsq, sizeof (double)));
   return size == 1 || mpcu_p2p_open (c, error);
 }

@@ -115,8 +115,7 @@ typedef struct {
                       float lr, float momentum);
   double (*sumsq) (MpBackend *be, const float *x, size_t n);
   /* Ring attention for context parallelism (kernels/cpu/kernels.h mpk_cpu_ring_*; QPOS
-   * and KPOS are host arrays). NULL on a backend without them (cuda, for now), where the
-   * executor refuses cp > 1 by name. */
+   * and KPOS are host arrays; both backends have them). */
   void (*ring_attention_begin) (MpBackend *be, float *out, float *m, float *l,
                                 MpkAttnShape s);
   void (*ring_attention_block) (MpBackend *be, float *out, float *m, float *l,
@@ -183,6 +182,12 @@ typedef struct {
                      MpRequest **req, GError **error);
   gboolean (*irecv) (MpBackend *be, void *buf, gsize bytes, int peer, int tag,
                      MpRequest **req, GError **error);
+  /* Optional (NULL: the caller posts irecv and isend): BYTES of SEND to world rank TO and
+   * as many into RECV from FROM, posted together, one request for both - a ring's shift,
+   * which the cuda backend runs as one NCCL group so that every rank of the ring moves
+   * its block at once. */
+  gboolean (*isendrecv) (MpBackend *be, const void *send, int to, void *recv, int from,
+                         gsize bytes, int tag, MpRequest **req, GError **error);
   /* TEST: *DONE set when REQ has completed (REQ is then freed). WAIT blocks, then frees.
    * NULL requests are complete. */
   gboolean (*test) (MpBackend *be, MpRequest *req, gboolean *done, GError **error);

@@ -136,12 +136,17 @@ ring_pack (Ring *r, const float *k, const float *v, int ld)
     }
 }
 
-/* Starts BUF (N floats) to the next cp rank and the receive of INTO from the previous. */
+/* Starts BUF (N floats) to the next cp rank and the receive of INTO from the previous
+ * (as one exchange where the backend has one: *SEND is then NULL). */
 static gboolean
 ring_shift_start (MpExec *ex, const float *buf, float *into, gsize n, int tag,
                   MpRequest **send, MpRequest **recv, GError **error)
 {
   gsize bytes = n * sizeof (float);
+  *send = NULL;
+  if (ex->be->ops->isendrecv != NULL)
+    return ex->be->ops->isendrecv (ex->be, buf, ex->cp_next, into, ex->cp_prev, bytes, tag,
+                                   recv, error);
   return ex->be->ops->irecv (ex->be, into, bytes, ex->cp_prev, tag, recv, error)
          && ex->be->ops->isend (ex->be, buf, bytes, ex->cp_next, tag, send, error);
 }

@@ -507,13 +507,6 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
 {
   if (!check_supported (model, cfg, error))
     return NULL;
-  if (cfg->cp > 1 && be->ops->kernels->ring_attention_block == NULL)
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "mpplan exec does not run context "
-                   "parallelism (cp > 1) on the %s backend yet (no ring-attention kernels): "
-                   "use --backend host", be->ops->name);
-      return NULL;
-    }
   MpExec *ex = g_new0 (MpExec, 1);
   ex->be = be;
   ex->k = be->ops->kernels;

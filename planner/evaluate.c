@@ -386,8 +386,16 @@ pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const dou
 
 /* ---- the closed form ------------------------------------------------------------------ */
 
-/* The largest chunk's blocks over the average chunk's (1 when they split evenly). The
- * embedding and head ride on the end chunks and are left out: blocks set the time. */
+/* The blocks of chunk C: the embedding and head ride on the end chunks and are left out,
+ * since blocks set the time. */
+static guint
+chunk_blocks (const MpParallelConfig *cfg, guint c, gboolean transformer)
+{
+  guint chunks = cfg->pp * MAX (cfg->vpp, 1u);
+  return cfg->chunk_layers[c] - (transformer ? (c == 0) + (c == chunks - 1) : 0);
+}
+
+/* The largest chunk's blocks over the average chunk's (1 when they split evenly). */
 static double
 largest_chunk_ratio (const MpParallelConfig *cfg, gboolean transformer)
 {
@@ -396,17 +404,15 @@ largest_chunk_ratio (const MpParallelConfig *cfg, gboolean transformer)
     return 1;
   for (guint c = 0; c < chunks; c++)
     {
-      guint blocks = cfg->chunk_layers[c];
-      if (transformer)
-        blocks -= (c == 0) + (c == chunks - 1);
+      guint blocks = chunk_blocks (cfg, c, transformer);
       largest = MAX (largest, blocks);
       total += blocks;
     }
   return total ? (double) largest * chunks / total : 1;
 }
 
-/* Are the chunks of every interleaving round alike (the same blocks on every stage, the
- * end chunks' embedding and head aside)? Then the closed form's rounds are exact. */
+/* Are the chunks of every interleaving round alike (the same blocks on every stage)? Then
+ * the closed form's rounds are exact. */
 static gboolean
 rounds_alike (const MpParallelConfig *cfg, gboolean transformer)
 {
@@ -414,16 +420,8 @@ rounds_alike (const MpParallelConfig *cfg, gboolean transformer)
   if (cfg->chunk_layers == NULL)
     return TRUE;
   for (guint c = 0; c < chunks; c++)
-    {
-      guint a = cfg->chunk_layers[c], b = cfg->chunk_layers[c - c % p];
-      if (transformer)
-        {
-          a -= (c == 0) + (c == chunks - 1);
-          b -= (c - c % p == 0);
-        }
-      if (a != b)
-        return FALSE;
-    }
+    if (chunk_blocks (cfg, c, transformer) != chunk_blocks (cfg, c - c % p, transformer))
+      return FALSE;
   return TRUE;
 }
 
@@ -645,45 +643,48 @@ backward_window (const MpParallelConfig *cfg, const MpStageTime *st, guint stage
   return MAX (own, pipe_s - ahead - way);
 }
 
-/* Exposed data-parallel time after the pipeline drains: each stage reduces its gradients
- * under its last backward; stage i drains ahead of stage 0 by the backward work of the
- * stages before it, which hides that much more of its reduction. */
+/* Stage I's data-parallel time left after the pipeline ends. The stage drains ahead of
+ * stage 0 by AHEAD, the backward work of the stages before it, which hides that much more
+ * of a reduction that follows the last backward. */
+static double
+stage_dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, guint i,
+                  const Pipeline *pipe, double ahead)
+{
+  const MpStageTime *s = &st[i];
+  double after = s->dp_gather_s + s->tied_embedding_s;
+  if (cfg->zero == 3)
+    {
+      /* ZeRO-3 (FSDP) gathers weights one layer ahead and reduce-scatters gradients
+       * every micro-batch, all on the one data-parallel stream: each pass waits for
+       * its first gather, for any gather longer than the layer it hides under, and
+       * the stream's tail (zero3_wait_s); in total never less than the stream's
+       * excess over the micro-batch's compute. */
+      double m = cfg->num_micro_batches, per = s->dp_reduce_s / m;
+      double c = s->fwd.total_s + s->bwd.total_s;
+      return m * MAX (s->zero3_wait_s, s->zero3_gather_s + per - c) + after;
+    }
+  if (cfg->zero == 2 && pipe->dp_end_s >= 0)
+    /* timed chunk by chunk: what the streams have left when the pipeline ends */
+    return MAX (0.0, pipe->dp_end_s - pipe->pipe_s) + after;
+  /* ZeRO-2 reduce-scatters every micro-batch's gradients from its backward on: the
+   * stream hides under the compute from the first backward to the end of the last.
+   * Otherwise the reduction hides under the last backward. Either way the last
+   * micro-batch's last bucket is left. */
+  double window = cfg->zero == 2 ? backward_window (cfg, st, i, pipe->pipe_s, ahead)
+                                 : s->bwd.total_s;
+  double exposed = MAX (s->dp_last_bucket_s, s->dp_reduce_s - window);
+  return MAX (0.0, exposed - ahead) + after;
+}
+
+/* Exposed data-parallel time: the worst stage's. */
 static double
 dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, const Pipeline *pipe)
 {
-  double pipe_s = pipe->pipe_s;
   double worst = 0, ahead = 0;
   for (guint i = 0; i < cfg->pp; i++)
     {
-      double b = st[i].bwd.total_s;
-      double exposed = MAX (st[i].dp_last_bucket_s, st[i].dp_reduce_s - b);
-      double zero3 = 0;
-      if (cfg->zero == 2)
-        {
-          /* ZeRO-2 reduce-scatters every micro-batch's gradients from its backward on:
-           * the stream hides under the compute from the first backward to the end of the
-           * last, and the last micro-batch's last bucket is left. */
-          double window = backward_window (cfg, st, i, pipe_s, ahead);
-          exposed = MAX (st[i].dp_last_bucket_s, st[i].dp_reduce_s - window);
-          /* timed chunk by chunk: what the streams have left when the pipeline ends */
-          if (pipe->dp_end_s >= 0)
-            exposed = ahead + MAX (0.0, pipe->dp_end_s - pipe_s);   /* less AHEAD below */
-        }
-      if (cfg->zero == 3)
-        {
-          /* ZeRO-3 (FSDP) gathers weights one layer ahead and reduce-scatters gradients
-           * every micro-batch, all on the one data-parallel stream: each pass waits for
-           * its first gather, for any gather longer than the layer it hides under, and
-           * the stream's tail (zero3_wait_s); in total never less than the stream's
-           * excess over the micro-batch's compute. */
-          double m = cfg->num_micro_batches, per = st[i].dp_reduce_s / m;
-          double c = st[i].fwd.total_s + b;
-          zero3 = m * MAX (st[i].zero3_wait_s, st[i].zero3_gather_s + per - c);
-          exposed = 0;
-        }
-      worst = MAX (worst, MAX (0.0, exposed - ahead) + zero3 + st[i].dp_gather_s
-                              + st[i].tied_embedding_s);
-      ahead += b;
+      worst = MAX (worst, stage_dp_exposed (cfg, st, i, pipe, ahead));
+      ahead += st[i].bwd.total_s;
     }
   return worst;
 }

@@ -402,8 +402,8 @@ mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx)
    * and recompute. Say which of those the smallest plan has not used yet. */
   const double *bytes = small->memory.bytes;
   double state = bytes[MP_MEM_WEIGHTS] + bytes[MP_MEM_GRADIENTS] + bytes[MP_MEM_OPTIMIZER];
-  /* ZeRO shards over data-parallel replicas: no help on a single device. */
-  if (small->cfg.zero < 3 && cluster->world_size > 1)
+  /* ZeRO shards over data-parallel replicas: no help without them. */
+  if (small->cfg.zero < 3 && small->cfg.dp * small->cfg.cp > 1)
     g_string_append (s, " shard with ZeRO-3 / FSDP;");
   if (small->cfg.recompute != MP_RECOMPUTE_FULL)
     g_string_append (s, " recompute (full);");

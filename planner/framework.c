@@ -94,9 +94,13 @@ rejects_deepspeed (const MpParallelConfig *c)
   /* deepspeed/runtime/pipe/engine.py asserts ZeRO stage < 2 with pipeline parallelism. */
   if (c->pp > 1 && c->zero > 1)
     return "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3";
-  /* deepspeed/runtime/pipe/schedule.py TrainSchedule is 1F1B without interleaving. */
-  if (c->pp > 1 && (c->schedule == MP_SCHEDULE_GPIPE || c->schedule == MP_SCHEDULE_INTERLEAVED))
-    return "DeepSpeed pipelines run one 1F1B schedule (no GPipe, no interleaving)";
+  /* deepspeed/runtime/pipe/schedule.py TrainSchedule is 1F1B without interleaving; its
+   * engine pipelines every micro-batch it is given, so a placement without pipelining is
+   * the same only with one micro-batch. */
+  if (c->pp > 1 && c->schedule != MP_SCHEDULE_1F1B
+      && !(c->schedule == MP_SCHEDULE_NONE && c->num_micro_batches == 1))
+    return "DeepSpeed pipelines run one 1F1B schedule (no GPipe, no interleaving, every "
+           "micro-batch pipelined)";
   /* deepspeed/moe/sharded_moe.py MOELayer: experts reached by all-to-all (_AllToAll). */
   if (c->ep > 1 && c->dispatcher != MP_DISPATCH_ALLTOALL)
     return "DeepSpeed-MoE dispatches tokens to experts by all-to-all only";

@@ -18,6 +18,7 @@ export OMPI_ALLOW_RUN_AS_ROOT OMPI_ALLOW_RUN_AS_ROOT_CONFIRM
 status_is () { want=$1; shift; "$@" >"$tmp/out" 2>"$tmp/err"; [ $? -eq "$want" ]; }
 out_has () { grep -Eq -- "$1" "$tmp/out"; }
 err_has () { grep -Eq -- "$1" "$tmp/err"; }
+err_lacks () { ! grep -Eq -- "$1" "$tmp/err"; }
 
 # jpaths FILE: every scalar of a JSON document as PATH=VALUE, e.g. plans[0].tp=8 (the
 # layout of json-glib-format --prettify: one member or element per line).
@@ -58,6 +59,10 @@ ok "a 405B model on one H200 exits 3" status_is 3 "$MPPLAN" plan -m llama3-405b 
 ok "... saying nothing fits, by how much" err_has 'no plan fits in device memory.*x over'
 ok "... and what would make it fit (more devices)" err_has 'To make a plan fit:.*devices'
 ok "... with nothing on stdout" test ! -s "$tmp/out"
+# The smallest 405B plan on one DGX H100 has no data-parallel replicas to shard over.
+ok "a 405B model on one DGX H100 exits 3" status_is 3 "$MPPLAN" plan -m llama3-405b -c dgx-h100:1
+ok "... its smallest plan has dp=1" err_has 'with dp=1 '
+ok "... so ZeRO-3 is not the advice" err_lacks 'shard with ZeRO-3'
 
 # ---- what the user reads ---------------------------------------------------------------
 # runner_up_differs ARGS...: plan ARGS prints a runner-up whose phrase (before ", N%

@@ -296,6 +296,89 @@ test_cuda_attention (void **state)
   run_attention (1, 5, 2, 1, 256, 0);   /* the largest head dimension */
 }
 
+/* Ring attention as a cp = CP ring runs it on rank RANK: its B sequences' TL query rows at
+ * the rank's positions (chunks rank and 2cp-1-rank), the key/value blocks of every rank
+ * (K | V packed in rows, as exec/model-cp.c sends them) merged in ring order, then the
+ * backward block by block, on both sides from the same inputs. Tolerances as attention's:
+ * scores and sums in float against the reference's double dots, the merge rescaling per
+ * chunk of 32 keys instead of once per block (out 1e-4, lse 1e-5), and the backward's
+ * atomics (1e-3). */
+static void
+run_ring (int B, int TL, int NH, int NKV, int HD, int CP, int RANK)
+{
+  int ldq = NH * HD + 3, ldkv = 2 * NKV * HD, ldo = NH * HD;   /* q rows padded */
+  MpkAttnShape s = { B, TL, NH, NKV, HD, ldq, ldkv, ldo };
+  int T = TL * CP;
+  size_t nq = (size_t) B * TL * ldq, nb = (size_t) B * TL * ldkv, no = (size_t) B * TL * ldo;
+  size_t nl = (size_t) B * NH * TL;
+  int *pos = malloc ((size_t) T * sizeof (int));
+  for (int r = 0; r < CP; r++)
+    mpk_cpu_cp_positions (pos + r * TL, T, CP, r);
+  int *dpos = dev_ints (pos, (size_t) T);
+  const int *qpos = pos + RANK * TL, *dqpos = dpos + RANK * TL;
+  float *q = rnd (nq, 40), *kv = rnd (nb * CP, 41), *dout = rnd (no, 42);
+  float *out = malloc (no * sizeof (float)), *lse = malloc (nl * sizeof (float));
+  float *m = malloc (2 * nl * sizeof (float)), *l = m + nl;
+  float *dq = rnd (nq, 43), *dkv = rnd (nb * CP, 44);
+  float *d_q = dev (q, nq, 0), *d_kv = dev (kv, nb * CP, 0), *d_dout = dev (dout, no, 0);
+  float *d_out = dev (NULL, no, 1), *d_lse = dev (NULL, nl, 1), *d_m = dev (NULL, 2 * nl, 1);
+  float *d_dq = dev (dq, nq, 0), *d_dkv = dev (dkv, nb * CP, 0);
+  mpk_cpu_ring_attention_begin (out, m, l, s);
+  assert_int_equal (mpk_cuda_ring_attention_begin (d_out, d_m, d_m + nl, s, stream),
+                    cudaSuccess);
+  for (int step = 0; step < CP; step++)
+    {
+      int r = (RANK + CP - step) % CP;   /* the block of rank r, the ring's order */
+      const float *kb = kv + r * nb, *dkb = d_kv + r * nb;
+      mpk_cpu_ring_attention_block (out, m, l, q, kb, kb + NKV * HD, s, TL, qpos, pos + r * TL);
+      assert_int_equal (mpk_cuda_ring_attention_block (d_out, d_m, d_m + nl, d_q, dkb,
+                                                       dkb + NKV * HD, s, TL, dqpos,
+                                                       dpos + r * TL, stream),
+                        cudaSuccess);
+    }
+  mpk_cpu_ring_attention_end (out, lse, m, l, s);
+  assert_int_equal (mpk_cuda_ring_attention_end (d_out, d_lse, d_m, d_m + nl, s, stream),
+                    cudaSuccess);
+  check ("ring_attention out", d_out, out, no, 1e-4);
+  check ("ring_attention lse", d_lse, lse, nl, 1e-5);
+  if (CP == 1)          /* one block, the whole sequence: plain causal attention */
+    {
+      float *aout = malloc (no * sizeof (float)), *alse = malloc (nl * sizeof (float));
+      mpk_cpu_attention_forward (aout, alse, NULL, q, kv, kv + NKV * HD, s);
+      check ("ring_attention = attention out", d_out, aout, no, 1e-4);
+      check ("ring_attention = attention lse", d_lse, alse, nl, 1e-5);
+      free (aout), free (alse);
+    }
+  for (int r = 0; r < CP; r++)
+    {
+      float *kb = kv + r * nb, *gkb = dkv + r * nb, *dkb = d_kv + r * nb, *dgkb = d_dkv + r * nb;
+      mpk_cpu_ring_attention_backward_block (dq, gkb, gkb + NKV * HD, dout, out, lse, q, kb,
+                                             kb + NKV * HD, s, TL, qpos, pos + r * TL);
+      assert_int_equal (mpk_cuda_ring_attention_backward_block (
+                            d_dq, dgkb, dgkb + NKV * HD, d_dout, d_out, d_lse, d_q, dkb,
+                            dkb + NKV * HD, s, TL, dqpos, dpos + r * TL, stream),
+                        cudaSuccess);
+    }
+  check ("ring_attention_backward dq", d_dq, dq, nq, 1e-3);
+  check ("ring_attention_backward dk|dv", d_dkv, dkv, nb * CP, 1e-3);
+  free (pos), free (q), free (kv), free (dout), free (out), free (lse), free (m), free (dq);
+  free (dkv);
+  FREE_ALL (dpos, d_q, d_kv, d_dout, d_out, d_lse, d_m, d_dq, d_dkv);
+}
+
+/* The ring's pieces against kernels/cpu's; with cp = 1 (one block) also against plain
+ * causal attention. */
+static void
+test_cuda_ring_attention (void **state)
+{
+  need_device ();
+  run_ring (2, 38, 4, 2, 40, 2, 0);    /* GQA, cp 2, rank 0: chunks 0 and 3 */
+  run_ring (2, 38, 4, 2, 40, 2, 1);    /* rank 1: chunks 1 and 2 */
+  run_ring (1, 70, 3, 3, 64, 4, 2);    /* MHA, cp 4, blocks longer than a warp's chunk */
+  run_ring (1, 8, 2, 1, 256, 2, 0);    /* the largest head dimension */
+  run_ring (1, 38, 4, 2, 40, 1, 0);    /* cp 1: the ring is plain attention */
+}
+
 static void
 test_cuda_loss (void **state)
 {
@@ -391,8 +474,11 @@ run_matmul (int precision, double rtol)
   float *ddy = dev (dy, (size_t) N * OC, 0), *dgx = dev (gx, (size_t) N * C, 0);
   float *dgw = dev (gw, (size_t) OC * C, 0), *dgb = dev (gb, OC, 0);
   float *dout = dev (NULL, (size_t) N * OC, 1);
+  /* the scratch as sized, then a guard the casts must not reach */
+  size_t sb = mpk_cuda_matmul_scratch_bytes (N, C, OC), guard = 4096;
   void *scratch = NULL;
-  assert_int_equal (cudaMalloc (&scratch, mpk_cuda_matmul_scratch_bytes (N, C, OC)), cudaSuccess);
+  assert_int_equal (cudaMalloc (&scratch, sb + guard), cudaSuccess);
+  assert_int_equal (cudaMemset ((char *) scratch + sb, 0xa5, guard), cudaSuccess);
   cublasHandle_t h;
   assert_int_equal (cublasCreate (&h), CUBLAS_STATUS_SUCCESS);
   cublasSetMathMode (h, CUBLAS_PEDANTIC_MATH);
@@ -407,6 +493,14 @@ run_matmul (int precision, double rtol)
   check ("matmul_backward dinp", dgx, gx, (size_t) N * C, rtol);
   check ("matmul_backward dweight", dgw, gw, (size_t) OC * C, rtol);
   check ("matmul_backward dbias", dgb, gb, OC, 1e-5);
+  unsigned char *g = malloc (guard);
+  assert_int_equal (cudaMemcpy (g, (char *) scratch + sb, guard, cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+  for (size_t i = 0; i < guard; i++)
+    if (g[i] != 0xa5)
+      fail_msg ("matmul (precision %d) wrote guard byte %zu past its %zu-byte scratch",
+                precision, i, sb);
+  free (g);
   cublasDestroy (h);
   free (x), free (w), free (b), free (dy), free (gx), free (gw), free (gb), free (out);
   FREE_ALL (dx, dw, db, ddy, dgx, dgw, dgb, dout, scratch);
@@ -465,6 +559,7 @@ main (void)
     cmocka_unit_test (test_cuda_embedding_rotary),
     cmocka_unit_test (test_cuda_norms),
     cmocka_unit_test (test_cuda_attention),
+    cmocka_unit_test (test_cuda_ring_attention),
     cmocka_unit_test (test_cuda_loss),
     cmocka_unit_test (test_cuda_optimizer),
     cmocka_unit_test (test_cuda_matmul),

@@ -680,6 +680,26 @@ test_planner_stack_pinned (void **state)
   assert_true (best->step_s > mbest->step_s);
 }
 
+/* DeepSpeed's pipeline engine runs 1F1B over every micro-batch it is given: a placement
+ * without pipelining is DeepSpeed's only with one micro-batch. */
+static void
+test_planner_deepspeed_pipelines_every_micro_batch (void **state)
+{
+  (void) state;
+  MpParallelConfig c;
+  mp_parallel_config_init (&c);
+  c.pp = 2;
+  c.schedule = MP_SCHEDULE_1F1B;
+  c.num_micro_batches = 4;
+  assert_null (mp_framework_rejects (MP_FRAMEWORK_DEEPSPEED, &c));
+  c.schedule = MP_SCHEDULE_NONE;
+  assert_non_null (mp_framework_rejects (MP_FRAMEWORK_DEEPSPEED, &c));
+  c.num_micro_batches = 1;
+  assert_null (mp_framework_rejects (MP_FRAMEWORK_DEEPSPEED, &c));
+  c.schedule = MP_SCHEDULE_GPIPE;
+  assert_non_null (mp_framework_rejects (MP_FRAMEWORK_DEEPSPEED, &c));
+}
+
 static void
 test_planner_merge_refuses_malformed (void **state)
 {
@@ -1122,6 +1142,7 @@ main (void)
     cmocka_unit_test (test_planner_shards_merge_to_whole),
     cmocka_unit_test (test_planner_merge_refuses_malformed),
     cmocka_unit_test (test_planner_stack_pinned),
+    cmocka_unit_test (test_planner_deepspeed_pipelines_every_micro_batch),
     cmocka_unit_test (test_planner_pins_honoured),
     cmocka_unit_test (test_planner_bad_pins_refused),
     cmocka_unit_test (test_planner_megatron_split_pins),

@@ -6,80 +6,32 @@
  *     are added to the per-lane output slice (HD/32 floats in registers). lse saved.
  *   backward: the same walk, recomputing p = exp(s - lse), dp = dout.v, ds = p (dp - D)
  *     with D = dout.out; dq in registers, dk and dv accumulated with atomics.
- * Scores in scaled units (q.k / sqrt(HD)) as the reference. HD <= 256. */
-#include "kernels/cuda/kernels-cuda.h"
-#include "kernels/cuda/util.cuh"
-#include <math.h>
+ * Scores in scaled units (q.k / sqrt(HD)) as the reference. HD <= 256. The walks are
+ * attention.cuh's, shared with ring-attention.cu. */
+#include "kernels/cuda/attention.cuh"
 
-#define ROWS 4          /* query rows (warps) per block */
-#define MAXD 8          /* HD / 32 slices per lane: HD <= 256 */
+#define ROWS ATT_ROWS
 
 __global__ static void
 attn_forward_k (float *out, float *lse, const float *q, const float *k, const float *v,
                 MpkAttnShape s, float scale)
 {
   extern __shared__ float sh[];
-  int warp = threadIdx.x / MPK_WARP, lane = threadIdx.x % MPK_WARP;
-  int t = blockIdx.x * ROWS + warp, h = blockIdx.y, b = blockIdx.z;
-  if (t >= s.T)
+  AttRow w = att_row (s);
+  if (w.t >= s.T)
     return;                       /* warp-uniform; only warp syncs below */
-  int hk = h / (s.NH / s.NKV), HD = s.HD;
-  float *qs = sh + warp * HD;
-  const float *qrow = q + ((size_t) b * s.T + t) * s.ldq + (size_t) h * HD;
-  for (int d = lane; d < HD; d += MPK_WARP)
-    qs[d] = qrow[d];
-  __syncwarp ();
-  const float *kbase = k + (size_t) b * s.T * s.ldkv + (size_t) hk * HD;
-  const float *vbase = v + (size_t) b * s.T * s.ldkv + (size_t) hk * HD;
-  float acc[MAXD];
-#pragma unroll
-  for (int i = 0; i < MAXD; i++)
-    acc[i] = 0.0f;
+  float *qs = att_query_load (sh, w, q, s);
+  size_t kv = att_kv (w, s, s.T);
+  float acc[ATT_MAXD] = { 0.0f };
   float m = -INFINITY, l = 0.0f;
-  for (int j0 = 0; j0 <= t; j0 += MPK_WARP)
-    {
-      int j = j0 + lane;
-      float sc = -INFINITY;
-      if (j <= t)
-        {
-          const float *krow = kbase + (size_t) j * s.ldkv;
-          float dot = 0.0f;
-          for (int d = 0; d < HD; d++)
-            dot += qs[d] * krow[d];
-          sc = dot * scale;
-        }
-      float mnew = fmaxf (m, warp_max (sc));
-      float p = j <= t ? expf (sc - mnew) : 0.0f;
-      float corr = expf (m - mnew);
-      l = l * corr + warp_sum (p);
+  att_forward_walk (acc, &m, &l, qs, k + kv, v + kv, s.ldkv, s.HD, w.t + 1, scale, w.lane,
+                    AttAll ());
 #pragma unroll
-      for (int i = 0; i < MAXD; i++)
-        acc[i] *= corr;
-      int nj = min (MPK_WARP, t - j0 + 1);
-      for (int jj = 0; jj < nj; jj++)
-        {
-          float pj = __shfl_sync (0xffffffffu, p, jj);
-          const float *vrow = vbase + (size_t) (j0 + jj) * s.ldkv;
-#pragma unroll
-          for (int i = 0; i < MAXD; i++)
-            {
-              int d = lane + i * MPK_WARP;
-              if (d < HD)
-                acc[i] += pj * vrow[d];
-            }
-        }
-      m = mnew;
-    }
-  float *orow = out + ((size_t) b * s.T + t) * s.ldo + (size_t) h * HD;
-#pragma unroll
-  for (int i = 0; i < MAXD; i++)
-    {
-      int d = lane + i * MPK_WARP;
-      if (d < HD)
-        orow[d] = acc[i] / l;
-    }
-  if (lane == 0)
-    lse[((size_t) b * s.NH + h) * s.T + t] = m + logf (l);
+  for (int i = 0; i < ATT_MAXD; i++)
+    acc[i] /= l;
+  att_slice_store (out + w.oo, acc, 1.0f, false, s.HD, w.lane);
+  if (w.lane == 0)
+    lse[w.r] = m + logf (l);
 }
 
 /* probs (B, NH, T, T) = exp(s - lse) below the diagonal, zeros above. */
@@ -107,98 +59,12 @@ attn_probs_k (float *probs, const float *lse, const float *q, const float *k, Mp
     }
 }
 
-__global__ static void
-attn_backward_k (float *dq, float *dk, float *dv, const float *dout, const float *out,
-                 const float *lse, const float *q, const float *k, const float *v,
-                 MpkAttnShape s, float scale)
-{
-  extern __shared__ float sh[];
-  int warp = threadIdx.x / MPK_WARP, lane = threadIdx.x % MPK_WARP;
-  int t = blockIdx.x * ROWS + warp, h = blockIdx.y, b = blockIdx.z;
-  if (t >= s.T)
-    return;
-  int hk = h / (s.NH / s.NKV), HD = s.HD;
-  float *qs = sh + warp * 2 * HD, *dos = qs + HD;
-  const float *qrow = q + ((size_t) b * s.T + t) * s.ldq + (size_t) h * HD;
-  const float *dorow = dout + ((size_t) b * s.T + t) * s.ldo + (size_t) h * HD;
-  const float *orow = out + ((size_t) b * s.T + t) * s.ldo + (size_t) h * HD;
-  float dd = 0.0f;
-  for (int d = lane; d < HD; d += MPK_WARP)
-    {
-      qs[d] = qrow[d];
-      dos[d] = dorow[d];
-      dd += dorow[d] * orow[d];
-    }
-  float D = warp_sum (dd);
-  __syncwarp ();
-  float L = lse[((size_t) b * s.NH + h) * s.T + t];
-  size_t kvoff = (size_t) b * s.T * s.ldkv + (size_t) hk * HD;
-  float acc[MAXD];
-#pragma unroll
-  for (int i = 0; i < MAXD; i++)
-    acc[i] = 0.0f;
-  for (int j0 = 0; j0 <= t; j0 += MPK_WARP)
-    {
-      int j = j0 + lane;
-      float p = 0.0f, ds = 0.0f;
-      if (j <= t)
-        {
-          const float *krow = k + kvoff + (size_t) j * s.ldkv;
-          const float *vrow = v + kvoff + (size_t) j * s.ldkv;
-          float dot = 0.0f, dp = 0.0f;
-          for (int d = 0; d < HD; d++)
-            {
-              dot += qs[d] * krow[d];
-              dp += dos[d] * vrow[d];
-            }
-          p = expf (dot * scale - L);
-          ds = p * (dp - D);
-        }
-      int nj = min (MPK_WARP, t - j0 + 1);
-      for (int jj = 0; jj < nj; jj++)
-        {
-          float pj = __shfl_sync (0xffffffffu, p, jj);
-          float dsj = __shfl_sync (0xffffffffu, ds, jj);
-          size_t at = kvoff + (size_t) (j0 + jj) * s.ldkv;
-#pragma unroll
-          for (int i = 0; i < MAXD; i++)
-            {
-              int d = lane + i * MPK_WARP;
-              if (d < HD)
-                {
-                  acc[i] += dsj * k[at + d];
-                  atomicAdd (&dk[at + d], scale * dsj * qs[d]);
-                  atomicAdd (&dv[at + d], pj * dos[d]);
-                }
-            }
-        }
-    }
-  float *dqrow = dq + ((size_t) b * s.T + t) * s.ldq + (size_t) h * HD;
-#pragma unroll
-  for (int i = 0; i < MAXD; i++)
-    {
-      int d = lane + i * MPK_WARP;
-      if (d < HD)
-        dqrow[d] += scale * acc[i];
-    }
-}
-
-static cudaError_t
-check_shape (MpkAttnShape s)
-{
-  if (s.HD <= 0 || s.HD > MAXD * MPK_WARP || s.NKV <= 0 || s.NH % s.NKV != 0)
-    return cudaErrorInvalidValue;
-  if (s.NH > 65535 || s.B > 65535)
-    return cudaErrorInvalidConfiguration;
-  return cudaSuccess;
-}
-
 extern "C" cudaError_t
 mpk_cuda_attention_forward (float *out, float *lse, float *probs, const float *q,
                             const float *k, const float *v, MpkAttnShape s,
                             cudaStream_t stream)
 {
-  cudaError_t e = check_shape (s);
+  cudaError_t e = att_check_shape (s);
   if (e != cudaSuccess || s.B == 0 || s.T == 0 || s.NH == 0)
     return e;
   float scale = 1.0f / sqrtf ((float) s.HD);
@@ -220,12 +86,12 @@ mpk_cuda_attention_backward (float *dq, float *dk, float *dv, const float *dout,
                              cudaStream_t stream)
 {
   (void) probs;   /* recomputed from lse: the same values the forward normalised */
-  cudaError_t e = check_shape (s);
+  cudaError_t e = att_check_shape (s);
   if (e != cudaSuccess || s.B == 0 || s.T == 0 || s.NH == 0)
     return e;
   float scale = 1.0f / sqrtf ((float) s.HD);
   dim3 grid ((s.T + ROWS - 1) / ROWS, s.NH, s.B);
-  attn_backward_k<<<grid, ROWS * MPK_WARP, 2 * ROWS * s.HD * sizeof (float), stream>>> (
-      dq, dk, dv, dout, out, lse, q, k, v, s, scale);
+  att_backward_k<<<grid, ROWS * MPK_WARP, 2 * ROWS * s.HD * sizeof (float), stream>>> (
+      dq, dk, dv, dout, out, lse, q, k, v, s, AttCausal { s.T }, scale);
   return cudaGetLastError ();
 }

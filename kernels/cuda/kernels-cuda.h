@@ -4,7 +4,8 @@
  * [q|k|v] heads, [gate|up] SwiGLU, vocabulary shards [v0, v0+Vl)) and a stream last.
  * Every launcher returns the launch's cudaError_t (cudaSuccess, or the first failure);
  * none allocates, synchronizes or touches GLib: exec/backend-cuda*.c turn the codes into
- * GError messages naming the launcher. Compiled by nvcc for sm_80 and sm_90.
+ * GError messages naming the launcher. Compiled by nvcc for the architectures configure
+ * found the toolkit supports (sm_80, sm_90, sm_100: MPK_NVCC_GENCODE in configure.ac).
  *
  * Not here: anything that needs state (streams, handles, memory) beyond its arguments.
  * The GEMMs take the caller's cuBLAS handle and bf16 scratch.
@@ -15,6 +16,9 @@
  *                 adamw, sgd, sumsq
  *   norm.cu       layernorm, rmsnorm
  *   attention.cu  causal GQA attention (fused, online softmax; backward from lse)
+ *   ring-attention.cu  its ring pieces for context parallelism (begin, block, end,
+ *                 backward block: the causal chunk mask, the online-softmax merge)
+ *   attention.cuh the warp walk both attention files share
  *   loss.cu       cross-entropy and its vocab-parallel pieces
  *   moe.cu        MoE token permutation: gather_rows, scatter_add_rows, rows_dot */
 #pragma once
@@ -93,6 +97,26 @@ cudaError_t mpk_cuda_attention_backward (float *dq, float *dk, float *dv, const 
                                          const float *probs, const float *q, const float *k,
                                          const float *v, MpkAttnShape s,
                                          cudaStream_t stream);
+
+/* ---- ring attention (ring-attention.cu) ----
+ * kernels/cpu's mpk_cpu_ring_attention_* with QPOS (s.T) and KPOS (TK) in device memory:
+ * the same walk as attention.cu with keys masked by position (kpos[j] <= qpos[t]); block
+ * merges one key block into the running max M, sum L (B, NH, T) and unnormalised OUT;
+ * backward_block accumulates (dk, dv with atomics). HD <= 256. */
+cudaError_t mpk_cuda_ring_attention_begin (float *out, float *m, float *l, MpkAttnShape s,
+                                           cudaStream_t stream);
+cudaError_t mpk_cuda_ring_attention_block (float *out, float *m, float *l, const float *q,
+                                           const float *k, const float *v, MpkAttnShape s,
+                                           int TK, const int *qpos, const int *kpos,
+                                           cudaStream_t stream);
+cudaError_t mpk_cuda_ring_attention_end (float *out, float *lse, const float *m,
+                                         const float *l, MpkAttnShape s, cudaStream_t stream);
+cudaError_t mpk_cuda_ring_attention_backward_block (float *dq, float *dk, float *dv,
+                                                    const float *dout, const float *out,
+                                                    const float *lse, const float *q,
+                                                    const float *k, const float *v,
+                                                    MpkAttnShape s, int TK, const int *qpos,
+                                                    const int *kpos, cudaStream_t stream);
 
 /* ---- activations, residuals (elementwise.cu) ---- */
 cudaError_t mpk_cuda_gelu_forward (float *out, const float *inp, size_t n, cudaStream_t stream);

@@ -41,10 +41,21 @@ bias_backward_k (float *dbias, const float *dout, int N, int OC)
     }
 }
 
+/* The bf16 elements an operand of N floats takes in the scratch: each starts on a
+ * 256-byte (128-element) boundary. */
+static size_t
+padded (size_t n)
+{
+  return (n + 127) & ~(size_t) 127;
+}
+
+/* The three operands as to_bf16 lays them out, each padded (the plain sum plus 256 bytes
+ * it once was let the last operand run up to 252 bytes past the end). */
 extern "C" size_t
 mpk_cuda_matmul_scratch_bytes (int N, int C, int OC)
 {
-  return ((size_t) N * C + (size_t) OC * C + (size_t) N * OC) * sizeof (uint16_t) + 256;
+  return (padded ((size_t) N * C) + padded ((size_t) OC * C) + padded ((size_t) N * OC))
+         * sizeof (uint16_t);
 }
 
 /* One GEMM, column-major C (m, n) = alpha op(A) op(B) + beta C, A and B of TYPE. */
@@ -63,7 +74,7 @@ static cudaError_t
 to_bf16 (uint16_t **dst, uint16_t **cursor, const float *src, size_t n, cudaStream_t stream)
 {
   *dst = *cursor;
-  *cursor += (n + 127) & ~(size_t) 127;   /* 256-byte aligned pieces */
+  *cursor += padded (n);   /* 256-byte aligned pieces */
   return mpk_cuda_cast_f32_to_bf16 (*dst, src, n, stream);
 }
 
