@@ -32,13 +32,15 @@ fail_once (int rank, GError *error)
   return status;
 }
 
-/* What the executor does not run yet (exec/model-exec.c check_supported and
- * mp_model_attention_extras refuse each by name); --help must list them all. */
+/* What the executor does not run yet (exec/model-exec.c check_supported,
+ * mp_model_attention_extras and exec/model-attn.c refuse each by name); --help must list
+ * them all. */
 #define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): sliding-window attention, multi-head latent "  \
-  "attention, "                                                                          \
-  "attention sinks, qk-norm, attention biases unlike the MLP's, post-norms, scaled "     \
-  "embeddings, logit soft-capping, geglu MLPs, uniform recompute in groups of blocks "   \
+  "Not run yet, refused by name (exit 2): multi-head latent attention (on any "         \
+  "backend), sliding-window attention "                                                  \
+  "and soft-capped attention scores on the cuda backend (the host runs them; sinks, "    \
+  "qk-norm, logit soft-capping, post-norms, scaled embeddings and geglu run on both), "  \
+  "uniform recompute in groups of blocks "                                               \
   "(recompute_method=uniform) on an mlp model or under ZeRO-3, selective recompute of "  \
   "modules other than "                                                                  \
   "core_attn, layernorm and mlp (mlp: the dense MLPs; an MoE block keeps its MLP's "     \

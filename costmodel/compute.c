@@ -339,6 +339,17 @@ mp_cost_attention_flops (double batch, double heads, double head_dim, double s_q
                                          backward);
 }
 
+/* The host executor's attention (kernels/cpu/attention.c) runs one query row at a time,
+ * so a window W < S saves exactly the (query, key) pairs it masks: of the causal
+ * S (S + 1) / 2, W (W + 1) / 2 + (S - W) W remain. Its calibrated rate (per sequence
+ * length, in mp_cost_attention_flops's causal units) is then charged that share of the
+ * causal work at S: the kernel's loop bounds (first_key), not blocks of 128. */
+static double
+row_window_share (double s, double w)
+{
+  return (w * (w + 1) / 2 + (s - w) * w) / (s * (s + 1) / 2);
+}
+
 /* Fused attention whose plateau is PLATEAU (the kernel's efficiency at head size 128 and
  * long sequences). */
 static void
@@ -356,6 +367,12 @@ flash_attention (const MpCostDevice *dev, double plateau, MpDtype dtype, double 
                                                     causal, backward);
   /* A query's keys: the sequence, or its window (what a short-sequence kernel lacks). */
   double keys = window > 0 && window < s_kv ? window : s_kv;
+  if (c->klass == MP_DEVICE_CLASS_CPU && causal && keys < s_kv)
+    {
+      executed = mp_cost_attention_flops (batch, heads, head_dim, s_q, s_kv, TRUE, backward)
+                 * row_window_share (s_kv, keys);
+      keys = s_kv;                         /* the rate of the row kernel at S */
+    }
   double eff = plateau * keys / (keys + c->attn_seq_half) * head_factor (c, head_dim);
   eff = MIN (eff, 1.0);
   /* Forward reads Q, K, V and writes O (and the fp32 log-sum-exp); backward reads Q, K,

@@ -434,4 +434,5 @@ const MpKernelOps mpcu_kernels = {
   .gather_rows = k_gather_rows,
   .scatter_add_rows = k_scatter_add_rows,
   .rows_dot = k_rows_dot,
+  .attn = &mpcu_attn_kernels,
 };

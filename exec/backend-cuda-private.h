@@ -93,6 +93,8 @@ void mpcu_copy (MpBackend *be, void *dst, const void *src, gsize bytes);  /* ops
 
 /* ---- backend-cuda-kernels.c ---- */
 extern const MpKernelOps mpcu_kernels;
+/* ---- backend-cuda-attn.c ---- */
+extern const MpAttnKernelOps mpcu_attn_kernels;
 
 /* ---- backend-cuda-coll.c: the ops of groups, collectives and messages ---- */
 /* The two world communicators for messages (one per direction) and their streams. */

@@ -310,4 +310,5 @@ const MpKernelOps mp_backend_host_kernels = {
   .gather_rows = hk_gather_rows,
   .scatter_add_rows = hk_scatter_add_rows,
   .rows_dot = hk_rows_dot,
+  .attn = &mp_backend_host_attn_kernels,
 };

@@ -30,5 +30,7 @@ gboolean mp_mpi_world_all_gather (MpBackend *be, const void *mine, gsize bytes, 
 
 /* kernels/cpu as MpKernelOps (the backend argument unused). */
 extern const MpKernelOps mp_backend_host_kernels;
+/* kernels/cpu's attention variants (backend-host-attn.c). */
+extern const MpAttnKernelOps mp_backend_host_attn_kernels;
 
 G_END_DECLS

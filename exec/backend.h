@@ -135,7 +135,33 @@ typedef struct {
                             const float *scale, int R, int C);
   void (*rows_dot) (MpBackend *be, float *out, const float *a, const int *idx, const float *b,
                     int R, int C);
+  /* The attention variants (MpAttnKernelOps below); NULL on a backend without them. */
+  const struct _MpAttnKernelOps *attn;
 } MpKernelOps;
+
+/* Attention and block variants of the model zoo (kernels/cpu/kernels.h mpk_cpu_qknorm_*,
+ * _attention_sinks_*, _softcap_*, _geglu_*, _scale), with MpKernelOps's conventions; and
+ * whether attention_forward/backward and the ring honour MpkAttnShape's window and
+ * softcap. A backend without a kernel leaves it NULL (FALSE) and the executor refuses
+ * the feature on it by name. */
+typedef struct _MpAttnKernelOps {
+  gboolean masks;                  /* window and softcap in the attention kernels */
+  void (*qknorm_forward) (MpBackend *be, float *qkv, float *raw, float *rstd, const float *wq,
+                          const float *wk, int N, int NH, int NKV, int HD, int ld, float eps);
+  void (*qknorm_backward) (MpBackend *be, float *dqkv, float *dwq, float *dwk,
+                           const float *raw, const float *rstd, const float *wq,
+                           const float *wk, int N, int NH, int NKV, int HD, int ld);
+  void (*sinks_forward) (MpBackend *be, float *out, float *lse, float *probs,
+                         const float *sinks, MpkAttnShape s);
+  void (*sinks_backward) (MpBackend *be, float *dsinks, const float *dout, const float *out,
+                          const float *lse, const float *sinks, MpkAttnShape s);
+  void (*softcap_forward) (MpBackend *be, float *x, size_t n, float cap);
+  void (*softcap_backward) (MpBackend *be, float *dx, const float *y, size_t n, float cap);
+  void (*geglu_forward) (MpBackend *be, float *out, const float *inp, int N, int F);
+  void (*geglu_backward) (MpBackend *be, float *dinp, const float *inp, const float *dout,
+                          int N, int F);
+  void (*scale) (MpBackend *be, float *x, size_t n, float s);
+} MpAttnKernelOps;
 
 typedef struct {
   const char *name;                                   /* "host", "cuda" */

@@ -101,7 +101,7 @@ struct _MpExec {
 
 /* A layer's saved activations: named slots into one list, so release is uniform (the
  * layer kinds number their slots; model-layers.c, model-dense.c). */
-#define MAX_BUFS 24
+#define MAX_BUFS 32
 typedef struct _ExRoute ExRoute;   /* an MoE block's routing of the micro-batch (host) */
 typedef struct {
   float *buf[MAX_BUFS];
@@ -173,6 +173,26 @@ ExTensor *mp_exec_tensor_new (MpExec *ex, guint layer, const char *name, gsize n
                               GError **error);
 /* The group T's gradient is reduced over: dp_group, or edp_group for experts. */
 MpGroup *mp_exec_tensor_group (const MpExec *ex, const ExTensor *t);
+
+/* A norm's gain NAME.w (ones) and, for layernorm, its bias NAME.b (zeros), replicated,
+ * owned by L (model-exec.c). */
+gboolean mp_exec_add_norm_tensors (MpExec *ex, ExLayer *L, guint layer, const char *name,
+                                   GError **error);
+
+/* ---- attention variants (model-attn.c) ---- */
+/* Block LAYER's variant tensors, after its attention output projection's: qk-norm gains
+ * (q, k), sink logits (this rank's heads), post-norm gains (attention, MLP). */
+gboolean mp_exec_attn_setup (MpExec *ex, ExLayer *L, guint layer, GError **error);
+/* qk-norm of QKV's q and k heads (N rows, LD apart) in place, keeping RAW and RSTD. */
+void mp_exec_qknorm_forward (MpExec *ex, float *qkv, int ld, const float *wq, const float *wk,
+                             float *raw, float *rstd, float eps);
+/* Its backward, in place on DQKV; the gains' gradients (GQ, GK +=) summed over tp. */
+gboolean mp_exec_qknorm_backward (MpExec *ex, float *dqkv, int ld, float *gq, float *gk,
+                                  const float *raw, const float *rstd, const float *wq,
+                                  const float *wk, GError **error);
+/* FALSE with MP_ERROR_INPUT naming the variant of MODEL that BE has no kernels for. */
+gboolean mp_exec_attn_check_backend (const MpModel *model, const MpBackend *be,
+                                     GError **error);
 
 /* ---- mixture of experts (model-moe.c) ---- */
 /* The MoE MLP's tensors of block LAYER (after its second norm's): shared experts, router,

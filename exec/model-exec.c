@@ -143,8 +143,9 @@ add_const (MpExec *ex, guint layer, const char *name, gsize n, float value,
   return tensor_new (ex, layer, name, n, host, replicated, error);
 }
 
-static gboolean
-add_norm_tensors (MpExec *ex, ExLayer *L, guint layer, const char *name, GError **error)
+gboolean
+mp_exec_add_norm_tensors (MpExec *ex, ExLayer *L, guint layer, const char *name,
+                          GError **error)
 {
   g_autofree char *w = g_strdup_printf ("%s.w", name);
   ExTensor *t = add_const (ex, layer, w, ex->C, 1.0f, TRUE, error);
@@ -161,18 +162,26 @@ add_norm_tensors (MpExec *ex, ExLayer *L, guint layer, const char *name, GError 
   return TRUE;
 }
 
-/* A bias of N local elements (zeros), when the model has biases. */
+/* A bias of N local elements (zeros), when the model has biases (WANT: attention biases
+ * may differ from the MLP's). */
 static gboolean
-add_bias (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n,
-          gboolean replicated, GError **error)
+add_bias_if (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n,
+             gboolean replicated, gboolean want, GError **error)
 {
-  if (!ex->model->bias)
+  if (!want)
     return TRUE;
   ExTensor *t = add_const (ex, layer, name, n, 0.0f, replicated, error);
   if (t == NULL)
     return FALSE;
   g_ptr_array_add (L->owns, t);
   return TRUE;
+}
+
+static gboolean
+add_bias (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n,
+          gboolean replicated, GError **error)
+{
+  return add_bias_if (ex, L, layer, name, n, replicated, ex->model->bias, error);
 }
 
 /* The word embedding shard: rows [v0, v0 + Vl) of (V, C). */
@@ -221,7 +230,7 @@ setup_qkv (MpExec *ex, ExLayer *L, guint layer, GError **error)
   if (t == NULL)
     return FALSE;
   g_ptr_array_add (L->owns, t);
-  return add_bias (ex, L, layer, "bqkv", rows, FALSE, error);
+  return add_bias_if (ex, L, layer, "bqkv", rows, FALSE, mp_model_qkv_bias (ex->model), error);
 }
 
 /* A row-parallel weight (C, K_local): columns [tp_rank * k, ...) of (C, K_full). */
@@ -237,7 +246,8 @@ setup_row_parallel (MpExec *ex, ExLayer *L, guint layer, const char *name, guint
     return FALSE;
   g_ptr_array_add (L->owns, t);
   g_autofree char *b = g_strdup_printf ("b%s", name + 1);
-  return add_bias (ex, L, layer, b, ex->C, TRUE, error);
+  gboolean want = index == 3 ? mp_model_out_bias (ex->model) : ex->model->bias;  /* wo */
+  return add_bias_if (ex, L, layer, b, ex->C, TRUE, want, error);
 }
 
 /* fc1 (F1l, C): the local gate rows and, for SwiGLU, the local up rows after them. */
@@ -263,10 +273,11 @@ setup_block (MpExec *ex, ExLayer *L, guint layer, GError **error)
 {
   /* GPT-2's scaled init of the projections into the residual stream. */
   float proj_std = INIT_STD / sqrtf (2.0f * (float) MAX (ex->model->n_blocks, 1u));
-  return add_norm_tensors (ex, L, layer, "ln1", error) && setup_qkv (ex, L, layer, error)
+  return mp_exec_add_norm_tensors (ex, L, layer, "ln1", error) && setup_qkv (ex, L, layer, error)
          && setup_row_parallel (ex, L, layer, "wo", 3, (gsize) ex->NHl * ex->HD,
                                 (gsize) ex->NH * ex->HD, proj_std, error)
-         && add_norm_tensors (ex, L, layer, "ln2", error)
+         && mp_exec_attn_setup (ex, L, layer, error)
+         && mp_exec_add_norm_tensors (ex, L, layer, "ln2", error)
          && (L->ir->moe ? mp_exec_moe_setup (ex, L, layer, error)
                         : setup_fc1 (ex, L, layer, error)
                           && setup_row_parallel (ex, L, layer, "w2", 5, ex->Fl, ex->F,
@@ -279,7 +290,7 @@ setup_block (MpExec *ex, ExLayer *L, guint layer, GError **error)
 static gboolean
 setup_head (MpExec *ex, ExLayer *L, guint layer, GError **error)
 {
-  if (!add_norm_tensors (ex, L, layer, "lnf", error))
+  if (!mp_exec_add_norm_tensors (ex, L, layer, "lnf", error))
     return FALSE;
   if (ex->model->tied_embeddings && ex->layers[0].here)
     {
@@ -387,7 +398,7 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
   const char *what = NULL;
   if (model->arch == MP_ARCH_MLP && !check_dense (model, cfg, error))
     return FALSE;
-  /* The planner and the simulator cost these; the kernels do not run them yet. */
+  /* The planner and the simulator cost it; the executor does not run it yet. */
   const char *extra = mp_model_attention_extras (model);
   if (extra != NULL)
     {
@@ -433,7 +444,7 @@ set_shapes (MpExec *ex)
   ex->NKVl = ex->NKV / (int) ex->tp;
   ex->F = (int) m->ffn_hidden;
   ex->Fl = ex->F / (int) ex->tp;
-  ex->swiglu = m->activation == MP_ACT_SWIGLU;
+  ex->swiglu = mp_activation_gated (m->activation);   /* swiglu or geglu */
   ex->V = (int) m->vocab;
   /* Vocabulary shards as even as they come; the kernels take any [v0, v0 + Vl). */
   ex->v0 = (int) ((gint64) ex->V * ex->tp_rank / ex->tp);
@@ -506,6 +517,8 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
              const guint *stage_of_layer, guint64 seed, GError **error)
 {
   if (!check_supported (model, cfg, error))
+    return NULL;
+  if (!mp_exec_attn_check_backend (model, be, error))
     return NULL;
   MpExec *ex = g_new0 (MpExec, 1);
   ex->be = be;

@@ -14,6 +14,7 @@
 #include "exec/exec-private.h"
 #include "common/error.h"
 
+#include <math.h>
 #include <string.h>
 
 #define NORM_EPS 1e-5f
@@ -21,6 +22,9 @@
 enum { /* block */
   A_LN1, A_M1, A_R1, A_H1, A_QKV, A_ATT, A_LSE, A_PROBS, A_X2, A_LN2, A_M2, A_R2, A_H2,
   A_FC1, A_ACT,
+  /* the attention variants' (model-attn.c), after an MoE block's slots (model-moe.c):
+   * qk-norm's raw heads and rstd; each post-norm's input, mean and rstd */
+  A_QKRAW = 24, A_QKR, A_PA, A_PAM, A_PAR, A_PM, A_PMM, A_PMR,
 };
 enum { /* head */
   H_LN, H_M, H_R, H_H, H_LOGITS, H_LSE,
@@ -220,6 +224,8 @@ embedding_forward (MpExec *ex, guint l, guint mb, GError **error)
     goto fail;
   if (rows != out)
     ex->be->ops->copy (ex->be, out, rows, (gsize) ex->Ns * ex->C * sizeof (float));
+  if (ex->model->embed_scale)      /* Gemma: the token embedding times sqrt (hidden) */
+    ex->k->attn->scale (ex->be, out, (gsize) ex->Ns * ex->C, sqrtf ((float) ex->C));
   if (L->uses->len > 1)            /* learned positions, replicated: row r at its position */
     {
       int row0 = ex->sp ? (int) ex->tp_rank * ex->Ns : 0;
@@ -248,8 +254,17 @@ embedding_backward (MpExec *ex, guint l, guint mb, GError **error)
   const float *d = tp_gather_rows (ex, *dy, full, error);
   if (d == NULL)
     goto fail;
-  ex->k->embedding_backward (ex->be, G (L, 0), NULL, d, tokens, ex->N, ex->Tl, ex->C, ex->v0,
-                             ex->Vl);
+  float *scaled = ex->model->embed_scale ? tmp_floats (&t, (gsize) ex->N * ex->C, error) : NULL;
+  if (ex->model->embed_scale)
+    {
+      if (scaled == NULL)
+        goto fail;
+      ex->be->ops->copy (ex->be, scaled, d, (gsize) ex->N * ex->C * sizeof (float));
+      ex->k->attn->scale (ex->be, scaled, (gsize) ex->N * ex->C, sqrtf ((float) ex->C));
+    }
+  float *dtok = scaled != NULL ? scaled : (float *) d;
+  ex->k->embedding_backward (ex->be, G (L, 0), NULL, dtok, tokens, ex->N, ex->Tl, ex->C,
+                             ex->v0, ex->Vl);
   if (L->uses->len > 1)            /* from all N rows, so identical on every tp rank */
     for (int r = 0; r < ex->N; r++)
       ex->k->add (ex->be, G (L, 1) + (gsize) mp_exec_position (ex, r) * ex->C,
@@ -266,21 +281,31 @@ fail:
 
 /* Indexes into a block's `uses`, which depend on whether norms and linears have biases. */
 typedef struct {
-  int ln1w, ln1b, wqkv, bqkv, wo, bo, ln2w, ln2b, w1, b1, w2, b2;
+  int ln1w, ln1b, wqkv, bqkv, wo, bo, qn, kn, sink, pn1w, pn1b, pn2w, pn2b, ln2w, ln2b, w1, b1,
+    w2, b2;
 } BlockIdx;
 
 static BlockIdx
 block_idx (const MpExec *ex)
 {
-  gboolean nb = ex->model->norm == MP_NORM_LAYERNORM, lb = ex->model->bias;
+  const MpModel *m = ex->model;
+  gboolean nb = m->norm == MP_NORM_LAYERNORM, lb = m->bias, pn = m->post_norms;
   BlockIdx i;
   int k = 0;
   i.ln1w = k++;
   i.ln1b = nb ? k++ : -1;
   i.wqkv = k++;
-  i.bqkv = lb ? k++ : -1;
+  i.bqkv = mp_model_qkv_bias (m) ? k++ : -1;
   i.wo = k++;
-  i.bo = lb ? k++ : -1;
+  i.bo = mp_model_out_bias (m) ? k++ : -1;
+  /* the variants' (mp_exec_attn_setup's order) */
+  i.qn = m->qk_norm ? k++ : -1;
+  i.kn = m->qk_norm ? k++ : -1;
+  i.sink = m->attn_sinks ? k++ : -1;
+  i.pn1w = pn ? k++ : -1;
+  i.pn1b = pn && nb ? k++ : -1;
+  i.pn2w = pn ? k++ : -1;
+  i.pn2b = pn && nb ? k++ : -1;
   i.ln2w = k++;
   i.ln2b = nb ? k++ : -1;
   i.w1 = k++;
@@ -302,12 +327,14 @@ Gi (const ExLayer *L, int i)
   return i < 0 ? NULL : G (L, (guint) i);
 }
 
+/* Block L's attention: its window (0: full) and the model's score cap. */
 static MpkAttnShape
-attn_shape (const MpExec *ex)
+attn_shape (const MpExec *ex, const ExLayer *L)
 {
   int qkv = (ex->NHl + 2 * ex->NKVl) * ex->HD;
   return (MpkAttnShape) { ex->mbs, ex->Tl, ex->NHl, ex->NKVl, ex->HD, qkv, qkv,
-                          ex->NHl * ex->HD };
+                          ex->NHl * ex->HD, (int) L->ir->window,
+                          (float) ex->model->attn_softcap };
 }
 
 /* The modules selective recompute re-runs (none without it). */
@@ -317,13 +344,29 @@ selective_modules (const MpExec *ex)
   return ex->cfg.recompute == MP_RECOMPUTE_SELECTIVE ? mp_recompute_modules_of (&ex->cfg) : 0;
 }
 
+/* The variants' slots: qk-norm's raw q and k heads with their rstd, the post-norms'
+ * inputs and statistics. */
+static gboolean
+variant_acts (MpExec *ex, Acts *a, GError **error)
+{
+  gsize N = ex->N, Ns = ex->Ns, C = ex->C, heads = (gsize) ex->NHl + ex->NKVl;
+  if (ex->model->qk_norm
+      && !(mp_exec_act_alloc (ex, a, A_QKRAW, N * heads * ex->HD, error)
+           && mp_exec_act_alloc (ex, a, A_QKR, N * heads, error)))
+    return FALSE;
+  for (int i = A_PA; i <= A_PMR && ex->model->post_norms; i++)
+    if (!mp_exec_act_alloc (ex, a, i, i == A_PA || i == A_PM ? Ns * C : Ns, error))
+      return FALSE;
+  return TRUE;
+}
+
 /* Allocates the block's activation slots (an MoE block's MLP allocates its own). */
 static gboolean
 block_acts (MpExec *ex, const ExLayer *L, Acts *a, GError **error)
 {
   gboolean dense = !L->ir->moe;
   gsize N = ex->N, Ns = ex->Ns, C = ex->C, f1 = ex->swiglu ? 2 * ex->Fl : ex->Fl;
-  MpkAttnShape s = attn_shape (ex);
+  MpkAttnShape s = attn_shape (ex, L);
   /* probabilities are kept by unfused attention unless the block or its attention core is
    * recomputed; the ring (cp > 1) never keeps them: each block's are recomputed */
   gboolean probs = ex->cfg.recompute != MP_RECOMPUTE_FULL && !ex->cfg.flash_attention
@@ -340,7 +383,8 @@ block_acts (MpExec *ex, const ExLayer *L, Acts *a, GError **error)
          && mp_exec_act_alloc (ex, a, A_M2, Ns, error) && mp_exec_act_alloc (ex, a, A_R2, Ns, error)
          && (!ex->sp || mp_exec_act_alloc (ex, a, A_H2, N * C, error))
          && (!dense || mp_exec_act_alloc (ex, a, A_FC1, N * f1, error))
-         && (!dense || mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error));
+         && (!dense || mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error))
+         && variant_acts (ex, a, error);
 }
 
 /* Norm WHICH (1: before attention, 2: before the MLP) on X into A's slots, then under
@@ -354,6 +398,41 @@ block_norm (MpExec *ex, const ExLayer *L, int which, const float *x, Acts *a, GE
   norm_forward (ex, a->buf[ln], a->buf[one ? A_M1 : A_M2], a->buf[one ? A_R1 : A_R2], x,
                 Pi (L, one ? I.ln1w : I.ln2w), Pi (L, one ? I.ln1b : I.ln2b), ex->Ns);
   return tp_gather_rows (ex, a->buf[ln], a->buf[h], error);
+}
+
+/* Post-norm (Gemma 2/3) WHICH (1: attention's, 2: the MLP's) of the branch output X
+ * (Ns, C), in place, its input kept in A; nothing without post-norms. */
+static void
+post_norm (MpExec *ex, const ExLayer *L, int which, float *x, Acts *a)
+{
+  if (!ex->model->post_norms)
+    return;
+  BlockIdx I = block_idx (ex);
+  int in = which == 1 ? A_PA : A_PM;
+  ex->be->ops->copy (ex->be, a->buf[in], x, (gsize) ex->Ns * ex->C * sizeof (float));
+  norm_forward (ex, x, a->buf[in + 1], a->buf[in + 2], a->buf[in],
+                Pi (L, which == 1 ? I.pn1w : I.pn2w), Pi (L, which == 1 ? I.pn1b : I.pn2b),
+                ex->Ns);
+}
+
+/* The gradient at post-norm WHICH's input from DY at its output (Ns, C), in T; DY itself
+ * without post-norms. NULL on failure. */
+static const float *
+post_norm_backward (MpExec *ex, const ExLayer *L, int which, const float *dy, Acts *a,
+                    Tmp *t, GError **error)
+{
+  if (!ex->model->post_norms)
+    return dy;
+  BlockIdx I = block_idx (ex);
+  int in = which == 1 ? A_PA : A_PM;
+  float *d = tmp_floats (t, (gsize) ex->Ns * ex->C, error);
+  gboolean one = which == 1;
+  if (d == NULL
+      || !norm_backward (ex, d, Gi (L, one ? I.pn1w : I.pn2w), Gi (L, one ? I.pn1b : I.pn2b),
+                         dy, a->buf[in], Pi (L, one ? I.pn1w : I.pn2w), a->buf[in + 1],
+                         a->buf[in + 2], error))
+    return NULL;
+  return d;
 }
 
 /* fc1 and the activation on H2 (N, C) into A's FC1 and ACT. */
@@ -373,7 +452,7 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
 {
   const MpKernelOps *k = ex->k;
   BlockIdx I = block_idx (ex);
-  MpkAttnShape s = attn_shape (ex);
+  MpkAttnShape s = attn_shape (ex, L);
   int N = ex->N, Ns = ex->Ns, C = ex->C;
   Tmp t = { ex };
   float *proj = tmp_floats (&t, (gsize) N * C, error);
@@ -384,17 +463,24 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   if (h1 == NULL)
     goto fail;
   k->matmul_forward (ex->be, a->buf[A_QKV], h1, Pi (L, I.wqkv), Pi (L, I.bqkv), N, C, s.ldq);
+  if (ex->model->qk_norm)          /* before rotary, as Qwen3 and Gemma 3 */
+    mp_exec_qknorm_forward (ex, a->buf[A_QKV], s.ldq, Pi (L, I.qn), Pi (L, I.kn),
+                            a->buf[A_QKRAW], a->buf[A_QKR], NORM_EPS);
   if (ex->model->position == MP_POS_ROTARY)
     mp_exec_rotary (ex, a->buf[A_QKV], s.ldq, FALSE, ROPE_THETA);
   float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
   if (!mp_exec_attention_forward (ex, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q, kk, v,
                                   s, error))
     goto fail;
+  if (ex->model->attn_sinks)
+    k->attn->sinks_forward (ex->be, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS],
+                            Pi (L, I.sink), s);
   k->matmul_forward (ex->be, proj, a->buf[A_ATT], Pi (L, I.wo), NULL, N, s.ldo, C);
   float *pr = tp_reduce_rows (ex, proj, y, error);   /* y is free until the end */
   if (pr == NULL)
     goto fail;
   add_rows (ex, pr, Pi (L, I.bo), Ns, C);
+  post_norm (ex, L, 1, pr, a);
   k->residual_forward (ex->be, a->buf[A_X2], x, pr, (gsize) Ns * C);
   /* MLP: norm2, (gather), fc1, activation, fc2, reduce, residual */
   const float *h2 = block_norm (ex, L, 2, a->buf[A_X2], a, error);
@@ -414,6 +500,7 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   if (mr == NULL)
     goto fail;
   add_rows (ex, mr, L->ir->moe ? NULL : Pi (L, I.b2), Ns, C);   /* MoE: its own biases */
+  post_norm (ex, L, 2, mr, a);
   k->residual_forward (ex->be, y, a->buf[A_X2], mr, (gsize) Ns * C);
   tmp_release (&t);
   return TRUE;
@@ -551,7 +638,8 @@ block_backward_mlp (MpExec *ex, const ExLayer *L, Acts *a, const float *dy, floa
   float *dh2s = tmp_floats (t, (gsize) ex->Ns * C, error);
   if ((ex->sp && full == NULL) || !dact || !dfc1 || !dh2 || !dh2s)
     return FALSE;
-  const float *d = tp_gather_rows (ex, dy, full, error);
+  const float *dyb = post_norm_backward (ex, L, 2, dy, a, t, error);
+  const float *d = dyb ? tp_gather_rows (ex, dyb, full, error) : NULL;
   if (d == NULL)
     return FALSE;
   const float *h2 = ex->sp ? a->buf[A_H2] : a->buf[A_LN2];
@@ -580,7 +668,7 @@ block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, cons
 {
   const MpKernelOps *k = ex->k;
   BlockIdx I = block_idx (ex);
-  MpkAttnShape s = attn_shape (ex);
+  MpkAttnShape s = attn_shape (ex, L);
   int N = ex->N, C = ex->C;
   float *full = ex->sp ? tmp_floats (t, (gsize) N * C, error) : NULL;
   float *datt = tmp_floats (t, (gsize) N * s.ldo, error);
@@ -589,11 +677,15 @@ block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, cons
   float *dh1s = tmp_floats (t, (gsize) ex->Ns * C, error);
   if ((ex->sp && full == NULL) || !datt || !dqkv || !dh1 || !dh1s)
     return FALSE;
-  const float *d = tp_gather_rows (ex, dx2, full, error);
+  const float *dxb = post_norm_backward (ex, L, 1, dx2, a, t, error);
+  const float *d = dxb ? tp_gather_rows (ex, dxb, full, error) : NULL;
   if (d == NULL)
     return FALSE;
   k->matmul_backward (ex->be, datt, Gi (L, I.wo), Gi (L, I.bo), d, a->buf[A_ATT], Pi (L, I.wo), N,
                       s.ldo, C);
+  if (ex->model->attn_sinks)
+    k->attn->sinks_backward (ex->be, Gi (L, I.sink), datt, a->buf[A_ATT], a->buf[A_LSE],
+                             Pi (L, I.sink), s);
   float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
   float *dq = dqkv, *dk = dq + ex->NHl * ex->HD, *dv = dk + ex->NKVl * ex->HD;
   if (!mp_exec_attention_backward (ex, dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE],
@@ -601,6 +693,10 @@ block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, cons
     return FALSE;
   if (ex->model->position == MP_POS_ROTARY)
     mp_exec_rotary (ex, dqkv, s.ldq, TRUE, ROPE_THETA);
+  if (ex->model->qk_norm
+      && !mp_exec_qknorm_backward (ex, dqkv, s.ldq, Gi (L, I.qn), Gi (L, I.kn), a->buf[A_QKRAW],
+                                   a->buf[A_QKR], Pi (L, I.qn), Pi (L, I.kn), error))
+    return FALSE;
   const float *h1 = ex->sp ? a->buf[A_H1] : a->buf[A_LN1];
   k->matmul_backward (ex->be, dh1, Gi (L, I.wqkv), Gi (L, I.bqkv), dqkv, h1, Pi (L, I.wqkv), N, C,
                       s.ldq);
@@ -676,6 +772,9 @@ head_forward (MpExec *ex, guint l, guint mb, GError **error)
   if (h == NULL)
     goto fail;
   ex->k->matmul_forward (ex->be, a->buf[H_LOGITS], h, W, NULL, N, ex->C, ex->Vl);
+  if (ex->model->logit_softcap > 0)   /* Gemma 2: cap tanh (logit / cap) */
+    ex->k->attn->softcap_forward (ex->be, a->buf[H_LOGITS], (gsize) N * ex->Vl,
+                                  (float) ex->model->logit_softcap);
   float *lmax = st, *lsum = st + N, *tlogit = st + 2 * N, *gmax = st + 3 * N;
   float *losses = st + 4 * N;
   ex->k->crossentropy_shard_stats (ex->be, lmax, lsum, tlogit, a->buf[H_LOGITS], targets, N, ex->Vl,
@@ -723,6 +822,9 @@ head_backward (MpExec *ex, guint l, guint mb, GError **error)
   float scale = 1.0f / (float) ((double) ex->global_batch * ex->T);
   ex->k->crossentropy_shard_backward (ex->be, dlogits, a->buf[H_LOGITS], a->buf[H_LSE], targets,
                                       scale, N, ex->Vl, ex->v0);
+  if (ex->model->logit_softcap > 0)
+    ex->k->attn->softcap_backward (ex->be, dlogits, a->buf[H_LOGITS], (gsize) N * ex->Vl,
+                                   (float) ex->model->logit_softcap);
   const float *h = ex->sp ? a->buf[H_H] : a->buf[H_LN];
   guint wi = ln ? 2 : 1;
   ex->k->matmul_backward (ex->be, dh, G (L, wi), NULL, dlogits, h, P (L, wi), N, C, ex->Vl);

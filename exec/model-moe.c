@@ -203,7 +203,9 @@ moe_tensors (const MpExec *ex, const ExLayer *L, guint first)
 void
 mp_exec_act_forward (MpExec *ex, float *act, const float *fc1, int R, int Fl)
 {
-  if (ex->swiglu)
+  if (ex->model->activation == MP_ACT_GEGLU)
+    ex->k->attn->geglu_forward (ex->be, act, fc1, R, Fl);
+  else if (ex->swiglu)
     ex->k->swiglu_forward (ex->be, act, fc1, R, Fl);
   else if (ex->model->activation == MP_ACT_RELU)
     ex->k->relu_forward (ex->be, act, fc1, (gsize) R * Fl);
@@ -215,7 +217,9 @@ void
 mp_exec_act_backward (MpExec *ex, float *dfc1, const float *fc1, const float *dact, int R,
                       int Fl)
 {
-  if (ex->swiglu)
+  if (ex->model->activation == MP_ACT_GEGLU)
+    ex->k->attn->geglu_backward (ex->be, dfc1, fc1, dact, R, Fl);
+  else if (ex->swiglu)
     ex->k->swiglu_backward (ex->be, dfc1, fc1, dact, R, Fl);
   else if (ex->model->activation == MP_ACT_RELU)
     ex->k->relu_backward (ex->be, dfc1, fc1, dact, (gsize) R * Fl);

@@ -314,25 +314,19 @@ const char *
 mp_model_attention_extras (const MpModel *m)
 {
   g_return_val_if_fail (m != NULL, NULL);
-  if (m->window > 0)
-    return "sliding-window attention";
-  if (m->kv_lora_rank > 0)
-    return "multi-head latent attention";
-  if (m->attn_sinks)
-    return "attention sinks";
-  if (m->qk_norm)
-    return "qk-norm";
-  if (qkv_bias (m) != m->bias || out_bias (m) != m->bias)
-    return "attention biases unlike the MLP's";
-  if (m->post_norms)
-    return "post-norms";
-  if (m->embed_scale)
-    return "scaled embeddings";
-  if (m->attn_softcap > 0 || m->logit_softcap > 0)
-    return "logit soft-capping";
-  if (m->activation == MP_ACT_GEGLU)
-    return "a geglu MLP";
-  return NULL;
+  return m->kv_lora_rank > 0 ? "multi-head latent attention" : NULL;
+}
+
+gboolean
+mp_model_qkv_bias (const MpModel *m)
+{
+  return qkv_bias (m);
+}
+
+gboolean
+mp_model_out_bias (const MpModel *m)
+{
+  return out_bias (m);
 }
 
 /* A tensor-parallel MLP of width FFN named FC1, the activation's function, FC2: fc1 (its

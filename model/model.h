@@ -256,10 +256,13 @@ char **mp_model_zoo_list (void);
 guint64 mp_model_block_window (const MpModel *model, guint64 block);
 /* Is ACT a gated MLP (swiglu, geglu): fc1 computes gate and up, 2 ffn wide? */
 gboolean mp_activation_gated (MpActivation act);
-/* The first attention feature of MODEL beyond plain multi-/grouped-query causal attention
- * with one bias flag (a sliding window, MLA, sinks, qk-norm, separate attention biases,
- * post-norms, scaled embeddings, soft-capping, geglu), named for a refusal, or NULL. */
+/* The attention feature of MODEL that mpplan exec does not run (multi-head latent
+ * attention), named for a refusal, or NULL. Every other variant (windows, sinks, qk-norm,
+ * separate attention biases, post-norms, scaled embeddings, soft-capping, geglu) runs. */
 const char *mp_model_attention_extras (const MpModel *model);
+/* Do the q/k/v projections, and the attention output projection, have biases? */
+gboolean mp_model_qkv_bias (const MpModel *model);
+gboolean mp_model_out_bias (const MpModel *model);
 
 /* Names for printing. */
 const char *mp_op_kind_name (MpOpKind kind);

@@ -551,6 +551,76 @@ test_cuda_moe_permute (void **state)
   FREE_ALL (didx, dx, dgate, drows, dy, dout, ddot);
 }
 
+/* The attention variants (attn-extras.cu): qk-norm, sinks (with probs), logit
+ * soft-capping, geglu, each against kernels/cpu from the same inputs. */
+static void
+test_cuda_attn_extras (void **state)
+{
+  need_device ();
+  int N = 37, NH = 4, NKV = 2, HD = 40, ld = (NH + 2 * NKV) * HD, H = NH + NKV;
+  size_t nq = (size_t) N * ld, nr = (size_t) N * H;
+  float *x = rnd (nq, 60), *wq = rnd (HD, 61), *wk = rnd (HD, 62), *g = rnd (nq, 63);
+  float *raw = malloc (nr * HD * 4), *rstd = malloc (nr * 4), *dwq = calloc (HD, 4),
+        *dwk = calloc (HD, 4);
+  float *dx = dev (x, nq, 0), *dwqd = dev (wq, HD, 0), *dwkd = dev (wk, HD, 0);
+  float *draw = dev (NULL, nr * HD, 1), *drstd = dev (NULL, nr, 1), *dg = dev (g, nq, 0);
+  float *dgq = dev (dwq, HD, 0), *dgk = dev (dwk, HD, 0);
+  mpk_cpu_qknorm_forward (x, raw, rstd, wq, wk, N, NH, NKV, HD, ld, 1e-5f);
+  assert_int_equal (mpk_cuda_qknorm_forward (dx, draw, drstd, dwqd, dwkd, N, NH, NKV, HD, ld,
+                                             1e-5f, stream), cudaSuccess);
+  check ("qknorm_forward", dx, x, nq, RTOL);
+  check ("qknorm_forward rstd", drstd, rstd, nr, RTOL);
+  mpk_cpu_qknorm_backward (g, dwq, dwk, raw, rstd, wq, wk, N, NH, NKV, HD, ld);
+  assert_int_equal (mpk_cuda_qknorm_backward (dg, dgq, dgk, draw, drstd, dwqd, dwkd, N, NH, NKV,
+                                              HD, ld, stream), cudaSuccess);
+  check ("qknorm_backward", dg, g, nq, RTOL);
+  check ("qknorm_backward dwq", dgq, dwq, HD, 1e-4);
+  check ("qknorm_backward dwk", dgk, dwk, HD, 1e-4);
+  /* sinks on an attention's out, lse and probs */
+  MpkAttnShape s = { 2, 23, NH, NKV, HD, ld, ld, NH * HD, 0, 0 };
+  size_t no = (size_t) s.B * s.T * s.ldo, nl = (size_t) s.B * NH * s.T, np = nl * s.T;
+  float *out = rnd (no, 64), *lse = rnd (nl, 65), *probs = rnd (np, 66), *sk = rnd (NH, 67);
+  float *dout = rnd (no, 68), *dsk = calloc (NH, 4);
+  float *d_out = dev (out, no, 0), *d_lse = dev (lse, nl, 0), *d_probs = dev (probs, np, 0);
+  float *d_sk = dev (sk, NH, 0), *d_dout = dev (dout, no, 0), *d_dsk = dev (dsk, NH, 0);
+  mpk_cpu_attention_sinks_forward (out, lse, probs, sk, s);
+  assert_int_equal (mpk_cuda_attention_sinks_forward (d_out, d_lse, d_probs, d_sk, s, stream),
+                    cudaSuccess);
+  check ("sinks_forward out", d_out, out, no, RTOL);
+  check ("sinks_forward lse", d_lse, lse, nl, RTOL);
+  check ("sinks_forward probs", d_probs, probs, np, RTOL);
+  mpk_cpu_attention_sinks_backward (dsk, dout, out, lse, sk, s);
+  assert_int_equal (mpk_cuda_attention_sinks_backward (d_dsk, d_dout, d_out, d_lse, d_sk, s,
+                                                       stream), cudaSuccess);
+  check ("sinks_backward", d_dsk, dsk, NH, 1e-4);
+  /* soft-capping and geglu on (N, 2F) */
+  int F = 301;
+  size_t ne = (size_t) N * 2 * F;
+  float *e = rnd (ne, 69), *ge = rnd (ne, 70), *act = malloc ((size_t) N * F * 4);
+  float *ga = rnd ((size_t) N * F, 71);
+  for (size_t i = 0; i < ne; i++)
+    e[i] *= 4.0f;
+  float *d_e = dev (e, ne, 0), *d_ge = dev (ge, ne, 0), *d_act = dev (NULL, (size_t) N * F, 1);
+  float *d_ga = dev (ga, (size_t) N * F, 0);
+  mpk_cpu_geglu_forward (act, e, N, F);
+  assert_int_equal (mpk_cuda_geglu_forward (d_act, d_e, N, F, stream), cudaSuccess);
+  check ("geglu_forward", d_act, act, (size_t) N * F, RTOL);
+  mpk_cpu_geglu_backward (ge, e, ga, N, F);
+  assert_int_equal (mpk_cuda_geglu_backward (d_ge, d_e, d_ga, N, F, stream), cudaSuccess);
+  check ("geglu_backward", d_ge, ge, ne, RTOL);
+  mpk_cpu_softcap_forward (e, ne, 3.0f);
+  assert_int_equal (mpk_cuda_softcap_forward (d_e, ne, 3.0f, stream), cudaSuccess);
+  check ("softcap_forward", d_e, e, ne, RTOL);
+  mpk_cpu_softcap_backward (ge, e, ne, 3.0f);
+  assert_int_equal (mpk_cuda_softcap_backward (d_ge, d_e, ne, 3.0f, stream), cudaSuccess);
+  check ("softcap_backward", d_ge, ge, ne, RTOL);
+  free (x), free (wq), free (wk), free (g), free (raw), free (rstd), free (dwq), free (dwk);
+  free (out), free (lse), free (probs), free (sk), free (dout), free (dsk);
+  free (e), free (ge), free (act), free (ga);
+  FREE_ALL (dx, dwqd, dwkd, draw, drstd, dg, dgq, dgk, d_out, d_lse, d_probs, d_sk, d_dout,
+            d_dsk, d_e, d_ge, d_act, d_ga);
+}
+
 int
 main (void)
 {
@@ -564,6 +634,7 @@ main (void)
     cmocka_unit_test (test_cuda_optimizer),
     cmocka_unit_test (test_cuda_matmul),
     cmocka_unit_test (test_cuda_moe_permute),
+    cmocka_unit_test (test_cuda_attn_extras),
   };
   /* cmocka 1.1's TAP marks a skip() as "not ok # SKIP", which automake's TAP driver counts
    * as a failure: without a device, skip the whole program with a TAP plan of none. */

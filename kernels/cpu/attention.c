@@ -45,15 +45,38 @@ out_at (MpkAttnShape s, int b, int t, int h)
   return ((size_t) b * s.T + t) * s.ldo + (size_t) h * s.HD;
 }
 
-/* Scaled score of query row qt against key row kj, rounded to float once so the stored
- * and the recomputed paths see the same value. */
+/* Scaled score of query row qt against key row kj, soft-capped (cap tanh (x / cap)) when
+ * s.softcap > 0, rounded to float once so the stored and the recomputed paths see the
+ * same value. */
 static float
-score (const float *qt, const float *kj, int HD)
+score (const float *qt, const float *kj, MpkAttnShape s)
 {
-  return (float) (dot (qt, kj, HD) / sqrt ((double) HD));
+  double x = dot (qt, kj, s.HD) / sqrt ((double) s.HD);
+  return (float) (s.softcap > 0 ? s.softcap * tanh (x / s.softcap) : x);
 }
 
-/* One query row: o (HD) = sum_j p_j v_j over keys j <= t; returns the row's lse. The
+/* d score / d (its uncapped value), from the score: 1 - (score / cap)^2 under a cap. */
+static double
+score_grad (float sc, MpkAttnShape s)
+{
+  return s.softcap > 0 ? 1.0 - ((double) sc / s.softcap) * ((double) sc / s.softcap) : 1.0;
+}
+
+/* Does the query at position QP see the key at KP: causal, and inside the window. */
+static int
+visible (MpkAttnShape s, int qp, int kp)
+{
+  return kp <= qp && (s.window <= 0 || qp - kp < s.window);
+}
+
+/* The first key position a query at T sees. */
+static int
+first_key (MpkAttnShape s, int t)
+{
+  return s.window > 0 && t - s.window + 1 > 0 ? t - s.window + 1 : 0;
+}
+
+/* One query row: o (HD) = sum_j p_j v_j over the keys it sees; returns the row's lse. The
  * scores are computed twice (once for the max, once for the exponentials) unless prow
  * (T) is given, in which case they are kept there and then turned into probabilities. */
 static float
@@ -63,9 +86,10 @@ forward_row (float *o, float *prow, const float *q, const float *k, const float 
   int kvh = h / (s.NH / s.NKV);
   const float *qt = q + q_at (s, b, t, h);
   double max = -INFINITY;
-  for (int j = 0; j <= t; j++)
+  int j0 = first_key (s, t);
+  for (int j = j0; j <= t; j++)
     {
-      float sj = score (qt, k + kv_at (s, b, j, kvh), s.HD);
+      float sj = score (qt, k + kv_at (s, b, j, kvh), s);
       if (prow != NULL)
         prow[j] = sj;
       max = fmax (max, sj);
@@ -73,9 +97,9 @@ forward_row (float *o, float *prow, const float *q, const float *k, const float 
   for (int d = 0; d < s.HD; d++)
     o[d] = 0.0f;
   double sum = 0;
-  for (int j = 0; j <= t; j++)
+  for (int j = j0; j <= t; j++)
     {
-      float sj = prow != NULL ? prow[j] : score (qt, k + kv_at (s, b, j, kvh), s.HD);
+      float sj = prow != NULL ? prow[j] : score (qt, k + kv_at (s, b, j, kvh), s);
       double e = exp (sj - max);
       sum += e;
       axpy (o, (float) e, v + kv_at (s, b, j, kvh), s.HD);
@@ -85,7 +109,7 @@ forward_row (float *o, float *prow, const float *q, const float *k, const float 
   double lse = max + log (sum);
   if (prow != NULL)
     for (int j = 0; j < s.T; j++)
-      prow[j] = j <= t ? (float) exp (prow[j] - lse) : 0.0f;
+      prow[j] = visible (s, t, j) ? (float) exp (prow[j] - lse) : 0.0f;
   return (float) lse;
 }
 
@@ -104,10 +128,11 @@ mpk_cpu_attention_forward (float *out, float *lse, float *probs, const float *q,
 }
 
 /* One query row's share of the gradients from N_KEYS key rows KB, VB (with their
- * gradients DKB, DVB; rows s.ldkv apart): all of them, or with KPOS those at positions
- * <= QP. With p_j the probabilities and dp_j = dout . v_j, the softmax gradient is
- * ds_j = p_j (dp_j - D), D = sum_i p_i dp_i = dout . out (over every key the row saw),
- * so D needs no extra pass over the keys. */
+ * gradients DKB, DVB; rows s.ldkv apart) at positions KPOS (NULL: 0, 1, ...), those the
+ * query at QP sees. With p_j the probabilities and dp_j = dout . v_j, the softmax
+ * gradient is ds_j = p_j (dp_j - D), D = sum_i p_i dp_i = dout . out (over every key the
+ * row saw), so D needs no extra pass over the keys; a soft cap multiplies it by its
+ * derivative. */
 static void
 backward_keys (float *dqt, float *dkb, float *dvb, const float *gt, double D, float lse,
                const float *prow, const float *qt, const float *kb, const float *vb,
@@ -116,11 +141,12 @@ backward_keys (float *dqt, float *dkb, float *dvb, const float *gt, double D, fl
   double scale = 1.0 / sqrt ((double) s.HD);
   for (int j = 0; j < n_keys; j++)
     {
-      if (kpos != NULL && kpos[j] > qp)
+      if (!visible (s, qp, kpos != NULL ? kpos[j] : j))
         continue;
       size_t at = (size_t) j * s.ldkv + (size_t) kvh * s.HD;
-      double p = prow != NULL ? prow[j] : exp (score (qt, kb + at, s.HD) - lse);
-      double ds = p * (dot (gt, vb + at, s.HD) - D);
+      float sc = prow == NULL || s.softcap > 0 ? score (qt, kb + at, s) : 0.0f;
+      double p = prow != NULL ? prow[j] : exp (sc - lse);
+      double ds = p * (dot (gt, vb + at, s.HD) - D) * score_grad (sc, s);
       axpy (dqt, (float) (scale * ds), kb + at, s.HD);
       axpy (dkb + at, (float) (scale * ds), qt, s.HD);
       axpy (dvb + at, (float) p, gt, s.HD);
@@ -177,8 +203,8 @@ ring_row (float *o, float *m, float *l, const float *qt, const float *kb, const 
 {
   double bmax = -INFINITY;
   for (int j = 0; j < TK; j++)
-    if (kpos[j] <= qp)
-      bmax = fmax (bmax, score (qt, kb + (size_t) j * s.ldkv + (size_t) kvh * s.HD, s.HD));
+    if (visible (s, qp, kpos[j]))
+      bmax = fmax (bmax, score (qt, kb + (size_t) j * s.ldkv + (size_t) kvh * s.HD, s));
   if (bmax == -INFINITY)
     return;                        /* the whole block lies in this row's future */
   double nm = fmax (*m, bmax);
@@ -188,10 +214,10 @@ ring_row (float *o, float *m, float *l, const float *qt, const float *kb, const 
   double sum = *l * alpha;
   for (int j = 0; j < TK; j++)
     {
-      if (kpos[j] > qp)
+      if (!visible (s, qp, kpos[j]))
         continue;
       size_t at = (size_t) j * s.ldkv + (size_t) kvh * s.HD;
-      double e = exp (score (qt, kb + at, s.HD) - nm);
+      double e = exp (score (qt, kb + at, s) - nm);
       sum += e;
       axpy (o, (float) e, vb + at, s.HD);
     }

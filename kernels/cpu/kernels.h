@@ -31,8 +31,9 @@
  *   rotary.c     mpk_cpu_rotary_forward/backward
  *   attention.c  MpkAttnShape, mpk_cpu_attention_forward/backward,
  *                mpk_cpu_ring_attention_* (context parallelism)
- *   activation.c mpk_cpu_gelu_*, mpk_cpu_relu_*, mpk_cpu_swiglu_*, mpk_cpu_residual_*,
- *                mpk_cpu_add
+ *   activation.c mpk_cpu_gelu_*, mpk_cpu_relu_*, mpk_cpu_swiglu_*, mpk_cpu_geglu_*,
+ *                mpk_cpu_residual_*, mpk_cpu_add
+ *   attn-extras.c mpk_cpu_qknorm_*, mpk_cpu_attention_sinks_*, mpk_cpu_softcap_*
  *   loss.c       mpk_cpu_crossentropy_forward/backward, _shard_stats/_shard_rescale/
  *                _shard_finish/_shard_backward (vocab parallel)
  *   optimizer.c  mpk_cpu_adamw_update, mpk_cpu_sgd_update, mpk_cpu_sumsq, mpk_cpu_scale
@@ -171,11 +172,15 @@ typedef struct {
   int NH, NKV;     /* query heads, key/value heads; NKV divides NH */
   int HD;          /* head dimension; scale 1/sqrt(HD) */
   int ldq, ldkv, ldo; /* row strides in floats of q (and dq), k and v (and dk, dv), out */
+  int window;      /* sliding window: a query sees the last `window` keys, itself included
+                    * (0: every earlier key) */
+  float softcap;   /* scores soft-capped to softcap tanh (score / softcap) (0: none) */
 } MpkAttnShape;
 
-/* out = softmax(q k^T / sqrt(HD), causal) v. Writes out, lse (B, NH, T) = the log of each
- * softmax row's normaliser (scores in scaled units), and, when probs is not NULL, the
- * probabilities probs (B, NH, T, T) (zeros above the diagonal): the "no flash" reference.
+/* out = softmax(q k^T / sqrt(HD), causal, windowed and capped as s says) v. Writes out,
+ * lse (B, NH, T) = the log of each softmax row's normaliser (scores in scaled units), and,
+ * when probs is not NULL, the probabilities probs (B, NH, T, T) (zeros where the mask
+ * hides a key): the "no flash" reference.
  * With probs NULL nothing quadratic is stored and backward recomputes the scores. */
 void mpk_cpu_attention_forward (float *out, float *lse, float *probs, const float *q,
                                 const float *k, const float *v, MpkAttnShape s);
@@ -213,6 +218,37 @@ void mpk_cpu_ring_attention_backward_block (float *dq, float *dk, float *dv,
                                             const float *k, const float *v, MpkAttnShape s,
                                             int TK, const int *qpos, const int *kpos);
 
+/* ---- attention extras (attn-extras.c) -------------------------------------------------- */
+
+/* qk-norm (Qwen3, Gemma 3): RMSNorm of every q head (weight wq, HD) and k head (wk, HD)
+ * of the N packed qkv rows (ld floats apart, [NH q heads | NKV k heads | ...]), IN PLACE;
+ * the heads before it go to raw (N, NH + NKV, HD) and their rstd to rstd (N * (NH + NKV))
+ * for backward. Runs before rotary, as Hugging Face's Qwen3 and Gemma 3 do. */
+void mpk_cpu_qknorm_forward (float *qkv, float *raw, float *rstd, const float *wq,
+                             const float *wk, int N, int NH, int NKV, int HD, int ld,
+                             float eps);
+/* IN PLACE on dqkv's q and k heads: the gradient at the norm's output becomes that at
+ * its input (writes, as rotary backward); dwq (HD) +=, dwk (HD) +=. */
+void mpk_cpu_qknorm_backward (float *dqkv, float *dwq, float *dwk, const float *raw,
+                              const float *rstd, const float *wq, const float *wk, int N,
+                              int NH, int NKV, int HD, int ld);
+/* Attention sinks (GPT-OSS): each head h's softmax also holds a learned logit sinks[h]
+ * (scaled-score units) with no value. Turns the forward's out and lse (and probs when not
+ * NULL) without it into those with it, IN PLACE: lse' = log (e^lse + e^sink), out and
+ * probs times e^(lse - lse'). The attention backward given out' and lse' is then the
+ * gradient of q, k and v with the sink. */
+void mpk_cpu_attention_sinks_forward (float *out, float *lse, float *probs,
+                                      const float *sinks, MpkAttnShape s);
+/* dsinks (NH) += -sum over rows of e^(sink - lse') (dout . out'), from the final out'
+ * and lse'. */
+void mpk_cpu_attention_sinks_backward (float *dsinks, const float *dout, const float *out,
+                                       const float *lse, const float *sinks,
+                                       MpkAttnShape s);
+/* Logit soft-capping (Gemma 2): x = cap tanh (x / cap), IN PLACE. Backward, IN PLACE from
+ * the forward's output y: dx *= 1 - (y / cap)^2 (writes). */
+void mpk_cpu_softcap_forward (float *x, size_t n, float cap);
+void mpk_cpu_softcap_backward (float *dx, const float *y, size_t n, float cap);
+
 /* ---- activations and residuals (activation.c) ------------------------------------------ */
 
 /* GELU, tanh approximation (GPT-2, Megatron): 0.5 x (1 + tanh(sqrt(2/pi)(x + 0.044715 x^3))).
@@ -229,6 +265,9 @@ void mpk_cpu_relu_backward (float *dinp, const float *inp, const float *dout, si
 void mpk_cpu_swiglu_forward (float *out, const float *inp, int N, int F);
 /* dinp (N, 2F) += both halves' gradients. */
 void mpk_cpu_swiglu_backward (float *dinp, const float *inp, const float *dout, int N, int F);
+/* GEGLU (Gemma): the SwiGLU layout with out = gelu(gate) * up (gelu as above). */
+void mpk_cpu_geglu_forward (float *out, const float *inp, int N, int F);
+void mpk_cpu_geglu_backward (float *dinp, const float *inp, const float *dout, int N, int F);
 /* out (n) = a + b (out may be a or b). Backward: da += dout, db += dout (either NULL). */
 void mpk_cpu_residual_forward (float *out, const float *a, const float *b, size_t n);
 void mpk_cpu_residual_backward (float *da, float *db, const float *dout, size_t n);

@@ -7,17 +7,9 @@
 #include <cuda_bf16.h>
 #include <math.h>
 
-#define THREADS 256
-#define LAUNCH(kernel, n, stream, ...)                                                      \
-  do {                                                                                      \
-    if ((n) == 0)                                                                           \
-      return cudaSuccess;                                                                   \
-    kernel<<<mpk_blocks ((n), THREADS), THREADS, 0, (stream)>>> (__VA_ARGS__);              \
-    return cudaGetLastError ();                                                             \
-  } while (0)
+#define THREADS MPK_THREADS
+#define LAUNCH MPK_LAUNCH
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_C 0.044715f
 
 /* ---- embedding -------------------------------------------------------------------------- */
 
@@ -106,23 +98,13 @@ mpk_cuda_rotary_backward (float *dx, int B, int T, int NHR, int HD, int ld, int 
 __global__ static void
 gelu_forward_k (float *out, const float *inp, size_t n)
 {
-  MPK_FOR (i, n)
-    {
-      float x = inp[i];
-      out[i] = 0.5f * x * (1.0f + tanhf (GELU_K * (x + GELU_C * x * x * x)));
-    }
+  MPK_FOR (i, n) out[i] = mpk_gelu (inp[i]);
 }
 
 __global__ static void
 gelu_backward_k (float *dinp, const float *inp, const float *dout, size_t n)
 {
-  MPK_FOR (i, n)
-    {
-      float x = inp[i];
-      float th = tanhf (GELU_K * (x + GELU_C * x * x * x));
-      float du = GELU_K * (1.0f + 3.0f * GELU_C * x * x);
-      dinp[i] += dout[i] * (0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du);
-    }
+  MPK_FOR (i, n) dinp[i] += dout[i] * mpk_gelu_grad (inp[i]);
 }
 
 __global__ static void

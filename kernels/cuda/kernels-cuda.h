@@ -20,7 +20,9 @@
  *                 backward block: the causal chunk mask, the online-softmax merge)
  *   attention.cuh the warp walk both attention files share
  *   loss.cu       cross-entropy and its vocab-parallel pieces
- *   moe.cu        MoE token permutation: gather_rows, scatter_add_rows, rows_dot */
+ *   moe.cu        MoE token permutation: gather_rows, scatter_add_rows, rows_dot
+ *   attn-extras.cu qk-norm, attention sinks, logit soft-capping, geglu (the attention
+ *                 kernel has no window or score cap yet: the executor refuses those) */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -180,6 +182,30 @@ cudaError_t mpk_cuda_scatter_add_rows (float *y, const float *x, const int *idx,
                                        const float *scale, int R, int C, cudaStream_t stream);
 cudaError_t mpk_cuda_rows_dot (float *out, const float *a, const int *idx, const float *b,
                                int R, int C, cudaStream_t stream);
+
+/* ---- attention and block variants (attn-extras.cu) ---- */
+cudaError_t mpk_cuda_qknorm_forward (float *qkv, float *raw, float *rstd, const float *wq,
+                                     const float *wk, int N, int NH, int NKV, int HD, int ld,
+                                     float eps, cudaStream_t stream);
+/* The gains' gradients with atomics (summation order differs from the CPU's). */
+cudaError_t mpk_cuda_qknorm_backward (float *dqkv, float *dwq, float *dwk, const float *raw,
+                                      const float *rstd, const float *wq, const float *wk,
+                                      int N, int NH, int NKV, int HD, int ld,
+                                      cudaStream_t stream);
+cudaError_t mpk_cuda_attention_sinks_forward (float *out, float *lse, float *probs,
+                                              const float *sinks, MpkAttnShape s,
+                                              cudaStream_t stream);
+cudaError_t mpk_cuda_attention_sinks_backward (float *dsinks, const float *dout,
+                                               const float *out, const float *lse,
+                                               const float *sinks, MpkAttnShape s,
+                                               cudaStream_t stream);
+cudaError_t mpk_cuda_softcap_forward (float *x, size_t n, float cap, cudaStream_t stream);
+cudaError_t mpk_cuda_softcap_backward (float *dx, const float *y, size_t n, float cap,
+                                       cudaStream_t stream);
+cudaError_t mpk_cuda_geglu_forward (float *out, const float *inp, int N, int F,
+                                    cudaStream_t stream);
+cudaError_t mpk_cuda_geglu_backward (float *dinp, const float *inp, const float *dout, int N,
+                                     int F, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,35 @@ block_max (float v, float *scratch)
   return warp_max (r);
 }
 
+/* GELU, tanh approximation (kernels/cpu/activation.c), and its derivative. */
+#define MPK_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+#define MPK_GELU_C 0.044715f
+
+static __device__ __forceinline__ float
+mpk_gelu (float x)
+{
+  return 0.5f * x * (1.0f + tanhf (MPK_GELU_K * (x + MPK_GELU_C * x * x * x)));
+}
+
+static __device__ __forceinline__ float
+mpk_gelu_grad (float x)
+{
+  float th = tanhf (MPK_GELU_K * (x + MPK_GELU_C * x * x * x));
+  float du = MPK_GELU_K * (1.0f + 3.0f * MPK_GELU_C * x * x);
+  return 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+}
+
+/* Launches KERNEL over N elements (grid-stride, MPK_THREADS a block) on STREAM and
+ * returns the launch's error, from an extern "C" launcher; nothing for N = 0. */
+#define MPK_THREADS 256
+#define MPK_LAUNCH(kernel, n, stream, ...)                                                  \
+  do {                                                                                      \
+    if ((n) == 0)                                                                           \
+      return cudaSuccess;                                                                   \
+    kernel<<<mpk_blocks ((n), MPK_THREADS), MPK_THREADS, 0, (stream)>>> (__VA_ARGS__);      \
+    return cudaGetLastError ();                                                             \
+  } while (0)
+
 /* Grid-stride loop over n elements. */
 #define MPK_FOR(i, n)                                                                       \
   for (size_t i = (size_t) blockIdx.x * blockDim.x + threadIdx.x; i < (n);                  \

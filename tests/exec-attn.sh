@@ -1,0 +1,40 @@
+#!/bin/sh
+# exec-attn.sh - `mpplan exec --check` under mpirun on the attention and block variants of
+# the model zoo (issue 17): each plan's loss and gradient norm of every step against one
+# rank running the same micro-batches (1e-5 relative). tiny-gemma (sliding-window and full
+# blocks, qk-norm, scores and logits soft-capped, post-norms, scaled embeddings, geglu,
+# head_dim != hidden / heads) and tiny-gpt-oss (attention sinks, biased attention beside
+# a bias-free MLP, windows) at tp2 with sequence parallelism, pp2, dp2 and cp2 (ring
+# attention with the window mask), tp2 x pp2 and full recompute; tiny-mla is refused by
+# name. One step, no warm-up, as exec.sh (CI runs this under ASan on 2 cores).
+. "$top_srcdir/tests/tap.sh"
+. "$top_srcdir/tests/mpi-env.sh"
+
+models=$top_srcdir/examples/models
+# check MODEL NAME RANKS PINS: the best plan for MODEL honouring PINS, run with --check.
+check () {
+  "$MPPLAN" plan -q -m "$models/$1.yaml" -b 2 -c "$data/cluster-host$3.yaml" --fix "$4" \
+    -o "$tmp/$2.yaml" >/dev/null || { echo "# no plan for $4"; return 1; }
+  run_check "$2" "$3"
+}
+
+for m in tiny-gemma tiny-gpt-oss; do
+  ok "$m: tp2 with sequence parallel" check $m $m-tp2 2 dp=1,tp=2,pp=1,sequence_parallel=true
+  ok "$m: pp2" check $m $m-pp2 2 dp=1,tp=1,pp=2
+  ok "$m: dp2" check $m $m-dp2 2 dp=2,tp=1,pp=1,zero=0
+  ok "$m: cp2 (ring attention, window mask)" check $m $m-cp2 2 dp=1,tp=1,pp=1,cp=2
+done
+ok "tiny-gemma: tp2 x pp2 on four ranks" check tiny-gemma gemma-tp2pp2 4 dp=1,tp=2,pp=2
+ok "tiny-gemma: full recompute, tp2" check tiny-gemma gemma-rc 2 dp=1,tp=2,pp=1,recompute=full
+
+# MLA: planned, refused by name (exit 2).
+mla () {
+  "$MPPLAN" plan -q -m "$models/tiny-mla.yaml" -c "$data/cluster-host1.yaml" \
+    -o "$tmp/mla.yaml" >/dev/null || return 1
+  "$MPPLAN" exec -p "$tmp/mla.yaml" --steps 1 --warmup 0 >/dev/null 2>"$tmp/mla.err"
+  st=$?
+  sed 's/^/# /' "$tmp/mla.err"
+  [ $st -eq 2 ] && grep -q 'does not run multi-head latent attention' "$tmp/mla.err"
+}
+ok "tiny-mla: multi-head latent attention refused by name, exit 2" mla
+tap_done
