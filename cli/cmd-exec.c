@@ -36,17 +36,15 @@ fail_once (int rank, GError *error)
  * mp_model_attention_extras and exec/model-attn.c refuse each by name); --help must list
  * them all. */
 #define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): biases in MoE experts, expert tensor "          \
-  "parallelism other than 1 or tp (1 < etp < tp), experts folded over tensor ranks "     \
-  "(etp < tp) with a sequence split inside a sequence, mixture-of-experts with context " \
-  "parallelism (experts and cp > 1), selective recompute of the mlp module in MoE "      \
-  "blocks, multi-head latent attention (on any backend), sliding-window attention "      \
+  "Not run yet, refused by name (exit 2): multi-head latent attention (on any "         \
+  "backend), sliding-window attention "                                                  \
   "and soft-capped attention scores on the cuda backend (the host runs them; sinks, "    \
   "qk-norm, logit soft-capping, post-norms, scaled embeddings and geglu run on both), "  \
   "uniform recompute in groups of blocks "                                               \
   "(recompute_method=uniform) on an mlp model or under ZeRO-3, selective recompute of "  \
   "modules other than "                                                                  \
-  "core_attn, layernorm and mlp. An fp8 plan runs its GEMMs at the backend's "           \
+  "core_attn, layernorm and mlp (mlp: the dense MLPs; an MoE block keeps its MLP's "     \
+  "activations, as Megatron-Core). An fp8 plan runs its GEMMs at the backend's "           \
   "precision (host: fp32; cuda: bf16), said on stderr.\n\n"
 
 /* The summary line of a run (rank 0's result). */

@@ -238,9 +238,9 @@ mp_cost_memory_kernel (const MpCostDevice *dev, double bytes, double flops,
 }
 
 MpEwClass
-mp_cost_op_ew_class (const MpOp *op)
+mp_cost_op_ew_class (const MpModel *model, const MpOp *op)
 {
-  g_return_val_if_fail (op != NULL, MP_EW_NONE);
+  g_return_val_if_fail (model != NULL && op != NULL, MP_EW_NONE);
   switch (op->kind)
     {
     case MP_OP_NORM:
@@ -249,11 +249,14 @@ mp_cost_op_ew_class (const MpOp *op)
       return MP_EW_LOSS;
     case MP_OP_ELEMENTWISE:
       /* The IR names an MLP activation after its function (model.c) and an MoE expert's
-       * by its split; residuals, dropout and rotary are plain streams. */
+       * by its split (the model's function); residuals, dropout and rotary are plain
+       * streams. */
       for (int a = 0; a < MP_ACT_NONE; a++)
         if (op->name && strcmp (op->name, mp_activation_name ((MpActivation) a)) == 0)
-          return MP_EW_ACTIVATION;
-      return op->split == MP_SPLIT_EXPERT ? MP_EW_ACTIVATION : MP_EW_NONE;
+          return mp_activation_gated ((MpActivation) a) ? MP_EW_GATED : MP_EW_ACTIVATION;
+      if (op->split != MP_SPLIT_EXPERT)
+        return MP_EW_NONE;
+      return mp_activation_gated (model->activation) ? MP_EW_GATED : MP_EW_ACTIVATION;
     default:
       return MP_EW_NONE;
     }
@@ -623,7 +626,7 @@ mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
         double bytes = op->fwd_bytes * cm_tokens (ctx, cfg) / div;
         if (r->expert)
           bytes *= cm_expert_load (ctx->model);
-        MpEwClass klass = mp_cost_op_ew_class (op);
+        MpEwClass klass = mp_cost_op_ew_class (ctx->model, op);
         mp_cost_elementwise_kernel (dev, klass, FALSE, bytes, &out->fwd);
         /* Backward reads the output gradient and the saved input and writes the input
          * gradient: about twice the traffic; a norm adds a kernel for its weights. */

@@ -28,7 +28,8 @@ static const char *const attention_keys[] = { "seq", "fwd_flops_per_s", "bwd_flo
 static const char *const optimizer_keys[] = { "adam_params_per_s", "sgd_params_per_s", NULL };
 static const char *const ew_rate_keys[] = { "fwd_bytes_per_s", "bwd_bytes_per_s", NULL };
 /* Indexed by MpEwClass. */
-static const char *const ew_names[] = { "norm", "activation", "loss", NULL };
+static const char *const ew_names[] = { "norm", "activation", "loss", "gated_activation",
+                                         NULL };
 static const char *const machine_keys[] = { "hostname", "cpu", "cores", "date", "mpplan", NULL };
 static const char *const gemm_keys[] = { "m", "n", "k", "flops_per_s", NULL };
 static const char *const coll_keys[] = { "kind", "tier", "ranks", "sizes", "busbw", NULL };
@@ -283,11 +284,12 @@ read_optimizer (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *map)
   mp_cost_profile_set_optimizer (p, rate[MP_OPTIM_ADAM], rate[MP_OPTIM_SGD]);
 }
 
-/* elementwise: {norm|activation|loss: {fwd_bytes_per_s, bwd_bytes_per_s}}, any subset. */
+/* elementwise: {norm|activation|loss|gated_activation: {fwd_bytes_per_s, bwd_bytes_per_s}},
+ * any subset. */
 static void
 read_elementwise (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *map)
 {
-  if (!mp_yaml_expect_map (r, map, "'elementwise' {norm, activation, loss}"))
+  if (!mp_yaml_expect_map (r, map, "'elementwise' {norm, activation, loss, gated_activation}"))
     return;
   mp_yaml_check_keys (r, map, ew_names);
   for (int k = 0; k < MP_EW_N; k++)

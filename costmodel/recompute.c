@@ -46,7 +46,10 @@ op_module (const MpLayer *layer, guint i, gboolean *entry)
           *entry = TRUE;
           return MP_RECOMPUTE_MLP;
         }
-      /* fc2, and the activation between (the only column-split element-wise op). */
+      /* fc2, and the activation between (the only column-split element-wise op; in an
+       * MoE block, the shared experts' between shared_fc1 and shared_fc2). */
+      if (layer->moe && op->kind == MP_OP_ELEMENTWISE && op->split == MP_SPLIT_COLUMN)
+        return MP_RECOMPUTE_SHARED_EXPERTS;
       if (strcmp (op->name, "fc2") == 0
           || (op->kind == MP_OP_ELEMENTWISE && op->split == MP_SPLIT_COLUMN))
         return MP_RECOMPUTE_MLP;

@@ -1,6 +1,6 @@
 /* calibrate-kernels.c - the executor's reference kernels (kernels/cpu) in `mpplan
- * calibrate --backend host`: attention, the element-wise classes (norm, activation, loss)
- * and the optimizer step, at the shapes of the zoo's transformers, every rank running
+ * calibrate --backend host`: attention, the element-wise classes (norm, activation, loss,
+ * gated activation) and the optimizer step, at the shapes of the zoo's transformers, every rank running
  * them at once (as the executor does, one rank per core), timed as rates of what the cost
  * model charges them (FLOPs, bytes, parameters). Units: seconds, FLOP/s, bytes/s. */
 #define G_LOG_DOMAIN "mpplan-exec"
@@ -73,6 +73,10 @@ kbench_run_elementwise (KBench *k, gboolean backward)
     mpk_cpu_gelu_forward (k->out, k->in, k->n * k->c);
   else if (k->klass == MP_EW_ACTIVATION)
     mpk_cpu_gelu_backward (k->din, k->in, k->dout, k->n * k->c);
+  else if (k->klass == MP_EW_GATED && !backward)
+    mpk_cpu_swiglu_forward (k->out, k->in, n, c);
+  else if (k->klass == MP_EW_GATED)
+    mpk_cpu_swiglu_backward (k->din, k->in, k->dout, n, c);
   else if (!backward)
     mpk_cpu_crossentropy_forward (k->out, k->stat1, k->in, k->targets, n, c);
   else
@@ -131,17 +135,18 @@ kbench_attention (KBench *k, const MpModel *m)
 }
 
 /* The element-wise op of MODEL in KLASS (ew_op: NULL if MODEL has none, or its kernel is
- * not one measured here: only gelu among the activations); kbench_elementwise sets it up at
- * N rows: bytes charged are the IR's fwd_bytes per token forward and twice that backward
- * (compute.c). */
+ * not one measured here: gelu and swiglu among the activations); kbench_elementwise sets
+ * it up at N rows: bytes charged are the IR's fwd_bytes per token forward and twice that
+ * backward (compute.c). */
 static const MpOp *
 ew_op (const MpModel *m, MpEwClass klass)
 {
-  if (klass == MP_EW_ACTIVATION && m->activation != MP_ACT_GELU)
+  if ((klass == MP_EW_ACTIVATION && m->activation != MP_ACT_GELU)
+      || (klass == MP_EW_GATED && m->activation != MP_ACT_SWIGLU))
     return NULL;
   for (guint l = 0; l < m->n_layers; l++)
     for (guint o = 0; o < m->layers[l].n_ops; o++)
-      if (mp_cost_op_ew_class (&m->layers[l].ops[o]) == klass)
+      if (mp_cost_op_ew_class (m, &m->layers[l].ops[o]) == klass)
         return &m->layers[l].ops[o];
   return NULL;
 }
@@ -153,11 +158,12 @@ kbench_elementwise (KBench *k, const MpModel *m, MpEwClass klass)
   gsize c = klass == MP_EW_NORM ? m->hidden : klass == MP_EW_LOSS ? m->vocab : m->ffn_hidden;
   /* One sequence, or fewer rows where a row is long (a vocabulary): 16 MiB per tensor. */
   gsize n = CLAMP (((gsize) 4 << 20) / c, 1, MAX (m->seq_len, 1u)), cells = n * c;
+  gsize in = klass == MP_EW_GATED ? 2 * cells : cells;   /* gate and up */
   k->klass = klass;
   k->rmsnorm = m->norm == MP_NORM_RMSNORM;
   k->n = n, k->c = c;
-  k->in = kb_floats (k, cells, TRUE), k->dout = kb_floats (k, cells, TRUE);
-  k->out = kb_floats (k, cells, FALSE), k->din = kb_floats (k, cells, FALSE);
+  k->in = kb_floats (k, in, TRUE), k->dout = kb_floats (k, cells, TRUE);
+  k->out = kb_floats (k, cells, FALSE), k->din = kb_floats (k, in, FALSE);
   k->w = kb_floats (k, c, TRUE), k->b = kb_floats (k, c, TRUE);
   k->dw = kb_floats (k, c, FALSE), k->db = kb_floats (k, c, FALSE);
   k->stat1 = kb_floats (k, n, FALSE), k->stat2 = kb_floats (k, n, FALSE);
@@ -319,7 +325,7 @@ cal_kjobs_pass (Cal *c, GArray *jobs, GError **error)
 gboolean
 cal_kjobs_finish (Cal *c, GArray *jobs, GError **error)
 {
-  static const char *const names[] = { "norm", "activation", "loss" };
+  static const char *const names[] = { "norm", "activation", "loss", "gated activation" };
   if (!set_attention_rates (c, jobs, error))
     return FALSE;
   for (int e = 0; e < MP_EW_N; e++)

@@ -189,7 +189,8 @@ describe_machine (MpCostProfile *p)
 /* ---- the backends ----------------------------------------------------------------------- */
 
 static const MpDtype host_dtypes[] = { MP_DTYPE_FP32 };
-static const char *const host_zoo[] = { "tiny-gpt", "gpt2-124m", "mlp-1024", NULL };
+/* tiny-moe: the swiglu and the small expert GEMM shapes the host runs. */
+static const char *const host_zoo[] = { "tiny-gpt", "gpt2-124m", "mlp-1024", "tiny-moe", NULL };
 
 static const CalDevice host_device = {
   .name = "host",

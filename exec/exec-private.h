@@ -83,6 +83,10 @@ struct _MpExec {
    * when ep = 1 and etp = tp) */
   guint etp, etp_rank, ep, ep_rank, edp, edp_rank;
   MpGroup *ep_group, *edp_group;
+  /* MoE: the ranks holding parts of this rank's sequences (its tp and cp peers), when a
+   * sequence is split (cp > 1, or experts folded over tp inside a sequence); else NULL */
+  MpGroup *seq_group;
+  MpGroup *etp_group;       /* MoE, 1 < etp < tp: the tp ranks of one etp group; else NULL */
   /* shapes: T positions per sequence, Tl = T / cp of them on this rank; N = mbs * Tl
    * rows per micro-batch, Ns of them on this rank's sequence-parallel shard */
   int mbs, T, Tl, N, Ns, C, NH, NKV, HD, NHl, NKVl, F, Fl, V, v0, Vl;

@@ -397,7 +397,6 @@ static gboolean
 check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **error)
 {
   const char *what = NULL;
-  guint etp = mp_parallel_config_etp (cfg);
   if (model->arch == MP_ARCH_MLP && !check_dense (model, cfg, error))
     return FALSE;
   /* The planner and the simulator cost it; the executor does not run it yet. */
@@ -408,20 +407,7 @@ check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **err
                    "%s) yet: execute a model without it", extra, model->name);
       return FALSE;
     }
-  if (model->experts > 0 && model->bias)
-    what = "biases in MoE experts (bias: true with experts)";
-  else if (model->experts > 0 && cfg->cp > 1)
-    what = "mixture-of-experts with context parallelism (experts and cp > 1)";
-  else if (model->experts > 0 && cfg->recompute == MP_RECOMPUTE_SELECTIVE
-           && (mp_recompute_modules_of (cfg) & MP_RECOMPUTE_MLP))
-    what = "selective recompute of the mlp module in MoE blocks (recompute_modules)";
-  else if (model->experts > 0 && etp != cfg->tp && etp != 1)
-    what = "expert tensor parallelism other than 1 or tp (1 < etp < tp)";
-  else if (model->experts > 0 && etp < cfg->tp
-           && (model->arch != MP_ARCH_TRANSFORMER || cfg->micro_batch_size % cfg->tp != 0))
-    what = "experts folded over tensor ranks (etp < tp) with a sequence split inside a "
-           "sequence (micro_batch_size not a multiple of tp)";
-  else if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
+  if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
            && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM
            && (model->arch == MP_ARCH_MLP || (cfg->zero >= 3 && cfg->dp * cfg->cp > 1)))
     what = model->arch == MP_ARCH_MLP
@@ -512,6 +498,21 @@ make_groups (MpExec *ex, GError **error)
     return FALSE;
   if (!make_hsdp_groups (ex, tpr * (int) ex->pp + ppr, error))
     return FALSE;
+  if (ex->model->experts > 0 && (ex->cp > 1 || (ex->etp < ex->tp && ex->sp
+                                                && ex->mbs % (int) ex->tp != 0)))
+    {
+      ex->seq_group = be->ops->group_split (be, (int) ex->data_rank * (int) ex->pp + ppr,
+                                           (int) (ex->cp_rank * ex->tp) + tpr, error);
+      if (ex->seq_group == NULL)
+        return FALSE;
+    }
+  if (ex->model->experts > 0 && ex->etp > 1 && ex->etp < ex->tp)
+    {
+      int color = ppr * tp * dp + (dpr * tp + tpr) / (int) ex->etp;   /* its grid slot */
+      ex->etp_group = be->ops->group_split (be, color, (int) ex->etp_rank, error);
+      if (ex->etp_group == NULL)
+        return FALSE;
+    }
   /* MoE: the expert-parallel group (same edp and etp rank) and the expert-data-parallel
    * one (same ep and etp rank), inside a stage */
   if (ex->ep == 1 && ex->etp == ex->tp)
@@ -563,10 +564,9 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
       g_free (ex);
       return NULL;
     }
-  /* The expert grid (costmodel/context.c expert_grid_rank): a stage's tp * dp ranks
-   * numbered tp-fastest, taken etp-fastest, then ep, then edp (cp is 1 with experts:
-   * check_supported). */
-  guint grid = dp_rank * cfg->tp + tp_rank;
+  /* The expert grid (costmodel/context.c expert_grid_rank): a stage's tp * cp * dp ranks
+   * numbered tp-fastest, then cp, taken etp-fastest, then ep, then edp. */
+  guint grid = (dp_rank * ex->cp + cp_rank) * cfg->tp + tp_rank;
   ex->etp = mp_parallel_config_etp (cfg);
   ex->ep = MAX (cfg->ep, 1u);
   ex->etp_rank = grid % ex->etp;
@@ -661,6 +661,10 @@ mp_exec_free (MpExec *ex)
     be->ops->group_free (be, ex->shard_group);
   if (ex->rep_group != NULL)
     be->ops->group_free (be, ex->rep_group);
+  if (ex->seq_group)
+    be->ops->group_free (be, ex->seq_group);
+  if (ex->etp_group)
+    be->ops->group_free (be, ex->etp_group);
   if (ex->edp_group != ex->dp_group)
     {
       be->ops->group_free (be, ex->ep_group);
@@ -759,9 +763,9 @@ reduced_grad (const MpExec *ex, const ExTensor *t, gsize *n)
   return t->grad;
 }
 
-/* Sum of squares counting every distinct parameter once: replicated tensors on tp rank 0,
- * unsharded gradients on dp rank 0, HSDP's shards in the first shard group, the tied
- * copy not at all. */
+/* Sum of squares counting every distinct parameter once: replicated tensors on tp rank 0
+ * (expert ones, replicated over etp: on etp rank 0), unsharded gradients on dp rank 0,
+ * HSDP's shards in the first shard group, the tied copy not at all. */
 static double
 local_sumsq (const MpExec *ex)
 {
@@ -769,7 +773,7 @@ local_sumsq (const MpExec *ex)
   for (guint i = 0; i < ex->tensors->len; i++)
     {
       const ExTensor *t = g_ptr_array_index (ex->tensors, i);
-      if (t->tied_copy || (t->replicated && ex->tp_rank != 0)
+      if (t->tied_copy || (t->replicated && (t->expert ? ex->etp_rank : ex->tp_rank) != 0)
           || (t->zero == 0 && t->dp_rank != 0) || t->rep_rank != 0)
         continue;
       gsize n;

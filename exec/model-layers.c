@@ -499,7 +499,7 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   float *mr = tp_reduce_rows (ex, proj, y, error);
   if (mr == NULL)
     goto fail;
-  add_rows (ex, mr, Pi (L, I.b2), Ns, C);
+  add_rows (ex, mr, L->ir->moe ? NULL : Pi (L, I.b2), Ns, C);   /* MoE: its own biases */
   post_norm (ex, L, 2, mr, a);
   k->residual_forward (ex->be, y, a->buf[A_X2], mr, (gsize) Ns * C);
   tmp_release (&t);
@@ -512,7 +512,9 @@ fail:
 /* Selective recompute (recompute_modules) beyond the attention core, as Megatron's
  * --recompute-modules: layernorm lets go of the norms' outputs (and their gathers under
  * sequence parallelism), mlp of fc1's output and the activation; both are rebuilt from
- * what the block keeps just before its backward. */
+ * what the block keeps just before its backward. mlp is the dense MLP's only: an MoE
+ * block keeps its MLP's activations (Megatron-Core's TransformerLayer recomputes an
+ * MoELayer only for the moe module). */
 static void
 selective_drop (MpExec *ex, Acts *a)
 {
@@ -539,7 +541,7 @@ selective_restore (MpExec *ex, const ExLayer *L, const float *x, Acts *a, GError
           || block_norm (ex, L, 2, a->buf[A_X2], a, error) == NULL)
         return FALSE;
     }
-  if ((m & MP_RECOMPUTE_MLP) && a->buf[A_FC1] == NULL)
+  if ((m & MP_RECOMPUTE_MLP) && !L->ir->moe && a->buf[A_FC1] == NULL)
     {
       if (!mp_exec_act_alloc (ex, a, A_FC1, N * f1, error)
           || !mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error))

@@ -10,9 +10,10 @@
  * With etp = tp each expert is tensor-split like a dense MLP (fc1 column-, fc2
  * row-parallel), its outputs partial sums over tp that the block's tp reduction adds, and
  * the router sees all N rows of the micro-batch (gathered under sequence parallelism) on
- * every tp rank, computing the same gates there. With etp = 1 < tp (experts folded over
- * the tensor ranks) each tp rank routes its own sequence-parallel rows to whole experts
- * and adds their outputs to those rows only. Dispatch and combine over the ep group, by
+ * every tp rank, computing the same gates there. With etp < tp (experts folded over the
+ * tensor ranks) each group of etp consecutive tp ranks routes its members'
+ * sequence-parallel rows to its experts (split over the group: partial sums again when
+ * etp > 1) and adds their outputs to those rows only. Dispatch and combine over the ep group, by
  * all-to-all or all-gather as the plan says, are in model-moe-ep.c.
  *
  * The routing is small (N x E) and decides the shapes of the expert GEMMs, so it runs on
@@ -56,6 +57,7 @@ mp_exec_route_free (ExRoute *r)
   g_free (r->agate);
   g_free (r->send_n);
   g_free (r->recv_n);
+  g_free (r->auxf);
   g_free (r);
 }
 
@@ -70,11 +72,14 @@ moe_shape (const MpExec *ex)
   s.K = (int) m->experts_per_token;
   s.El = s.E / (int) ex->ep;
   s.Fel = (int) m->moe_ffn_hidden / (int) ex->etp;
+  /* etp < tp: the etp consecutive tp ranks of one expert tensor-parallel group route the
+   * rows of their sequence-parallel shards, together */
   gboolean folded = ex->etp != ex->tp;
-  s.row0 = folded ? (int) ex->tp_rank * ex->Ns : 0;
-  s.Nt = folded ? ex->Ns : ex->N;
+  int group = (int) (ex->tp_rank / ex->etp);
+  s.row0 = folded ? group * (int) ex->etp * ex->Ns : 0;
+  s.Nt = folded ? (int) ex->etp * ex->Ns : ex->N;
   s.partial = ex->etp > 1;
-  s.owner = !s.partial || ex->tp_rank == 0;
+  s.owner = !s.partial || ex->etp_rank == 0;
   s.f1e = ex->swiglu ? 2 * s.Fel : s.Fel;
   s.Fsl = (int) (m->shared_experts * m->shared_expert_ffn) / (int) ex->tp;
   s.f1s = ex->swiglu ? 2 * s.Fsl : s.Fsl;
@@ -107,6 +112,17 @@ add_tensor (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n, cons
   return TRUE;
 }
 
+/* The bias NAME of N local floats (zeros) after its weight, when the model has biases. */
+static gboolean
+add_bias (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n, gboolean replicated,
+          gboolean expert, GError **error)
+{
+  if (!ex->model->bias)
+    return TRUE;
+  g_autofree float *zeros = g_new0 (float, MAX (n, 1));
+  return add_tensor (ex, L, layer, name, n, zeros, replicated, expert, error);
+}
+
 /* A seeded stream per tensor of block LAYER: INDEX 0 the router, 1 and 2 the shared
  * experts, 3 + 2e and 4 + 2e expert e (above the dense layers' streams, model-exec.c). */
 static guint64
@@ -128,14 +144,18 @@ mp_exec_moe_setup (MpExec *ex, ExLayer *L, guint layer, GError **error)
       g_autofree float *w2 = g_new (float, C * s.Fsl);
       fill_mlp (ex, w1, w2, moe_stream (layer, 1), moe_stream (layer, 2),
                 (int) (m->shared_experts * m->shared_expert_ffn), s.Fsl, ex->tp_rank, proj_std);
+      /* fc2's bias is added once, by tp rank 0, to the partial sums the tp reduction adds */
       if (!add_tensor (ex, L, layer, "shared.w1", (gsize) s.f1s * C, w1, FALSE, FALSE, error)
-          || !add_tensor (ex, L, layer, "shared.w2", C * s.Fsl, w2, FALSE, FALSE, error))
+          || !add_bias (ex, L, layer, "shared.b1", s.f1s, FALSE, FALSE, error)
+          || !add_tensor (ex, L, layer, "shared.w2", C * s.Fsl, w2, FALSE, FALSE, error)
+          || !add_bias (ex, L, layer, "shared.b2", C, TRUE, FALSE, error))
         return FALSE;
     }
   g_autofree float *wr = g_new (float, (gsize) s.E * C);
   mpk_cpu_fill_normal_block (wr, ex->seed, moe_stream (layer, 0), C, 0, s.E, 0, C, 0.0f,
                              INIT_STD);
-  if (!add_tensor (ex, L, layer, "router", (gsize) s.E * C, wr, TRUE, FALSE, error))
+  if (!add_tensor (ex, L, layer, "router", (gsize) s.E * C, wr, TRUE, FALSE, error)
+      || !add_bias (ex, L, layer, "router.b", s.E, TRUE, FALSE, error))
     return FALSE;
   gsize n1 = (gsize) s.f1e * C, n2 = C * s.Fel;
   g_autofree float *w1 = g_new (float, n1 * s.El);
@@ -147,23 +167,34 @@ mp_exec_moe_setup (MpExec *ex, ExLayer *L, guint layer, GError **error)
                 moe_stream (layer, 4 + 2 * e), (int) m->moe_ffn_hidden, s.Fel, ex->etp_rank,
                 proj_std);
     }
+  /* fc2's bias, whole on every etp rank (replicated over etp > 1), added by its owner */
   return add_tensor (ex, L, layer, "experts.w1", n1 * s.El, w1, FALSE, TRUE, error)
-         && add_tensor (ex, L, layer, "experts.w2", n2 * s.El, w2, FALSE, TRUE, error);
+         && add_bias (ex, L, layer, "experts.b1", (gsize) s.f1e * s.El, FALSE, TRUE, error)
+         && add_tensor (ex, L, layer, "experts.w2", n2 * s.El, w2, FALSE, TRUE, error)
+         && add_bias (ex, L, layer, "experts.b2", C * s.El, s.partial, TRUE, error);
 }
 
 static MoeTensors
 moe_tensors (const MpExec *ex, const ExLayer *L, guint first)
 {
   MoeTensors t = { NULL };
+  gboolean b = ex->model->bias;
   guint i = first;
+#define NEXT() ((ExTensor *) g_ptr_array_index (L->uses, i++))
   if (moe_shape (ex).Fsl > 0)
     {
-      t.s1 = g_ptr_array_index (L->uses, i++);
-      t.s2 = g_ptr_array_index (L->uses, i++);
+      t.s1 = NEXT ();
+      t.sb1 = b ? NEXT () : NULL;
+      t.s2 = NEXT ();
+      t.sb2 = b ? NEXT () : NULL;
     }
-  t.router = g_ptr_array_index (L->uses, i++);
-  t.e1 = g_ptr_array_index (L->uses, i++);
-  t.e2 = g_ptr_array_index (L->uses, i);
+  t.router = NEXT ();
+  t.rb = b ? NEXT () : NULL;
+  t.e1 = NEXT ();
+  t.eb1 = b ? NEXT () : NULL;
+  t.e2 = NEXT ();
+  t.eb2 = b ? NEXT () : NULL;
+#undef NEXT
   return t;
 }
 
@@ -196,28 +227,68 @@ mp_exec_act_backward (MpExec *ex, float *dfc1, const float *fc1, const float *da
     ex->k->gelu_backward (ex->be, dfc1, fc1, dact, (gsize) R * Fl);
 }
 
-/* out (R, C) = fc2 (act (fc1 (x))), keeping fc1 (R, f1) and act (R, Fl). */
-static void
-ffn_forward (MpExec *ex, const float *x, const float *w1, const float *w2, int R, int Fl,
-             float *fc1, float *act, float *out)
+/* One MLP's weights (or gradients) at one expert: fc1, its bias, fc2, its bias (biases
+ * NULL: none, or fc2's not added on this rank). */
+typedef struct {
+  float *w1, *b1, *w2, *b2;
+} Ffn;
+
+static float *
+at (float *base, gsize off)
 {
-  int f1 = ex->swiglu ? 2 * Fl : Fl;
-  ex->k->matmul_forward (ex->be, fc1, x, w1, NULL, R, ex->C, f1);
-  mp_exec_act_forward (ex, act, fc1, R, Fl);
-  ex->k->matmul_forward (ex->be, out, act, w2, NULL, R, Fl, ex->C);
+  return base ? base + off : NULL;
 }
 
-/* dx (R, C) +=, dw1 +=, dw2 += from dout (R, C); DACT (R, Fl) and DFC1 (R, f1) zeroed
- * scratch. */
+/* MLP E (0: the shared one) of the tensors W1 B1 W2 B2: its parameters (fc2's bias only
+ * where ADD_B2) or, when GRAD, its gradients. */
+static Ffn
+ffn_at (const MpExec *ex, const ExTensor *w1, const ExTensor *b1, const ExTensor *w2,
+        const ExTensor *b2, int e, int f1, int Fl, gboolean add_b2, gboolean grad)
+{
+  gsize C = ex->C, n1 = (gsize) f1 * C, n2 = C * Fl;
+#define PART(t) ((t) ? ((grad) ? (t)->grad : (t)->param) : NULL)
+  Ffn f = { at (PART (w1), e * n1), at (PART (b1), (gsize) e * f1), at (PART (w2), e * n2),
+            add_b2 || grad ? at (PART (b2), e * C) : NULL };
+#undef PART
+  return f;
+}
+
+/* out (R, C) = fc2 (act (fc1 (x))), keeping fc1 (R, f1) and act (R, Fl). */
 static void
-ffn_backward (MpExec *ex, float *dx, float *dw1, float *dw2, const float *dout, const float *x,
-              const float *fc1, const float *act, const float *w1, const float *w2, int R,
-              int Fl, float *dact, float *dfc1)
+ffn_forward (MpExec *ex, const float *x, const Ffn *w, int R, int Fl, float *fc1, float *act,
+             float *out)
 {
   int f1 = ex->swiglu ? 2 * Fl : Fl;
-  ex->k->matmul_backward (ex->be, dact, dw2, NULL, dout, act, w2, R, Fl, ex->C);
+  ex->k->matmul_forward (ex->be, fc1, x, w->w1, w->b1, R, ex->C, f1);
+  mp_exec_act_forward (ex, act, fc1, R, Fl);
+  ex->k->matmul_forward (ex->be, out, act, w->w2, w->b2, R, Fl, ex->C);
+}
+
+/* dx (R, C) +=, G's gradients += from dout (R, C); DACT (R, Fl) and DFC1 (R, f1) zeroed
+ * scratch. */
+static void
+ffn_backward (MpExec *ex, float *dx, const Ffn *g, const float *dout, const float *x,
+              const float *fc1, const float *act, const Ffn *w, int R, int Fl, float *dact,
+              float *dfc1)
+{
+  int f1 = ex->swiglu ? 2 * Fl : Fl;
+  ex->k->matmul_backward (ex->be, dact, g->w2, g->b2, dout, act, w->w2, R, Fl, ex->C);
   mp_exec_act_backward (ex, dfc1, fc1, dact, R, Fl);
-  ex->k->matmul_backward (ex->be, dx, dw1, NULL, dfc1, x, w1, R, ex->C, f1);
+  ex->k->matmul_backward (ex->be, dx, g->w1, g->b1, dfc1, x, w->w1, R, ex->C, f1);
+}
+
+/* Local expert E's parameters (GRAD: gradients); fc2's bias by its owner only. */
+static Ffn
+expert_ffn (const MpExec *ex, const MoeShape *s, const MoeTensors *t, int e, gboolean grad)
+{
+  return ffn_at (ex, t->e1, t->eb1, t->e2, t->eb2, e, s->f1e, s->Fel, s->owner, grad);
+}
+
+/* The shared experts' (tp-split: fc2's bias added by tp rank 0). */
+static Ffn
+shared_ffn (const MpExec *ex, const MoeShape *s, const MoeTensors *t, gboolean grad)
+{
+  return ffn_at (ex, t->s1, t->sb1, t->s2, t->sb2, 0, s->f1s, s->Fsl, ex->tp_rank == 0, grad);
 }
 
 /* ---- routing ----------------------------------------------------------------------- */
@@ -286,12 +357,15 @@ static void
 experts_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
                  Acts *a, const float *xe, float *ye)
 {
-  gsize C = ex->C, n1 = (gsize) s->f1e * C, n2 = C * s->Fel;
+  gsize C = ex->C;
   for (int e = 0, off = 0; e < s->El; off += r->lcount[e], e++)
     if (r->lcount[e] > 0)
-      ffn_forward (ex, xe + off * C, w->e1->param + e * n1, w->e2->param + e * n2,
-                   r->lcount[e], s->Fel, a->buf[M_E_FC1] + (gsize) off * s->f1e,
-                   a->buf[M_E_ACT] + (gsize) off * s->Fel, ye + off * C);
+      {
+        Ffn f = expert_ffn (ex, s, w, e, FALSE);
+        ffn_forward (ex, xe + off * C, &f, r->lcount[e], s->Fel,
+                     a->buf[M_E_FC1] + (gsize) off * s->f1e,
+                     a->buf[M_E_ACT] + (gsize) off * s->Fel, ye + off * C);
+      }
 }
 
 /* ---- forward and backward ---------------------------------------------------------- */
@@ -310,9 +384,75 @@ shared_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a, con
   if (!mp_exec_act_alloc (ex, a, M_S_FC1, (gsize) N * s->f1s, error)
       || !mp_exec_act_alloc (ex, a, M_S_ACT, (gsize) N * s->Fsl, error))
     return FALSE;
-  ffn_forward (ex, h, w->s1->param, w->s2->param, N, s->Fsl, a->buf[M_S_FC1], a->buf[M_S_ACT],
-               out);
+  Ffn f = shared_ffn (ex, s, w, FALSE);
+  ffn_forward (ex, h, &f, N, s->Fsl, a->buf[M_S_FC1], a->buf[M_S_ACT], out);
   return TRUE;
+}
+
+/* The sequence-wise load-balancing loss (Megatron-Core's seq_aux_loss; kernels/cpu/moe.c
+ * mpk_cpu_router_aux on whole sequences): per sequence b and expert e, alpha f_be P_be
+ * with f_be = E / (K T) times the choices of e and P_be the mean probability of e over
+ * b's T tokens. Row i of this rank's Nt is token (row0 + i) mod Tl of sequence
+ * (row0 + i) / Tl; where sequences are split (cp, experts folded over tp inside a
+ * sequence) the counts and sums are all-reduced over the seq group, and each rank adds
+ * its tokens' share of b's loss. Sets R's auxf; returns the loss this rank adds. */
+static gboolean
+aux_loss (MpExec *ex, const MoeShape *s, ExRoute *r, double *loss, GError **error)
+{
+  int E = s->E, K = s->K, B = ex->mbs, T = ex->T, Tl = ex->Tl;
+  gsize n = (gsize) B * E;
+  g_autofree float *st = g_new0 (float, 2 * n);      /* choices, then probability sums */
+  g_autofree int *mine = g_new0 (int, B);            /* this rank's tokens per sequence */
+  /* once per token: where tp ranks route the same rows, their owner counts them */
+  gboolean counts = s->owner || ex->seq_group == NULL;
+  for (int i = 0; counts && i < s->Nt; i++)
+    {
+      int b = (s->row0 + i) / Tl;
+      mine[b]++;
+      for (int j = 0; j < K; j++)
+        st[(gsize) b * E + r->idx[i * K + j]] += 1;
+      for (int e = 0; e < E; e++)
+        st[n + (gsize) b * E + e] += r->probs[(gsize) i * E + e];
+    }
+  if (ex->seq_group != NULL)
+    {
+      MpBackend *be = ex->be;
+      double t0 = be->ops->now_s (be);
+      float *d = be->ops->alloc (be, 2 * n * sizeof (float), MP_MEM_OTHER, error);
+      if (d == NULL)
+        return FALSE;
+      be->ops->upload (be, d, st, 2 * n * sizeof (float));
+      gboolean ok = be->ops->all_reduce (be, ex->seq_group, d, 2 * n, MP_REDUCE_SUM, error);
+      if (ok)
+        be->ops->download (be, st, d, 2 * n * sizeof (float));
+      be->ops->release (be, d);
+      ex->ep_s += be->ops->now_s (be) - t0;
+      if (!ok)
+        return FALSE;
+    }
+  r->auxf = g_new (float, n);
+  *loss = 0;
+  for (int b = 0; b < B; b++)
+    for (int e = 0; e < E; e++)
+      {
+        gsize q = (gsize) b * E + e;
+        r->auxf[q] = (float) ((double) st[q] * E / ((double) K * T));
+        *loss += AUX_ALPHA * r->auxf[q] * (st[n + q] / T) * mine[b] / T;
+      }
+  return TRUE;
+}
+
+/* d aux / d probs of this rank's rows, scaled by DSCALE, into DPROBS (Nt, E) +=. */
+static void
+aux_backward (const MpExec *ex, const MoeShape *s, const ExRoute *r, float *dprobs,
+              float dscale)
+{
+  for (int i = 0; i < s->Nt; i++)
+    {
+      const float *f = r->auxf + (gsize) ((s->row0 + i) / ex->Tl) * s->E;
+      for (int e = 0; e < s->E; e++)
+        dprobs[(gsize) i * s->E + e] += dscale * AUX_ALPHA * f[e] / ex->T;
+    }
 }
 
 /* The router on H (N, C): logits on the backend, the routing on the host. */
@@ -325,19 +465,36 @@ router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float 
   float *logits = be->ops->alloc (be, n * sizeof (float), MP_MEM_OTHER, error);
   if (logits == NULL)
     return NULL;
-  ex->k->matmul_forward (be, logits, h + (gsize) s->row0 * ex->C, w->router->param, NULL, s->Nt,
-                         ex->C, s->E);
+  ex->k->matmul_forward (be, logits, h + (gsize) s->row0 * ex->C, w->router->param,
+                         w->rb ? w->rb->param : NULL, s->Nt, ex->C, s->E);
   g_autofree float *lh = g_new (float, n);
   be->ops->download (be, lh, logits, n * sizeof (float));
   be->ops->release (be, logits);
   ExRoute *r = route (ex, s, lh);
   /* the load-balancing loss, once per token: loss_sum holds token losses, the step's
    * loss is loss_sum / (global_batch T), and the aux term is a mean over sequences */
-  double aux = mpk_cpu_router_aux (NULL, r->probs, r->idx, s->Nt / ex->T, ex->T, s->E, s->K,
-                                   AUX_ALPHA, 0.0f);
+  double aux;
+  if (!aux_loss (ex, s, r, &aux, error))
+    {
+      mp_exec_route_free (r);
+      return NULL;
+    }
   if (s->owner && !ex->recomputing)
     ex->loss_sum += aux * ex->T;
   return r;
+}
+
+/* The sum over this rank's expert tensor-parallel group (its tp group when etp = tp),
+ * timed as tensor-parallel communication. */
+static gboolean
+etp_all_reduce (MpExec *ex, float *buf, gsize n, GError **error)
+{
+  if (ex->etp_group == NULL)
+    return mp_exec_tp_all_reduce (ex, buf, n, MP_REDUCE_SUM, error);
+  double t0 = ex->be->ops->now_s (ex->be);
+  gboolean ok = ex->be->ops->all_reduce (ex->be, ex->etp_group, buf, n, MP_REDUCE_SUM, error);
+  ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
+  return ok;
 }
 
 /* Tokens reach the experts by all-gather over ep (the plan's dispatcher, ep > 1). */
@@ -468,22 +625,28 @@ router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRou
   g_autofree float *dlog = g_new0 (float, (gsize) N * E);
   for (int i = 0; i < r->R; i++)
     dgates[r->slot[i]] = dg[i];
-  mpk_cpu_router_aux (dprobs, r->probs, r->idx, N / ex->T, ex->T, E, K, AUX_ALPHA,
-                      1.0f / (float) ex->global_batch);
+  aux_backward (ex, s, r, dprobs, 1.0f / (float) ex->global_batch);
   mpk_cpu_router_backward (dlog, r->probs, r->idx, r->gates, dgates, dprobs, N, E, K);
-  gboolean apart = !s->partial && ex->tp > 1;   /* tp ranks routed different tokens */
-  gsize nw = (gsize) E * ex->C;
-  float *d = be->ops->alloc (be, ((gsize) N * E + (apart ? nw : 0)) * sizeof (float),
+  gboolean apart = ex->etp < ex->tp;      /* etp groups of tp ranks routed other tokens */
+  gsize nw = (gsize) E * ex->C, nb = w->rb ? (gsize) E : 0;
+  float *d = be->ops->alloc (be, ((gsize) N * E + (apart ? nw + nb : 0)) * sizeof (float),
                              MP_MEM_OTHER, error);
   if (d == NULL)
     return FALSE;
   float *dw = apart ? d + (gsize) N * E : w->router->grad;
+  float *db = !w->rb ? NULL : apart ? dw + nw : w->rb->grad;
+  if (apart)
+    be->ops->zero (be, dw, (nw + nb) * sizeof (float));
   be->ops->upload (be, d, dlog, (gsize) N * E * sizeof (float));
-  ex->k->matmul_backward (be, s->owner ? dh : NULL, dw, NULL, d, h, w->router->param, N, ex->C,
+  ex->k->matmul_backward (be, s->owner ? dh : NULL, dw, db, d, h, w->router->param, N, ex->C,
                           E);
-  gboolean ok = !apart || mp_exec_tp_all_reduce (ex, dw, nw, MP_REDUCE_SUM, error);
+  if (apart && !s->owner)                 /* its group's owner adds the group's part */
+    be->ops->zero (be, dw, (nw + nb) * sizeof (float));
+  gboolean ok = !apart || mp_exec_tp_all_reduce (ex, dw, nw + nb, MP_REDUCE_SUM, error);
   if (ok && apart)
     ex->k->add (be, w->router->grad, dw, nw);
+  if (ok && apart && db)
+    ex->k->add (be, w->rb->grad, db, nb);
   be->ops->release (be, d);
   return ok;
 }
@@ -494,15 +657,17 @@ static void
 experts_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
                   Acts *a, const float *dye, float *dxe, float *scratch)
 {
-  gsize C = ex->C, n1 = (gsize) s->f1e * C, n2 = C * s->Fel;
+  gsize C = ex->C;
   float *dact = scratch, *dfc1 = scratch + (gsize) MAX (r->Rr, 1) * s->Fel;
   for (int e = 0, off = 0; e < s->El; off += r->lcount[e], e++)
     if (r->lcount[e] > 0)
-      ffn_backward (ex, dxe + off * C, w->e1->grad + e * n1, w->e2->grad + e * n2,
-                    dye + off * C, a->buf[M_XP] + off * C, a->buf[M_E_FC1] + (gsize) off * s->f1e,
-                    a->buf[M_E_ACT] + (gsize) off * s->Fel, w->e1->param + e * n1,
-                    w->e2->param + e * n2, r->lcount[e], s->Fel, dact + (gsize) off * s->Fel,
-                    dfc1 + (gsize) off * s->f1e);
+      {
+        Ffn g = expert_ffn (ex, s, w, e, TRUE), p = expert_ffn (ex, s, w, e, FALSE);
+        ffn_backward (ex, dxe + off * C, &g, dye + off * C, a->buf[M_XP] + off * C,
+                      a->buf[M_E_FC1] + (gsize) off * s->f1e,
+                      a->buf[M_E_ACT] + (gsize) off * s->Fel, &p, r->lcount[e], s->Fel,
+                      dact + (gsize) off * s->Fel, dfc1 + (gsize) off * s->f1e);
+      }
 }
 
 /* The routed rows' backward from DOUT (the routed tokens' rows): the gates' gradient
@@ -527,7 +692,7 @@ routed_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a,
       /* d expert_out = gate * dout, d gate = dout . expert_out (partial over etp) */
       ex->k->gather_rows (be, b[DEO], dout, r->src, a->buf[M_GATE], r->R, (int) C);
       ex->k->rows_dot (be, b[DGR], dout, r->src, a->buf[M_E_OUT], r->R, (int) C);
-      ok = !s->partial || mp_exec_tp_all_reduce (ex, b[DGR], R, MP_REDUCE_SUM, error);
+      ok = !s->partial || etp_all_reduce (ex, b[DGR], R, error);
     }
   float *dye = ep ? b[DYE] : b[DEO], *dxe = ep ? b[DXE] : b[DXP];
   ok = ok && (!ep || mp_moe_a2a_dispatch (ex, r, b[DEO], dye, error));
@@ -565,7 +730,7 @@ gathered_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a,
     {
       ex->k->gather_rows (be, b[DYE], b[ALL], r->asrc, a->buf[M_GATE], r->Rr, (int) C);
       ex->k->rows_dot (be, b[DGR], b[ALL], r->asrc, a->buf[M_E_OUT], r->Rr, (int) C);
-      ok = !s->partial || mp_exec_tp_all_reduce (ex, b[DGR], Rr, MP_REDUCE_SUM, error);
+      ok = !s->partial || etp_all_reduce (ex, b[DGR], Rr, error);
     }
   if (ok)
     {
@@ -613,8 +778,9 @@ mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const 
                                   MP_MEM_OTHER, error);
       if (sc == NULL)
         return FALSE;
-      ffn_backward (ex, dh, w.s1->grad, w.s2->grad, dout, h, a->buf[M_S_FC1], a->buf[M_S_ACT],
-                    w.s1->param, w.s2->param, N, s.Fsl, sc, sc + (gsize) N * s.Fsl);
+      Ffn g = shared_ffn (ex, &s, &w, TRUE), p = shared_ffn (ex, &s, &w, FALSE);
+      ffn_backward (ex, dh, &g, dout, h, a->buf[M_S_FC1], a->buf[M_S_ACT], &p, N, s.Fsl, sc,
+                    sc + (gsize) N * s.Fsl);
       be->ops->release (be, sc);
     }
   gsize off = (gsize) s.row0 * ex->C;

@@ -9,15 +9,17 @@ G_BEGIN_DECLS
 typedef struct {
   int E, K, El, Fel, f1e, Fsl, f1s;
   /* The tokens this rank routes: rows [row0, row0 + Nt) of the block's N (all of them
-   * with etp = tp; its sequence-parallel shard with etp = 1, experts folded over tp) */
+   * with etp = tp; its etp group's sequence-parallel shards with etp < tp) */
   int row0, Nt;
   gboolean partial;        /* experts split over etp > 1: outputs are partial sums */
-  gboolean owner;          /* adds the aux loss and the router's input gradient */
+  gboolean owner;          /* adds the aux loss and the router's input gradient (etp
+                            * rank 0) */
 } MoeShape;
 
-/* The block's MoE tensors in `uses`, from FIRST (the slot after the second norm). */
+/* The block's MoE tensors in `uses`, from FIRST (the slot after the second norm); each
+ * weight followed by its bias when the model has biases (b: NULL without). */
 typedef struct {
-  ExTensor *s1, *s2, *router, *e1, *e2;
+  ExTensor *s1, *sb1, *s2, *sb2, *router, *rb, *e1, *eb1, *e2, *eb2;
 } MoeTensors;
 
 /* One micro-batch's routing, on the host. Rows are the kept (token, choice) pairs grouped
@@ -39,6 +41,8 @@ struct _ExRoute {
   int *asrc;               /* (Rr) all-gather: the row's token among the ep group's ep Nt */
   int *aslot;              /* (Rr) its (token, choice) among their ep Nt K */
   float *agate;            /* (Rr) its gate */
+  float *auxf;             /* (mbs, E) the load-balancing loss's f of each sequence and
+                            * expert, over the whole sequence (model-moe.c aux_loss) */
 };
 
 /* ---- expert parallelism (model-moe-ep.c); collectives over ep_group timed into ex->ep_s */

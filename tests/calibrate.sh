@@ -1,7 +1,8 @@
 #!/bin/sh
 # calibrate.sh - `mpplan calibrate --quick` under mpirun on 2 ranks: the nccl-tests tables
-# with every result right, a profile that validates, a plan that uses it, and a calibrated
-# verify of tiny-gpt whose error is bounded. About a minute on 2 cores. Skipped (TAP "# SKIP") without mpirun.
+# with every result right, a profile that validates, a plan that uses it, and calibrated
+# verifies of tiny-gpt and tiny-moe whose errors are bounded. A few minutes on 2 cores.
+# Skipped (TAP "# SKIP") without mpirun.
 . "$top_srcdir/tests/tap.sh"
 MPPLAN=${MPPLAN:-./mpplan}
 tmp=$(mktemp -d)
@@ -34,7 +35,7 @@ ok "#wrong is 0 on every row" sh -c "[ -n \"\$(grep -E '^ +[0-9]+ +[0-9]+ +float
 ok "out of bounds values 0 OK" sh -c "[ \$(grep -c '^# Out of bounds values : 0 OK\$' \"$out\") -eq 6 ]"
 ok "the profile validates" sh -c "\"$MPPLAN\" validate \"$tmp/p.yaml\" | grep -q ': ok: profile for cpu-core'"
 ok "the profile has every collective" sh -c "[ \$(grep -c '^  - kind: ' \"$tmp/p.yaml\") -eq 6 ]"
-ok "the profile has attention and element-wise rates" sh -c "grep -q '^  bwd_flops_per_s: ' \"$tmp/p.yaml\" && for c in norm activation loss; do grep -q \"^  \$c:\\\$\" \"$tmp/p.yaml\" || exit 1; done"
+ok "the profile has attention and element-wise rates" sh -c "grep -q '^  bwd_flops_per_s: ' \"$tmp/p.yaml\" && for c in norm activation loss gated_activation; do grep -q \"^  \$c:\\\$\" \"$tmp/p.yaml\" || exit 1; done"
 ok "attention is measured at tiny-gpt's and gpt2-124m's sequence lengths" grep -q '^  seq: \[128, 1024\]$' "$tmp/p.yaml"
 ok "the profile has Adam and SGD optimizer rates" sh -c "grep -q '^  adam_params_per_s: ' \"$tmp/p.yaml\" && grep -q '^  sgd_params_per_s: ' \"$tmp/p.yaml\""
 ok "plan with --profile works" sh -c "\"$MPPLAN\" plan -m tiny-gpt -c host -q --profile \"$tmp/p.yaml\" >\"$tmp/cal.txt\""
@@ -55,15 +56,22 @@ ok "an unknown backend is a usage error" sh -c "\"$MPPLAN\" calibrate --backend 
 # calibration itself runs beside other tests on 2 cores and measured 6.7% to 68% here, so
 # CI can only bound it as loosely as report.sh bounds the uncalibrated one (the predicted
 # step under twice the measured); the note of issue 7 gives the figures of quiet runs.
-cv=$tmp/cv.json
-timeout 600 "$MPPLAN" verify -m tiny-gpt -c host --profile "$tmp/p.yaml" --top 1 --steps 2 \
-  --rounds 3 --json >"$cv" 2>"$tmp/cv.err"
-cvst=$?
-cerr=$(sed -n 's/^  "median_abs_error" : \([0-9.e+-]*\),*$/\1/p' "$cv")
-echo "# calibrated verify, tiny-gpt on 2 ranks: median absolute error $cerr"
-cbound=${CALIBRATED_VERIFY_BOUND:-0.995}
-ok "calibrated verify of tiny-gpt: median error <= $cbound" \
-  awk -v s="$cvst" -v m="$cerr" -v b="$cbound" 'BEGIN { exit !(s == 0 && m != "" && m + 0 <= b + 0) }'
+# verify_bounded MODEL ROUNDS BOUND: the calibrated verify of MODEL on 2 ranks, its
+# median absolute error printed and bounded.
+verify_bounded () {
+  timeout 600 "$MPPLAN" verify -m "$1" -c host --profile "$tmp/p.yaml" --top 1 --steps 2 \
+    --rounds "$2" --json >"$tmp/$1.v.json" 2>"$tmp/$1.v.err"
+  vst=$?
+  verr=$(sed -n 's/^  "median_abs_error" : \([0-9.e+-]*\),*$/\1/p' "$tmp/$1.v.json")
+  echo "# calibrated verify, $1 on 2 ranks: median absolute error $verr"
+  ok "calibrated verify of $1: median error <= $3" \
+    awk -v s="$vst" -v m="$verr" -v b="$3" 'BEGIN { exit !(s == 0 && m != "" && m + 0 <= b + 0) }'
+}
+verify_bounded tiny-gpt 3 "${CALIBRATED_VERIFY_BOUND:-0.995}"
+# The same loop on tiny-moe (router, experts, the all-to-all dispatch: ep_comm), as
+# loosely bounded for the same reason; one round: its six plans at load 20 on 2 cores ran
+# past the 600 s limit in two; the note of issue 17 gives the quiet figures.
+verify_bounded tiny-moe 1 "${MOE_VERIFY_BOUND:-0.995}"
 # --backend cuda: without a GPU, or in a build without CUDA, exit 1 saying "no CUDA device"
 # and write nothing; where it succeeds (a GPU and a CUDA build) its profile must validate.
 "$MPPLAN" calibrate --backend cuda --quick -o "$tmp/cuda.yaml" >"$tmp/cuda.out" 2>"$tmp/cuda.err"

@@ -2,12 +2,13 @@
 # exec-moe.sh - `mpplan exec` on mixture-of-experts plans under mpirun, each with --check
 # (loss and gradient norm of every step against one rank running the same micro-batches,
 # 1e-5 relative): tiny-moe (examples/models/tiny-moe.yaml: a dense first block, 8 experts
-# top-2, a shared expert) at ep=1 (one rank, tp2), and with expert parallelism over data ranks
-# (ep2), with tensor parallelism (ep2 x tp2, experts split over etp = tp), folded over
-# tensor ranks (etp = 1, ep2 over tp2) and with data parallelism beside it (dp4, ep2: two
-# expert-data-parallel replicas); dropped tokens counted under a capacity factor; the
-# all-gather dispatcher. One step, no warm-up, the smallest batch each
-# plan allows, as in exec.sh (CI runs this under ASan on 2 cores).
+# top-2, a shared expert) at ep=1 (one rank, tp2), and with expert parallelism over data
+# ranks (ep2), with tensor parallelism (ep2 x tp2, experts split over etp = tp), folded
+# over tensor ranks (etp = 1, ep2 over tp2, also inside a sequence; etp2 inside tp4) and
+# with data parallelism beside it (dp4, ep2: two expert-data-parallel replicas); with
+# context parallelism (cp2); selective mlp recompute; biases; dropped tokens counted under
+# a capacity factor; the all-gather dispatcher. One step, no warm-up, the smallest batch
+# each plan allows, as in exec.sh (CI runs this under ASan on 2 cores).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/mpi-env.sh"
 
@@ -31,6 +32,10 @@ ok "ep2 x tp2, experts split over etp = tp" check ep2tp2 4 2 dp=2,tp=2,pp=1,ep=2
 ok "ep2 folded over tp2 (etp = 1)" check etp1 2 2 dp=1,tp=2,pp=1,ep=2,etp=1
 ok "ep2 with dp4 (two expert-data-parallel replicas), ZeRO-1" \
   check ep2dp4 4 4 dp=4,tp=1,pp=1,ep=2,zero=1
+# Selective recompute of the mlp module: the dense first block rebuilds fc1 and its
+# activation before its backward; the MoE blocks keep their MLP's (Megatron-Core's mlp).
+ok "selective recompute, modules mlp, ep2" \
+  check rsmlp 2 2 dp=2,tp=1,pp=1,ep=2,recompute=selective,recompute_modules=mlp
 # A capacity factor of 1 drops tokens; ep over data ranks routes the same micro-batches as
 # one rank, so the check still holds, and the drops are counted.
 capacity () {
@@ -40,6 +45,30 @@ capacity () {
     grep -E '^MoE: [1-9][0-9]* of [0-9]+ .*dropped' "$tmp/cap.out"
 }
 ok "capacity factor 1: tokens dropped, counted, same as one rank" capacity
+# Biases (bias: true): the router's, the shared and routed experts' fc1 and fc2 (fc2's
+# added once: by tp rank 0 to the partial sums under etp = tp).
+biases () {
+  sed 's/^bias: false/bias: true/' "$top_srcdir/examples/models/tiny-moe.yaml" \
+    >"$tmp/bias.model.yaml" || return 1
+  model=$tmp/bias.model.yaml check "$@"
+}
+ok "expert biases, ep2 x tp2 (etp = tp)" biases bias 4 2 dp=2,tp=2,pp=1,ep=2,zero=0
+# Experts folded over tp2 with one sequence per micro-batch: each tp rank routes half a
+# sequence, the load-balancing loss's counts are all-reduced over the two (with biases).
+ok "expert biases, ep2 folded over tp2 inside a sequence (micro-batch 1)" \
+  biases biasf 2 1 dp=1,tp=2,pp=1,ep=2,etp=1,sequence_parallel=true,micro_batch_size=1
+# 1 < etp < tp: tp4 in two expert tensor-parallel groups of 2 ranks (kv_heads 4 so that
+# attention splits over tp4), each group routing its two shards' rows, ep2 over the groups;
+# with biases (fc2's replicated over etp, counted once in the gradient norm).
+etp2 () {
+  sed 's/^kv_heads: 2/kv_heads: 4/;s/^bias: false/bias: true/' \
+    "$top_srcdir/examples/models/tiny-moe.yaml" >"$tmp/etp2.model.yaml" || return 1
+  model=$tmp/etp2.model.yaml check etp2 4 2 dp=1,tp=4,pp=1,ep=2,etp=2
+}
+ok "etp2 inside tp4, ep2 (1 < etp < tp), biases" etp2
+# Context parallelism: the experts take each cp rank's chunks of the sequences, ep2 folded
+# over cp2 (the expert grid numbers cp after tp), the aux loss's counts over cp.
+ok "cp2 with ep2 folded over it" check cp2 2 2 dp=1,tp=1,pp=1,cp=2,ep=2
 # The all-gather dispatcher: every ep rank gathers the group's tokens, outputs are
 # reduce-scattered back (the plans edited: the search picks all-to-all here).
 agcheck () {

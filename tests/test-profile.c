@@ -150,7 +150,7 @@ test_profile_kernel_rates (void **state)
   guint seen[MP_EW_N + 1] = { 0 };
   for (guint l = 0; l < model->n_layers; l++)
     for (guint o = 0; o < model->layers[l].n_ops; o++)
-      seen[mp_cost_op_ew_class (&model->layers[l].ops[o])]++;
+      seen[mp_cost_op_ew_class (model, &model->layers[l].ops[o])]++;
   assert_true (seen[MP_EW_NORM] > 0 && seen[MP_EW_ACTIVATION] == 4 && seen[MP_EW_LOSS] == 1);
 }
 
