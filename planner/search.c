@@ -867,7 +867,7 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
         return NULL;
       }
   gint64 start = g_get_monotonic_time ();
-  if (opts->progress)
+  if (opts->progress && opts->n_shards <= 1)      /* shard_choices counts them too */
     {
       s.counting = TRUE;
       run (&s);
