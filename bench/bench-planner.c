@@ -27,6 +27,19 @@ cpu_seconds (void)
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* One search, its CPU time into *CPU; NULL (said on stderr) when it fails. */
+static MpSearchResult *
+timed_search (const MpCostContext *ctx, const MpSearchOptions *opts, double *cpu)
+{
+  g_autoptr(GError) error = NULL;
+  double cpu0 = cpu_seconds ();
+  MpSearchResult *res = mp_planner_search (ctx, opts, &error);
+  *cpu = cpu_seconds () - cpu0;
+  if (res == NULL)
+    fprintf (stderr, "bench-planner: %s\n", error->message);
+  return res;
+}
+
 /* The search as N_SHARDS shards, each RUNS times, and their merge: prints the medians'
  * CPU times and the ratio to WHOLE_CPU (the unsharded search's median). */
 static gboolean
@@ -43,14 +56,9 @@ bench_shards (const MpCostContext *ctx, guint n_shards, int runs, double whole_c
       double cpu[16];
       for (int r = 0; r < runs; r++)
         {
-          double cpu0 = cpu_seconds ();
-          g_autoptr(MpSearchResult) res = mp_planner_search (ctx, &opts, &error);
-          cpu[r] = cpu_seconds () - cpu0;
+          g_autoptr(MpSearchResult) res = timed_search (ctx, &opts, &cpu[r]);
           if (res == NULL)
-            {
-              fprintf (stderr, "bench-planner: %s\n", error->message);
-              return FALSE;
-            }
+            return FALSE;
           if (r == 0)
             g_ptr_array_add (parts, mp_search_result_pack (res));
         }
@@ -98,14 +106,9 @@ bench (const char *model_name, const char *cluster_name, int runs)
   double best = 0;
   for (int r = 0; r < runs; r++)
     {
-      double cpu0 = cpu_seconds ();
-      g_autoptr(MpSearchResult) res = mp_planner_search (ctx, &opts, &error);
-      cpu[r] = cpu_seconds () - cpu0;
+      g_autoptr(MpSearchResult) res = timed_search (ctx, &opts, &cpu[r]);
       if (res == NULL)
-        {
-          fprintf (stderr, "bench-planner: %s\n", error->message);
-          return FALSE;
-        }
+        return FALSE;
       seconds[r] = res->stats.seconds;
       space = res->stats.space;
       evaluated = res->stats.evaluated;
