@@ -183,7 +183,9 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
     .workspace_bytes = 32.0 * 1024 * 1024,
     /* Power (mp_cost_power_rate): the anchors are SXM5 boards at their 700 W. NVIDIA's H100
      * datasheet rates the same 132-SM chip as H100 NVL, at 350-400 W, at 1,671 TFLOPS bf16
-     * with sparsity against the SXM's 1,979: the tensor clock 400 W sustains, 0.844. */
+     * with sparsity against the SXM's 1,979: the tensor clock 400 W sustains, 0.844. A
+     * board between (torchtitan's 500 W H100s: "the actual peak TFLOPs number is between
+     * SXM and NVL", benchmarks/llama3_h100_202412_torchtitan.md, note 2) lies between. */
     .rated_power_w = 700, .low_power_w = 400, .low_power_rate = 1671.0 / 1979.0,
   },
   [MP_DEVICE_CLASS_BLACKWELL] = BLACKWELL_CURVE (MP_DEVICE_CLASS_BLACKWELL, "blackwell",
