@@ -36,8 +36,9 @@ fail_once (int rank, GError *error)
  * mp_model_attention_extras and exec/model-attn.c refuse each by name); --help must list
  * them all. */
 #define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): multi-head latent attention (on any "         \
-  "backend), sliding-window attention "                                                  \
+  "Not run yet, refused by name (exit 2): multi-head latent attention with attention "   \
+  "biases, qk-norm or layernorm (on any backend; DeepSeek's MLA runs: RMSNorm latents, " \
+  "no biases), multi-head latent attention, sliding-window attention "                   \
   "and soft-capped attention scores on the cuda backend (the host runs them; sinks, "    \
   "qk-norm, logit soft-capping, post-norms, scaled embeddings and geglu run on both), "  \
   "uniform recompute in groups of blocks "                                               \

@@ -427,8 +427,9 @@ step_objective (void *data)
   return loss;
 }
 
-/* One host rank's step on the model TEXT (NAME): the gradient of every tensor named in
- * TENSORS (EXPECT of them in all) against differences of the loss, steps HSTEP apart.
+/* One host rank's step on the model TEXT (NAME): its tensors hold the IR's parameter
+ * count, and the gradient of every tensor named in TENSORS (EXPECT of them in all)
+ * against differences of the loss, steps HSTEP apart.
  * FLASH: the attention backward recomputes the probabilities. */
 static void
 check_step_gradients (const char *name, const char *text, gboolean flash, double hstep,
@@ -459,6 +460,11 @@ check_step_gradients (const char *name, const char *text, gboolean flash, double
       mpk_cpu_fill_normal (t->param, t->n, 9, 20 + i, 0, gain ? 1.0f : 0.0f,
                            gain ? 0.2f : 0.3f);
     }
+  /* one rank holds every parameter once: the IR's count (tied embedding once) */
+  double held = 0;
+  for (guint i = 0; i < st.ex->tensors->len; i++)
+    held += (double) ((ExTensor *) g_ptr_array_index (st.ex->tensors, i))->n;
+  mp_assert_close (held, st.model->params_total, 0);
   step_objective (&st);
   guint checked = 0;
   for (guint i = 0; i < st.ex->tensors->len; i++)
