@@ -179,14 +179,20 @@ typedef struct {
   int ldv;         /* row stride of v (and dv), 0: ldkv */
 } MpkAttnShape;
 
-/* S's value head dimension and v row stride, their defaults resolved. */
-static inline int
+/* S's value head dimension and v row stride, their defaults resolved (for the CUDA
+ * kernels' device code too). */
+#ifdef __CUDACC__
+#define MPK_HOST_DEVICE __host__ __device__
+#else
+#define MPK_HOST_DEVICE
+#endif
+static inline MPK_HOST_DEVICE int
 mpk_attn_dv (MpkAttnShape s)
 {
   return s.DV > 0 ? s.DV : s.HD;
 }
 
-static inline int
+static inline MPK_HOST_DEVICE int
 mpk_attn_ldv (MpkAttnShape s)
 {
   return s.ldv > 0 ? s.ldv : s.ldkv;
