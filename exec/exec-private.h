@@ -143,6 +143,14 @@ gboolean mp_exec_step_loss (MpExec *ex, double *loss, GError **error);
 gsize mp_exec_boundary_n (const MpExec *ex, guint layer);
 
 /* ---- shared by the layer kinds (model-shared.c) ---- */
+/* Transient buffers of one call (MP_MEM_OTHER, zeroed), released together: { ex }. */
+typedef struct {
+  MpExec *ex;
+  float *p[16];
+  int n;
+} MpExecTmp;
+float *mp_exec_tmp_floats (MpExecTmp *t, gsize n, GError **error);
+void mp_exec_tmp_release (MpExecTmp *t);
 float *mp_exec_act_alloc (MpExec *ex, Acts *a, int slot, gsize n, GError **error);
 void mp_exec_acts_free (MpExec *ex, Acts *a);      /* NULL-safe */
 void mp_exec_release_acts (MpExec *ex, guint layer, guint mb);

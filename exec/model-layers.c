@@ -30,29 +30,19 @@ enum { /* head */
   H_LN, H_M, H_R, H_H, H_LOGITS, H_LSE,
 };
 
-/* Transient buffers of one call, released together. */
-typedef struct {
-  MpExec *ex;
-  float *p[16];
-  int n;
-} Tmp;
+/* Transient buffers of one call, released together (model-shared.c). */
+typedef MpExecTmp Tmp;
 
 static float *
 tmp_floats (Tmp *t, gsize n, GError **error)
 {
-  g_assert (t->n < 16);
-  float *p = t->ex->be->ops->alloc (t->ex->be, n * sizeof (float), MP_MEM_OTHER, error);
-  if (p)
-    t->p[t->n++] = p;
-  return p;
+  return mp_exec_tmp_floats (t, n, error);
 }
 
 static void
 tmp_release (Tmp *t)
 {
-  for (int i = 0; i < t->n; i++)
-    t->ex->be->ops->release (t->ex->be, t->p[i]);
-  t->n = 0;
+  mp_exec_tmp_release (t);
 }
 
 /* The transformer's residual stream is C wide. */

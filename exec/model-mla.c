@@ -185,31 +185,6 @@ rope_parts (MpExec *ex, float *x, int ld, int heads, MlaDims d, gboolean backwar
 
 /* ---- forward ----------------------------------------------------------------------- */
 
-/* Temporary buffers of one call, released together. */
-typedef struct {
-  MpExec *ex;
-  float *p[8];
-  int n;
-} Tmp;
-
-static float *
-tmp (Tmp *t, gsize n, GError **error)
-{
-  g_assert (t->n < 8);
-  float *p = t->ex->be->ops->alloc (t->ex->be, n * sizeof (float), MP_MEM_OTHER, error);
-  if (p)
-    t->p[t->n++] = p;
-  return p;
-}
-
-static void
-tmp_release (Tmp *t)
-{
-  for (int i = 0; i < t->n; i++)
-    t->ex->be->ops->release (t->ex->be, t->p[i]);
-  t->n = 0;
-}
-
 /* One latent: RAW (Ns, W) = XLN W_down's rows, its RMSNorm into NORMED with RSTD, then
  * gathered into FULL (N, W) under sequence parallelism. Returns the up projection's
  * input (N, W), NULL on failure. */
@@ -230,11 +205,11 @@ mp_exec_mla_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const f
   MlaDims d = dims_of (ex->model);
   MlaIdx I = idx_of (ex->model, first);
   int N = ex->N, hl = ex->NHl, kvw = d.nope + d.dv;
-  Tmp t = { ex };
-  float *q = tmp (&t, (gsize) N * hl * d.D, error);
-  float *kv = q ? tmp (&t, (gsize) N * hl * kvw, error) : NULL;
-  float *kpe_s = kv ? tmp (&t, (gsize) ex->Ns * d.rope, error) : NULL;
-  float *kpe_f = kpe_s && ex->sp ? tmp (&t, (gsize) N * d.rope, error) : NULL;
+  MpExecTmp t = { ex };
+  float *q = mp_exec_tmp_floats (&t, (gsize) N * hl * d.D, error);
+  float *kv = q ? mp_exec_tmp_floats (&t, (gsize) N * hl * kvw, error) : NULL;
+  float *kpe_s = kv ? mp_exec_tmp_floats (&t, (gsize) ex->Ns * d.rope, error) : NULL;
+  float *kpe_f = kpe_s && ex->sp ? mp_exec_tmp_floats (&t, (gsize) N * d.rope, error) : NULL;
   if (kpe_s == NULL || (ex->sp && kpe_f == NULL))
     goto fail;
   /* q: through its latent, or straight from the gathered hidden state */
@@ -272,10 +247,10 @@ mp_exec_mla_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const f
       copy_block (ex, kh + h * d.D + d.nope, ld, kpe, d.rope, N, d.rope);
       copy_block (ex, vh + h * d.dv, ld, kv + h * kvw + d.nope, hl * kvw, N, d.dv);
     }
-  tmp_release (&t);
+  mp_exec_tmp_release (&t);
   return TRUE;
 fail:
-  tmp_release (&t);
+  mp_exec_tmp_release (&t);
   return FALSE;
 }
 
@@ -285,9 +260,9 @@ fail:
  * rows, so a partial sum over tp into scratch, all-reduced, then added into the
  * tensors' (GW, N floats); without it every rank has the whole sum: straight into GW. */
 static float *
-rep_grad (MpExec *ex, Tmp *t, float *gw, gsize n, GError **error)
+rep_grad (MpExec *ex, MpExecTmp *t, float *gw, gsize n, GError **error)
 {
-  return ex->sp ? tmp (t, n, error) : gw;
+  return ex->sp ? mp_exec_tmp_floats (t, n, error) : gw;
 }
 
 static gboolean
@@ -309,9 +284,9 @@ latent_backward (MpExec *ex, float *dfull, float *dshard, const float *xln, cons
                  float *gw, const float *gain, float *ggain, int width, const float *raw,
                  const float *rstd, float *dxln, GError **error)
 {
-  Tmp t = { ex };
+  MpExecTmp t = { ex };
   gsize C = ex->C, nw = (gsize) width * C;
-  float *draw = tmp (&t, (gsize) ex->Ns * width, error);
+  float *draw = mp_exec_tmp_floats (&t, (gsize) ex->Ns * width, error);
   float *gwp = draw ? rep_grad (ex, &t, gw, nw, error) : NULL;
   float *ggp = gwp ? rep_grad (ex, &t, ggain, (gsize) width, error) : NULL;
   float *d = ggp ? mp_exec_tp_reduce_width (ex, dfull, dshard, width, error) : NULL;
@@ -323,7 +298,7 @@ latent_backward (MpExec *ex, float *dfull, float *dshard, const float *xln, cons
       ok = rep_grad_done (ex, gwp, gw, nw, error)
            && rep_grad_done (ex, ggp, ggain, (gsize) width, error);
     }
-  tmp_release (&t);
+  mp_exec_tmp_release (&t);
   return ok;
 }
 
@@ -336,13 +311,13 @@ mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float 
   MlaDims d = dims_of (ex->model);
   MlaIdx I = idx_of (ex->model, first);
   int N = ex->N, Ns = ex->Ns, C = ex->C, hl = ex->NHl, kvw = d.nope + d.dv;
-  Tmp t = { ex };
-  float *dq = tmp (&t, (gsize) N * hl * d.D, error);
-  float *dkv = dq ? tmp (&t, (gsize) N * hl * kvw, error) : NULL;
-  float *dlkv = dkv ? tmp (&t, (gsize) N * d.kvr, error) : NULL;
-  float *dlat_s = dlkv ? tmp (&t, (gsize) Ns * MAX (d.kvr, d.qr), error) : NULL;
-  float *dkpe = dlat_s ? tmp (&t, (gsize) N * d.rope, error) : NULL;
-  float *dlq = dkpe && d.qr > 0 ? tmp (&t, (gsize) N * d.qr, error) : NULL;
+  MpExecTmp t = { ex };
+  float *dq = mp_exec_tmp_floats (&t, (gsize) N * hl * d.D, error);
+  float *dkv = dq ? mp_exec_tmp_floats (&t, (gsize) N * hl * kvw, error) : NULL;
+  float *dlkv = dkv ? mp_exec_tmp_floats (&t, (gsize) N * d.kvr, error) : NULL;
+  float *dlat_s = dlkv ? mp_exec_tmp_floats (&t, (gsize) Ns * MAX (d.kvr, d.qr), error) : NULL;
+  float *dkpe = dlat_s ? mp_exec_tmp_floats (&t, (gsize) N * d.rope, error) : NULL;
+  float *dlq = dkpe && d.qr > 0 ? mp_exec_tmp_floats (&t, (gsize) N * d.qr, error) : NULL;
   float *dn = NULL;
   if (dkpe == NULL || (d.qr > 0 && dlq == NULL))
     goto done;
@@ -392,9 +367,9 @@ mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float 
                                G (L, I.qn), d.qr, a->buf[L_CQ], a->buf[L_CQR], dn, error)))
     goto fail;
 done:
-  tmp_release (&t);
+  mp_exec_tmp_release (&t);
   return dn;
 fail:
-  tmp_release (&t);
+  mp_exec_tmp_release (&t);
   return NULL;
 }
