@@ -4,6 +4,11 @@
  * runs), for the issue's targets (GPT-3 175B on 1024 A100s: < 1 s; Llama-3 405B on 16384
  * H100s: < 2 s) and any MODEL CLUSTER pairs given as arguments. Build and run:
  *   make bench/bench-planner && MPPLAN_DATADIR=examples bench/bench-planner
+ * With MPPLAN_BENCH_SHARDS=N (N >= 2) it also runs the search as N shards one after the
+ * other (what N ranks of `mpirun -np N mpplan plan` each run) and merges them: the median
+ * CPU time of the slowest shard and of the merge, and whole / (slowest + merge), the
+ * speed-up N ranks can give the search once MPI has started; the merged best must be the
+ * whole search's.
  * Not part of `make check`: machines are shared and noisy; compare medians. */
 #include "config.h"
 #include "bench/bench-util.h"
@@ -20,6 +25,67 @@ cpu_seconds (void)
   struct timespec ts;
   clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One search, its CPU time into *CPU; NULL (said on stderr) when it fails. */
+static MpSearchResult *
+timed_search (const MpCostContext *ctx, const MpSearchOptions *opts, double *cpu)
+{
+  g_autoptr(GError) error = NULL;
+  double cpu0 = cpu_seconds ();
+  MpSearchResult *res = mp_planner_search (ctx, opts, &error);
+  *cpu = cpu_seconds () - cpu0;
+  if (res == NULL)
+    fprintf (stderr, "bench-planner: %s\n", error->message);
+  return res;
+}
+
+/* The search as N_SHARDS shards, each RUNS times, and their merge: prints the medians'
+ * CPU times and the ratio to WHOLE_CPU (the unsharded search's median). */
+static gboolean
+bench_shards (const MpCostContext *ctx, guint n_shards, int runs, double whole_cpu,
+              double whole_best)
+{
+  g_autoptr(GError) error = NULL;
+  double slowest = 0, sum = 0, merge[16];
+  g_autoptr(GString) each = g_string_new (NULL);
+  g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  for (guint sh = 0; sh < n_shards; sh++)
+    {
+      MpSearchOptions opts = { .top_k = 5, .shard = sh, .n_shards = n_shards };
+      double cpu[16];
+      for (int r = 0; r < runs; r++)
+        {
+          g_autoptr(MpSearchResult) res = timed_search (ctx, &opts, &cpu[r]);
+          if (res == NULL)
+            return FALSE;
+          if (r == 0)
+            g_ptr_array_add (parts, mp_search_result_pack (res));
+        }
+      double med = bench_median (cpu, (size_t) runs);
+      g_string_append_printf (each, "%s%.3f", sh ? " " : "", med);
+      slowest = MAX (slowest, med);
+      sum += med;
+    }
+  MpSearchOptions opts = { .top_k = 5 };
+  double best = 0;
+  for (int r = 0; r < runs; r++)
+    {
+      double cpu0 = cpu_seconds ();
+      g_autoptr(MpSearchResult) res = mp_search_result_merge (ctx, &opts, parts, 0, &error);
+      merge[r] = cpu_seconds () - cpu0;
+      if (res == NULL)
+        {
+          fprintf (stderr, "bench-planner: %s\n", error->message);
+          return FALSE;
+        }
+      best = res->plans->len ? ((MpPlan *) g_ptr_array_index (res->plans, 0))->step_s : 0;
+    }
+  double m = bench_median (merge, (size_t) runs);
+  printf ("  %u shards: cpu per shard %s s (sum %.3f), merge %.4f s; whole / (slowest + "
+          "merge) = %.2fx; merged best step %.3f s (%s)\n", n_shards, each->str, sum, m,
+          whole_cpu / (slowest + m), best, best == whole_best ? "same" : "DIFFERS");
+  return best == whole_best;
 }
 
 static gboolean
@@ -40,14 +106,9 @@ bench (const char *model_name, const char *cluster_name, int runs)
   double best = 0;
   for (int r = 0; r < runs; r++)
     {
-      double cpu0 = cpu_seconds ();
-      g_autoptr(MpSearchResult) res = mp_planner_search (ctx, &opts, &error);
-      cpu[r] = cpu_seconds () - cpu0;
+      g_autoptr(MpSearchResult) res = timed_search (ctx, &opts, &cpu[r]);
       if (res == NULL)
-        {
-          fprintf (stderr, "bench-planner: %s\n", error->message);
-          return FALSE;
-        }
+        return FALSE;
       seconds[r] = res->stats.seconds;
       space = res->stats.space;
       evaluated = res->stats.evaluated;
@@ -62,7 +123,9 @@ bench (const char *model_name, const char *cluster_name, int runs)
           "  median %.3f s (min %.3f, max %.3f), cpu %.3f s  best step %.3f s\n",
           model_name, cluster_name, cluster->world_size, space, evaluated, pruned, feasible,
           seconds[runs / 2], seconds[0], seconds[runs - 1], cpu[runs / 2], best);
-  return TRUE;
+  const char *shards = g_getenv ("MPPLAN_BENCH_SHARDS");
+  guint n_shards = shards ? (guint) g_ascii_strtoull (shards, NULL, 10) : 0;
+  return n_shards < 2 || bench_shards (ctx, MIN (n_shards, 64u), runs, cpu[runs / 2], best);
 }
 
 int

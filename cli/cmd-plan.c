@@ -1,5 +1,6 @@
 /* cmd-plan.c - `mpplan plan`: search every way to split the model's training over the
  * cluster and recommend the best, with reasons. The main job of mpplan. */
+#define G_LOG_DOMAIN "mpplan-cli"
 #include "config.h"
 #include "cli/cli.h"
 #include "common/error.h"
@@ -9,6 +10,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The bundled default: GPT-3 175B on 128 DGX A100 nodes (Narayanan et al. 2021's setup). */
@@ -73,6 +75,34 @@ result_json (const MpSearchResult *res, const MpModel *model, const MpCluster *c
   return json_builder_get_root (b);
 }
 
+/* Phase times under G_MESSAGES_DEBUG=mpplan-cli: where a run's time goes (start-up, load,
+ * search, merge, refine, output), per MPI rank. */
+typedef struct {
+  gint64 last_us;
+  double last_cpu;
+  int rank;
+} Phases;
+
+/* This process's CPU time in seconds (the wall time counts other processes' too). */
+static double
+cpu_seconds (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double) ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void
+phase_done (Phases *ph, const char *what)
+{
+  gint64 now = g_get_monotonic_time ();
+  double cpu = cpu_seconds ();
+  g_debug ("rank %d: %s %.3f s (cpu %.3f s)", ph->rank, what, (now - ph->last_us) / 1e6,
+           cpu - ph->last_cpu);
+  ph->last_us = now;
+  ph->last_cpu = cpu;
+}
+
 typedef struct {
   char *model, *cluster, *output, *fix, *emit, *profile, *headroom, *stack;
   int batch, top, refine;
@@ -82,7 +112,8 @@ typedef struct {
 /* The search, split over the MPI ranks when started by mpirun: every rank searches its
  * share, rank 0 merges (other ranks get an empty result). */
 static MpSearchResult *
-search (const MpCostContext *ctx, MpSearchOptions *opts, MpWorld *world, GError **error)
+search (const MpCostContext *ctx, MpSearchOptions *opts, MpWorld *world, Phases *ph,
+        GError **error)
 {
   int size = mp_world_size (world);
   if (size == 1)
@@ -95,10 +126,12 @@ search (const MpCostContext *ctx, MpSearchOptions *opts, MpWorld *world, GError 
   g_autoptr(MpSearchResult) mine = mp_planner_search (ctx, opts, error);
   if (mine == NULL)
     return NULL;
+  phase_done (ph, "search (its shard)");
   g_autoptr(GBytes) packed = mp_search_result_pack (mine);
   g_autoptr(GPtrArray) parts = mp_world_gather (world, packed, error);
   if (parts == NULL)
     return NULL;
+  phase_done (ph, "gather (waiting for the other ranks)");
   if (opts->shard != 0)
     return g_steal_pointer (&mine);
   return mp_search_result_merge (ctx, opts, parts,
@@ -121,13 +154,14 @@ refine_plans (const MpCostContext *ctx, MpSearchResult *res, const PlanArgs *a, 
 
 /* Runs the search and prints; returns the exit status. */
 static int
-plan (const PlanArgs *a, MpWorld *world, char **argv)
+plan (const PlanArgs *a, MpWorld *world, Phases *ph, char **argv)
 {
   GError *error = NULL;
   g_auto (MpCliInputs) in = { 0 };
   int status = mp_cli_inputs_load (&in, a->model, a->cluster, a->profile);
   if (status != 0)
     return status;
+  phase_done (ph, "model, cluster and cost context");
   MpModel *model = in.model;
   MpCluster *cluster = in.cluster;
   MpCostContext *ctx = in.ctx;
@@ -145,9 +179,10 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
     .progress = !a->quiet && isatty (STDERR_FILENO) ? show_progress : NULL,
     .progress_data = &progress,
   };
-  g_autoptr(MpSearchResult) res = search (ctx, &opts, world, &error);
+  g_autoptr(MpSearchResult) res = search (ctx, &opts, world, ph, &error);
   if (res == NULL)
     return mp_cli_fail (error);
+  phase_done (ph, mp_world_size (world) > 1 ? "merge" : "search");
   if (mp_world_rank (world) != 0)
     return 0;
   guint global_batch = a->batch > 0 ? (guint) a->batch : (guint) model->global_batch;
@@ -163,6 +198,7 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
   g_autofree char *refined = NULL;
   if (!refine_plans (ctx, res, a, &refined, &error))
     return mp_cli_fail (error);
+  phase_done (ph, "refine");
   const MpPlan *best = g_ptr_array_index (res->plans, 0);
   if (a->output && a->emit == NULL)
     {
@@ -199,6 +235,7 @@ plan (const PlanArgs *a, MpWorld *world, char **argv)
              res->stats.evaluated, res->stats.pruned, res->stats.seconds);
   if (a->output && a->emit == NULL && !plan_to_stdout)
     printf ("Plan written to %s\n", a->output);
+  phase_done (ph, "output");
   return 0;
 }
 
@@ -206,10 +243,19 @@ static int
 join_and_plan (const PlanArgs *a, int *argc, char ***argv, char **all_argv)
 {
   GError *error = NULL;
+  Phases ph = { g_get_monotonic_time (), cpu_seconds (), 0 };
+  /* The ranks exchange a few kB once (merge.c): Open MPI's ob1 messaging starts in 0.12 s
+   * where probing UCX takes 0.33 s of MPI_Init (Open MPI 4.1.4 on this 2-core machine,
+   * median of 3 `mpirun -np 2` runs of an MPI_Init-only program, with and without
+   * OMPI_MCA_pml=ob1). A pml the user chose is kept. */
+  if (g_getenv ("OMPI_COMM_WORLD_SIZE") != NULL)
+    g_setenv ("OMPI_MCA_pml", "ob1", FALSE);
   g_autoptr(MpWorld) world = mp_world_join (argc, argv, &error);
   if (world == NULL)
     return mp_cli_fail (error);
-  return plan (a, world, all_argv);
+  ph.rank = mp_world_rank (world);
+  phase_done (&ph, "MPI start-up (mp_world_join)");
+  return plan (a, world, &ph, all_argv);
 }
 
 int

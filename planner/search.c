@@ -43,6 +43,8 @@ typedef struct {
   const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
   guint split_pp, split_vpp;
   guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
+  GArray *outer_start;         /* counting pass: the config index each choice starts at */
+  guint *owner;                /* the shard of each layer-cost choice (shard_choices) */
   gboolean foreign;            /* the current one is another shard's: count, cost nothing */
   gboolean dropped;            /* the current branch cannot fit (memory_drops): count it
                                 * as pruned, cost nothing */
@@ -535,11 +537,14 @@ loop_schedule (Search *s, MpParallelConfig *cfg)
 static void
 with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
 {
-  /* Shards take the layer-cost choices in turn, so that each costs the layers and splits
-   * of its own only; the others' configs are enumerated (and counted) alone. The split
+  /* Each shard costs the layers and splits of its own choices only (shard_choices); the
+   * others' configs are enumerated (and counted) alone. The split
    * left out does not change which configs are valid: one always exists for the chunks
    * tried, and mp_parallel_config_check asks only that of it. */
-  s->foreign = s->opts->n_shards > 1 && s->outer++ % s->opts->n_shards != s->opts->shard;
+  guint64 o = s->outer++;
+  if (s->counting && s->outer_start != NULL)
+    g_array_append_val (s->outer_start, s->index);
+  s->foreign = s->owner != NULL && s->owner[o] != s->opts->shard;
   s->dropped = memory_drops (s, cfg, TRUE);
   if (!s->counting && !s->foreign && !s->dropped)
     {
@@ -740,6 +745,37 @@ run (Search *s)
 
 /* ---- the entry point ------------------------------------------------------------------ */
 
+/* Deals the layer-cost choices to the shards by their configs (counted in a first pass,
+ * the same on every shard): each in turn to the shard with the fewest configs so far, so
+ * that the shards' work is even where choices of 1 and of 100 configs alternate. */
+static void
+shard_choices (Search *s)
+{
+  guint n = s->opts->n_shards;
+  s->outer_start = g_array_new (FALSE, FALSE, sizeof (guint64));
+  s->counting = TRUE;
+  run (s);
+  s->counting = FALSE;
+  s->total = s->index;
+  guint n_outer = s->outer_start->len;
+  const guint64 *start = (const guint64 *) s->outer_start->data;
+  g_autofree guint64 *load = g_new0 (guint64, n);
+  s->owner = g_new (guint, MAX (n_outer, 1u));
+  for (guint o = 0; o < n_outer; o++)
+    {
+      /* + 1: a choice costs its layers and splits whatever its configs */
+      guint64 configs = (o + 1 < n_outer ? start[o + 1] : s->total) - start[o] + 1;
+      guint least = 0;
+      for (guint k = 1; k < n; k++)
+        if (load[k] < load[least])
+          least = k;
+      s->owner[o] = least;
+      load[least] += configs;
+    }
+  g_array_unref (s->outer_start);
+  s->outer_start = NULL;
+}
+
 /* Why no config honours the pins, when a rule says so: the checker's verdict on the
  * pinned sizes (the rest as the search's first choice, the micro-batches from the batch).
  * Caller owns; NULL when the pinned sizes alone break no rule. */
@@ -839,7 +875,7 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
         return NULL;
       }
   gint64 start = g_get_monotonic_time ();
-  if (opts->progress)
+  if (opts->progress && opts->n_shards <= 1)      /* shard_choices counts them too */
     {
       s.counting = TRUE;
       run (&s);
@@ -858,10 +894,13 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
     }
   guint max_vpp = MAX_VPP;
   mp_plan_pins_get (opts->pins, "vpp", &max_vpp);
+  if (opts->n_shards > 1)
+    shard_choices (&s);             /* with the pinned split, as the search proper */
   s.split = g_new (guint, (gsize) n_blocks (model) * MAX (max_vpp, MAX_VPP) + 2);
   run (&s);
   s.res->stats.space = s.accepted;
   g_free (s.split);
+  g_free (s.owner);
   s.res->stats.seconds = (g_get_monotonic_time () - start) / 1e6;
   if (opts->progress)
     opts->progress (s.index, s.index, opts->progress_data);
