@@ -228,7 +228,8 @@ test_search_pruned_equals_exhaustive (void **state)
       g_autoptr(MpSearchResult) b = search (p, batch, k, pins, TRUE);
       /* The same space, all of it accounted for; the exhaustive search costs it all. */
       assert_int_equal (a->stats.space, b->stats.space);
-      assert_int_equal (a->stats.feasible, b->stats.feasible);
+      /* a branch pruned whole is not costed for memory: its fitting configs are unknown */
+      assert_true (a->stats.feasible <= b->stats.feasible);
       assert_int_equal (a->stats.evaluated + a->stats.pruned, a->stats.space);
       assert_int_equal (b->stats.evaluated, b->stats.space);
       assert_int_equal (b->stats.pruned, 0);
@@ -281,7 +282,7 @@ test_search_pruned_shards_merge (void **state)
   g_autoptr(MpSearchResult) merged = mp_search_result_merge (p->ctx, &opts, parts, 0, &error);
   assert_non_null (merged);
   assert_int_equal (merged->stats.space, whole->stats.space);
-  assert_int_equal (merged->stats.feasible, whole->stats.feasible);
+  assert_true (merged->stats.feasible <= whole->stats.feasible);
   assert_int_equal (merged->stats.evaluated + merged->stats.pruned, whole->stats.space);
   assert_int_equal (merged->plans->len, whole->plans->len);
   for (guint j = 0; j < merged->plans->len; j++)
