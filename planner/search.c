@@ -909,6 +909,9 @@ pins_reason (const Search *s)
     cfg.recompute_modules = v;
   cfg.chunk_layers = s->pinned_split && s->n_pinned == cfg.pp * cfg.vpp ? s->pinned_split
                                                                          : NULL;
+  char *broken = cp_rule (s->model, cfg.cp);
+  if (broken != NULL)
+    return broken;
   g_autoptr(GError) error = NULL;
   /* Only the pinned part: a world larger than the pins ask is not a reason. */
   MpCluster cluster = *s->cluster;
