@@ -2,8 +2,9 @@
  * configurations fully costed, pruned by the bounds and feasible, and the median wall and
  * CPU time of five searches (CPU time: what one core spends, whatever else the machine
  * runs), for the issue's targets (GPT-3 175B on 1024 A100s: < 1 s; Llama-3 405B on 16384
- * H100s: < 2 s) and any MODEL CLUSTER pairs given as arguments. Build and run:
- *   make bench/bench-planner && MPPLAN_DATADIR=examples bench/bench-planner
+ * H100s: < 2 s) and any MODEL CLUSTER pairs given as arguments; with --whole first, in
+ * the whole space (MpSearchOptions.whole_space), one search each. Build and run:
+ *   make bench/bench-planner && MPPLAN_DATADIR=examples bench/bench-planner [--whole]
  * Not part of `make check`: machines are shared and noisy; compare medians. */
 #include "config.h"
 #include "bench/bench-util.h"
@@ -11,6 +12,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* This process's CPU time in seconds. */
@@ -21,6 +23,8 @@ cpu_seconds (void)
   clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+static gboolean whole;
 
 static gboolean
 bench (const char *model_name, const char *cluster_name, int runs)
@@ -34,7 +38,7 @@ bench (const char *model_name, const char *cluster_name, int runs)
       return FALSE;
     }
   g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, NULL);
-  MpSearchOptions opts = { .top_k = 5 };
+  MpSearchOptions opts = { .top_k = 5, .whole_space = whole };
   double seconds[16], cpu[16];
   guint64 space = 0, evaluated = 0, pruned = 0, feasible = 0;
   double best = 0;
@@ -68,10 +72,13 @@ bench (const char *model_name, const char *cluster_name, int runs)
 int
 main (int argc, char **argv)
 {
-  const int runs = 5;
   gboolean ok = TRUE;
-  if (argc > 1)
-    for (int i = 1; i + 1 < argc; i += 2)
+  int first = 1;
+  if (argc > 1 && strcmp (argv[1], "--whole") == 0)
+    whole = TRUE, first = 2;
+  const int runs = whole ? 1 : 5;
+  if (argc > first)
+    for (int i = first; i + 1 < argc; i += 2)
       ok &= bench (argv[i], argv[i + 1], runs);
   else
     {
