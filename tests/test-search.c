@@ -281,7 +281,7 @@ static const Problem WHOLE[] = {
   { "multi-node", "gpt3-1.3b", "dgx-a100-80g:2", NULL, 32, 5 },
   { "memory-bound", "gpt3-13b", "dgx-a100-40g:1", NULL, 16, 5 },
   { "heterogeneous", "gpt3-1.3b", "mixed-a100-h100", NULL, 32, 3 },
-  { "MoE", "mixtral-8x7b", "dgx-h100:1", NULL, 8, 5 },
+  { "MoE", "mixtral-8x7b", "dgx-h100:2", NULL, 16, 5 },
   { "MoE small", DATA ("model-moe.yaml"), "dgx-a100-80g:1", NULL, 16, 5 },
   { "long sequence", "gemma3-27b", "dgx-h100:1", NULL, 8, 5 },
   { "pinned pp", "gpt3-1.3b", "dgx-a100-80g:1", "pp=2", 32, 5 },
