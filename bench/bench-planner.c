@@ -58,6 +58,12 @@ bench (const char *model_name, const char *cluster_name, int runs)
       pruned = res->stats.pruned;
       feasible = res->stats.feasible;
       best = res->plans->len ? ((MpPlan *) g_ptr_array_index (res->plans, 0))->step_s : 0;
+      if (whole && r == runs - 1)
+        {
+          /* the plans the whole space ranks first */
+          g_autofree char *table = mp_plan_table_text (res->plans);
+          fputs (table, stdout);
+        }
     }
   qsort (seconds, (size_t) runs, sizeof *seconds, bench_cmp_double);
   qsort (cpu, (size_t) runs, sizeof *cpu, bench_cmp_double);
