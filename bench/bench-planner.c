@@ -2,8 +2,9 @@
  * configurations fully costed, pruned by the bounds and feasible, and the median wall and
  * CPU time of five searches (CPU time: what one core spends, whatever else the machine
  * runs), for the issue's targets (GPT-3 175B on 1024 A100s: < 1 s; Llama-3 405B on 16384
- * H100s: < 2 s) and any MODEL CLUSTER pairs given as arguments. Build and run:
- *   make bench/bench-planner && MPPLAN_DATADIR=examples bench/bench-planner
+ * H100s: < 2 s) and any MODEL CLUSTER pairs given as arguments; with --whole first, in
+ * the whole space (MpSearchOptions.whole_space), one search each. Build and run:
+ *   make bench/bench-planner && MPPLAN_DATADIR=examples bench/bench-planner [--whole]
  * With MPPLAN_BENCH_SHARDS=N (N >= 2) it also runs the search as N shards one after the
  * other (what N ranks of `mpirun -np N mpplan plan` each run) and merges them: the median
  * CPU time of the slowest shard and of the merge, and whole / (slowest + merge), the
@@ -16,6 +17,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 /* This process's CPU time in seconds. */
@@ -26,6 +28,8 @@ cpu_seconds (void)
   clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
+
+static gboolean whole;
 
 /* One search, its CPU time into *CPU; NULL (said on stderr) when it fails. */
 static MpSearchResult *
@@ -100,7 +104,7 @@ bench (const char *model_name, const char *cluster_name, int runs)
       return FALSE;
     }
   g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, NULL);
-  MpSearchOptions opts = { .top_k = 5 };
+  MpSearchOptions opts = { .top_k = 5, .whole_space = whole };
   double seconds[16], cpu[16];
   guint64 space = 0, evaluated = 0, pruned = 0, feasible = 0;
   double best = 0;
@@ -115,6 +119,12 @@ bench (const char *model_name, const char *cluster_name, int runs)
       pruned = res->stats.pruned;
       feasible = res->stats.feasible;
       best = res->plans->len ? ((MpPlan *) g_ptr_array_index (res->plans, 0))->step_s : 0;
+      if (whole && r == runs - 1)
+        {
+          /* the plans the whole space ranks first */
+          g_autofree char *table = mp_plan_table_text (res->plans);
+          fputs (table, stdout);
+        }
     }
   qsort (seconds, (size_t) runs, sizeof *seconds, bench_cmp_double);
   qsort (cpu, (size_t) runs, sizeof *cpu, bench_cmp_double);
@@ -131,10 +141,13 @@ bench (const char *model_name, const char *cluster_name, int runs)
 int
 main (int argc, char **argv)
 {
-  const int runs = 5;
   gboolean ok = TRUE;
-  if (argc > 1)
-    for (int i = 1; i + 1 < argc; i += 2)
+  int first = 1;
+  if (argc > 1 && strcmp (argv[1], "--whole") == 0)
+    whole = TRUE, first = 2;
+  const int runs = whole ? 1 : 5;
+  if (argc > first)
+    for (int i = first; i + 1 < argc; i += 2)
       ok &= bench (argv[i], argv[i + 1], runs);
   else
     {

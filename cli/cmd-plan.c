@@ -230,7 +230,7 @@ plan (const PlanArgs *a, MpWorld *world, Phases *ph, char **argv)
   fflush (stdout);
   if (!a->quiet)
     fprintf (stderr, "Searched %" G_GUINT64_FORMAT " plans (%" G_GUINT64_FORMAT
-             " fit in memory; %" G_GUINT64_FORMAT " costed, %" G_GUINT64_FORMAT
+             " known to fit; %" G_GUINT64_FORMAT " costed, %" G_GUINT64_FORMAT
              " pruned by bounds) in %.2f s.\n", res->stats.space, res->stats.feasible,
              res->stats.evaluated, res->stats.pruned, res->stats.seconds);
   if (a->output && a->emit == NULL && !plan_to_stdout)

@@ -14,7 +14,7 @@
 
 #include <string.h>
 
-/* Sizes a search tries at most (beyond them plans only get slower or stop fitting). */
+/* The default space's sizes (MpSearchOptions.whole_space lifts them). */
 #define MAX_VPP 8
 
 guint
@@ -45,6 +45,8 @@ typedef struct {
   guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
   GArray *outer_start;         /* counting pass: the config index each choice starts at */
   guint *owner;                /* the shard of each layer-cost choice (shard_choices) */
+  GArray *branches;            /* Branch: those met, to search (search_branches) */
+  GHashTable *layer_costs;     /* GBytes key (search_branch) -> double[n_groups * n_layers] */
   gboolean foreign;            /* the current one is another shard's: count, cost nothing */
   gboolean dropped;            /* the current branch cannot fit (memory_drops): count it
                                 * as pruned, cost nothing */
@@ -242,6 +244,18 @@ mp_planner_step_bound (const MpModel *model, const MpParallelConfig *cfg, double
   return bound * (1 - 1e-9);
 }
 
+/* The step bound of every schedule, vpp and split of CFG's pipeline depth and
+ * micro-batches (mp_planner_step_bound's least: m S without a pipeline or with one
+ * micro-batch, else each stage's share of the work, S m / p). */
+static double
+depth_bound (const MpParallelConfig *cfg, double floor_s)
+{
+  double m = cfg->num_micro_batches, p = cfg->pp;
+  if (floor_s <= 0)
+    return 0;
+  return (p == 1 || m == 1 ? m * floor_s : floor_s * m / p) * (1 - 1e-9);
+}
+
 /* Could a plan of step time >= BOUND replace *SLOT (NULL: empty) as the fastest? */
 static gboolean
 may_beat (const MpPlan *slot, double bound)
@@ -308,6 +322,49 @@ memory_drops (const Search *s, const MpParallelConfig *cfg, gboolean any_zero)
       if (slot == NULL || !(peak > slot->memory.peak_bytes))
         return FALSE;
     }
+  return TRUE;
+}
+
+/* Can no config of the branch CFG heads (its schedules, vpps, splits, ZeRO stages and
+ * rank orders; STAGED: CFG's schedule and split, every ZeRO stage and order) be kept?
+ * Its step time is at least BOUND (a step bound on the branch), so it could not rank;
+ * its memory at least the ZeRO-3 floor's peak, so it could not be a smallest footprint.
+ * Then the branch is pruned whole, its memory not costed. */
+static gboolean
+branch_drops (const Search *s, const MpParallelConfig *cfg, double bound, gboolean staged)
+{
+  if (s->opts->no_bounds || s->counting || s->foreign || bound <= 0)
+    return FALSE;
+  const MpSearchStats *st = &s->res->stats;
+  GPtrArray *top = s->res->plans;
+  if (top->len < s->top_k || may_beat (g_ptr_array_index (top, top->len - 1), bound)
+      || st->smallest == NULL
+      || (s->opts->pins != NULL && !cfg->fp8 && may_beat (st->free_best, bound)))
+    return FALSE;
+  MpParallelConfig probe = *cfg;
+  probe.chunk_layers = NULL;
+  probe.vpp = 1;
+  probe.zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
+                                                                : MP_SCHEDULE_GPIPE;
+  double peak;
+  mp_cost_memory_floor (s->ctx, &probe, &peak);
+  if (!(peak > st->smallest->memory.peak_bytes))
+    return FALSE;
+  /* the families its configs may fall in: by the schedule (none or pipelined) and the
+   * ZeRO stage (0-1 or 2-3) */
+  for (guint z = 0; z <= 2; z += 2)
+    for (guint pipe = 0; pipe <= 1; pipe++)
+      {
+        probe.zero = z;
+        probe.schedule = staged ? cfg->schedule
+                                : pipe ? MP_SCHEDULE_GPIPE : MP_SCHEDULE_NONE;
+        MpPlanFamily f = mp_plan_family_of (&probe);
+        const MpPlan *slot = st->family_smallest[f];
+        if (may_beat (st->family_best[f], bound) || slot == NULL
+            || !(peak > slot->memory.peak_bytes))
+          return FALSE;
+      }
   return TRUE;
 }
 
@@ -491,7 +548,15 @@ with_split (Search *s, MpParallelConfig *cfg)
       cfg->chunk_layers = s->split;
     }
   if (mp_parallel_config_check (cfg, s->model, s->cluster, NULL))
-    loop_zero (s, cfg);
+    {
+      /* this split's schedule bounds every ZeRO stage and rank order of it */
+      gboolean dropped = s->dropped;
+      if (!dropped && cfg->chunk_layers != NULL)
+        s->dropped = branch_drops (s, cfg, mp_planner_step_bound (s->model, cfg, s->floor_s),
+                                   TRUE);
+      loop_zero (s, cfg);
+      s->dropped = dropped;
+    }
   cfg->chunk_layers = NULL;
 }
 
@@ -516,26 +581,47 @@ loop_schedule (Search *s, MpParallelConfig *cfg)
   with_split (s, cfg);
   cfg->schedule = MP_SCHEDULE_1F1B;
   with_split (s, cfg);
-  /* Megatron's interleaved schedule needs the micro-batches to be a multiple of pp. The
-   * search tries up to MAX_VPP chunks per stage that divide its blocks; a pinned vpp is
-   * tried whatever it is (its chunks split unevenly where they must). */
-  guint per_stage = n_blocks (s->model) / cfg->pp, pinned;
-  gboolean pin = mp_plan_pins_get (s->opts->pins, "vpp", &pinned);
+  /* Megatron's interleaved schedule needs the micro-batches to be a multiple of pp. Every
+   * vpp that leaves each chunk a block is tried, chunks split unevenly where the blocks
+   * do not divide (pl_split_costs); a pinned vpp only. */
+  guint least = 2, most = n_blocks (s->model) / cfg->pp;
+  if (mp_plan_pins_get (s->opts->pins, "vpp", &most))
+    least = most;
   if (cfg->num_micro_batches % cfg->pp == 0)
-    for (guint v = 2; v <= (pin ? pinned : MIN (MAX_VPP, per_stage)); v++)
-      if (pin ? v == pinned : per_stage % v == 0)
-        {
-          cfg->schedule = MP_SCHEDULE_INTERLEAVED;
-          cfg->vpp = v;
-          with_split (s, cfg);
-        }
+    for (guint v = MAX (least, 2u); v <= most; v++)
+      if (least == most || s->opts->whole_space
+          || (v <= MAX_VPP && (n_blocks (s->model) / cfg->pp) % v == 0))
+      {
+        cfg->schedule = MP_SCHEDULE_INTERLEAVED;
+        cfg->vpp = v;
+        with_split (s, cfg);
+      }
   cfg->vpp = 1;
 }
 
-/* The per-layer costs of the current (tp, cp, ep, sp, recompute, micro-batch), computed
- * once for every pipeline depth that shares them. */
+/* A layer-cost choice (tp, cp, ep, sp, recompute, pipeline depth, micro-batch) met by
+ * the enumeration, searched later in the order of its step bound (best first), so that
+ * the fastest plans are kept early and prune the rest. */
+typedef struct {
+  MpParallelConfig cfg;
+  guint64 outer;               /* its place in the enumeration (the sharding's) */
+  double floor_s, bound;       /* kernel_floor and depth_bound; bound G_MAXDOUBLE: its
+                                * memory floor shows nothing fits, or another shard's */
+  gboolean foreign;
+} Branch;
+
+static gint
+branch_cmp (gconstpointer a, gconstpointer b)
+{
+  const Branch *x = a, *y = b;
+  if (x->bound != y->bound)
+    return x->bound < y->bound ? -1 : 1;
+  return x->outer < y->outer ? -1 : x->outer > y->outer;
+}
+
+/* Notes the current layer-cost choice as a branch (to be searched by search_branch). */
 static void
-with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
+with_layer_costs (Search *s, MpParallelConfig *cfg)
 {
   /* Each shard costs the layers and splits of its own choices only (shard_choices); the
    * others' configs are enumerated (and counted) alone. The split
@@ -545,28 +631,70 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
   if (s->counting && s->outer_start != NULL)
     g_array_append_val (s->outer_start, s->index);
   s->foreign = s->owner != NULL && s->owner[o] != s->opts->shard;
+  if (s->counting)
+    {
+      loop_schedule (s, cfg);
+      return;
+    }
+  Branch b = { .cfg = *cfg, .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE,
+               .foreign = s->foreign };
+  MpParallelConfig probe = *cfg;
+  probe.zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
+                                                                : MP_SCHEDULE_GPIPE;
+  if (!s->foreign && !s->opts->no_bounds && !(mp_cost_memory_floor (s->ctx, &probe, NULL) > 0))
+    {
+      /* on this pp's stages: not shared with the other depths */
+      b.floor_s = mp_planner_kernel_floor (s->ctx, cfg);
+      b.bound = b.floor_s > 0 ? depth_bound (cfg, b.floor_s) : 0;
+    }
+  g_array_append_val (s->branches, b);
+}
+
+/* The per-layer costs of branch B's choice, computed once for every pipeline depth
+ * that shares them, then its configs. */
+static void
+search_branch (Search *s, Branch *b)
+{
+  MpParallelConfig *cfg = &b->cfg;
+  s->foreign = b->foreign;
   s->dropped = memory_drops (s, cfg, TRUE);
-  if (!s->counting && !s->foreign && !s->dropped)
+  if (!s->foreign && !s->dropped)
+    {
+      s->floor_s = b->floor_s >= 0 || s->opts->no_bounds ? b->floor_s
+                                                         : mp_planner_kernel_floor (s->ctx, cfg);
+      s->dropped = branch_drops (s, cfg, depth_bound (cfg, s->floor_s), FALSE);
+    }
+  if (!s->foreign && !s->dropped)
     {
       /* MoE (moe14): etp and the dispatcher change layer costs too. */
-      guint64 k = (guint64) cfg->micro_batch_size << 40 | (guint64) cfg->etp << 21
-                  | (guint64) cfg->ep << 1 | cfg->dispatcher;
-      gpointer key = GSIZE_TO_POINTER ((gsize) k);
-      double *cost = g_hash_table_lookup (cache, key);
-      guint n = s->model->n_layers;
+      guint64 key[] = { cfg->tp, cfg->cp, cfg->sequence_parallel, cfg->recompute,
+                        cfg->recompute_num_layers, cfg->recompute_method,
+                        cfg->recompute_modules, cfg->fp8, cfg->micro_batch_size, cfg->etp,
+                        cfg->ep, cfg->dispatcher };
+      g_autoptr(GBytes) k = g_bytes_new (key, sizeof key);
+      double *cost = g_hash_table_lookup (s->layer_costs, k);
       if (cost == NULL)
         {
           /* the layers' on each kind of device */
-          cost = g_new (double, (gsize) s->cluster->n_groups * n);
+          cost = g_new (double, (gsize) s->cluster->n_groups * s->model->n_layers);
           pl_layer_costs (s->ctx, cfg, cost);
-          g_hash_table_insert (cache, key, cost);
+          g_hash_table_insert (s->layer_costs, g_bytes_ref (k), cost);
         }
       s->layer_cost = cost;
-      /* on this pp's stages: not shared with the other depths */
-      s->floor_s = mp_planner_kernel_floor (s->ctx, cfg);
     }
   loop_schedule (s, cfg);
   s->dropped = FALSE;
+}
+
+/* Searches the branches noted, best bound first. */
+static void
+search_branches (Search *s)
+{
+  g_array_sort (s->branches, branch_cmp);
+  for (guint i = 0; i < s->branches->len; i++)
+    search_branch (s, &g_array_index (s->branches, Branch, i));
+  g_array_set_size (s->branches, 0);
 }
 
 /* MoE (moe14): Megatron-Core's expert grid over a stage's tp * cp * dp ranks: ep
@@ -575,7 +703,7 @@ with_layer_costs (Search *s, MpParallelConfig *cfg, GHashTable *cache)
  * dividing the stage, and both dispatchers once tokens move (etp * ep > 1). Dense
  * models: ep = 1, etp = tp, all-to-all. */
 static void
-loop_ep (Search *s, MpParallelConfig *cfg, GHashTable *cache)
+loop_ep (Search *s, MpParallelConfig *cfg)
 {
   guint experts = (guint) s->model->experts, stage = cfg->tp * cfg->cp * cfg->dp;
   guint64 width = s->model->moe_ffn_hidden;
@@ -584,7 +712,7 @@ loop_ep (Search *s, MpParallelConfig *cfg, GHashTable *cache)
   cfg->dispatcher = MP_DISPATCH_ALLTOALL;
   if (experts == 0)
     {
-      with_layer_costs (s, cfg, cache);
+      with_layer_costs (s, cfg);
       return;
     }
   for (guint etp = cfg->tp; etp >= 1; etp--)
@@ -602,7 +730,7 @@ loop_ep (Search *s, MpParallelConfig *cfg, GHashTable *cache)
             if (d == MP_DISPATCH_ALLTOALL || etp * ep > 1)
               {
                 cfg->dispatcher = (MpDispatcher) d;
-                with_layer_costs (s, cfg, cache);
+                with_layer_costs (s, cfg);
               }
         }
     }
@@ -614,7 +742,6 @@ loop_ep (Search *s, MpParallelConfig *cfg, GHashTable *cache)
 static void
 loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
 {
-  g_autoptr(GHashTable) cache = g_hash_table_new_full (NULL, NULL, NULL, g_free);
   for (guint pp = 1; pp <= rest && pp <= n_blocks (s->model); pp++)
     {
       if (rest % pp != 0)
@@ -623,20 +750,22 @@ loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
       cfg->dp = rest / pp;
       if (s->global_batch % cfg->dp != 0)
         continue;
+      /* Every micro-batch up to the replica's share: the large ones' activations are
+       * what the memory floor drops first (with_layer_costs). */
       guint local = s->global_batch / cfg->dp;
-      guint max_mbs = mp_planner_max_micro_batch (s->model);
-      for (guint mbs = 1; mbs <= local && mbs <= max_mbs; mbs++)
+      guint most = s->opts->whole_space || mp_plan_pins_get (s->opts->pins, "micro_batch_size",
+                                                             NULL)
+                   ? local : mp_planner_max_micro_batch (s->model);
+      for (guint mbs = 1; mbs <= local && mbs <= most; mbs++)
         {
           if (local % mbs != 0)
             continue;
           cfg->micro_batch_size = mbs;
           cfg->num_micro_batches = local / mbs;
-          loop_ep (s, cfg, cache);
+          loop_ep (s, cfg);
         }
     }
   cfg->pp = cfg->dp = 1;
-  s->layer_cost = NULL;
-  s->split_cost = NULL;            /* the costs it pointed to go with CACHE */
 }
 
 static void
@@ -680,18 +809,36 @@ loop_sequence_parallel (Search *s, MpParallelConfig *cfg, guint rest)
     }
 }
 
-/* Context parallelism only where sequences are long: each rank keeps >= 4096 tokens,
- * unless the user pins cp (then 2 cp need only divide the sequence: mpplan exec runs such
- * plans on short sequences). */
+/* Does cp split the model's sequence for causal load balancing (Megatron-Core's context
+ * parallelism: 2 cp pieces, rank i taking pieces i and 2 cp - 1 - i)? NULL if so, else
+ * the rule it breaks (caller owns). */
+static char *
+cp_rule (const MpModel *model, guint cp)
+{
+  if (cp <= 1 || model->seq_len % (2 * (guint64) cp) == 0)
+    return NULL;
+  return g_strdup_printf ("seq_len %" G_GUINT64_FORMAT " is not divisible by 2 * cp = %u "
+                          "(context parallelism splits each sequence in 2 cp pieces)",
+                          model->seq_len, 2 * cp);
+}
+
+/* Every context-parallel size that divides the devices left and splits the sequence
+ * (cp_rule); the exposed KV exchange of a large cp is in the step bound (kernel_floor). */
 static void
 loop_cp (Search *s, MpParallelConfig *cfg, guint rest)
 {
-  guint seq = (guint) s->model->seq_len, pinned = 0;
-  gboolean pin = mp_plan_pins_get (s->opts->pins, "cp", &pinned);
-  for (guint cp = 1; cp <= rest; cp *= 2)
+  guint pin = 0;
+  for (guint cp = 1; cp <= rest; cp++)
     {
-      gboolean long_enough = seq / cp >= 4096 || (pin && cp == pinned);
-      if (rest % cp != 0 || (cp > 1 && (seq % (2 * cp) != 0 || !long_enough)))
+      if (cp > 1 && s->model->arch != MP_ARCH_TRANSFORMER)
+        break;                         /* context parallelism needs a sequence */
+      g_autofree char *broken = rest % cp == 0 ? cp_rule (s->model, cp) : NULL;
+      if (rest % cp != 0 || broken != NULL)
+        continue;
+      /* the default space: powers of two keeping >= 4096 tokens a rank, or the pinned cp */
+      gboolean pinned = mp_plan_pins_get (s->opts->pins, "cp", &pin) && pin == cp;
+      if (!s->opts->whole_space && !pinned && cp > 1
+          && ((cp & (cp - 1)) != 0 || s->model->seq_len / cp < 4096))
         continue;
       cfg->cp = cp;
       loop_sequence_parallel (s, cfg, rest / cp);
@@ -806,6 +953,9 @@ pins_reason (const Search *s)
     cfg.recompute_modules = v;
   cfg.chunk_layers = s->pinned_split && s->n_pinned == cfg.pp * cfg.vpp ? s->pinned_split
                                                                          : NULL;
+  char *broken = cp_rule (s->model, cfg.cp);
+  if (broken != NULL)
+    return broken;
   g_autoptr(GError) error = NULL;
   /* Only the pinned part: a world larger than the pins ask is not a reason. */
   MpCluster cluster = *s->cluster;
@@ -897,7 +1047,13 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   if (opts->n_shards > 1)
     shard_choices (&s);             /* with the pinned split, as the search proper */
   s.split = g_new (guint, (gsize) n_blocks (model) * MAX (max_vpp, MAX_VPP) + 2);
+  s.branches = g_array_new (FALSE, FALSE, sizeof (Branch));
+  s.layer_costs = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
+                                         (GDestroyNotify) g_bytes_unref, g_free);
   run (&s);
+  search_branches (&s);
+  g_array_unref (s.branches);
+  g_hash_table_unref (s.layer_costs);
   s.res->stats.space = s.accepted;
   g_free (s.split);
   g_free (s.owner);

@@ -168,6 +168,16 @@ ok "... naming the rule" err_has 'layers_per_chunk sums to 95 layers, the model 
 ok "--fix interleaved micro-batches pp does not divide exits 2" status_is 2 "$MPPLAN" plan \
   -q -m "$m94" -c dgx-h100:64 --fix pp=8,vpp=4,num_micro_batches=12
 ok "... naming the rule" err_has 'num_micro_batches \(12\) divisible by pp \(8\)'
+# --fix takes any size the IR expresses, beyond the default space (bb15c).
+ok "--fix cp=4: llama3-70b (2048 tokens a rank) plans with cp 4" status_is 0 "$MPPLAN" plan \
+  -q -m llama3-70b -c dgx-h100:8 --fix cp=4 --refine 0 --top 1
+ok "... and is that plan" out_has '^Recommended: .* cp=4 '
+ok "--fix micro_batch_size=128 plans (beyond the default 64)" status_is 0 "$MPPLAN" plan -q \
+  -m tiny-gpt -c dgx-a100-80g:1 -b 256 --fix micro_batch_size=128 --refine 0 --top 1
+ok "... and is that plan" out_has '^Recommended: .*micro-batch 128 x'
+ok "--fix cp=3 on a 2048-token sequence exits 2" status_is 2 "$MPPLAN" plan -q \
+  -m gpt3-1.3b -c dgx-a100-80g:1 --fix cp=3
+ok "... naming the rule" err_has 'seq_len 2048 is not divisible by 2 \* cp = 6'
 # ---- MoE (moe14): published Megatron-Core / NeMo configurations plan with --fix -------
 # fix_plans WANT MODEL CLUSTER PINS: exit 0, and the recommended plan's line matches WANT.
 fix_plans () {
@@ -299,8 +309,10 @@ if command -v mpirun >/dev/null 2>&1; then
     ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun -np 2 --oversubscribe \
       "$MPPLAN" plan -m gpt3-1.3b -c dgx-a100-80g:4 --json >"$tmp/two.json" 2>"$tmp/err" ||
       { sed 's/^/# /' "$tmp/err"; return 1; }
-    # How the fitting configs split into costed and pruned depends on the ranks' shares.
+    # How the configs split into costed and pruned (and so how many are known to fit)
+    # depends on the ranks' shares.
     sed -i -e '/^ *"seconds" : /d' -e '/^ *"evaluated" : /d' -e '/^ *"pruned" : /d' \
+      -e '/^ *"feasible" : /d' \
       "$tmp/one.json" "$tmp/two.json"
     cmp -s "$tmp/one.json" "$tmp/two.json"
   }
