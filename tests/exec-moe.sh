@@ -28,6 +28,7 @@ check () {
 ok "one rank, no mpirun" check one 1 2 dp=1,tp=1,pp=1
 ok "tp2 with sequence parallel, ep1" check tp2 2 2 dp=1,tp=2,pp=1,ep=1,sequence_parallel=true
 ok "ep2 over data ranks" check ep2 2 2 dp=2,tp=1,pp=1,ep=2,zero=0
+ok "ep2: ep_comm is a phase of its own in report and its HTML page" phase_reported ep2 ep_comm
 ok "ep2 x tp2, experts split over etp = tp" check ep2tp2 4 2 dp=2,tp=2,pp=1,ep=2,zero=0
 ok "ep2 folded over tp2 (etp = 1)" check etp1 2 2 dp=1,tp=2,pp=1,ep=2,etp=1
 ok "ep2 with dp4 (two expert-data-parallel replicas), ZeRO-1" \
