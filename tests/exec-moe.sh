@@ -78,4 +78,14 @@ agcheck () {
 }
 ok "all-gather dispatcher, ep2" agcheck ag 2 2 dp=2,tp=1,pp=1,ep=2
 ok "all-gather dispatcher, ep2 folded over tp2" agcheck agetp1 2 2 dp=1,tp=2,pp=1,ep=2,etp=1
+# Gradient memory (the executor's ledger peak against the plan's), 2 MiB buckets as in
+# exec.sh: experts no other rank holds (ep = dp) keep their full gradients and no shard
+# under ZeRO-1; under HSDP the experts' buckets fill beside the dense ones.
+bucket='s/^\(  zero: .*\)$/\1\n  bucket_bytes: 2 MiB/'
+moe_grads () { check "$1" "$2" 4 "$3" "$bucket" && grads_within "$tmp/$1.m.json" "$1" "$tmp/$1.g"; }
+ok "ep2 over dp2, ZeRO-1: gradient memory within 10% of the prediction" \
+  moe_grads gz1 2 dp=2,tp=1,pp=1,ep=2,zero=1,num_micro_batches=2
+ok "hsdp 2x2, ZeRO-2, expert buckets of their own: gradient memory within 10%" \
+  moe_grads gh2 4 dp=4,tp=1,pp=1,ep=1,zero=2,zero_shard=2,num_micro_batches=1
+
 tap_done
