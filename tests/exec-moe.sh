@@ -78,6 +78,20 @@ agcheck () {
 }
 ok "all-gather dispatcher, ep2" agcheck ag 2 2 dp=2,tp=1,pp=1,ep=2
 ok "all-gather dispatcher, ep2 folded over tp2" agcheck agetp1 2 2 dp=1,tp=2,pp=1,ep=2,etp=1
+# Out of memory in an MoE block (ep2's devices cut to 36 MiB: the weights, gradients and
+# Adam state fit, the first MoE block's buffers do not): the rank, the instruction, the
+# size asked and the ledger named, exit 1.
+moe_oom () {
+  sed -e 's/memory: 2 GiB/memory: 36 MiB/' -e 's/device_overhead: .*/device_overhead: 0 B/' \
+    "$data/cluster-host2.yaml" >"$tmp/small.yaml" &&
+  sed "s|^cluster: .*|cluster: $tmp/small.yaml:1|" "$tmp/ep2.yaml" >"$tmp/oom.yaml" || return 1
+  run_np 2 "$MPPLAN" exec -p "$tmp/oom.yaml" --steps 1 --warmup 0 >"$tmp/oom.out" 2>"$tmp/oom.err"
+  st=$?
+  grep -m1 'out of memory' "$tmp/oom.err" | sed 's/^/# /'
+  [ $st -eq 1 ] && grep -q 'rank [01], instruction [0-9]* (forward of layer [2-4], .*out of memory on rank [01]: asked .* bytes.*(ledger: weights .*, other .*)' "$tmp/oom.err"
+}
+ok "out of memory in an MoE block: rank, instruction, size and ledger named, exit 1" moe_oom
+
 # Gradient memory (the executor's ledger peak against the plan's), 2 MiB buckets as in
 # exec.sh: experts no other rank holds (ep = dp) keep their full gradients and no shard
 # under ZeRO-1; under HSDP the experts' buckets fill beside the dense ones.
