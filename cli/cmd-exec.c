@@ -36,10 +36,10 @@ fail_once (int rank, GError *error)
  * mp_model_attention_extras and exec/model-attn.c refuse each by name); --help must list
  * them all. */
 #define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): multi-head latent attention (on any "         \
-  "backend), sliding-window attention "                                                  \
-  "and soft-capped attention scores on the cuda backend (the host runs them; sinks, "    \
-  "qk-norm, logit soft-capping, post-norms, scaled embeddings and geglu run on both), "  \
+  "Not run yet, refused by name (exit 2): multi-head latent attention with attention "   \
+  "biases, qk-norm or layernorm (DeepSeek's MLA runs: RMSNorm latents, no biases; so "   \
+  "do sliding windows, soft-capped scores, sinks, qk-norm, logit soft-capping, "          \
+  "post-norms, scaled embeddings and geglu, on both backends), "                         \
   "uniform recompute in groups of blocks "                                               \
   "(recompute_method=uniform) on an mlp model or under ZeRO-3, selective recompute of "  \
   "modules other than "                                                                  \

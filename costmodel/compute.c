@@ -18,19 +18,20 @@
 /* ---- kernels ------------------------------------------------------------------------- */
 
 /* The device's rate at DTYPE; a dtype it lacks runs at fp32, or failing that at its
- * fastest rate (a file may list only bf16). Never 0: the loader requires one peak. */
+ * fastest rate (a file may list only bf16). Never 0: the loader requires one peak. A
+ * board held below its rated power runs every unit at the lower clock (power_rate). */
 static double
 peak (const MpCostDevice *dev, MpDtype dtype)
 {
   const double *p = dev->device->peak_flops;
   if (p[dtype] > 0)
-    return p[dtype];
+    return p[dtype] * dev->power_rate;
   if (p[MP_DTYPE_FP32] > 0)
-    return p[MP_DTYPE_FP32];
+    return p[MP_DTYPE_FP32] * dev->power_rate;
   double best = 0;
   for (int d = 0; d < MP_DTYPE_N; d++)
     best = MAX (best, p[d]);
-  return best;
+  return best * dev->power_rate;
 }
 
 static double

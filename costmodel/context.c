@@ -449,6 +449,7 @@ init_device (MpCostContext *ctx, MpCostDevice *dev, const MpDevice *d)
   const double *a = dev->curve->gemm_anchor;
   double shape = mp_cost_gemm_shape_efficiency (dev->curve, a[0], a[1], a[2], 1);
   dev->gemm_scale = dev->curve->gemm_anchor_eff / shape;
+  dev->power_rate = dev->profile ? 1.0 : mp_cost_power_rate (dev->curve, d->power_limit_w);
   dev->mem_eff = dev->curve->mem_eff;
   double measured = dev->profile ? mp_cost_profile_mem_bw (dev->profile) : 0;
   if (measured > 0 && d->mem_bw_Bps > 0)

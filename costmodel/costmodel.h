@@ -82,11 +82,18 @@ typedef struct {
   double nvls_algbw_eff;         /* NVLink SHARP all-reduce algbw / NVLink rate; 0: none */
   gboolean nccl;                 /* NCCL protocols (LL, LL128) and base latencies */
   double workspace_bytes;        /* GEMM library workspace kept per device */
+  double rated_power_w;          /* the power limit the anchors ran at; 0: no power model */
+  double low_power_w;            /* a lower limit at which the vendor rates the same chip ... */
+  double low_power_rate;         /* ... at this fraction of its tensor rate */
 } MpDeviceCurve;
 
 /* The class of a device, by name ("A100-SXM4-80GB" -> A100; "cpu-core" -> CPU) and, for
  * an unknown name, by whether it has a 16-bit tensor rate. */
 MpDeviceClass mp_device_class_of (const MpDevice *device);
+/* The fraction of its rated compute rate a device of CURVE sustains when held to LIMIT_W
+ * watts (MpDevice.power_limit_w; 0: as rated): 1 at or above the rating, falling with the
+ * clock the limit allows (curves.c). */
+double mp_cost_power_rate (const MpDeviceCurve *curve, double limit_w);
 /* The built-in curve of a class. Borrowed, static. */
 const MpDeviceCurve *mp_device_curve (MpDeviceClass klass);
 const char *mp_device_class_name (MpDeviceClass klass);
@@ -243,6 +250,8 @@ typedef struct {
   const MpDevice *device;        /* borrowed from the cluster */
   const MpDeviceCurve *curve;
   double gemm_scale;             /* normalises the GEMM shape model to its anchor */
+  double power_rate;             /* mp_cost_power_rate at the device's power limit (1 under
+                                  * a measured profile, which ran at it) */
   double mem_eff;                /* curve's, or the profile's measured copy rate */
   MpDtype dtype;                 /* compute dtype of the model's GEMMs on this device */
   const MpCostProfile *profile;  /* applies to this device, or NULL */

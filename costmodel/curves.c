@@ -181,6 +181,12 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
     .nccl = TRUE,
     /* cuBLAS documentation (cublasSetWorkspace): 32 MiB recommended on Hopper. */
     .workspace_bytes = 32.0 * 1024 * 1024,
+    /* Power (mp_cost_power_rate): the anchors are SXM5 boards at their 700 W. NVIDIA's H100
+     * datasheet rates the same 132-SM chip as H100 NVL, at 350-400 W, at 1,671 TFLOPS bf16
+     * with sparsity against the SXM's 1,979: the tensor clock 400 W sustains, 0.844. A
+     * board between (torchtitan's 500 W H100s: "the actual peak TFLOPs number is between
+     * SXM and NVL", benchmarks/llama3_h100_202412_torchtitan.md, note 2) lies between. */
+    .rated_power_w = 700, .low_power_w = 400, .low_power_rate = 1671.0 / 1979.0,
   },
   [MP_DEVICE_CLASS_BLACKWELL] = BLACKWELL_CURVE (MP_DEVICE_CLASS_BLACKWELL, "blackwell",
                                                  1745.0 / 2250.0),
@@ -265,6 +271,23 @@ name_has (const char *lower, const char *const *needles)
     if (strstr (lower, needles[i]))
       return TRUE;
   return FALSE;
+}
+
+/* Between the two limits the vendor rates the chip at, the rate is interpolated linearly
+ * in watts: the datasheet gives no point between, and as power grows faster than the
+ * clock (the voltage rises with it) the true curve lies above that line, so a limit in
+ * between errs slow, not fast. Below the lower limit it falls in proportion to the watts,
+ * as a clock at a fixed voltage does. */
+double
+mp_cost_power_rate (const MpDeviceCurve *curve, double limit_w)
+{
+  g_return_val_if_fail (curve != NULL, 1.0);
+  double rated = curve->rated_power_w, low = curve->low_power_w;
+  if (limit_w <= 0 || rated <= 0 || low <= 0 || limit_w >= rated)
+    return 1.0;
+  if (limit_w < low)
+    return curve->low_power_rate * limit_w / low;
+  return curve->low_power_rate + (1 - curve->low_power_rate) * (limit_w - low) / (rated - low);
 }
 
 MpDeviceClass

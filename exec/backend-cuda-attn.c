@@ -1,7 +1,7 @@
 /* backend-cuda-attn.c - the cuda backend's attention variants: kernels/cuda/attn-extras.cu
  * launched on the compute stream, a failed launch kept as the sticky error. Its attention
- * kernel has no window or score cap yet (masks FALSE): the executor refuses those by
- * name here. */
+ * kernels (kernels/cuda/attention.cuh) take windows, score caps and value heads of their
+ * own width (MLA), as kernels/cpu's (tests/test-kernels-cuda). */
 #include "config.h"
 #include "exec/backend-cuda-private.h"
 #include "kernels/cuda/kernels-cuda.h"
@@ -83,7 +83,8 @@ ca_scale (MpBackend *be, float *x, size_t n, float s)
 }
 
 const MpAttnKernelOps mpcu_attn_kernels = {
-  .masks = FALSE,
+  .masks = TRUE,
+  .value_heads = TRUE,
   .qknorm_forward = ca_qknorm_forward,
   .qknorm_backward = ca_qknorm_backward,
   .sinks_forward = ca_sinks_forward,

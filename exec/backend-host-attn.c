@@ -75,6 +75,7 @@ ha_scale (MpBackend *be, float *x, size_t n, float s)
 
 const MpAttnKernelOps mp_backend_host_attn_kernels = {
   .masks = TRUE,
+  .value_heads = TRUE,
   .qknorm_forward = ha_qknorm_forward,
   .qknorm_backward = ha_qknorm_backward,
   .sinks_forward = ha_sinks_forward,

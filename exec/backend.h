@@ -149,6 +149,8 @@ typedef struct {
  * the feature on it by name. */
 typedef struct _MpAttnKernelOps {
   gboolean masks;                  /* window and softcap in the attention kernels */
+  gboolean value_heads;            /* value heads of their own width (MpkAttnShape.DV, ldv:
+                                    * MLA's v_head_dim) in the attention kernels */
   void (*qknorm_forward) (MpBackend *be, float *qkv, float *raw, float *rstd, const float *wq,
                           const float *wk, int N, int NH, int NKV, int HD, int ld, float eps);
   void (*qknorm_backward) (MpBackend *be, float *dqkv, float *dwq, float *dwk,

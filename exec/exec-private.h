@@ -90,6 +90,7 @@ struct _MpExec {
   /* shapes: T positions per sequence, Tl = T / cp of them on this rank; N = mbs * Tl
    * rows per micro-batch, Ns of them on this rank's sequence-parallel shard */
   int mbs, T, Tl, N, Ns, C, NH, NKV, HD, NHl, NKVl, F, Fl, V, v0, Vl;
+  int DV;                   /* value head width: HD, or MLA's v_head_dim */
   gboolean swiglu;
   guint M;                  /* micro-batches per step on this data rank */
   ExLayer *layers;
@@ -111,7 +112,7 @@ struct _MpExec {
 
 /* A layer's saved activations: named slots into one list, so release is uniform (the
  * layer kinds number their slots; model-layers.c, model-dense.c). */
-#define MAX_BUFS 32
+#define MAX_BUFS 40
 typedef struct _ExRoute ExRoute;   /* an MoE block's routing of the micro-batch (host) */
 typedef struct {
   float *buf[MAX_BUFS];
@@ -142,6 +143,14 @@ gboolean mp_exec_step_loss (MpExec *ex, double *loss, GError **error);
 gsize mp_exec_boundary_n (const MpExec *ex, guint layer);
 
 /* ---- shared by the layer kinds (model-shared.c) ---- */
+/* Transient buffers of one call (MP_MEM_OTHER, zeroed), released together: { ex }. */
+typedef struct {
+  MpExec *ex;
+  float *p[16];
+  int n;
+} MpExecTmp;
+float *mp_exec_tmp_floats (MpExecTmp *t, gsize n, GError **error);
+void mp_exec_tmp_release (MpExecTmp *t);
 float *mp_exec_act_alloc (MpExec *ex, Acts *a, int slot, gsize n, GError **error);
 void mp_exec_acts_free (MpExec *ex, Acts *a);      /* NULL-safe */
 void mp_exec_release_acts (MpExec *ex, guint layer, guint mb);
@@ -167,6 +176,9 @@ int mp_exec_position (const MpExec *ex, int row);
 /* Rotary (or its backward) on the q and k heads of QKV (N rows, ld apart) at the held
  * positions. */
 void mp_exec_rotary (MpExec *ex, float *qkv, int ld, gboolean backward, float theta);
+/* The same on HEADS consecutive heads HD wide from X (N rows, LD apart). */
+void mp_exec_rotary_heads (MpExec *ex, float *x, int ld, int heads, int hd, gboolean backward,
+                           float theta);
 /* Causal attention of this rank's queries over the whole sequence: the kernel when cp is
  * 1, else the ring (PROBS must then be NULL). FALSE when an exchange fails. */
 gboolean mp_exec_attention_forward (MpExec *ex, float *out, float *lse, float *probs,
@@ -203,6 +215,27 @@ gboolean mp_exec_qknorm_backward (MpExec *ex, float *dqkv, int ld, float *gq, fl
 /* FALSE with MP_ERROR_INPUT naming the variant of MODEL that BE has no kernels for. */
 gboolean mp_exec_attn_check_backend (const MpModel *model, const MpBackend *be,
                                      GError **error);
+
+/* ---- multi-head latent attention (model-mla.c) ---- */
+/* How many tensors a block's MLA has (they stand where a qkv weight would), and whether
+ * its q projection reads the gathered hidden state (no q_lora_rank) rather than a latent. */
+int mp_exec_mla_n_tensors (const MpModel *m);
+gboolean mp_exec_mla_reads_hidden (const MpModel *m);
+/* Block LAYER's MLA tensors (after its first norm's), and its activation slots. */
+gboolean mp_exec_mla_setup (MpExec *ex, ExLayer *L, guint layer, GError **error);
+gboolean mp_exec_mla_acts (MpExec *ex, Acts *a, GError **error);
+/* From the first norm's output XLN (Ns, C) and, without q_lora_rank, its gathered H1
+ * (N, C): the packed [q | k | v] heads QKV (N rows, LD apart), RoPE applied; saves into A.
+ * FIRST: the index in L->uses of the first MLA tensor. */
+gboolean mp_exec_mla_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a,
+                              const float *xln, const float *h1, float *qkv, int ld,
+                              GError **error);
+/* Its backward from DQKV (clobbered): the weights' gradients, and the gradient at XLN
+ * (Ns, C), summed over tp, returned (DH1S or DH1, both zeroed scratch: (Ns, C), (N, C));
+ * NULL on failure. */
+float *mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float *dqkv,
+                             int ld, const float *xln, const float *h1, float *dh1,
+                             float *dh1s, GError **error);
 
 /* ---- mixture of experts (model-moe.c) ---- */
 /* The MoE MLP's tensors of block LAYER (after its second norm's): shared experts, router,

@@ -93,7 +93,9 @@ mp_exec_attn_check_backend (const MpModel *m, const MpBackend *be, GError **erro
   const MpAttnKernelOps *k = be->ops->kernels->attn;
   gboolean masks = k != NULL && k->masks;
   const char *what = NULL;
-  if (m->window > 0 && !masks)
+  if (m->kv_lora_rank > 0 && (k == NULL || !k->value_heads))
+    what = "multi-head latent attention";
+  else if (m->window > 0 && !masks)
     what = "sliding-window attention";
   else if (m->attn_softcap > 0 && !masks)
     what = "soft-capped attention scores";

@@ -58,14 +58,14 @@ mp_exec_position (const MpExec *ex, int row)
 }
 
 void
-mp_exec_rotary (MpExec *ex, float *qkv, int ld, gboolean backward, float theta)
+mp_exec_rotary_heads (MpExec *ex, float *x, int ld, int heads, int hd, gboolean backward,
+                      float theta)
 {
-  int heads = ex->NHl + ex->NKVl;
   void (*rot) (MpBackend *, float *, int, int, int, int, int, int, float)
       = backward ? ex->k->rotary_backward : ex->k->rotary_forward;
   if (ex->cp == 1)
     {
-      rot (ex->be, qkv, ex->mbs, ex->T, heads, ex->HD, ld, 0, theta);
+      rot (ex->be, x, ex->mbs, ex->T, heads, hd, ld, 0, theta);
       return;
     }
   /* each sequence's two chunks, each a run of consecutive positions */
@@ -73,16 +73,24 @@ mp_exec_rotary (MpExec *ex, float *qkv, int ld, gboolean backward, float theta)
   const int *pos = ex->cp_pos + ex->cp_rank * ex->Tl;
   for (int b = 0; b < ex->mbs; b++)
     for (int h = 0; h < 2; h++)
-      rot (ex->be, qkv + ((gsize) b * ex->Tl + h * c) * ld, 1, c, heads, ex->HD, ld, pos[h * c],
+      rot (ex->be, x + ((gsize) b * ex->Tl + h * c) * ld, 1, c, heads, hd, ld, pos[h * c],
            theta);
+}
+
+void
+mp_exec_rotary (MpExec *ex, float *qkv, int ld, gboolean backward, float theta)
+{
+  mp_exec_rotary_heads (ex, qkv, ld, ex->NHl + ex->NKVl, ex->HD, backward, theta);
 }
 
 /* ---- the ring ---------------------------------------------------------------------- */
 
-/* A block of the ring: this step's rows of K | V (B * Tl rows of 2 NKVl HD floats). */
+/* A block of the ring: this step's rows of K | V (B * Tl rows of NKVl (HD + DV) floats: K
+ * and V heads may differ in width, as MLA's). */
 typedef struct {
   MpExec *ex;
   gsize row;                 /* floats per packed row */
+  gsize kw, vw;              /* of which K's (first), V's (after) */
   gsize n;                   /* floats of a block */
   float *cur, *next;         /* the block computed on, the one arriving */
   float *dcur, *dnext;       /* backward: their dK | dV accumulators */
@@ -93,7 +101,9 @@ ring_open (Ring *r, MpExec *ex, gboolean backward, GError **error)
 {
   MpBackend *be = ex->be;
   r->ex = ex;
-  r->row = 2 * (gsize) ex->NKVl * ex->HD;
+  r->kw = (gsize) ex->NKVl * ex->HD;
+  r->vw = (gsize) ex->NKVl * ex->DV;
+  r->row = r->kw + r->vw;
   r->n = (gsize) ex->N * r->row;
   gsize bytes = r->n * sizeof (float);
   r->cur = be->ops->alloc (be, bytes, MP_MEM_OTHER, error);
@@ -123,16 +133,17 @@ swap (float **a, float **b)
   *b = t;
 }
 
-/* This rank's K and V rows (ld floats apart) packed into the block. */
+/* This rank's K and V rows (LDK and LDV floats apart) packed into the block. */
 static void
-ring_pack (Ring *r, const float *k, const float *v, int ld)
+ring_pack (Ring *r, const float *k, int ldk, const float *v, int ldv)
 {
   MpExec *ex = r->ex;
-  gsize w = (gsize) ex->NKVl * ex->HD * sizeof (float);
   for (int i = 0; i < ex->N; i++)
     {
-      ex->be->ops->copy (ex->be, r->cur + i * r->row, k + (gsize) i * ld, w);
-      ex->be->ops->copy (ex->be, r->cur + i * r->row + w / sizeof (float), v + (gsize) i * ld, w);
+      ex->be->ops->copy (ex->be, r->cur + i * r->row, k + (gsize) i * ldk,
+                         r->kw * sizeof (float));
+      ex->be->ops->copy (ex->be, r->cur + i * r->row + r->kw, v + (gsize) i * ldv,
+                         r->vw * sizeof (float));
     }
 }
 
@@ -182,18 +193,21 @@ ring_poll (MpExec *ex, MpRequest **reqs, int n, GError **error)
  * sequences and its heads by group g. */
 typedef struct {
   MpkAttnShape s;             /* one sequence, one kv head and its query heads */
-  gsize q, kv, o, row;        /* offsets in floats into q (dq), the block, out, (B NH T) rows */
+  gsize q, k, v, o, row;      /* offsets in floats into q (dq), the block's K and V, out,
+                               * (B NH T) rows */
 } Piece;
 
 static Piece
 piece (const MpExec *ex, MpkAttnShape s, int b, int g)
 {
   int grp = s.NH / s.NKV;
-  Piece p = { s, 0, 0, 0, 0 };
+  int dv = mpk_attn_dv (s);
+  Piece p = { s, 0, 0, 0, 0, 0 };
   p.s.B = 1, p.s.NH = grp, p.s.NKV = 1;
   p.q = (gsize) b * ex->Tl * s.ldq + (gsize) g * grp * s.HD;
-  p.kv = (gsize) b * ex->Tl * s.ldkv + (gsize) g * s.HD;
-  p.o = (gsize) b * ex->Tl * s.ldo + (gsize) g * grp * s.HD;
+  p.k = (gsize) b * ex->Tl * s.ldkv + (gsize) g * s.HD;
+  p.v = (gsize) b * ex->Tl * s.ldkv + (gsize) s.NKV * s.HD + (gsize) g * dv;
+  p.o = (gsize) b * ex->Tl * s.ldo + (gsize) g * grp * dv;
   p.row = ((gsize) b * s.NH + (gsize) g * grp) * ex->Tl;
   return p;
 }
@@ -210,6 +224,7 @@ static MpkAttnShape
 ring_shape (const Ring *r, MpkAttnShape s)
 {
   s.ldkv = (int) r->row;
+  s.ldv = 0;                   /* K and V rows share the block's stride */
   return s;
 }
 
@@ -235,7 +250,7 @@ ring_forward (Ring *r, float *out, float *lse, float *m, float *l, const float *
           {
             Piece p = piece (ex, bs, b, g);
             kk->ring_attention_block (ex->be, out + p.o, m + p.row, l + p.row, q + p.q,
-                                      r->cur + p.kv, r->cur + p.kv + r->row / 2, p.s, ex->Tl,
+                                      r->cur + p.k, r->cur + p.v, p.s, ex->Tl,
                                       qpos, ring_kpos (ex, step));
             if (!ring_poll (ex, reqs, 2, error))
               return FALSE;
@@ -265,7 +280,7 @@ mp_exec_attention_forward (MpExec *ex, float *out, float *lse, float *probs, con
                                             error)) != NULL;
   if (ok)
     {
-      ring_pack (&r, k, v, s.ldkv);
+      ring_pack (&r, k, s.ldkv, v, mpk_attn_ldv (s));
       ok = ring_forward (&r, out, lse, m, m + rows, q, s, error);
     }
   ex->be->ops->release (ex->be, m);
@@ -274,20 +289,19 @@ mp_exec_attention_forward (MpExec *ex, float *out, float *lse, float *probs, con
 }
 
 /* After the ring's last step the accumulator in DCUR is that of the next rank's block:
- * one more hop brings every rank its own, added into DK and DV (rows ld apart). */
+ * one more hop brings every rank its own, added into DK and DV (rows LDK and LDV apart). */
 static gboolean
-ring_return_grads (Ring *r, float *dk, float *dv, int ld, GError **error)
+ring_return_grads (Ring *r, float *dk, int ldk, float *dv, int ldv, GError **error)
 {
   MpExec *ex = r->ex;
   MpRequest *send = NULL, *recv = NULL;
   if (!ring_shift_start (ex, r->dcur, r->dnext, r->n, TAG_DKV, &send, &recv, error)
       || !ring_shift_end (ex, send, recv, error))
     return FALSE;
-  gsize w = (gsize) ex->NKVl * ex->HD;
   for (int i = 0; i < ex->N; i++)
     {
-      ex->k->add (ex->be, dk + (gsize) i * ld, r->dnext + i * r->row, w);
-      ex->k->add (ex->be, dv + (gsize) i * ld, r->dnext + i * r->row + w, w);
+      ex->k->add (ex->be, dk + (gsize) i * ldk, r->dnext + i * r->row, r->kw);
+      ex->k->add (ex->be, dv + (gsize) i * ldv, r->dnext + i * r->row + r->kw, r->vw);
     }
   return TRUE;
 }
@@ -309,7 +323,7 @@ mp_exec_attention_backward (MpExec *ex, float *dq, float *dk, float *dv, const f
   MpkAttnShape bs = ring_shape (&r, s);
   const int *qpos = ring_kpos (ex, 0);
   if (ok)
-    ring_pack (&r, k, v, s.ldkv);
+    ring_pack (&r, k, s.ldkv, v, mpk_attn_ldv (s));
   for (guint step = 0; ok && step < ex->cp; step++)
     {
       /* the next key/value block is in flight while this one is computed; its gradient
@@ -323,10 +337,9 @@ mp_exec_attention_backward (MpExec *ex, float *dq, float *dk, float *dv, const f
         for (int g = 0; ok && g < s.NKV; g++)
           {
             Piece p = piece (ex, bs, b, g);
-            float *dkb = r.dcur + p.kv, *kb = r.cur + p.kv;
-            kk->ring_attention_backward_block (ex->be, dq + p.q, dkb, dkb + r.row / 2,
-                                               dout + p.o, out + p.o, lse + p.row, q + p.q, kb,
-                                               kb + r.row / 2, p.s, ex->Tl, qpos,
+            kk->ring_attention_backward_block (ex->be, dq + p.q, r.dcur + p.k, r.dcur + p.v,
+                                               dout + p.o, out + p.o, lse + p.row, q + p.q,
+                                               r.cur + p.k, r.cur + p.v, p.s, ex->Tl, qpos,
                                                ring_kpos (ex, step));
             ok = ring_poll (ex, reqs, 2, error);
           }
@@ -341,7 +354,7 @@ mp_exec_attention_backward (MpExec *ex, float *dq, float *dk, float *dv, const f
           swap (&r.dcur, &r.dnext);
         }
     }
-  ok = ok && ring_return_grads (&r, dk, dv, s.ldkv, error);
+  ok = ok && ring_return_grads (&r, dk, s.ldkv, dv, mpk_attn_ldv (s), error);
   ring_close (&r);
   return ok;
 }

@@ -274,9 +274,11 @@ setup_block (MpExec *ex, ExLayer *L, guint layer, GError **error)
 {
   /* GPT-2's scaled init of the projections into the residual stream. */
   float proj_std = INIT_STD / sqrtf (2.0f * (float) MAX (ex->model->n_blocks, 1u));
-  return mp_exec_add_norm_tensors (ex, L, layer, "ln1", error) && setup_qkv (ex, L, layer, error)
-         && setup_row_parallel (ex, L, layer, "wo", 3, (gsize) ex->NHl * ex->HD,
-                                (gsize) ex->NH * ex->HD, proj_std, error)
+  return mp_exec_add_norm_tensors (ex, L, layer, "ln1", error)
+         && (ex->model->kv_lora_rank > 0 ? mp_exec_mla_setup (ex, L, layer, error)
+                                         : setup_qkv (ex, L, layer, error))
+         && setup_row_parallel (ex, L, layer, "wo", 3, (gsize) ex->NHl * ex->DV,
+                                (gsize) ex->NH * ex->DV, proj_std, error)
          && mp_exec_attn_setup (ex, L, layer, error)
          && mp_exec_add_norm_tensors (ex, L, layer, "ln2", error)
          && (L->ir->moe ? mp_exec_moe_setup (ex, L, layer, error)
@@ -440,7 +442,8 @@ set_shapes (MpExec *ex)
   ex->C = (int) m->hidden;
   ex->NH = (int) m->heads;
   ex->NKV = (int) m->kv_heads;
-  ex->HD = (int) m->head_dim;
+  ex->HD = (int) m->head_dim;       /* MLA: qk_nope_head_dim + qk_rope_head_dim */
+  ex->DV = m->kv_lora_rank > 0 ? (int) m->v_head_dim : ex->HD;
   ex->NHl = ex->NH / (int) ex->tp;
   ex->NKVl = ex->NKV / (int) ex->tp;
   ex->F = (int) m->ffn_hidden;

@@ -30,29 +30,19 @@ enum { /* head */
   H_LN, H_M, H_R, H_H, H_LOGITS, H_LSE,
 };
 
-/* Transient buffers of one call, released together. */
-typedef struct {
-  MpExec *ex;
-  float *p[16];
-  int n;
-} Tmp;
+/* Transient buffers of one call, released together (model-shared.c). */
+typedef MpExecTmp Tmp;
 
 static float *
 tmp_floats (Tmp *t, gsize n, GError **error)
 {
-  g_assert (t->n < 16);
-  float *p = t->ex->be->ops->alloc (t->ex->be, n * sizeof (float), MP_MEM_OTHER, error);
-  if (p)
-    t->p[t->n++] = p;
-  return p;
+  return mp_exec_tmp_floats (t, n, error);
 }
 
 static void
 tmp_release (Tmp *t)
 {
-  for (int i = 0; i < t->n; i++)
-    t->ex->be->ops->release (t->ex->be, t->p[i]);
-  t->n = 0;
+  mp_exec_tmp_release (t);
 }
 
 /* The transformer's residual stream is C wide. */
@@ -294,7 +284,8 @@ block_idx (const MpExec *ex)
   int k = 0;
   i.ln1w = k++;
   i.ln1b = nb ? k++ : -1;
-  i.wqkv = k++;
+  i.wqkv = k;                      /* MLA: its projections and latent norms from here */
+  k += m->kv_lora_rank > 0 ? mp_exec_mla_n_tensors (m) : 1;
   i.bqkv = mp_model_qkv_bias (m) ? k++ : -1;
   i.wo = k++;
   i.bo = mp_model_out_bias (m) ? k++ : -1;
@@ -331,10 +322,10 @@ Gi (const ExLayer *L, int i)
 static MpkAttnShape
 attn_shape (const MpExec *ex, const ExLayer *L)
 {
-  int qkv = (ex->NHl + 2 * ex->NKVl) * ex->HD;
+  int qkv = (ex->NHl + ex->NKVl) * ex->HD + ex->NKVl * ex->DV;
   return (MpkAttnShape) { ex->mbs, ex->Tl, ex->NHl, ex->NKVl, ex->HD, qkv, qkv,
-                          ex->NHl * ex->HD, (int) L->ir->window,
-                          (float) ex->model->attn_softcap };
+                          ex->NHl * ex->DV, (int) L->ir->window,
+                          (float) ex->model->attn_softcap, ex->DV, 0 };
 }
 
 /* The modules selective recompute re-runs (none without it). */
@@ -360,6 +351,14 @@ variant_acts (MpExec *ex, Acts *a, GError **error)
   return TRUE;
 }
 
+/* Does the block gather its first norm's output under sequence parallelism? Not for MLA
+ * with a q latent: its replicated down projections run on the rank's rows (model-mla.c). */
+static gboolean
+gathers_h1 (const MpExec *ex)
+{
+  return ex->model->kv_lora_rank == 0 || mp_exec_mla_reads_hidden (ex->model);
+}
+
 /* Allocates the block's activation slots (an MoE block's MLP allocates its own). */
 static gboolean
 block_acts (MpExec *ex, const ExLayer *L, Acts *a, GError **error)
@@ -373,7 +372,7 @@ block_acts (MpExec *ex, const ExLayer *L, Acts *a, GError **error)
                    && !(selective_modules (ex) & MP_RECOMPUTE_CORE_ATTN) && ex->cp == 1;
   return mp_exec_act_alloc (ex, a, A_LN1, Ns * C, error) && mp_exec_act_alloc (ex, a, A_M1, Ns, error)
          && mp_exec_act_alloc (ex, a, A_R1, Ns, error)
-         && (!ex->sp || mp_exec_act_alloc (ex, a, A_H1, N * C, error))
+         && (!ex->sp || !gathers_h1 (ex) || mp_exec_act_alloc (ex, a, A_H1, N * C, error))
          && mp_exec_act_alloc (ex, a, A_QKV, N * s.ldq, error)
          && mp_exec_act_alloc (ex, a, A_ATT, N * s.ldo, error)
          && mp_exec_act_alloc (ex, a, A_LSE, (gsize) ex->mbs * ex->NHl * ex->Tl, error)
@@ -384,7 +383,8 @@ block_acts (MpExec *ex, const ExLayer *L, Acts *a, GError **error)
          && (!ex->sp || mp_exec_act_alloc (ex, a, A_H2, N * C, error))
          && (!dense || mp_exec_act_alloc (ex, a, A_FC1, N * f1, error))
          && (!dense || mp_exec_act_alloc (ex, a, A_ACT, N * (gsize) ex->Fl, error))
-         && variant_acts (ex, a, error);
+         && variant_acts (ex, a, error)
+         && (ex->model->kv_lora_rank == 0 || mp_exec_mla_acts (ex, a, error));
 }
 
 /* Norm WHICH (1: before attention, 2: before the MLP) on X into A's slots, then under
@@ -397,6 +397,8 @@ block_norm (MpExec *ex, const ExLayer *L, int which, const float *x, Acts *a, GE
   int ln = one ? A_LN1 : A_LN2, h = one ? A_H1 : A_H2;
   norm_forward (ex, a->buf[ln], a->buf[one ? A_M1 : A_M2], a->buf[one ? A_R1 : A_R2], x,
                 Pi (L, one ? I.ln1w : I.ln2w), Pi (L, one ? I.ln1b : I.ln2b), ex->Ns);
+  if (one && !gathers_h1 (ex))
+    return a->buf[ln];
   return tp_gather_rows (ex, a->buf[ln], a->buf[h], error);
 }
 
@@ -462,12 +464,22 @@ block_run (MpExec *ex, const ExLayer *L, const float *x, float *y, Acts *a, GErr
   const float *h1 = block_norm (ex, L, 1, x, a, error);
   if (h1 == NULL)
     goto fail;
-  k->matmul_forward (ex->be, a->buf[A_QKV], h1, Pi (L, I.wqkv), Pi (L, I.bqkv), N, C, s.ldq);
-  if (ex->model->qk_norm)          /* before rotary, as Qwen3 and Gemma 3 */
-    mp_exec_qknorm_forward (ex, a->buf[A_QKV], s.ldq, Pi (L, I.qn), Pi (L, I.kn),
-                            a->buf[A_QKRAW], a->buf[A_QKR], NORM_EPS);
-  if (ex->model->position == MP_POS_ROTARY)
-    mp_exec_rotary (ex, a->buf[A_QKV], s.ldq, FALSE, ROPE_THETA);
+  if (ex->model->kv_lora_rank > 0)
+    {
+      if (!mp_exec_mla_forward (ex, L, (guint) I.wqkv, a, a->buf[A_LN1], h1, a->buf[A_QKV],
+                                s.ldq, error))
+        goto fail;
+    }
+  else
+    {
+      k->matmul_forward (ex->be, a->buf[A_QKV], h1, Pi (L, I.wqkv), Pi (L, I.bqkv), N, C,
+                         s.ldq);
+      if (ex->model->qk_norm)          /* before rotary, as Qwen3 and Gemma 3 */
+        mp_exec_qknorm_forward (ex, a->buf[A_QKV], s.ldq, Pi (L, I.qn), Pi (L, I.kn),
+                                a->buf[A_QKRAW], a->buf[A_QKR], NORM_EPS);
+      if (ex->model->position == MP_POS_ROTARY)
+        mp_exec_rotary (ex, a->buf[A_QKV], s.ldq, FALSE, ROPE_THETA);
+    }
   float *q = a->buf[A_QKV], *kk = q + ex->NHl * ex->HD, *v = kk + ex->NKVl * ex->HD;
   if (!mp_exec_attention_forward (ex, a->buf[A_ATT], a->buf[A_LSE], a->buf[A_PROBS], q, kk, v,
                                   s, error))
@@ -535,7 +547,7 @@ selective_restore (MpExec *ex, const ExLayer *L, const float *x, Acts *a, GError
     {
       if (!mp_exec_act_alloc (ex, a, A_LN1, Ns * C, error)
           || !mp_exec_act_alloc (ex, a, A_LN2, Ns * C, error)
-          || (ex->sp && (!mp_exec_act_alloc (ex, a, A_H1, N * C, error)
+          || (ex->sp && ((gathers_h1 (ex) && !mp_exec_act_alloc (ex, a, A_H1, N * C, error))
                          || !mp_exec_act_alloc (ex, a, A_H2, N * C, error)))
           || block_norm (ex, L, 1, x, a, error) == NULL
           || block_norm (ex, L, 2, a->buf[A_X2], a, error) == NULL)
@@ -662,6 +674,25 @@ block_backward_mlp (MpExec *ex, const ExLayer *L, Acts *a, const float *dy, floa
                            Pi (L, I.ln2w), a->buf[A_M2], a->buf[A_R2], error);
 }
 
+/* The qkv projection's backward from DQKV (rotary and qk-norm undone in place) into the
+ * gradient at the first norm's output, summed over tp (DH1 or DH1S); NULL on failure. */
+static float *
+attn_qkv_backward (MpExec *ex, const ExLayer *L, Acts *a, float *dqkv, const float *h1,
+                   float *dh1, float *dh1s, GError **error)
+{
+  BlockIdx I = block_idx (ex);
+  MpkAttnShape s = attn_shape (ex, L);
+  if (ex->model->position == MP_POS_ROTARY)
+    mp_exec_rotary (ex, dqkv, s.ldq, TRUE, ROPE_THETA);
+  if (ex->model->qk_norm
+      && !mp_exec_qknorm_backward (ex, dqkv, s.ldq, Gi (L, I.qn), Gi (L, I.kn), a->buf[A_QKRAW],
+                                   a->buf[A_QKR], Pi (L, I.qn), Pi (L, I.kn), error))
+    return NULL;
+  ex->k->matmul_backward (ex->be, dh1, Gi (L, I.wqkv), Gi (L, I.bqkv), dqkv, h1, Pi (L, I.wqkv),
+                          ex->N, ex->C, s.ldq);
+  return tp_reduce_rows (ex, dh1, dh1s, error);
+}
+
 static gboolean
 block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, const float *dx2,
                      float *dx, Tmp *t, GError **error)
@@ -691,16 +722,13 @@ block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, cons
   if (!mp_exec_attention_backward (ex, dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE],
                                    a->buf[A_PROBS], q, kk, v, s, error))
     return FALSE;
-  if (ex->model->position == MP_POS_ROTARY)
-    mp_exec_rotary (ex, dqkv, s.ldq, TRUE, ROPE_THETA);
-  if (ex->model->qk_norm
-      && !mp_exec_qknorm_backward (ex, dqkv, s.ldq, Gi (L, I.qn), Gi (L, I.kn), a->buf[A_QKRAW],
-                                   a->buf[A_QKR], Pi (L, I.qn), Pi (L, I.kn), error))
-    return FALSE;
-  const float *h1 = ex->sp ? a->buf[A_H1] : a->buf[A_LN1];
-  k->matmul_backward (ex->be, dh1, Gi (L, I.wqkv), Gi (L, I.bqkv), dqkv, h1, Pi (L, I.wqkv), N, C,
-                      s.ldq);
-  float *dn = tp_reduce_rows (ex, dh1, dh1s, error);
+  const float *h1 = ex->sp && gathers_h1 (ex) ? a->buf[A_H1] : a->buf[A_LN1];
+  float *dn;
+  if (ex->model->kv_lora_rank > 0)
+    dn = mp_exec_mla_backward (ex, L, (guint) I.wqkv, a, dqkv, s.ldq, a->buf[A_LN1], h1, dh1,
+                               dh1s, error);
+  else
+    dn = attn_qkv_backward (ex, L, a, dqkv, h1, dh1, dh1s, error);
   if (dn == NULL
       || !norm_backward (ex, dx, Gi (L, I.ln1w), Gi (L, I.ln1b), dn, x, Pi (L, I.ln1w),
                          a->buf[A_M1], a->buf[A_R1], error))

@@ -67,3 +67,21 @@ mp_exec_tp_gather_width (MpExec *ex, const float *shard, float *full, int width,
   ex->tp_s += ex->be->ops->now_s (ex->be) - t0;
   return ok ? full : NULL;
 }
+
+float *
+mp_exec_tmp_floats (MpExecTmp *t, gsize n, GError **error)
+{
+  g_assert (t->n < (int) G_N_ELEMENTS (t->p));
+  float *p = t->ex->be->ops->alloc (t->ex->be, n * sizeof (float), MP_MEM_OTHER, error);
+  if (p)
+    t->p[t->n++] = p;
+  return p;
+}
+
+void
+mp_exec_tmp_release (MpExecTmp *t)
+{
+  for (int i = 0; i < t->n; i++)
+    t->ex->be->ops->release (t->ex->be, t->p[i]);
+  t->n = 0;
+}

@@ -314,7 +314,16 @@ const char *
 mp_model_attention_extras (const MpModel *m)
 {
   g_return_val_if_fail (m != NULL, NULL);
-  return m->kv_lora_rank > 0 ? "multi-head latent attention" : NULL;
+  if (m->kv_lora_rank == 0)
+    return NULL;
+  /* exec/model-mla.c runs DeepSeek's MLA: RMSNorm latents, no biases, no qk-norm */
+  if (qkv_bias (m) || out_bias (m))
+    return "multi-head latent attention with attention biases";
+  if (m->qk_norm)
+    return "multi-head latent attention with qk-norm";
+  if (m->norm == MP_NORM_LAYERNORM)
+    return "multi-head latent attention with layernorm";
+  return NULL;
 }
 
 gboolean

@@ -257,8 +257,9 @@ guint64 mp_model_block_window (const MpModel *model, guint64 block);
 /* Is ACT a gated MLP (swiglu, geglu): fc1 computes gate and up, 2 ffn wide? */
 gboolean mp_activation_gated (MpActivation act);
 /* The attention feature of MODEL that mpplan exec does not run (multi-head latent
- * attention), named for a refusal, or NULL. Every other variant (windows, sinks, qk-norm,
- * separate attention biases, post-norms, scaled embeddings, soft-capping, geglu) runs. */
+ * attention combined with attention biases, qk-norm or layernorm), named for a refusal,
+ * or NULL. Every other variant (MLA, windows, sinks, qk-norm, separate attention biases,
+ * post-norms, scaled embeddings, soft-capping, geglu) runs. */
 const char *mp_model_attention_extras (const MpModel *model);
 /* Do the q/k/v projections, and the attention output projection, have biases? */
 gboolean mp_model_qkv_bias (const MpModel *model);

@@ -73,9 +73,17 @@ pl_keep_top (GPtrArray *top, guint k, const MpPlan *plan)
 {
   if (top->len >= k && mp_plan_compare (plan, g_ptr_array_index (top, top->len - 1)) >= 0)
     return;
-  guint at = top->len;
-  while (at > 0 && mp_plan_compare (plan, g_ptr_array_index (top, at - 1)) < 0)
-    at--;
+  /* After the plans it does not beat (binary search: a test keeps every plan). */
+  guint lo = 0, hi = top->len;
+  while (lo < hi)
+    {
+      guint mid = lo + (hi - lo) / 2;
+      if (mp_plan_compare (plan, g_ptr_array_index (top, mid)) < 0)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+  guint at = lo;
   g_ptr_array_insert (top, (gint) at, mp_plan_copy (plan));
   if (top->len > k)
     g_ptr_array_remove_index (top, top->len - 1);

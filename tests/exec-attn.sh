@@ -5,8 +5,10 @@
 # blocks, qk-norm, scores and logits soft-capped, post-norms, scaled embeddings, geglu,
 # head_dim != hidden / heads) and tiny-gpt-oss (attention sinks, biased attention beside
 # a bias-free MLP, windows) at tp2 with sequence parallelism, pp2, dp2 and cp2 (ring
-# attention with the window mask), tp2 x pp2 and full recompute; tiny-mla is refused by
-# name. One step, no warm-up, as exec.sh (CI runs this under ASan on 2 cores).
+# attention with the window mask), tp2 x pp2 and full recompute; multi-head latent
+# attention (tiny-mla, tiny-mla-lite without the q latent) at tp2 with and without
+# sequence parallelism, dp2 and cp2. One step, no warm-up, as exec.sh (CI runs this under
+# ASan on 2 cores).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/mpi-env.sh"
 
@@ -27,14 +29,12 @@ done
 ok "tiny-gemma: tp2 x pp2 on four ranks" check tiny-gemma gemma-tp2pp2 4 dp=1,tp=2,pp=2
 ok "tiny-gemma: full recompute, tp2" check tiny-gemma gemma-rc 2 dp=1,tp=2,pp=1,recompute=full
 
-# MLA: planned, refused by name (exit 2).
-mla () {
-  "$MPPLAN" plan -q -m "$models/tiny-mla.yaml" -c "$data/cluster-host1.yaml" \
-    -o "$tmp/mla.yaml" >/dev/null || return 1
-  "$MPPLAN" exec -p "$tmp/mla.yaml" --steps 1 --warmup 0 >/dev/null 2>"$tmp/mla.err"
-  st=$?
-  sed 's/^/# /' "$tmp/mla.err"
-  [ $st -eq 2 ] && grep -q 'does not run multi-head latent attention' "$tmp/mla.err"
-}
-ok "tiny-mla: multi-head latent attention refused by name, exit 2" mla
+# MLA (exec/model-mla.c): the replicated down projections' gradients summed over tp with
+# and without sequence parallelism, the shared rotary key, K and V of different widths
+# around the cp ring; tiny-mla-lite's q straight from the gathered hidden state.
+ok "tiny-mla: tp2 with sequence parallel" check tiny-mla mla-tp2sp 2 dp=1,tp=2,pp=1,sequence_parallel=true
+ok "tiny-mla: tp2" check tiny-mla mla-tp2 2 dp=1,tp=2,pp=1,sequence_parallel=false
+ok "tiny-mla: dp2" check tiny-mla mla-dp2 2 dp=2,tp=1,pp=1,zero=0
+ok "tiny-mla: cp2 (ring with K and V of different widths)" check tiny-mla mla-cp2 2 dp=1,tp=1,pp=1,cp=2
+ok "tiny-mla-lite (no q latent): tp2 with sequence parallel" check tiny-mla-lite mla-lite-tp2 2 dp=1,tp=2,pp=1,sequence_parallel=true
 tap_done

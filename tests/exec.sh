@@ -182,8 +182,8 @@ oom () {
 }
 ok "out of memory: named, with the size asked" oom
 # What the planner costs but the kernels do not run is refused by name (exit 2), never run
-# as something else: multi-head latent attention (the other attention variants run:
-# exec-attn.sh).
+# as something else: multi-head latent attention with attention biases (DeepSeek's MLA and
+# the other attention variants run: exec-attn.sh).
 refuses () {
   { cat "$data/model-exec.yaml"; printf '%s\n' "$2"; } >"$tmp/$1.model.yaml" || return 1
   "$MPPLAN" plan -q -m "$tmp/$1.model.yaml" -c "$data/cluster-host1.yaml" \
@@ -194,7 +194,7 @@ refuses () {
   [ $st -eq 2 ] && grep -q "does not run $3" "$tmp/$1.err" &&
     "$MPPLAN" exec --help | grep -q "refused by name.*$3"
 }
-ok "an MLA model is refused by name" refuses mla \
+ok "MLA with attention biases is refused by name" refuses mla \
   'attention: {mla: {kv_lora_rank: 8, qk_nope_head_dim: 4, qk_rope_head_dim: 4, v_head_dim: 8}}' \
-  'multi-head latent attention'
+  'multi-head latent attention with attention biases'
 tap_done

@@ -191,6 +191,86 @@ test_ring_attention_window (void **state)
     }
 }
 
+/* Value heads narrower than the query and key heads (MLA's v_head_dim), v in its own
+ * buffer with its own stride: the gradients against differences on both backward paths,
+ * and the ring's blocks (cp = 2) give the same output. */
+enum { VNH = 2, VHD = 6, VDV = 4, VT = 8, VLDQK = 2 * VNH * VHD, VLDV = VNH * VDV + 1 };
+
+typedef struct {
+  MpkAttnShape s;
+  float qk[2 * VT * VLDQK], v[2 * VT * VLDV], out[2 * VT * VNH * VDV], probe[2 * VT * VNH * VDV];
+  float lse[2 * VNH * VT], probs[2 * VNH * VT * VT];
+} VAttn;
+
+static double
+vattn_objective (void *data)
+{
+  VAttn *a = data;
+  mpk_cpu_attention_forward (a->out, a->lse, a->probs, a->qk, a->qk + VNH * VHD, a->v, a->s);
+  return dot_probe (a->out, a->probe, G_N_ELEMENTS (a->out));
+}
+
+static void
+test_attention_value_dim_gradient (void **state)
+{
+  (void) state;
+  for (int stored = 0; stored < 2; stored++)
+    {
+      VAttn a;
+      memset (&a, 0, sizeof a);
+      a.s = (MpkAttnShape) { 2, VT, VNH, VNH, VHD, VLDQK, VLDQK, VNH * VDV, 0, 0, VDV, VLDV };
+      mpk_cpu_fill_normal (a.qk, G_N_ELEMENTS (a.qk), 8, 1, 0, 0.0f, 1.5f);
+      mpk_cpu_fill_normal (a.v, G_N_ELEMENTS (a.v), 8, 2, 0, 0.0f, 1.5f);
+      mpk_cpu_fill_normal (a.probe, G_N_ELEMENTS (a.probe), 8, 3, 0, 0.0f, 1.0f);
+      vattn_objective (&a);
+      float dqk[G_N_ELEMENTS (a.qk)], dv[G_N_ELEMENTS (a.v)];
+      memset (dqk, 0, sizeof dqk);
+      memset (dv, 0, sizeof dv);
+      mpk_cpu_attention_backward (dqk, dqk + VNH * VHD, dv, a.probe, a.out, a.lse,
+                                  stored ? a.probs : NULL, a.qk, a.qk + VNH * VHD, a.v, a.s);
+      check_grad (vattn_objective, &a, "qk", a.qk, G_N_ELEMENTS (a.qk), dqk, 1e-2, 2e-3, 1);
+      check_grad (vattn_objective, &a, "v", a.v, G_N_ELEMENTS (a.v), dv, 1e-2, 2e-3, 1);
+      for (int t = 0; t < 2 * VT; t++)           /* the padding column stays untouched */
+        assert_true (dv[t * VLDV + VNH * VDV] == 0.0f);
+    }
+  /* ring: one sequence, 2 ranks of Megatron's chunks, each block's K and V packed apart */
+  enum { TL = VT / 2 };
+  VAttn a;
+  memset (&a, 0, sizeof a);
+  a.s = (MpkAttnShape) { 1, VT, VNH, VNH, VHD, VLDQK, VLDQK, VNH * VDV, 0, 0, VDV, VLDV };
+  mpk_cpu_fill_normal (a.qk, G_N_ELEMENTS (a.qk), 8, 4, 0, 0.0f, 1.5f);
+  mpk_cpu_fill_normal (a.v, G_N_ELEMENTS (a.v), 8, 5, 0, 0.0f, 1.5f);
+  vattn_objective (&a);
+  int pos[2][TL];
+  float q[2][TL * VLDQK], k[2][TL * VNH * VHD], v[2][TL * VNH * VDV];
+  for (int r = 0; r < 2; r++)
+    {
+      mpk_cpu_cp_positions (pos[r], VT, 2, r);
+      for (int t = 0; t < TL; t++)
+        {
+          memcpy (q[r] + t * VLDQK, a.qk + pos[r][t] * VLDQK, VLDQK * sizeof (float));
+          memcpy (k[r] + t * VNH * VHD, a.qk + pos[r][t] * VLDQK + VNH * VHD,
+                  VNH * VHD * sizeof (float));
+          memcpy (v[r] + t * VNH * VDV, a.v + pos[r][t] * VLDV, VNH * VDV * sizeof (float));
+        }
+    }
+  MpkAttnShape s = a.s;
+  s.T = TL;
+  s.ldkv = VNH * VHD;
+  s.ldv = VNH * VDV;
+  for (int r = 0; r < 2; r++)
+    {
+      float o[TL * VNH * VDV], m[VNH * TL], l[VNH * TL], ls[VNH * TL];
+      mpk_cpu_ring_attention_begin (o, m, l, s);
+      for (int b = 0; b < 2; b++)
+        mpk_cpu_ring_attention_block (o, m, l, q[r], k[b], v[b], s, TL, pos[r], pos[b]);
+      mpk_cpu_ring_attention_end (o, ls, m, l, s);
+      for (int t = 0; t < TL; t++)
+        for (int d = 0; d < VNH * VDV; d++)
+          assert_true (fabsf (o[t * VNH * VDV + d] - a.out[pos[r][t] * VNH * VDV + d]) <= 1e-5f);
+    }
+}
+
 /* The cost model charges the host's windowed attention what its row kernel computes:
  * W (W + 1) / 2 + (S - W) W of the causal S (S + 1) / 2 pairs (tiny-gemma: S 64, W 16). */
 static void
@@ -347,13 +427,17 @@ step_objective (void *data)
   return loss;
 }
 
+/* One host rank's step on the model TEXT (NAME): its tensors hold the IR's parameter
+ * count, and the gradient of every tensor named in TENSORS (EXPECT of them in all)
+ * against differences of the loss, steps HSTEP apart.
+ * FLASH: the attention backward recomputes the probabilities. */
 static void
-test_exec_every_variant_gradient (void **state)
+check_step_gradients (const char *name, const char *text, gboolean flash, double hstep,
+                      const char *const *tensors, guint n_tensors, guint expect)
 {
-  (void) state;
   Step st;
   GError *err = NULL;
-  st.model = mp_model_load_data ("every-variant", every_variant, sizeof every_variant - 1, &err);
+  st.model = mp_model_load_data (name, text, strlen (text), &err);
   if (st.model == NULL)
     fail_msg ("model: %s", err->message);
   assert_null (mp_model_attention_extras (st.model));
@@ -362,7 +446,7 @@ test_exec_every_variant_gradient (void **state)
   mp_parallel_config_init (&cfg);
   cfg.micro_batch_size = 2;
   cfg.num_micro_batches = 1;
-  cfg.flash_attention = FALSE;              /* the stored-probabilities path */
+  cfg.flash_attention = flash;
   g_autofree guint *stage_of = g_new0 (guint, st.model->n_layers);
   st.ex = mp_exec_new (st.be, st.model, &cfg, 2, 0, 0, 0, 0, stage_of, 7, &err);
   if (st.ex == NULL)
@@ -376,27 +460,71 @@ test_exec_every_variant_gradient (void **state)
       mpk_cpu_fill_normal (t->param, t->n, 9, 20 + i, 0, gain ? 1.0f : 0.0f,
                            gain ? 0.2f : 0.3f);
     }
+  /* one rank holds every parameter once: the IR's count (tied embedding once) */
+  double held = 0;
+  for (guint i = 0; i < st.ex->tensors->len; i++)
+    held += (double) ((ExTensor *) g_ptr_array_index (st.ex->tensors, i))->n;
+  mp_assert_close (held, st.model->params_total, 0);
   step_objective (&st);
-  static const char *const variants[] = { "qnorm.w", "knorm.w", "sinks", "pnorm1.w",
-                                          "pnorm2.w", "bqkv", "bo", "wte", "wqkv", "w1" };
   guint checked = 0;
   for (guint i = 0; i < st.ex->tensors->len; i++)
     {
       ExTensor *t = g_ptr_array_index (st.ex->tensors, i);
-      for (guint v = 0; v < G_N_ELEMENTS (variants); v++)
-        if (strcmp (t->name, variants[v]) == 0)
+      for (guint v = 0; v < n_tensors; v++)
+        if (strcmp (t->name, tensors[v]) == 0)
           {
             g_autofree float *g = g_memdup2 (t->grad, t->n * sizeof (float));
-            g_autofree char *name = g_strdup_printf ("layer %u %s", t->layer, t->name);
-            check_grad (step_objective, &st, name, t->param, t->n, g, 1e-2, 1e-2,
+            g_autofree char *what = g_strdup_printf ("layer %u %s", t->layer, t->name);
+            check_grad (step_objective, &st, what, t->param, t->n, g, hstep, 1e-2,
                         t->n > 64 ? t->n / 13 : 1);
             checked++;
           }
     }
-  assert_int_equal (checked, 2 * 9 + 1);   /* 9 per block, the (tied) embedding */
+  assert_int_equal (checked, expect);
   mp_exec_free (st.ex);
   st.be->ops->free (st.be);
   mp_model_free (st.model);
+}
+
+static void
+test_exec_every_variant_gradient (void **state)
+{
+  (void) state;
+  static const char *const variants[] = { "qnorm.w", "knorm.w", "sinks", "pnorm1.w",
+                                          "pnorm2.w", "bqkv", "bo", "wte", "wqkv", "w1" };
+  /* 9 per block, the (tied) embedding; the stored-probabilities path */
+  check_step_gradients ("every-variant", every_variant, FALSE, 1e-2, variants,
+                        G_N_ELEMENTS (variants), 2 * 9 + 1);
+}
+
+/* Multi-head latent attention (DeepSeek-V3's, and V2-Lite's without a q latent): every
+ * projection, both latent norms and the block's first norm, through the rotary parts
+ * shared and per head, with v heads narrower than q and k. */
+static const char mla_q_lora[] =
+  "name: mla\nlayers: 2\nhidden: 16\nheads: 2\nkv_heads: 2\nhead_dim: 10\n"
+  "ffn_hidden: 24\nvocab: 32\nseq_len: 8\nactivation: swiglu\nnorm: rmsnorm\n"
+  "position: rotary\nbias: false\ntied_embeddings: true\n"
+  "attention: {mla: {q_lora_rank: 6, kv_lora_rank: 5, qk_nope_head_dim: 6,"
+  " qk_rope_head_dim: 4, v_head_dim: 3}}\n"
+  "training: {global_batch: 2, precision: fp32, optimizer: adam}\n";
+static const char mla_lite[] =
+  "name: mla-lite\nlayers: 2\nhidden: 16\nheads: 2\nkv_heads: 2\nhead_dim: 10\n"
+  "ffn_hidden: 24\nvocab: 32\nseq_len: 8\nactivation: swiglu\nnorm: rmsnorm\n"
+  "position: rotary\nbias: false\ntied_embeddings: true\n"
+  "attention: {mla: {kv_lora_rank: 5, qk_nope_head_dim: 6, qk_rope_head_dim: 4,"
+  " v_head_dim: 3}}\n"
+  "training: {global_batch: 2, precision: fp32, optimizer: adam}\n";
+
+static void
+test_exec_mla_gradient (void **state)
+{
+  (void) state;
+  static const char *const q_lora[] = { "wdq", "qnorm.w", "wuq", "wdkv", "kvnorm.w", "wukv",
+                                        "wo", "ln1.w" };
+  static const char *const lite[] = { "wq", "wdkv", "kvnorm.w", "wukv", "wo" };
+  /* the latents' norms over 5 and 6 features bend the loss: smaller steps than above */
+  check_step_gradients ("mla", mla_q_lora, FALSE, 3e-3, q_lora, G_N_ELEMENTS (q_lora), 2 * 8);
+  check_step_gradients ("mla-lite", mla_lite, TRUE, 3e-3, lite, G_N_ELEMENTS (lite), 2 * 5);
 }
 
 int
@@ -408,10 +536,12 @@ main (void)
     cmocka_unit_test (test_attention_sinks_gradient),
     cmocka_unit_test (test_attention_window_masks),
     cmocka_unit_test (test_ring_attention_window),
+    cmocka_unit_test (test_attention_value_dim_gradient),
     cmocka_unit_test (test_cost_host_window),
     cmocka_unit_test (test_qknorm_gradient),
     cmocka_unit_test (test_softcap_geglu_gradient),
     cmocka_unit_test (test_exec_every_variant_gradient),
+    cmocka_unit_test (test_exec_mla_gradient),
   };
   return cmocka_run_group_tests (tests, NULL, NULL);
 }

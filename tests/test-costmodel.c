@@ -393,6 +393,62 @@ test_costmodel_gemm_monotonic (void **state)
 
 /* ---- compute --------------------------------------------------------------------------- */
 
+/* An H100 SXM of one node held to LIMIT_W watts (0: no power_limit_w key). */
+static MpCluster *
+h100_at (double limit_w)
+{
+  g_autofree char *limit = limit_w > 0 ? g_strdup_printf ("  power_limit_w: %g\n", limit_w)
+                                       : g_strdup ("");
+  g_autofree char *yaml = g_strdup_printf (
+      "name: h100-power\nnodes: 1\ndevices_per_node: 8\n"
+      "device:\n  name: H100-SXM5-80GB\n  memory: 80 GB\n  memory_bandwidth: 3.35 TB/s\n%s"
+      "  peak: {fp32: 67 TFLOPS, bf16: 989.4 TFLOPS, fp8: 1978.9 TFLOPS}\n"
+      "links:\n  - {tier: node, name: nvlink4-nvswitch, bandwidth: 450 GB/s, latency: 3 us}\n",
+      limit);
+  return cluster_text (yaml);
+}
+
+/* A power limit below the rating slows what the clock bounds and only that: 1 at or above
+ * 700 W (and without a limit), the datasheet's H100 NVL tensor rate at 400 W, monotone in
+ * between and below; a large GEMM takes 1/rate as long, a memory-bound copy the same time,
+ * and the MFU's peak stays the datasheet's. A class without a power model is never
+ * derated. */
+static void
+test_costmodel_power_limit (void **state)
+{
+  (void) state;
+  const MpDeviceCurve *hopper = mp_device_curve (MP_DEVICE_CLASS_HOPPER);
+  assert_true (fabs ((mp_cost_power_rate (hopper, 0)) - (1.0)) <= 1e-12);
+  assert_true (fabs ((mp_cost_power_rate (hopper, 700)) - (1.0)) <= 1e-12);
+  assert_true (fabs ((mp_cost_power_rate (hopper, 1000)) - (1.0)) <= 1e-12);
+  assert_true (fabs ((mp_cost_power_rate (hopper, 400)) - (1671.0 / 1979.0)) <= 1e-12);
+  double prev = 0;
+  for (double w = 100; w <= 800; w += 25)
+    {
+      double r = mp_cost_power_rate (hopper, w);
+      assert_true (r <= 1.0 && (w > 700 ? r == prev : r > prev));
+      prev = r;
+    }
+  double at500 = mp_cost_power_rate (hopper, 500);
+  assert_true (at500 > 1671.0 / 1979.0 && at500 < 1.0);
+  assert_true (mp_cost_power_rate (mp_device_curve (MP_DEVICE_CLASS_A100), 250) == 1.0);
+
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) rated = h100_at (0), held = h100_at (500);
+  assert_true (held->groups[0].device.power_limit_w == 500);
+  g_autoptr(MpCostContext) cr = mp_cost_context_new (m, rated, NULL);
+  g_autoptr(MpCostContext) ch = mp_cost_context_new (m, held, NULL);
+  const MpCostDevice *dr = mp_cost_device (cr, 0), *dh = mp_cost_device (ch, 0);
+  MpKernelCost gr, gh, mr, mh;
+  mp_cost_gemm (dr, MP_DTYPE_BF16, 8192, 8192, 8192, 1, &gr);
+  mp_cost_gemm (dh, MP_DTYPE_BF16, 8192, 8192, 8192, 1, &gh);
+  assert_true (fabs ((gr.time_s / gh.time_s) - (at500)) <= 1e-3);
+  mp_cost_memory_kernel (dr, 1e9, 0, &mr);
+  mp_cost_memory_kernel (dh, 1e9, 0, &mh);
+  assert_true (fabs ((mh.time_s) - (mr.time_s)) <= 1e-15);
+  assert_true (fabs ((dh->device->peak_flops[MP_DTYPE_BF16]) - (989.4e12)) <= 1e6);
+}
+
 static void
 test_costmodel_gemm_plateau (void **state)
 {
@@ -2148,6 +2204,7 @@ main (void)
     cmocka_unit_test (test_costmodel_describe),
     cmocka_unit_test (test_costmodel_window_attention_flops),
     cmocka_unit_test (test_costmodel_mla),
+    cmocka_unit_test (test_costmodel_power_limit),
   };
   return cmocka_run_group_tests_name ("costmodel", tests, NULL, NULL);
 }

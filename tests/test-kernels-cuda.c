@@ -255,11 +255,14 @@ test_cuda_norms (void **state)
   FREE_ALL (dx, dw, db, ddy, dout, dmean, drstd, dgx, dgw, dgb);
 }
 
+/* Causal attention of value heads DV wide (MLA's v_head_dim when DV != HD), a sliding
+ * WINDOW (0: none) and scores capped at CAP (0: none), against kernels/cpu's. */
 static void
-run_attention (int B, int T, int NH, int NKV, int HD, int with_probs)
+run_attention (int B, int T, int NH, int NKV, int HD, int DV, int window, float cap,
+               int with_probs)
 {
-  int ld = (NH + 2 * NKV) * HD, ldo = NH * HD;
-  MpkAttnShape s = { B, T, NH, NKV, HD, ld, ld, ldo };
+  int ld = (NH + NKV) * HD + NKV * DV, ldo = NH * DV;
+  MpkAttnShape s = { B, T, NH, NKV, HD, ld, ld, ldo, window, cap, DV, 0 };
   size_t nq = (size_t) B * T * ld, no = (size_t) B * T * ldo, nl = (size_t) B * NH * T;
   size_t np = (size_t) B * NH * T * T;
   float *qkv = rnd (nq, 30), *out = malloc (no * sizeof (float)), *lse = malloc (nl * 4);
@@ -291,9 +294,13 @@ static void
 test_cuda_attention (void **state)
 {
   need_device ();
-  run_attention (2, 37, 4, 2, 40, 0);   /* GQA, T and HD not multiples of the tile or warp */
-  run_attention (1, 70, 3, 3, 64, 1);   /* MHA, probs stored */
-  run_attention (1, 5, 2, 1, 256, 0);   /* the largest head dimension */
+  run_attention (2, 37, 4, 2, 40, 40, 0, 0, 0);  /* GQA, T and HD not multiples of the tile */
+  run_attention (1, 70, 3, 3, 64, 64, 0, 0, 1);  /* MHA, probs stored */
+  run_attention (1, 5, 2, 1, 256, 256, 0, 0, 0); /* the largest head dimension */
+  run_attention (2, 37, 4, 4, 48, 32, 0, 0, 1);  /* MLA: v heads narrower (tiny-mla's) */
+  run_attention (1, 70, 4, 2, 40, 40, 17, 0, 1); /* a sliding window, across warp chunks */
+  run_attention (2, 37, 4, 2, 40, 40, 0, 1.5f, 1);  /* capped scores (Gemma 2) */
+  run_attention (1, 70, 4, 4, 24, 16, 9, 1.5f, 0);  /* all three */
 }
 
 /* Ring attention as a cp = CP ring runs it on rank RANK: its B sequences' TL query rows at
@@ -304,10 +311,11 @@ test_cuda_attention (void **state)
  * chunk of 32 keys instead of once per block (out 1e-4, lse 1e-5), and the backward's
  * atomics (1e-3). */
 static void
-run_ring (int B, int TL, int NH, int NKV, int HD, int CP, int RANK)
+run_ring (int B, int TL, int NH, int NKV, int HD, int DV, int window, float cap, int CP,
+          int RANK)
 {
-  int ldq = NH * HD + 3, ldkv = 2 * NKV * HD, ldo = NH * HD;   /* q rows padded */
-  MpkAttnShape s = { B, TL, NH, NKV, HD, ldq, ldkv, ldo };
+  int ldq = NH * HD + 3, ldkv = NKV * (HD + DV), ldo = NH * DV;   /* q rows padded */
+  MpkAttnShape s = { B, TL, NH, NKV, HD, ldq, ldkv, ldo, window, cap, DV, 0 };
   int T = TL * CP;
   size_t nq = (size_t) B * TL * ldq, nb = (size_t) B * TL * ldkv, no = (size_t) B * TL * ldo;
   size_t nl = (size_t) B * NH * TL;
@@ -372,11 +380,14 @@ static void
 test_cuda_ring_attention (void **state)
 {
   need_device ();
-  run_ring (2, 38, 4, 2, 40, 2, 0);    /* GQA, cp 2, rank 0: chunks 0 and 3 */
-  run_ring (2, 38, 4, 2, 40, 2, 1);    /* rank 1: chunks 1 and 2 */
-  run_ring (1, 70, 3, 3, 64, 4, 2);    /* MHA, cp 4, blocks longer than a warp's chunk */
-  run_ring (1, 8, 2, 1, 256, 2, 0);    /* the largest head dimension */
-  run_ring (1, 38, 4, 2, 40, 1, 0);    /* cp 1: the ring is plain attention */
+  run_ring (2, 38, 4, 2, 40, 40, 0, 0, 2, 0);   /* GQA, cp 2, rank 0: chunks 0 and 3 */
+  run_ring (2, 38, 4, 2, 40, 40, 0, 0, 2, 1);   /* rank 1: chunks 1 and 2 */
+  run_ring (1, 70, 3, 3, 64, 64, 0, 0, 4, 2);   /* MHA, cp 4, blocks longer than a chunk */
+  run_ring (1, 8, 2, 1, 256, 256, 0, 0, 2, 0);  /* the largest head dimension */
+  run_ring (1, 38, 4, 2, 40, 40, 0, 0, 1, 0);   /* cp 1: the ring is plain attention */
+  run_ring (2, 38, 4, 4, 48, 32, 0, 0, 2, 1);   /* MLA: K and V of different widths */
+  run_ring (1, 70, 4, 2, 40, 40, 23, 1.5f, 4, 1);  /* window by position, capped scores */
+  run_ring (1, 38, 4, 2, 24, 16, 11, 1.5f, 1, 0);  /* all three, cp 1: = attention */
 }
 
 static void

@@ -63,6 +63,11 @@ append_device (GString *out, const MpDevice *d, double overhead_bytes, const cha
         g_autofree char *label = g_strdup_printf ("peak %s", mp_dtype_name ((MpDtype) t));
         append_quantity (out, sub, label, d->peak_flops[t], MP_UNIT_FLOPS);
       }
+  if (d->power_limit_w > 0)
+    {
+      g_autofree char *limit = g_strdup_printf ("%g W", d->power_limit_w);
+      append_row (out, sub, "power limit", limit);
+    }
 }
 
 static void
@@ -177,6 +182,11 @@ build_device (JsonBuilder *b, const MpDevice *d)
         json_builder_add_double_value (b, d->peak_flops[t]);
       }
   json_builder_end_object (b);
+  if (d->power_limit_w > 0)
+    {
+      json_builder_set_member_name (b, "power_limit_w");
+      json_builder_add_double_value (b, d->power_limit_w);
+    }
   json_builder_set_member_name (b, "calibrated");
   json_builder_add_boolean_value (b, d->calibrated);
   json_builder_end_object (b);

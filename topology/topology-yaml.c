@@ -19,7 +19,7 @@ static const char *const top_keys[] = {
 };
 static const char *const group_keys[] = { "name", "nodes", "devices_per_node", "device", NULL };
 static const char *const device_keys[] = {
-  "name", "memory", "memory_bandwidth", "peak", "calibrated", NULL
+  "name", "memory", "memory_bandwidth", "peak", "calibrated", "power_limit_w", NULL
 };
 static const char *const link_keys[] = {
   "tier", "name", "bandwidth", "latency", "nics_per_node", NULL
@@ -104,6 +104,10 @@ read_device (MpYamlReader *r, const MpYamlNode *map, MpDevice *dev)
   mp_yaml_get_quantity (r, map, "memory", MP_UNIT_BYTES, TRUE, FALSE, &dev->memory_bytes);
   mp_yaml_get_quantity (r, map, "memory_bandwidth", MP_UNIT_BPS, TRUE, FALSE, &dev->mem_bw_Bps);
   mp_yaml_get_bool (r, map, "calibrated", FALSE, &dev->calibrated);
+  /* The watts a board is held to (nvidia-smi -pl): the cost model lowers the tensor rate
+   * it sustains (mp_cost_power_rate); the peaks stay the datasheet's, for MFU. */
+  mp_yaml_get_quantity (r, map, "power_limit_w", MP_UNIT_COUNT, FALSE, FALSE,
+                        &dev->power_limit_w);
   read_peaks (r, map, dev);
 }
 
@@ -111,7 +115,7 @@ static gboolean
 same_device (const MpDevice *a, const MpDevice *b)
 {
   if (g_strcmp0 (a->name, b->name) != 0 || a->memory_bytes != b->memory_bytes
-      || a->mem_bw_Bps != b->mem_bw_Bps)
+      || a->mem_bw_Bps != b->mem_bw_Bps || a->power_limit_w != b->power_limit_w)
     return FALSE;
   return memcmp (a->peak_flops, b->peak_flops, sizeof a->peak_flops) == 0;
 }

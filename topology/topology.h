@@ -55,6 +55,8 @@ typedef struct {
   double mem_bw_Bps;             /* HBM (or DRAM) bandwidth */
   double peak_flops[MP_DTYPE_N]; /* dense peak per dtype; 0 = not supported */
   gboolean calibrated;           /* FALSE: documented placeholders (the `host` device) */
+  double power_limit_w;          /* the board's power limit in W where the file sets one
+                                  * below the part's rating (power_limit_w); 0: as rated */
 } MpDevice;
 
 typedef struct {

@@ -25,8 +25,8 @@ axpy (float *y, float alpha, const float *x, int n)
     y[i] += alpha * x[i];
 }
 
-/* Offsets (in floats) of head h at position t of sequence b, in q (and dq), in k or v
- * (and dk, dv: kv head h), and in out (and dout). */
+/* Offsets (in floats) of head h at position t of sequence b, in q (and dq), in k (and
+ * dk: kv head h), in v (and dv), and in out (and dout). */
 static size_t
 q_at (MpkAttnShape s, int b, int t, int h)
 {
@@ -40,9 +40,15 @@ kv_at (MpkAttnShape s, int b, int t, int h)
 }
 
 static size_t
+v_at (MpkAttnShape s, int b, int t, int h)
+{
+  return ((size_t) b * s.T + t) * mpk_attn_ldv (s) + (size_t) h * mpk_attn_dv (s);
+}
+
+static size_t
 out_at (MpkAttnShape s, int b, int t, int h)
 {
-  return ((size_t) b * s.T + t) * s.ldo + (size_t) h * s.HD;
+  return ((size_t) b * s.T + t) * s.ldo + (size_t) h * mpk_attn_dv (s);
 }
 
 /* Scaled score of query row qt against key row kj, soft-capped (cap tanh (x / cap)) when
@@ -76,7 +82,7 @@ first_key (MpkAttnShape s, int t)
   return s.window > 0 && t - s.window + 1 > 0 ? t - s.window + 1 : 0;
 }
 
-/* One query row: o (HD) = sum_j p_j v_j over the keys it sees; returns the row's lse. The
+/* One query row: o (DV) = sum_j p_j v_j over the keys it sees; returns the row's lse. The
  * scores are computed twice (once for the max, once for the exponentials) unless prow
  * (T) is given, in which case they are kept there and then turned into probabilities. */
 static float
@@ -94,7 +100,8 @@ forward_row (float *o, float *prow, const float *q, const float *k, const float 
         prow[j] = sj;
       max = fmax (max, sj);
     }
-  for (int d = 0; d < s.HD; d++)
+  int dv = mpk_attn_dv (s);
+  for (int d = 0; d < dv; d++)
     o[d] = 0.0f;
   double sum = 0;
   for (int j = j0; j <= t; j++)
@@ -102,9 +109,9 @@ forward_row (float *o, float *prow, const float *q, const float *k, const float 
       float sj = prow != NULL ? prow[j] : score (qt, k + kv_at (s, b, j, kvh), s);
       double e = exp (sj - max);
       sum += e;
-      axpy (o, (float) e, v + kv_at (s, b, j, kvh), s.HD);
+      axpy (o, (float) e, v + v_at (s, b, j, kvh), dv);
     }
-  for (int d = 0; d < s.HD; d++)
+  for (int d = 0; d < dv; d++)
     o[d] = (float) (o[d] / sum);
   double lse = max + log (sum);
   if (prow != NULL)
@@ -128,7 +135,7 @@ mpk_cpu_attention_forward (float *out, float *lse, float *probs, const float *q,
 }
 
 /* One query row's share of the gradients from N_KEYS key rows KB, VB (with their
- * gradients DKB, DVB; rows s.ldkv apart) at positions KPOS (NULL: 0, 1, ...), those the
+ * gradients DKB, DVB; rows s.ldkv and ldv apart) at positions KPOS (NULL: 0, 1, ...), those the
  * query at QP sees. With p_j the probabilities and dp_j = dout . v_j, the softmax
  * gradient is ds_j = p_j (dp_j - D), D = sum_i p_i dp_i = dout . out (over every key the
  * row saw), so D needs no extra pass over the keys; a soft cap multiplies it by its
@@ -139,17 +146,19 @@ backward_keys (float *dqt, float *dkb, float *dvb, const float *gt, double D, fl
                MpkAttnShape s, int kvh, int n_keys, int qp, const int *kpos)
 {
   double scale = 1.0 / sqrt ((double) s.HD);
+  int dv = mpk_attn_dv (s);
   for (int j = 0; j < n_keys; j++)
     {
       if (!visible (s, qp, kpos != NULL ? kpos[j] : j))
         continue;
       size_t at = (size_t) j * s.ldkv + (size_t) kvh * s.HD;
+      size_t vat = (size_t) j * mpk_attn_ldv (s) + (size_t) kvh * dv;
       float sc = prow == NULL || s.softcap > 0 ? score (qt, kb + at, s) : 0.0f;
       double p = prow != NULL ? prow[j] : exp (sc - lse);
-      double ds = p * (dot (gt, vb + at, s.HD) - D) * score_grad (sc, s);
+      double ds = p * (dot (gt, vb + vat, dv) - D) * score_grad (sc, s);
       axpy (dqt, (float) (scale * ds), kb + at, s.HD);
       axpy (dkb + at, (float) (scale * ds), qt, s.HD);
-      axpy (dvb + at, (float) p, gt, s.HD);
+      axpy (dvb + vat, (float) p, gt, dv);
     }
 }
 
@@ -165,10 +174,10 @@ mpk_cpu_attention_backward (float *dq, float *dk, float *dv, const float *dout,
           size_t r = ((size_t) b * s.NH + h) * s.T + t;
           const float *prow = probs != NULL ? probs + r * s.T : NULL;
           const float *gt = dout + out_at (s, b, t, h);
-          size_t kb = kv_at (s, b, 0, 0);
-          backward_keys (dq + q_at (s, b, t, h), dk + kb, dv + kb, gt,
-                         dot (gt, out + out_at (s, b, t, h), s.HD), lse[r], prow,
-                         q + q_at (s, b, t, h), k + kb, v + kb, s, h / (s.NH / s.NKV), t + 1,
+          size_t kb = kv_at (s, b, 0, 0), vb = v_at (s, b, 0, 0);
+          backward_keys (dq + q_at (s, b, t, h), dk + kb, dv + vb, gt,
+                         dot (gt, out + out_at (s, b, t, h), mpk_attn_dv (s)), lse[r], prow,
+                         q + q_at (s, b, t, h), k + kb, v + vb, s, h / (s.NH / s.NKV), t + 1,
                          t, NULL);
         }
 }
@@ -191,11 +200,11 @@ mpk_cpu_ring_attention_begin (float *out, float *m, float *l, MpkAttnShape s)
     m[r] = -INFINITY, l[r] = 0.0f;
   for (int b = 0; b < s.B; b++)
     for (int t = 0; t < s.T; t++)
-      for (int d = 0; d < s.NH * s.HD; d++)
+      for (int d = 0; d < s.NH * mpk_attn_dv (s); d++)
         out[out_at (s, b, t, 0) + d] = 0.0f;
 }
 
-/* One query row against one key block (rows s.ldkv apart, positions KPOS): the running
+/* One query row against one key block (rows s.ldkv and ldv apart, positions KPOS): the running
  * max *M and sum *L move to the new max, O (unnormalised) with them. */
 static void
 ring_row (float *o, float *m, float *l, const float *qt, const float *kb, const float *vb,
@@ -209,7 +218,8 @@ ring_row (float *o, float *m, float *l, const float *qt, const float *kb, const 
     return;                        /* the whole block lies in this row's future */
   double nm = fmax (*m, bmax);
   double alpha = exp (*m - nm);    /* 0 for the first block the row sees */
-  for (int d = 0; d < s.HD; d++)
+  int dv = mpk_attn_dv (s);
+  for (int d = 0; d < dv; d++)
     o[d] = (float) (o[d] * alpha);
   double sum = *l * alpha;
   for (int j = 0; j < TK; j++)
@@ -219,7 +229,7 @@ ring_row (float *o, float *m, float *l, const float *qt, const float *kb, const 
       size_t at = (size_t) j * s.ldkv + (size_t) kvh * s.HD;
       double e = exp (score (qt, kb + at, s) - nm);
       sum += e;
-      axpy (o, (float) e, vb + at, s.HD);
+      axpy (o, (float) e, vb + (size_t) j * mpk_attn_ldv (s) + (size_t) kvh * dv, dv);
     }
   *m = (float) nm;
   *l = (float) sum;
@@ -235,9 +245,9 @@ mpk_cpu_ring_attention_block (float *out, float *m, float *l, const float *q, co
       for (int t = 0; t < s.T; t++)
         {
           size_t r = ((size_t) b * s.NH + h) * s.T + t;
-          size_t kb = (size_t) b * TK * s.ldkv;
+          size_t kb = (size_t) b * TK * s.ldkv, vb = (size_t) b * TK * mpk_attn_ldv (s);
           ring_row (out + out_at (s, b, t, h), m + r, l + r, q + q_at (s, b, t, h), k + kb,
-                    v + kb, s, h / (s.NH / s.NKV), TK, qpos[t], kpos);
+                    v + vb, s, h / (s.NH / s.NKV), TK, qpos[t], kpos);
         }
 }
 
@@ -251,7 +261,7 @@ mpk_cpu_ring_attention_end (float *out, float *lse, const float *m, const float 
         {
           size_t r = ((size_t) b * s.NH + h) * s.T + t;
           float *o = out + out_at (s, b, t, h);
-          for (int d = 0; d < s.HD; d++)
+          for (int d = 0; d < mpk_attn_dv (s); d++)
             o[d] = (float) (o[d] / (double) l[r]);
           lse[r] = (float) (m[r] + log ((double) l[r]));
         }
@@ -268,11 +278,11 @@ mpk_cpu_ring_attention_backward_block (float *dq, float *dk, float *dv, const fl
       for (int t = 0; t < s.T; t++)
         {
           size_t r = ((size_t) b * s.NH + h) * s.T + t;
-          size_t kb = (size_t) b * TK * s.ldkv;
+          size_t kb = (size_t) b * TK * s.ldkv, vb = (size_t) b * TK * mpk_attn_ldv (s);
           const float *gt = dout + out_at (s, b, t, h);
-          backward_keys (dq + q_at (s, b, t, h), dk + kb, dv + kb, gt,
-                         dot (gt, out + out_at (s, b, t, h), s.HD), lse[r], NULL,
-                         q + q_at (s, b, t, h), k + kb, v + kb, s, h / (s.NH / s.NKV), TK,
+          backward_keys (dq + q_at (s, b, t, h), dk + kb, dv + vb, gt,
+                         dot (gt, out + out_at (s, b, t, h), mpk_attn_dv (s)), lse[r], NULL,
+                         q + q_at (s, b, t, h), k + kb, v + vb, s, h / (s.NH / s.NKV), TK,
                          qpos[t], kpos);
         }
 }

@@ -64,7 +64,7 @@ mpk_cpu_qknorm_backward (float *dqkv, float *dwq, float *dwk, const float *raw,
 static size_t
 out_row (MpkAttnShape s, int b, int t, int h)
 {
-  return ((size_t) b * s.T + t) * s.ldo + (size_t) h * s.HD;
+  return ((size_t) b * s.T + t) * s.ldo + (size_t) h * mpk_attn_dv (s);
 }
 
 void
@@ -80,7 +80,7 @@ mpk_cpu_attention_sinks_forward (float *out, float *lse, float *probs, const flo
           double nl = m + log (exp (l - m) + exp (sk - m));
           float f = (float) exp (l - nl);
           float *o = out + out_row (s, b, t, h);
-          for (int d = 0; d < s.HD; d++)
+          for (int d = 0; d < mpk_attn_dv (s); d++)
             o[d] *= f;
           if (probs != NULL)
             for (int j = 0; j < s.T; j++)
@@ -101,7 +101,7 @@ mpk_cpu_attention_sinks_backward (float *dsinks, const float *dout, const float 
           {
             size_t r = ((size_t) b * s.NH + h) * s.T + t, at = out_row (s, b, t, h);
             double D = 0;
-            for (int d = 0; d < s.HD; d++)
+            for (int d = 0; d < mpk_attn_dv (s); d++)
               D += (double) dout[at + d] * out[at + d];
             sum += exp ((double) sinks[h] - lse[r]) * D;
           }

@@ -160,8 +160,8 @@ void mpk_cpu_rotary_backward (float *dx, int B, int T, int NHR, int HD, int ld, 
 
 /* ---- causal attention with grouped-query heads (attention.c) --------------------------- */
 
-/* q (B, T, NH, HD), k and v (B, T, NKV, HD), out (B, T, NH, HD), each row (one position)
- * ld* floats apart so they can live inside a packed buffer. The layout that fits a
+/* q and k (B, T, NH or NKV, HD), v (B, T, NKV, DV), out (B, T, NH, DV), each row (one
+ * position) ld* floats apart so they can live inside a packed buffer. The layout that fits a
  * column-parallel qkv GEMM is one (B*T, (NH + 2*NKV)*HD) buffer per rank holding its local
  * heads as [q heads | k heads | v heads]: q = qkv, k = qkv + NH*HD, v = k + NKV*HD, ldq =
  * ldkv = (NH + 2*NKV)*HD. Query head h reads kv head h / (NH/NKV). A head subset
@@ -175,7 +175,28 @@ typedef struct {
   int window;      /* sliding window: a query sees the last `window` keys, itself included
                     * (0: every earlier key) */
   float softcap;   /* scores soft-capped to softcap tanh (score / softcap) (0: none) */
+  int DV;          /* value (and output) head dimension, 0: HD; MLA's v_head_dim differs */
+  int ldv;         /* row stride of v (and dv), 0: ldkv */
 } MpkAttnShape;
+
+/* S's value head dimension and v row stride, their defaults resolved (for the CUDA
+ * kernels' device code too). */
+#ifdef __CUDACC__
+#define MPK_HOST_DEVICE __host__ __device__
+#else
+#define MPK_HOST_DEVICE
+#endif
+static inline MPK_HOST_DEVICE int
+mpk_attn_dv (MpkAttnShape s)
+{
+  return s.DV > 0 ? s.DV : s.HD;
+}
+
+static inline MPK_HOST_DEVICE int
+mpk_attn_ldv (MpkAttnShape s)
+{
+  return s.ldv > 0 ? s.ldv : s.ldkv;
+}
 
 /* out = softmax(q k^T / sqrt(HD), causal, windowed and capped as s says) v. Writes out,
  * lse (B, NH, T) = the log of each softmax row's normaliser (scores in scaled units), and,

@@ -6,8 +6,9 @@
  *     are added to the per-lane output slice (HD/32 floats in registers). lse saved.
  *   backward: the same walk, recomputing p = exp(s - lse), dp = dout.v, ds = p (dp - D)
  *     with D = dout.out; dq in registers, dk and dv accumulated with atomics.
- * Scores in scaled units (q.k / sqrt(HD)) as the reference. HD <= 256. The walks are
- * attention.cuh's, shared with ring-attention.cu. */
+ * Scores in scaled units (q.k / sqrt(HD)) as the reference, soft-capped and windowed as
+ * its shape says; value heads DV wide (MLA). HD, DV <= 256. The walks are attention.cuh's,
+ * shared with ring-attention.cu. */
 #include "kernels/cuda/attention.cuh"
 
 #define ROWS ATT_ROWS
@@ -21,20 +22,19 @@ attn_forward_k (float *out, float *lse, const float *q, const float *k, const fl
   if (w.t >= s.T)
     return;                       /* warp-uniform; only warp syncs below */
   float *qs = att_query_load (sh, w, q, s);
-  size_t kv = att_kv (w, s, s.T);
   float acc[ATT_MAXD] = { 0.0f };
   float m = -INFINITY, l = 0.0f;
-  att_forward_walk (acc, &m, &l, qs, k + kv, v + kv, s.ldkv, s.HD, w.t + 1, scale, w.lane,
-                    AttAll ());
+  att_forward_walk (acc, &m, &l, qs, k + att_kv (w, s, s.T), v + att_v (w, s, s.T), s, w.t + 1,
+                    scale, w.lane, AttAll { w.t, s.window });
 #pragma unroll
   for (int i = 0; i < ATT_MAXD; i++)
     acc[i] /= l;
-  att_slice_store (out + w.oo, acc, 1.0f, false, s.HD, w.lane);
+  att_slice_store (out + w.oo, acc, 1.0f, false, mpk_attn_dv (s), w.lane);
   if (w.lane == 0)
     lse[w.r] = m + logf (l);
 }
 
-/* probs (B, NH, T, T) = exp(s - lse) below the diagonal, zeros above. */
+/* probs (B, NH, T, T) = exp(s - lse) for the keys the row sees, zeros elsewhere. */
 __global__ static void
 attn_probs_k (float *probs, const float *lse, const float *q, const float *k, MpkAttnShape s,
               float scale)
@@ -45,7 +45,7 @@ attn_probs_k (float *probs, const float *lse, const float *q, const float *k, Mp
       size_t r = idx / s.T;   /* (b * NH + h) * T + t */
       int t = (int) (r % s.T), h = (int) ((r / s.T) % s.NH), b = (int) (r / s.T / s.NH);
       float p = 0.0f;
-      if (j <= t)
+      if (j <= t && (s.window <= 0 || t - j < s.window))
         {
           int hk = h / (s.NH / s.NKV);
           const float *qrow = q + ((size_t) b * s.T + t) * s.ldq + (size_t) h * s.HD;
@@ -53,7 +53,7 @@ attn_probs_k (float *probs, const float *lse, const float *q, const float *k, Mp
           float dot = 0.0f;
           for (int d = 0; d < s.HD; d++)
             dot += qrow[d] * krow[d];
-          p = expf (dot * scale - lse[r]);
+          p = expf (att_score (dot, scale, s.softcap) - lse[r]);
         }
       probs[idx] = p;
     }
@@ -91,7 +91,8 @@ mpk_cuda_attention_backward (float *dq, float *dk, float *dv, const float *dout,
     return e;
   float scale = 1.0f / sqrtf ((float) s.HD);
   dim3 grid ((s.T + ROWS - 1) / ROWS, s.NH, s.B);
-  att_backward_k<<<grid, ROWS * MPK_WARP, 2 * ROWS * s.HD * sizeof (float), stream>>> (
-      dq, dk, dv, dout, out, lse, q, k, v, s, AttCausal { s.T }, scale);
+  att_backward_k<<<grid, ROWS * MPK_WARP, ROWS * (s.HD + mpk_attn_dv (s)) * sizeof (float),
+                   stream>>> (dq, dk, dv, dout, out, lse, q, k, v, s,
+                              AttCausal { s.T, s.window }, scale);
   return cudaGetLastError ();
 }

@@ -81,7 +81,7 @@ static __device__ __forceinline__ size_t
 sink_out_at (MpkAttnShape s, size_t r)
 {
   int t = (int) (r % s.T), h = (int) ((r / s.T) % s.NH), b = (int) (r / ((size_t) s.T * s.NH));
-  return ((size_t) b * s.T + t) * s.ldo + (size_t) h * s.HD;
+  return ((size_t) b * s.T + t) * s.ldo + (size_t) h * mpk_attn_dv (s);
 }
 
 __global__ static void
@@ -94,7 +94,7 @@ sinks_forward_k (float *out, float *lse, float *probs, const float *sinks, MpkAt
       double nl = m + log (exp (l - m) + exp (sk - m));
       float f = (float) exp (l - nl);
       float *o = out + sink_out_at (s, r);
-      for (int d = 0; d < s.HD; d++)
+      for (int d = 0; d < mpk_attn_dv (s); d++)
         o[d] *= f;
       if (probs != NULL)
         for (int j = 0; j < s.T; j++)
@@ -112,7 +112,7 @@ sinks_backward_k (float *dsinks, const float *dout, const float *out, const floa
       int h = (int) ((r / s.T) % s.NH);
       size_t at = sink_out_at (s, r);
       double D = 0;
-      for (int d = 0; d < s.HD; d++)
+      for (int d = 0; d < mpk_attn_dv (s); d++)
         D += (double) dout[at + d] * out[at + d];
       atomicAdd (&dsinks[h], (float) (-exp ((double) sinks[h] - lse[r]) * D));
     }

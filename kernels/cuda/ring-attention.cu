@@ -12,7 +12,8 @@
  *     from the forward's final lse, D = dout . out; dq += in registers, dk, dv += with
  *     atomics.
  * Positions are device arrays here (exec/backend-cuda-kernels.c stages the host's).
- * The walks are attention.cuh's (keys masked with AttByPos). HD <= 256. */
+ * The walks are attention.cuh's (keys masked with AttByPos, the window by position too;
+ * scores capped as the shape says; value heads DV wide). HD, DV <= 256. */
 #include "kernels/cuda/attention.cuh"
 
 #define ROWS ATT_ROWS
@@ -31,7 +32,7 @@ ring_begin_k (float *out, float *m, float *l, MpkAttnShape s)
       m[i] = -INFINITY;
       l[i] = 0.0f;
     }
-  size_t w = (size_t) s.NH * s.HD;
+  size_t w = (size_t) s.NH * mpk_attn_dv (s);
   MPK_FOR (i, (size_t) s.B * s.T * w)
     out[(i / w) * s.ldo + i % w] = 0.0f;
 }
@@ -45,13 +46,12 @@ ring_block_k (float *out, float *m, float *l, const float *q, const float *k, co
   if (w.t >= s.T)
     return;                       /* warp-uniform; only warp syncs below */
   float *qs = att_query_load (sh, w, q, s);
-  size_t kv = att_kv (w, s, TK);
   float acc[ATT_MAXD];
-  att_slice_load (acc, out + w.oo, s.HD, w.lane);
+  att_slice_load (acc, out + w.oo, mpk_attn_dv (s), w.lane);
   float mr = m[w.r], lr = l[w.r];
-  att_forward_walk (acc, &mr, &lr, qs, k + kv, v + kv, s.ldkv, s.HD, TK, scale, w.lane,
-                    AttByPos { kpos, qpos[w.t] });
-  att_slice_store (out + w.oo, acc, 1.0f, false, s.HD, w.lane);
+  att_forward_walk (acc, &mr, &lr, qs, k + att_kv (w, s, TK), v + att_v (w, s, TK), s, TK, scale,
+                    w.lane, AttByPos { kpos, qpos[w.t], s.window });
+  att_slice_store (out + w.oo, acc, 1.0f, false, mpk_attn_dv (s), w.lane);
   if (w.lane == 0)
     {
       m[w.r] = mr;
@@ -62,10 +62,11 @@ ring_block_k (float *out, float *m, float *l, const float *q, const float *k, co
 __global__ static void
 ring_end_k (float *out, float *lse, const float *m, const float *l, MpkAttnShape s)
 {
-  MPK_FOR (i, (size_t) s.B * s.T * s.NH * s.HD)
+  int dv = mpk_attn_dv (s);
+  MPK_FOR (i, (size_t) s.B * s.T * s.NH * dv)
     {
-      size_t w = (size_t) s.NH * s.HD, bt = i / w;
-      int h = (int) ((i % w) / s.HD), b = (int) (bt / s.T), t = (int) (bt % s.T);
+      size_t w = (size_t) s.NH * dv, bt = i / w;
+      int h = (int) ((i % w) / dv), b = (int) (bt / s.T), t = (int) (bt % s.T);
       out[bt * s.ldo + i % w] /= l[row_of (s, b, h, t)];
     }
   MPK_FOR (i, (size_t) s.B * s.NH * s.T)
@@ -92,7 +93,7 @@ mpk_cuda_ring_attention_begin (float *out, float *m, float *l, MpkAttnShape s,
   cudaError_t e = check_shape (s, 0);
   if (e != cudaSuccess || empty (s))
     return e;
-  size_t n = (size_t) s.B * s.T * s.NH * s.HD;
+  size_t n = (size_t) s.B * s.T * s.NH * mpk_attn_dv (s);
   ring_begin_k<<<mpk_blocks (n, 256), 256, 0, stream>>> (out, m, l, s);
   return cudaGetLastError ();
 }
@@ -119,7 +120,7 @@ mpk_cuda_ring_attention_end (float *out, float *lse, const float *m, const float
   cudaError_t e = check_shape (s, 0);
   if (e != cudaSuccess || empty (s))
     return e;
-  size_t n = (size_t) s.B * s.T * s.NH * s.HD;
+  size_t n = (size_t) s.B * s.T * s.NH * mpk_attn_dv (s);
   ring_end_k<<<mpk_blocks (n, 256), 256, 0, stream>>> (out, lse, m, l, s);
   return cudaGetLastError ();
 }
@@ -135,7 +136,8 @@ mpk_cuda_ring_attention_backward_block (float *dq, float *dk, float *dv, const f
     return e;
   float scale = 1.0f / sqrtf ((float) s.HD);
   dim3 grid ((s.T + ROWS - 1) / ROWS, s.NH, s.B);
-  att_backward_k<<<grid, ROWS * MPK_WARP, 2 * ROWS * s.HD * sizeof (float), stream>>> (
-      dq, dk, dv, dout, out, lse, q, k, v, s, AttRing { qpos, kpos, TK }, scale);
+  att_backward_k<<<grid, ROWS * MPK_WARP, ROWS * (s.HD + mpk_attn_dv (s)) * sizeof (float),
+                   stream>>> (dq, dk, dv, dout, out, lse, q, k, v, s,
+                              AttRing { qpos, kpos, TK, s.window }, scale);
   return cudaGetLastError ();
 }

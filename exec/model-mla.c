@@ -1,0 +1,375 @@
+/* model-mla.c - multi-head latent attention (DeepSeek-V2 sec. 2.1, V3) in a transformer
+ * block, as Megatron-Core's MLASelfAttention runs it under tensor parallelism: the down
+ * projections to the latents (q_down: C -> q_lora_rank, kv_down: C -> kv_lora_rank + the
+ * rotary key shared by all heads) and the latents' RMSNorms are replicated on every tp
+ * rank ("duplicated" TELinear) and, under sequence parallelism, run on the rank's own
+ * rows, their outputs gathered; the up projections (q_up, kv_up) are column-parallel over
+ * the heads, so the latents' gradients are partial sums over tp, all-reduced (or
+ * reduce-scattered) before the replicated part's backward, as the cost model's region
+ * entry at q_up / kv_up says. Without q_lora_rank (V2-Lite) q is projected directly
+ * (column-parallel, its input the gathered hidden state).
+ *
+ * Per local head: q = [q_nope | q_rope], k = [k_nope | k_rope (the shared rotary key)],
+ * v (v_head_dim); RoPE on q_rope and the shared key; the core scales by
+ * 1 / sqrt (nope + rope) (the IR has no YaRN mscale). The block's attention core reads
+ * them from one packed buffer [q heads | k heads | v heads] (model-layers.c). */
+#define G_LOG_DOMAIN "mpplan-exec"
+#include "config.h"
+#include "exec/exec-private.h"
+#include "common/error.h"
+
+#define INIT_STD 0.02f
+#define NORM_EPS 1e-5f
+#define ROPE_THETA 10000.0f
+#define MLA_STREAM (UINT64_C (0x317a) << 32)
+
+/* Activation slots, after the attention variants' (model-layers.c): the raw q latent and
+ * its rstd, the normalised one (this rank's rows) and gathered (sequence parallelism);
+ * the same for the kv latent. */
+enum { L_CQ = 32, L_CQR, L_CQN, L_LQ, L_CKV, L_CKVR, L_CKVN, L_LKV, L_END };
+G_STATIC_ASSERT (L_END <= MAX_BUFS);
+
+/* Where a block's MLA tensors sit in its `uses`, from FIRST. */
+typedef struct {
+  int wq;        /* q_lora: q_down (qr, C), else q_proj (NHl D, C) */
+  int qn, wuq;   /* q_lora: q_norm (qr), q_up (NHl D, qr); else -1 */
+  int wdkv, kvn, wukv;  /* kv_down (kvr + rope, C), kv_norm (kvr), kv_up (NHl (nope + dv), kvr) */
+} MlaIdx;
+
+/* The widths of the model's MLA. */
+typedef struct {
+  int qr, kvr, nope, rope, dv, D;
+} MlaDims;
+
+static MlaDims
+dims_of (const MpModel *m)
+{
+  return (MlaDims) { (int) m->q_lora_rank, (int) m->kv_lora_rank, (int) m->qk_nope_head_dim,
+                     (int) m->qk_rope_head_dim, (int) m->v_head_dim,
+                     (int) (m->qk_nope_head_dim + m->qk_rope_head_dim) };
+}
+
+static MlaIdx
+idx_of (const MpModel *m, guint first)
+{
+  int k = (int) first;
+  MlaIdx i;
+  i.wq = k++;
+  i.qn = m->q_lora_rank > 0 ? k++ : -1;
+  i.wuq = m->q_lora_rank > 0 ? k++ : -1;
+  i.wdkv = k++;
+  i.kvn = k++;
+  i.wukv = k++;
+  return i;
+}
+
+int
+mp_exec_mla_n_tensors (const MpModel *m)
+{
+  return m->q_lora_rank > 0 ? 6 : 4;
+}
+
+gboolean
+mp_exec_mla_reads_hidden (const MpModel *m)
+{
+  return m->q_lora_rank == 0;
+}
+
+static float *
+P (const ExLayer *L, int i)
+{
+  return ((ExTensor *) g_ptr_array_index (L->uses, (guint) i))->param;
+}
+
+static float *
+G (const ExLayer *L, int i)
+{
+  return ((ExTensor *) g_ptr_array_index (L->uses, (guint) i))->grad;
+}
+
+/* ---- tensors ----------------------------------------------------------------------- */
+
+/* Rows [R0, R0 + ROWS) of the seeded (FULL_ROWS, IN) weight INDEX of block LAYER: the
+ * whole of a replicated one, this rank's heads of a column-parallel one. */
+static gboolean
+add_weight (MpExec *ex, ExLayer *L, guint layer, const char *name, guint index, gsize rows,
+            gsize in, gsize r0, gboolean replicated, GError **error)
+{
+  g_autofree float *host = g_new (float, rows * in);
+  mpk_cpu_fill_normal_block (host, ex->seed, MLA_STREAM + layer * 8 + index, in, r0, rows, 0,
+                             in, 0.0f, INIT_STD);
+  ExTensor *t = mp_exec_tensor_new (ex, layer, name, rows * in, host, replicated, FALSE,
+                                    error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  return TRUE;
+}
+
+/* A latent's RMSNorm gain (ones), replicated. */
+static gboolean
+add_gain (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n, GError **error)
+{
+  g_autofree float *host = g_new (float, n);
+  for (gsize i = 0; i < n; i++)
+    host[i] = 1.0f;
+  ExTensor *t = mp_exec_tensor_new (ex, layer, name, n, host, TRUE, FALSE, error);
+  if (t == NULL)
+    return FALSE;
+  g_ptr_array_add (L->owns, t);
+  return TRUE;
+}
+
+gboolean
+mp_exec_mla_setup (MpExec *ex, ExLayer *L, guint layer, GError **error)
+{
+  MlaDims d = dims_of (ex->model);
+  gsize C = ex->C, hl = ex->NHl, h0 = (gsize) ex->tp_rank * hl;
+  gboolean ok = d.qr > 0
+                    ? add_weight (ex, L, layer, "wdq", 0, d.qr, C, 0, TRUE, error)
+                      && add_gain (ex, L, layer, "qnorm.w", d.qr, error)
+                      && add_weight (ex, L, layer, "wuq", 1, hl * d.D, d.qr, h0 * d.D, FALSE,
+                                     error)
+                    : add_weight (ex, L, layer, "wq", 1, hl * d.D, C, h0 * d.D, FALSE, error);
+  return ok && add_weight (ex, L, layer, "wdkv", 2, (gsize) d.kvr + d.rope, C, 0, TRUE, error)
+         && add_gain (ex, L, layer, "kvnorm.w", d.kvr, error)
+         && add_weight (ex, L, layer, "wukv", 3, hl * (d.nope + d.dv), d.kvr,
+                        h0 * (d.nope + d.dv), FALSE, error);
+}
+
+gboolean
+mp_exec_mla_acts (MpExec *ex, Acts *a, GError **error)
+{
+  MlaDims d = dims_of (ex->model);
+  gsize N = ex->N, Ns = ex->Ns;
+  gboolean sp = ex->sp;
+  return (d.qr == 0
+          || (mp_exec_act_alloc (ex, a, L_CQ, Ns * d.qr, error)
+              && mp_exec_act_alloc (ex, a, L_CQR, Ns, error)
+              && mp_exec_act_alloc (ex, a, L_CQN, Ns * d.qr, error)
+              && (!sp || mp_exec_act_alloc (ex, a, L_LQ, N * d.qr, error))))
+         && mp_exec_act_alloc (ex, a, L_CKV, Ns * d.kvr, error)
+         && mp_exec_act_alloc (ex, a, L_CKVR, Ns, error)
+         && mp_exec_act_alloc (ex, a, L_CKVN, Ns * d.kvr, error)
+         && (!sp || mp_exec_act_alloc (ex, a, L_LKV, N * d.kvr, error));
+}
+
+/* ---- helpers ----------------------------------------------------------------------- */
+
+/* ROWS rows of WIDTH floats from SRC (LDS apart) to DST (LDD apart). */
+static void
+copy_block (MpExec *ex, float *dst, int ldd, const float *src, int lds, int rows, int width)
+{
+  for (int r = 0; r < rows; r++)
+    ex->be->ops->copy (ex->be, dst + (gsize) r * ldd, src + (gsize) r * lds,
+                       (gsize) width * sizeof (float));
+}
+
+/* The same, added into DST. */
+static void
+add_block (MpExec *ex, float *dst, int ldd, const float *src, int lds, int rows, int width)
+{
+  for (int r = 0; r < rows; r++)
+    ex->k->add (ex->be, dst + (gsize) r * ldd, src + (gsize) r * lds, (gsize) width);
+}
+
+/* RoPE (or its backward) on the rope part of each of HEADS heads D wide from X (rows LD
+ * apart): the last ROPE of each head's D features. */
+static void
+rope_parts (MpExec *ex, float *x, int ld, int heads, MlaDims d, gboolean backward)
+{
+  for (int h = 0; h < heads; h++)
+    mp_exec_rotary_heads (ex, x + (gsize) h * d.D + d.nope, ld, 1, d.rope, backward,
+                          ROPE_THETA);
+}
+
+/* ---- forward ----------------------------------------------------------------------- */
+
+/* One latent: RAW (Ns, W) = XLN W_down's rows, its RMSNorm into NORMED with RSTD, then
+ * gathered into FULL (N, W) under sequence parallelism. Returns the up projection's
+ * input (N, W), NULL on failure. */
+static const float *
+latent_forward (MpExec *ex, const float *xln, const float *w, const float *gain, int width,
+                float *raw, float *rstd, float *normed, float *full, GError **error)
+{
+  ex->k->matmul_forward (ex->be, raw, xln, w, NULL, ex->Ns, ex->C, width);
+  ex->k->rmsnorm_forward (ex->be, normed, rstd, raw, gain, ex->Ns, width, NORM_EPS);
+  return mp_exec_tp_gather_width (ex, normed, full, width, error);
+}
+
+gboolean
+mp_exec_mla_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *xln,
+                     const float *h1, float *qkv, int ld, GError **error)
+{
+  const MpKernelOps *k = ex->k;
+  MlaDims d = dims_of (ex->model);
+  MlaIdx I = idx_of (ex->model, first);
+  int N = ex->N, hl = ex->NHl, kvw = d.nope + d.dv;
+  MpExecTmp t = { ex };
+  float *q = mp_exec_tmp_floats (&t, (gsize) N * hl * d.D, error);
+  float *kv = q ? mp_exec_tmp_floats (&t, (gsize) N * hl * kvw, error) : NULL;
+  float *kpe_s = kv ? mp_exec_tmp_floats (&t, (gsize) ex->Ns * d.rope, error) : NULL;
+  float *kpe_f = kpe_s && ex->sp ? mp_exec_tmp_floats (&t, (gsize) N * d.rope, error) : NULL;
+  if (kpe_s == NULL || (ex->sp && kpe_f == NULL))
+    goto fail;
+  /* q: through its latent, or straight from the gathered hidden state */
+  if (d.qr > 0)
+    {
+      const float *lq = latent_forward (ex, xln, P (L, I.wq), P (L, I.qn), d.qr,
+                                        a->buf[L_CQ], a->buf[L_CQR], a->buf[L_CQN],
+                                        a->buf[L_LQ], error);
+      if (lq == NULL)
+        goto fail;
+      k->matmul_forward (ex->be, q, lq, P (L, I.wuq), NULL, N, d.qr, hl * d.D);
+    }
+  else
+    k->matmul_forward (ex->be, q, h1, P (L, I.wq), NULL, N, ex->C, hl * d.D);
+  /* kv latent (kv_down's first kvr rows) and the rotary key (its last rope rows) */
+  const float *wdkv = P (L, I.wdkv);
+  const float *lkv = latent_forward (ex, xln, wdkv, P (L, I.kvn), d.kvr, a->buf[L_CKV],
+                                     a->buf[L_CKVR], a->buf[L_CKVN], a->buf[L_LKV], error);
+  if (lkv == NULL)
+    goto fail;
+  k->matmul_forward (ex->be, kpe_s, xln, wdkv + (gsize) d.kvr * ex->C, NULL, ex->Ns, ex->C,
+                     d.rope);
+  float *kpe = mp_exec_tp_gather_width (ex, kpe_s, kpe_f, d.rope, error);
+  if (kpe == NULL)
+    goto fail;
+  k->matmul_forward (ex->be, kv, lkv, P (L, I.wukv), NULL, N, d.kvr, hl * kvw);
+  mp_exec_rotary_heads (ex, kpe, d.rope, 1, d.rope, FALSE, ROPE_THETA);
+  /* pack [q heads | k heads (k_nope, the shared k_rope) | v heads] */
+  float *kh = qkv + (gsize) hl * d.D, *vh = kh + (gsize) hl * d.D;
+  copy_block (ex, qkv, ld, q, hl * d.D, N, hl * d.D);
+  rope_parts (ex, qkv, ld, hl, d, FALSE);
+  for (int h = 0; h < hl; h++)
+    {
+      copy_block (ex, kh + h * d.D, ld, kv + h * kvw, hl * kvw, N, d.nope);
+      copy_block (ex, kh + h * d.D + d.nope, ld, kpe, d.rope, N, d.rope);
+      copy_block (ex, vh + h * d.dv, ld, kv + h * kvw + d.nope, hl * kvw, N, d.dv);
+    }
+  mp_exec_tmp_release (&t);
+  return TRUE;
+fail:
+  mp_exec_tmp_release (&t);
+  return FALSE;
+}
+
+/* ---- backward ---------------------------------------------------------------------- */
+
+/* The replicated weights' gradients: under sequence parallelism each rank saw its own
+ * rows, so a partial sum over tp into scratch, all-reduced, then added into the
+ * tensors' (GW, N floats); without it every rank has the whole sum: straight into GW. */
+static float *
+rep_grad (MpExec *ex, MpExecTmp *t, float *gw, gsize n, GError **error)
+{
+  return ex->sp ? mp_exec_tmp_floats (t, n, error) : gw;
+}
+
+static gboolean
+rep_grad_done (MpExec *ex, float *scratch, float *gw, gsize n, GError **error)
+{
+  if (scratch == gw)
+    return TRUE;
+  if (!mp_exec_tp_all_reduce (ex, scratch, n, MP_REDUCE_SUM, error))
+    return FALSE;
+  ex->k->add (ex->be, gw, scratch, n);
+  return TRUE;
+}
+
+/* One latent's backward from DFULL (N, W), the gradient at the up projection's input
+ * (partial over tp): reduced to this rank's rows, through its RMSNorm (gain gradient
+ * into GGAIN) and its down projection rows W (gradient GW), into DXLN (Ns, C) +=. */
+static gboolean
+latent_backward (MpExec *ex, float *dfull, float *dshard, const float *xln, const float *w,
+                 float *gw, const float *gain, float *ggain, int width, const float *raw,
+                 const float *rstd, float *dxln, GError **error)
+{
+  MpExecTmp t = { ex };
+  gsize C = ex->C, nw = (gsize) width * C;
+  float *draw = mp_exec_tmp_floats (&t, (gsize) ex->Ns * width, error);
+  float *gwp = draw ? rep_grad (ex, &t, gw, nw, error) : NULL;
+  float *ggp = gwp ? rep_grad (ex, &t, ggain, (gsize) width, error) : NULL;
+  float *d = ggp ? mp_exec_tp_reduce_width (ex, dfull, dshard, width, error) : NULL;
+  gboolean ok = d != NULL;
+  if (ok)
+    {
+      ex->k->rmsnorm_backward (ex->be, draw, ggp, d, raw, gain, rstd, ex->Ns, width);
+      ex->k->matmul_backward (ex->be, dxln, gwp, NULL, draw, xln, w, ex->Ns, ex->C, width);
+      ok = rep_grad_done (ex, gwp, gw, nw, error)
+           && rep_grad_done (ex, ggp, ggain, (gsize) width, error);
+    }
+  mp_exec_tmp_release (&t);
+  return ok;
+}
+
+float *
+mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float *dqkv, int ld,
+                      const float *xln, const float *h1, float *dh1, float *dh1s,
+                      GError **error)
+{
+  const MpKernelOps *k = ex->k;
+  MlaDims d = dims_of (ex->model);
+  MlaIdx I = idx_of (ex->model, first);
+  int N = ex->N, Ns = ex->Ns, C = ex->C, hl = ex->NHl, kvw = d.nope + d.dv;
+  MpExecTmp t = { ex };
+  float *dq = mp_exec_tmp_floats (&t, (gsize) N * hl * d.D, error);
+  float *dkv = dq ? mp_exec_tmp_floats (&t, (gsize) N * hl * kvw, error) : NULL;
+  float *dlkv = dkv ? mp_exec_tmp_floats (&t, (gsize) N * d.kvr, error) : NULL;
+  float *dlat_s = dlkv ? mp_exec_tmp_floats (&t, (gsize) Ns * MAX (d.kvr, d.qr), error) : NULL;
+  float *dkpe = dlat_s ? mp_exec_tmp_floats (&t, (gsize) N * d.rope, error) : NULL;
+  float *dlq = dkpe && d.qr > 0 ? mp_exec_tmp_floats (&t, (gsize) N * d.qr, error) : NULL;
+  float *dn = NULL;
+  if (dkpe == NULL || (d.qr > 0 && dlq == NULL))
+    goto done;
+  /* unpack: q heads (RoPE undone), k_nope and v heads, the shared key's gradient summed
+   * over this rank's heads */
+  float *dkh = dqkv + (gsize) hl * d.D, *dvh = dkh + (gsize) hl * d.D;
+  rope_parts (ex, dqkv, ld, hl, d, TRUE);
+  copy_block (ex, dq, hl * d.D, dqkv, ld, N, hl * d.D);
+  for (int h = 0; h < hl; h++)
+    {
+      copy_block (ex, dkv + h * kvw, hl * kvw, dkh + h * d.D, ld, N, d.nope);
+      copy_block (ex, dkv + h * kvw + d.nope, hl * kvw, dvh + h * d.dv, ld, N, d.dv);
+      add_block (ex, dkpe, d.rope, dkh + h * d.D + d.nope, ld, N, d.rope);
+    }
+  mp_exec_rotary_heads (ex, dkpe, d.rope, 1, d.rope, TRUE, ROPE_THETA);
+  /* the column-parallel up projections: their weights, and their inputs' partial sums */
+  const float *lkv = ex->sp ? a->buf[L_LKV] : a->buf[L_CKVN];
+  k->matmul_backward (ex->be, dlkv, G (L, I.wukv), NULL, dkv, lkv, P (L, I.wukv), N, d.kvr,
+                      hl * kvw);
+  if (d.qr > 0)
+    {
+      const float *lq = ex->sp ? a->buf[L_LQ] : a->buf[L_CQN];
+      k->matmul_backward (ex->be, dlq, G (L, I.wuq), NULL, dq, lq, P (L, I.wuq), N, d.qr,
+                          hl * d.D);
+      dn = dh1s;
+    }
+  else
+    {
+      k->matmul_backward (ex->be, dh1, G (L, I.wq), NULL, dq, h1, P (L, I.wq), N, C, hl * d.D);
+      dn = mp_exec_tp_reduce_width (ex, dh1, dh1s, C, error);
+      if (dn == NULL)
+        goto done;
+    }
+  /* the replicated part, on this rank's rows: latents, the rotary key, q_down */
+  float *wdkv = P (L, I.wdkv), *gdkv = G (L, I.wdkv);
+  gsize nr = (gsize) d.rope * C;
+  float *gr = rep_grad (ex, &t, gdkv + (gsize) d.kvr * C, nr, error);
+  const float *dr = gr ? mp_exec_tp_reduce_width (ex, dkpe, dlat_s, d.rope, error) : NULL;
+  if (dr == NULL)
+    goto fail;
+  k->matmul_backward (ex->be, dn, gr, NULL, dr, xln, wdkv + (gsize) d.kvr * C, Ns, C, d.rope);
+  if (!rep_grad_done (ex, gr, gdkv + (gsize) d.kvr * C, nr, error)
+      || !latent_backward (ex, dlkv, dlat_s, xln, wdkv, gdkv, P (L, I.kvn), G (L, I.kvn), d.kvr,
+                           a->buf[L_CKV], a->buf[L_CKVR], dn, error)
+      || (d.qr > 0
+          && !latent_backward (ex, dlq, dlat_s, xln, P (L, I.wq), G (L, I.wq), P (L, I.qn),
+                               G (L, I.qn), d.qr, a->buf[L_CQ], a->buf[L_CQR], dn, error)))
+    goto fail;
+done:
+  mp_exec_tmp_release (&t);
+  return dn;
+fail:
+  mp_exec_tmp_release (&t);
+  return NULL;
+}
