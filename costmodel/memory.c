@@ -270,35 +270,36 @@ cm_stage_buckets (const MpCostContext *ctx, const MpParallelConfig *cfg, guint s
 
 /* ZeRO-2/3 gradient bytes in flight on STAGE besides the accumulated shard (DeepSpeed
  * stage 2's IPG buckets with overlap_comm, FSDP's reduce-scatter): one bucket's full
- * gradients being filled by backward while the one before is reduce-scattered into a
- * result shard of 1/replicas of it; the executor waits for that reduction before it
- * starts the next (runner.c), so these are the two largest buckets at most. */
+ * gradients being filled by backward while the one before is reduced into a result
+ * shard of 1/replicas of it; the executor waits for that reduction before it starts the
+ * next (runner.c), so these are the two largest buckets at most. Experts reduce over
+ * their own group in buckets of their own (Megatron-Core's expert grad buffer), which
+ * fill beside the dense ones: their largest adds, and either list's second may be the one
+ * reducing. */
 static double
 buckets_in_flight (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
                    double g)
 {
-  double cap = cm_bucket_bytes (cfg) / g, top[2] = { 0, 0 }, shard = 0;
+  double cap = cm_bucket_bytes (cfg) / g, filling = 0, reducing = 0, shard = 0;
   for (int e = 0; e < 2; e++)
     {
       double reps = e ? mp_parallel_config_edp (cfg) : mp_parallel_config_zero_shard (cfg);
       if (!(reps > 1))
         continue;
       guint n;
+      double top[2] = { 0, 0 };
       g_autofree MpGradBucket *b = cm_stage_buckets (ctx, cfg, stage, e, cap, &n);
       for (guint i = 0; i < n; i++)
         {
           double bytes = b[i].params * g;
-          if (bytes > top[0])
-            {
-              top[1] = top[0];
-              top[0] = bytes;
-              shard = bytes / reps;
-            }
-          else
-            top[1] = MAX (top[1], bytes);
+          top[1] = MAX (top[1], MIN (top[0], bytes));
+          top[0] = MAX (top[0], bytes);
         }
+      filling += top[0];
+      reducing = MAX (reducing, top[1]);
+      shard = MAX (shard, top[0] / reps);
     }
-  return top[0] + top[1] + shard;
+  return filling + reducing + shard;
 }
 
 /* ---- the runtime's reserve ------------------------------------------------------------ */
@@ -504,9 +505,12 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
    * reduce-scattered once after the last micro-batch into this rank's shard, which the
    * optimizer reads (DeepSpeed's fp32 partition; the executor's too). ZeRO-2/3 (DeepSpeed
    * stage 2, FSDP): each micro-batch's gradients reduce-scattered bucket by bucket into an
-   * accumulated shard, with the buckets in flight. */
-  double full = cfg->zero >= 2 ? 0 : dense + expert;
-  double sharded = cfg->zero >= 1 ? dense * shard_d + expert * shard_e : 0;
+   * accumulated shard, with the buckets in flight. Parameters no other replica holds
+   * (an expert with ep = dp * cp) have nothing to reduce: their full gradients are all
+   * they keep (the executor runs them as ZeRO-0, model-exec.c). */
+  gboolean zd = cfg->zero >= 1 && reps > 1, ze = cfg->zero >= 1 && ereps > 1;
+  double full = (zd && cfg->zero >= 2 ? 0 : dense) + (ze && cfg->zero >= 2 ? 0 : expert);
+  double sharded = (zd ? dense * shard_d : 0) + (ze ? expert * shard_e : 0);
   out->grads_bytes = (full + sharded) * g
                      + (cfg->zero >= 2 ? buckets_in_flight (ctx, cfg, stage, g) : 0);
   out->optimizer_bytes = (dense * (cfg->zero >= 1 ? shard_d : 1)
@@ -619,9 +623,13 @@ mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, dou
   mp_model_state_bytes_per_param (m, &w, NULL, &o);
   double sd = 1.0 / ((double) cfg->dp * cfg->cp), se = 1.0 / mp_parallel_config_edp (cfg);
   double zw = cfg->zero >= 3, zg = cfg->zero >= 2, zo = cfg->zero >= 1;
-  double state = dense * (w * (zw ? sd : 1) + g * ((zg ? 0 : 1) + (zo ? sd : 0))
+  /* gradients as mp_cost_stage_memory holds them: no shard where no other rank holds
+   * the tensor (an expert with ep = dp * cp), then the full gradients alone */
+  gboolean gd = zo && mp_parallel_config_zero_shard (cfg) > 1;
+  gboolean ge = zo && mp_parallel_config_edp (cfg) > 1;
+  double state = dense * (w * (zw ? sd : 1) + g * ((gd && zg ? 0 : 1) + (gd ? sd : 0))
                           + o * (zo ? sd : 1))
-                 + expert * (w * (zw ? se : 1) + g * ((zg ? 0 : 1) + (zo ? se : 0))
+                 + expert * (w * (zw ? se : 1) + g * ((ge && zg ? 0 : 1) + (ge ? se : 0))
                              + o * (zo ? se : 1));
 
   /* Every layer but the head at one micro-batch; the head's part may be negative with a

@@ -97,10 +97,11 @@ cuda_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
       g_autofree char *a = mp_units_format ((double) asked, MP_UNIT_BYTES);
       g_autofree char *u = mp_units_format (c->mem.stats.current_total, MP_UNIT_BYTES);
       g_autofree char *l = mp_units_format ((double) c->arena_bytes, MP_UNIT_BYTES);
+      g_autofree char *held = mp_mem_ledger_describe (&c->mem);
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
                    "out of device memory on rank %d (GPU %d): asked %s (%zu bytes) for %s "
-                   "with %s in use of an arena of %s", be->rank, c->device, a, asked,
-                   mp_mem_kind_name (kind), u, l);
+                   "with %s in use of an arena of %s (ledger: %s)", be->rank, c->device, a,
+                   asked, mp_mem_kind_name (kind), u, l, held);
       return NULL;
     }
   Block *b = &g_array_index (c->free_blocks, Block, i);

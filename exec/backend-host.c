@@ -46,11 +46,12 @@ host_alloc (MpBackend *be, gsize bytes, MpMemKind kind, GError **error)
       g_autofree char *a = mp_units_format ((double) asked, MP_UNIT_BYTES);
       g_autofree char *u = mp_units_format (h->mem.stats.current_total, MP_UNIT_BYTES);
       g_autofree char *l = mp_units_format (be->mem_limit_bytes, MP_UNIT_BYTES);
+      g_autofree char *held = mp_mem_ledger_describe (&h->mem);
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
-                   "out of memory on rank %d: asked %s (%zu bytes) for %s with %s in use%s%s",
-                   be->rank, a, asked, mp_mem_kind_name (kind), u,
+                   "out of memory on rank %d: asked %s (%zu bytes) for %s with %s in use%s%s "
+                   "(ledger: %s)", be->rank, a, asked, mp_mem_kind_name (kind), u,
                    be->mem_limit_bytes > 0 ? " of the device's " : "",
-                   be->mem_limit_bytes > 0 ? l : "");
+                   be->mem_limit_bytes > 0 ? l : "", held);
       return NULL;
     }
   memset (p, 0, asked);

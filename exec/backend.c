@@ -5,6 +5,7 @@
 #include "config.h"
 #include "exec/backend.h"
 #include "common/error.h"
+#include "common/units.h"
 
 #include <string.h>
 
@@ -83,6 +84,18 @@ mp_mem_ledger_add (MpMemLedger *ledger, void *ptr, gsize bytes, MpMemKind kind)
       m->peak_total = m->current_total;
       memcpy (m->at_peak, m->current, sizeof m->current);
     }
+}
+
+char *
+mp_mem_ledger_describe (const MpMemLedger *ledger)
+{
+  GString *s = g_string_new (NULL);
+  for (int k = 0; k < MP_MEM_N; k++)
+    {
+      g_autofree char *b = mp_units_format (ledger->stats.current[k], MP_UNIT_BYTES);
+      g_string_append_printf (s, "%s%s %s", k ? ", " : "", mp_mem_kind_name ((MpMemKind) k), b);
+    }
+  return g_string_free (s, FALSE);
 }
 
 gsize

@@ -47,6 +47,9 @@ void mp_mem_ledger_clear (MpMemLedger *ledger);
 void mp_mem_ledger_add (MpMemLedger *ledger, void *ptr, gsize bytes, MpMemKind kind);
 /* Forgets PTR; returns its bytes, 0 for a pointer the ledger does not know. */
 gsize mp_mem_ledger_remove (MpMemLedger *ledger, void *ptr);
+/* What the ledger holds now by kind, for an out-of-memory message: "weights 8 MiB,
+ * gradients 8 MiB, ..." (g_free it). */
+char *mp_mem_ledger_describe (const MpMemLedger *ledger);
 
 typedef enum { MP_REDUCE_SUM, MP_REDUCE_MAX } MpReduceOp;
 

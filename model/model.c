@@ -358,8 +358,10 @@ add_tp_mlp (GArray *ops, const MpModel *m, const char *fc1, const char *fc2, dou
  * then a router GEMM (h -> experts) that picks top-k experts per token, each a dense MLP
  * of width moe_ffn_hidden. Per token the expert ops run k times, so their saved
  * activations are k copies of the dense ones (the dispatched token copies are the fc1
- * inputs). Routing weights, the weighted combine and Qwen2-MoE's shared-expert gate
- * (h -> 1) are small next to these and are left out. */
+ * inputs). The permutation to the experts and the weighted combine back are memory-bound
+ * streams of their own (Megatron-Core's moe_permute / moe_unpermute; exec/model-moe.c's
+ * gather_rows and scatter_add_rows). Qwen2-MoE's shared-expert gate (h -> 1) is small
+ * next to these and is left out. */
 static void
 add_moe_mlp (GArray *ops, const MpModel *m, double e)
 {
@@ -382,12 +384,22 @@ add_moe_mlp (GArray *ops, const MpModel *m, double e)
   op = add_op (ops, "router_topk", MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
   op->fwd_bytes = 3 * 4 * n_exp + 12 * k;
   op->act_rep_bytes = 4 * n_exp;
+  /* The permutation: each token's row copied to its k experts (read and written k times)
+   * by its k indices (4 bytes each); backward adds the k row gradients back. */
+  op = add_op (ops, "expert_permute", MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
+  op->fwd_bytes = 2 * e * h * k + 4 * k;
   op = add_linear (ops, "expert_fc1", MP_SPLIT_EXPERT, fc1_width (m, ffn), h, k, n_exp,
                    m->bias, e);
   op->act_rep_bytes = e * h * k;
   add_activation (ops, "expert_act", MP_SPLIT_EXPERT, m, ffn, k, e);
   op = add_linear (ops, "expert_fc2", MP_SPLIT_EXPERT, h, ffn, k, n_exp, m->bias, e);
   op->act_bytes = e * ffn * k;
+  /* The weighted combine: the k expert rows and their gates read, added into the token's
+   * row (read and written). Backward needs the expert rows again (a gate's gradient is
+   * the output gradient's dot with its row) and keeps them with the gates. */
+  op = add_op (ops, "expert_combine", MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
+  op->fwd_bytes = e * h * (k + 2) + 4 * k;
+  op->act_rep_bytes = e * h * k + 4 * k;
 }
 
 /* Sums the ops of LAYER into its totals. */

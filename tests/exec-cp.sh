@@ -19,6 +19,7 @@ check () {
 model=$top_srcdir/examples/models/tiny-gpt.yaml
 batch=2
 ok "cp2" check cp2 2 dp=1,tp=1,pp=1,cp=2
+ok "cp2: cp_comm is a phase of its own in report and its HTML page" phase_reported cp2 cp_comm
 batch=4
 ok "cp2 x tp2" check cp2tp2 4 dp=1,tp=2,pp=1,cp=2,sequence_parallel=false
 # The rest on the much smaller model-exec (learned positions too), to stay well under a

@@ -28,6 +28,7 @@ check () {
 ok "one rank, no mpirun" check one 1 2 dp=1,tp=1,pp=1
 ok "tp2 with sequence parallel, ep1" check tp2 2 2 dp=1,tp=2,pp=1,ep=1,sequence_parallel=true
 ok "ep2 over data ranks" check ep2 2 2 dp=2,tp=1,pp=1,ep=2,zero=0
+ok "ep2: ep_comm is a phase of its own in report and its HTML page" phase_reported ep2 ep_comm
 ok "ep2 x tp2, experts split over etp = tp" check ep2tp2 4 2 dp=2,tp=2,pp=1,ep=2,zero=0
 ok "ep2 folded over tp2 (etp = 1)" check etp1 2 2 dp=1,tp=2,pp=1,ep=2,etp=1
 ok "ep2 with dp4 (two expert-data-parallel replicas), ZeRO-1" \
@@ -77,4 +78,28 @@ agcheck () {
 }
 ok "all-gather dispatcher, ep2" agcheck ag 2 2 dp=2,tp=1,pp=1,ep=2
 ok "all-gather dispatcher, ep2 folded over tp2" agcheck agetp1 2 2 dp=1,tp=2,pp=1,ep=2,etp=1
+# Out of memory in an MoE block (ep2's devices cut to 36 MiB: the weights, gradients and
+# Adam state fit, the first MoE block's buffers do not): the rank, the instruction, the
+# size asked and the ledger named, exit 1.
+moe_oom () {
+  sed -e 's/memory: 2 GiB/memory: 36 MiB/' -e 's/device_overhead: .*/device_overhead: 0 B/' \
+    "$data/cluster-host2.yaml" >"$tmp/small.yaml" &&
+  sed "s|^cluster: .*|cluster: $tmp/small.yaml:1|" "$tmp/ep2.yaml" >"$tmp/oom.yaml" || return 1
+  run_np 2 "$MPPLAN" exec -p "$tmp/oom.yaml" --steps 1 --warmup 0 >"$tmp/oom.out" 2>"$tmp/oom.err"
+  st=$?
+  grep -m1 'out of memory' "$tmp/oom.err" | sed 's/^/# /'
+  [ $st -eq 1 ] && grep -q 'rank [01], instruction [0-9]* (forward of layer [2-4], .*out of memory on rank [01]: asked .* bytes.*(ledger: weights .*, other .*)' "$tmp/oom.err"
+}
+ok "out of memory in an MoE block: rank, instruction, size and ledger named, exit 1" moe_oom
+
+# Gradient memory (the executor's ledger peak against the plan's), 2 MiB buckets as in
+# exec.sh: experts no other rank holds (ep = dp) keep their full gradients and no shard
+# under ZeRO-1; under HSDP the experts' buckets fill beside the dense ones.
+bucket='s/^\(  zero: .*\)$/\1\n  bucket_bytes: 2 MiB/'
+moe_grads () { check "$1" "$2" 4 "$3" "$bucket" && grads_within "$tmp/$1.m.json" "$1" "$tmp/$1.g"; }
+ok "ep2 over dp2, ZeRO-1: gradient memory within 10% of the prediction" \
+  moe_grads gz1 2 dp=2,tp=1,pp=1,ep=2,zero=1,num_micro_batches=2
+ok "hsdp 2x2, ZeRO-2, expert buckets of their own: gradient memory within 10%" \
+  moe_grads gh2 4 dp=4,tp=1,pp=1,ep=1,zero=2,zero_shard=2,num_micro_batches=1
+
 tap_done

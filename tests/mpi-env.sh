@@ -15,12 +15,12 @@ MPIRUN=${MPIRUN:-mpirun}
 export MPIRUN
 run_np () { np=$1; shift; timeout 120 "$MPIRUN" -np "$np" --oversubscribe "$@"; }
 # run_check NAME RANKS: prints $tmp/NAME.yaml's parallel block and runs the plan on RANKS
-# ranks with --check, one step and no warm-up; passes on "check: ok" (its output goes to
-# the log, and on failure its errors).
+# ranks with --check, one step and no warm-up, the measured figures in $tmp/NAME.m.json;
+# passes on "check: ok" (its output goes to the log, and on failure its errors).
 run_check () {
   sed -n '/^parallel:/,/^layers_per_chunk/p' "$tmp/$1.yaml" | tr -s ' \n' ' ' | sed 's/^/# /'; echo
   run_np "$2" "$MPPLAN" exec -p "$tmp/$1.yaml" --steps 1 --warmup 0 --check \
-    >"$tmp/$1.out" 2>"$tmp/$1.err"
+    -o "$tmp/$1.m.json" >"$tmp/$1.out" 2>"$tmp/$1.err"
   st=$?
   sed 's/^/# /' "$tmp/$1.out"
   [ $st -eq 0 ] && grep -q '^check: ok' "$tmp/$1.out" || { sed 's/^/# /' "$tmp/$1.err"; return 1; }
@@ -35,4 +35,14 @@ grads_within () {
     END { printf "# %s: gradients measured %d B, predicted %d B\n", z, m, p
           print m > out
           exit !(p > 0 && m > 0.9 * p && m < 1.1 * p) }' "$1"
+}
+# phase_reported NAME PHASE: after run_check NAME, `mpplan report` of its simulated
+# prediction against its measurement shows PHASE on a line of its own with a measured time
+# above 0, and the HTML page names it.
+phase_reported () {
+  "$MPPLAN" simulate -p "$tmp/$1.yaml" --json >"$tmp/$1.p.json" &&
+  "$MPPLAN" report -p "$tmp/$1.p.json" -m "$tmp/$1.m.json" --html "$tmp/$1.html" \
+    >"$tmp/$1.r.txt" || return 1
+  grep "^  $2 " "$tmp/$1.r.txt" | sed 's/^/# /'
+  grep "^  $2 " "$tmp/$1.r.txt" | awk '{ exit !($4 + 0 > 0) }' && grep -q "$2" "$tmp/$1.html"
 }

@@ -7,6 +7,7 @@
  * router kernels' own gradient through the renormalised top-k. */
 #include "tests/test-util.h"
 #include "exec/exec-private.h"
+#include "exec/model-moe.h"
 #include "kernels/cpu/kernels.h"
 
 #include <string.h>
@@ -156,6 +157,40 @@ test_moe_gradients_aux (void **state)
   check_block (0.0, FALSE, TRUE);
 }
 
+static const MpOp *
+ir_op (const MpLayer *l, const char *name)
+{
+  for (guint i = 0; i < l->n_ops; i++)
+    if (strcmp (l->ops[i].name, name) == 0)
+      return &l->ops[i];
+  fail_msg ("no op %s in %s", name, l->name);
+  return NULL;
+}
+
+/* The IR's permutation and combine (model.c) charge the bytes the executor moves for
+ * them: dropless, gather_rows copies R = N K rows of C floats by R indices, and
+ * scatter_add_rows reads the R expert rows and their R gates and adds them into the N
+ * token rows; the combine keeps the R expert rows and gates for backward. */
+static void
+test_moe_dispatch_bytes_are_the_executors (void **state)
+{
+  (void) state;
+  Block b;
+  block_open (&b, 0.0);
+  mp_exec_step_begin (b.ex, 0);
+  objective (&b);
+  const ExRoute *r = b.a->route;
+  double N = b.ex->N, C = b.ex->C, R = r->R, f = sizeof (float);
+  assert_int_equal (r->R, b.ex->N * (int) b.model->experts_per_token);
+  const MpOp *perm = ir_op (b.L->ir, "expert_permute");
+  const MpOp *comb = ir_op (b.L->ir, "expert_combine");
+  mp_assert_close (perm->fwd_bytes * N, 2 * R * C * f + R * sizeof (int), 1e-12);
+  mp_assert_close (comb->fwd_bytes * N, R * C * f + R * f + 2 * N * C * f, 1e-12);
+  mp_assert_close (comb->act_rep_bytes * N, R * C * f + R * f, 1e-12);
+  assert_true (perm->kind == MP_OP_ELEMENTWISE && comb->kind == MP_OP_ELEMENTWISE);
+  block_close (&b);
+}
+
 /* Capacity 0.5: each expert takes ceil (0.5 * 12 * 2 / 4) = 3 of the 24 (token, choice)
  * rows at most; the rest of its load, as the router kernel assigns it, is dropped. */
 static void
@@ -241,6 +276,7 @@ main (void)
     cmocka_unit_test (test_moe_gradients_dropless),
     cmocka_unit_test (test_moe_gradients_aux),
     cmocka_unit_test (test_moe_gradients_with_drops),
+    cmocka_unit_test (test_moe_dispatch_bytes_are_the_executors),
   };
   return cmocka_run_group_tests (tests, NULL, NULL);
 }
