@@ -244,13 +244,7 @@ join_and_plan (const PlanArgs *a, int *argc, char ***argv, char **all_argv)
 {
   GError *error = NULL;
   Phases ph = { g_get_monotonic_time (), cpu_seconds (), 0 };
-  /* The ranks exchange a few kB once (merge.c): Open MPI's ob1 messaging starts in 0.12 s
-   * where probing UCX takes 0.33 s of MPI_Init (Open MPI 4.1.4 on this 2-core machine,
-   * median of 3 `mpirun -np 2` runs of an MPI_Init-only program, with and without
-   * OMPI_MCA_pml=ob1). A pml the user chose is kept. */
-  if (g_getenv ("OMPI_COMM_WORLD_SIZE") != NULL)
-    g_setenv ("OMPI_MCA_pml", "ob1", FALSE);
-  g_autoptr(MpWorld) world = mp_world_join (argc, argv, &error);
+  g_autoptr(MpWorld) world = mp_world_join_light (argc, argv, &error);
   if (world == NULL)
     return mp_cli_fail (error);
   ph.rank = mp_world_rank (world);

@@ -18,6 +18,9 @@ typedef struct _MpWorld MpWorld;
 /* Joins the MPI world when this process was started by mpirun (MPI_Init), else makes a
  * world of one. Caller owns; NULL with MP_ERROR_RUNTIME if MPI fails to start. */
 MpWorld *mp_world_join (int *argc, char ***argv, GError **error);
+/* mp_world_join for a job whose ranks exchange a few kB (plan): the lightest messaging
+ * layer, unless the user chose one. */
+MpWorld *mp_world_join_light (int *argc, char ***argv, GError **error);
 /* Leaves the world (MPI_Finalize when it was joined). NULL-safe. */
 void mp_world_leave (MpWorld *world);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpWorld, mp_world_leave)
