@@ -42,6 +42,11 @@ typedef struct {
   guint *split;                /* chunk_layers for the current pp * vpp */
   const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
   guint split_pp, split_vpp;
+  gboolean split_pending;      /* the current split (one kind of device) is made when a
+                                * config first needs it (visit): most are pruned first */
+  double floor_peak[4];        /* the current branch's memory floor at each ZeRO stage
+                                * (branch_floor): its peak, < 0 not yet computed */
+  double floor_excess[4];
   guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
   GArray *outer_start;         /* counting pass: the config index each choice starts at */
   guint *owner;                /* the shard of each layer-cost choice (shard_choices) */
@@ -263,26 +268,36 @@ may_beat (const MpPlan *slot, double bound)
   return slot == NULL || bound <= slot->step_s;
 }
 
-/* Could PLAN (memory known, not yet timed) be kept by step time: among the best K, its
+/* Could CFG (of FAMILY; its memory known or not, not yet timed) be kept by step time: among the best K, its
  * family's best, or the best without the pins? FALSE only when its bound shows it cannot
  * (ties are kept by memory, so a bound equal to a kept time may). */
-static gboolean
-may_rank (const Search *s, const MpPlan *plan)
+/* CFG's step bound; an interleaved split not yet made (split_pending) may be uneven, so
+ * its bound is that of any split (depth_bound's S m / p). */
+static double
+config_bound (const Search *s, const MpParallelConfig *cfg)
 {
-  double bound = mp_planner_step_bound (s->model, &plan->cfg, s->floor_s);
+  if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->chunk_layers == NULL)
+    return depth_bound (cfg, s->floor_s);
+  return mp_planner_step_bound (s->model, cfg, s->floor_s);
+}
+
+static gboolean
+may_rank (const Search *s, const MpParallelConfig *cfg, MpPlanFamily family)
+{
+  double bound = config_bound (s, cfg);
   if (bound <= 0)
     return TRUE;
   const MpSearchStats *st = &s->res->stats;
   GPtrArray *top = s->res->plans;
   gboolean top_open = top->len < s->top_k
                       || may_beat (g_ptr_array_index (top, top->len - 1), bound);
-  if (may_beat (st->family_best[plan->family], bound))
+  if (may_beat (st->family_best[family], bound))
     return TRUE;
   if (s->opts->pins == NULL)
     return top_open;
-  if (!plan->cfg.fp8 && may_beat (st->free_best, bound))
+  if (!cfg->fp8 && may_beat (st->free_best, bound))
     return TRUE;
-  return top_open && honours (s, &plan->cfg);
+  return top_open && honours (s, cfg);
 }
 
 /* Would PLAN replace *SLOT as the smallest footprint (pl_keep_smallest's order)? */
@@ -294,24 +309,47 @@ smaller (const MpPlan *slot, const MpPlan *plan)
              && mp_parallel_config_compare (&plan->cfg, &slot->cfg) < 0);
 }
 
-/* Can no config of the branch CFG heads fit, nor be kept as a smallest footprint
- * (pl_keep_smallest's slots: the smallest, its family's)? By the memory floor at CFG's
- * ZeRO stage, or with ANY_ZERO at ZeRO-3's, which bounds every stage. */
-static gboolean
-memory_drops (const Search *s, const MpParallelConfig *cfg, gboolean any_zero)
+/* The memory floor of every config of the branch CFG heads at ZeRO stage ZERO (its
+ * schedules, vpps, splits, shard groups and rank orders): its excess over the device,
+ * *PEAK its peak. Computed once per branch on one kind of device (search_branch resets
+ * it); on several, the rank order moves stages to other devices, so each time. */
+static double
+branch_floor (Search *s, const MpParallelConfig *cfg, guint zero, double *peak)
 {
-  if (s->opts->no_bounds || s->counting || s->foreign)
-    return FALSE;
-  const MpSearchStats *st = &s->res->stats;
+  if (s->cluster->n_groups == 1 && s->floor_peak[zero] >= 0)
+    {
+      *peak = s->floor_peak[zero];
+      return s->floor_excess[zero];
+    }
   MpParallelConfig probe = *cfg;
   probe.chunk_layers = NULL;
   probe.vpp = 1;
   /* loop_schedule's: the family tells only this one apart from the pipelined ones */
   probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
                                                                 : MP_SCHEDULE_GPIPE;
-  guint top = cfg->dp * cfg->cp > 1 ? 3 : 0, zero = any_zero ? top : cfg->zero;
   probe.zero = zero;
-  double peak, excess = mp_cost_memory_floor (s->ctx, &probe, &peak);
+  probe.zero_shard = 0;                 /* HSDP and kept weights only add memory */
+  probe.no_reshard = FALSE;
+  double excess = mp_cost_memory_floor (s->ctx, &probe, peak);
+  s->floor_peak[zero] = *peak;
+  s->floor_excess[zero] = excess;
+  return excess;
+}
+
+/* Can no config of the branch CFG heads fit, nor be kept as a smallest footprint
+ * (pl_keep_smallest's slots: the smallest, its family's)? By the memory floor at CFG's
+ * ZeRO stage, or with ANY_ZERO at ZeRO-3's, which bounds every stage. */
+static gboolean
+memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
+{
+  if (s->opts->no_bounds || s->counting || s->foreign)
+    return FALSE;
+  const MpSearchStats *st = &s->res->stats;
+  MpParallelConfig probe = *cfg;
+  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
+                                                                : MP_SCHEDULE_GPIPE;
+  guint top = cfg->dp * cfg->cp > 1 ? 3 : 0, zero = any_zero ? top : cfg->zero;
+  double peak, excess = branch_floor (s, cfg, zero, &peak);
   if (!(excess > 0) || st->smallest == NULL || !(peak > st->smallest->memory.peak_bytes))
     return FALSE;
   /* the families of its ZeRO stages: they differ only between 0-1 and 2-3 */
@@ -331,7 +369,7 @@ memory_drops (const Search *s, const MpParallelConfig *cfg, gboolean any_zero)
  * its memory at least the ZeRO-3 floor's peak, so it could not be a smallest footprint.
  * Then the branch is pruned whole, its memory not costed. */
 static gboolean
-branch_drops (const Search *s, const MpParallelConfig *cfg, double bound, gboolean staged)
+branch_drops (Search *s, const MpParallelConfig *cfg, double bound, gboolean staged)
 {
   if (s->opts->no_bounds || s->counting || s->foreign || bound <= 0)
     return FALSE;
@@ -342,13 +380,8 @@ branch_drops (const Search *s, const MpParallelConfig *cfg, double bound, gboole
       || (s->opts->pins != NULL && !cfg->fp8 && may_beat (st->free_best, bound)))
     return FALSE;
   MpParallelConfig probe = *cfg;
-  probe.chunk_layers = NULL;
-  probe.vpp = 1;
-  probe.zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
-  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
-                                                                : MP_SCHEDULE_GPIPE;
   double peak;
-  mp_cost_memory_floor (s->ctx, &probe, &peak);
+  branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak);
   if (!(peak > st->smallest->memory.peak_bytes))
     return FALSE;
   /* the families its configs may fall in: by the schedule (none or pipelined) and the
@@ -385,9 +418,46 @@ plan_memory (Search *s, MpPlan *plan)
   s->have_memory = TRUE;
 }
 
+/* Could CFG, its memory not yet costed, be kept neither by step time (may_rank) nor as a
+ * smallest footprint (its branch's memory floor above the smallest's and its family's)?
+ * Then it is pruned before its memory and split are made. */
+static gboolean
+cannot_keep (Search *s, const MpParallelConfig *cfg)
+{
+  const MpSearchStats *st = &s->res->stats;
+  MpPlanFamily family = mp_plan_family_of (cfg);
+  const MpPlan *least = st->family_smallest[family];
+  if (s->opts->no_bounds || s->floor_s <= 0 || st->smallest == NULL || least == NULL
+      || may_rank (s, cfg, family))
+    return FALSE;
+  double peak;
+  branch_floor (s, cfg, cfg->zero, &peak);
+  return peak > st->smallest->memory.peak_bytes && peak > least->memory.peak_bytes;
+}
+
+/* Makes CFG's split for the current layer costs (the one made last when it was for the
+ * same costs and chunks: GPipe and 1F1B split alike; on one kind of device only, where
+ * the stages' devices do not follow the rank layout). */
+static gboolean
+make_split (Search *s, MpParallelConfig *cfg)
+{
+  if (s->split_cost != s->layer_cost || s->split_pp != cfg->pp || s->split_vpp != cfg->vpp
+      || s->cluster->n_groups > 1)
+    {
+      s->split_cost = NULL;
+      if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split))
+        return FALSE;
+      s->split_cost = s->layer_cost;
+      s->split_pp = cfg->pp;
+      s->split_vpp = cfg->vpp;
+    }
+  cfg->chunk_layers = s->split;
+  return TRUE;
+}
+
 /* One complete config: evaluate it if it is this shard's, and keep what is worth it. */
 static void
-visit (Search *s, const MpParallelConfig *cfg)
+visit (Search *s, MpParallelConfig *cfg)
 {
   guint64 i = s->index++;
   if (s->counting)
@@ -408,6 +478,24 @@ visit (Search *s, const MpParallelConfig *cfg)
     }
   if (s->opts->progress && (i & 4095) == 0)
     s->opts->progress (i, s->total, s->opts->progress_data);
+  if (cannot_keep (s, cfg))
+    {
+      st->pruned++;
+      return;
+    }
+  if (s->split_pending)
+    {
+      s->split_pending = FALSE;
+      /* with_split checked pl_split_costs' condition (chunks <= layers) */
+      if (!make_split (s, cfg))
+        g_return_if_reached ();
+      /* an even interleaved split's bound is tighter */
+      if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cannot_keep (s, cfg))
+        {
+          st->pruned++;
+          return;
+        }
+    }
 
   g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
   pl_plan_init (plan, cfg, cfg->chunk_layers, s->global_batch);
@@ -415,7 +503,7 @@ visit (Search *s, const MpParallelConfig *cfg)
   /* Timed before it is kept, so that a kept plan has its figures whichever way it is
    * kept (merge.c times every fitting plan it unpacks); not timed when a bound shows
    * that only a smallest-footprint slot could keep it, and none does. */
-  if (plan->fits && !s->opts->no_bounds && !may_rank (s, plan)
+  if (plan->fits && !s->opts->no_bounds && !may_rank (s, cfg, plan->family)
       && !smaller (st->smallest, plan) && !smaller (st->family_smallest[plan->family], plan))
     {
       st->pruned++;
@@ -454,7 +542,7 @@ visit (Search *s, const MpParallelConfig *cfg)
  * one a group over two kinds of device at the slower's pace: such a config is visited
  * only when the user pins that dimension (tp, ep). */
 static void
-visit_in_domains (Search *s, const MpParallelConfig *cfg)
+visit_in_domains (Search *s, MpParallelConfig *cfg)
 {
   gboolean tp = !mp_plan_pins_get (s->opts->pins, "tp", NULL);
   gboolean ep = !mp_plan_pins_get (s->opts->pins, "ep", NULL);
@@ -533,30 +621,25 @@ with_split (Search *s, MpParallelConfig *cfg)
     cfg->chunk_layers = s->pinned_split;   /* the split the user pinned */
   else if (!s->counting && !s->foreign && !s->dropped)
     {
-      /* GPipe and 1F1B split alike: the split made last is kept for its costs and sizes
-       * (on one kind of device: there the stages' devices follow the rank layout too). */
-      if (s->split_cost != s->layer_cost || s->split_pp != cfg->pp
-          || s->split_vpp != cfg->vpp || s->cluster->n_groups > 1)
-        {
-          s->split_cost = NULL;
-          if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split))
-            return;
-          s->split_cost = s->layer_cost;
-          s->split_pp = cfg->pp;
-          s->split_vpp = cfg->vpp;
-        }
-      cfg->chunk_layers = s->split;
+      if (chunks > s->model->n_layers)
+        return;                            /* pl_split_costs cannot split them */
+      /* On one kind of device the split waits until a config needs it (visit). The
+       * config check asks only that a split exists, which it does for these chunks. */
+      if (s->cluster->n_groups == 1)
+        s->split_pending = TRUE;
+      else if (!make_split (s, cfg))
+        return;
     }
   if (mp_parallel_config_check (cfg, s->model, s->cluster, NULL))
     {
-      /* this split's schedule bounds every ZeRO stage and rank order of it */
+      /* this schedule bounds every ZeRO stage and rank order of it */
       gboolean dropped = s->dropped;
-      if (!dropped && cfg->chunk_layers != NULL)
-        s->dropped = branch_drops (s, cfg, mp_planner_step_bound (s->model, cfg, s->floor_s),
-                                   TRUE);
+      if (!dropped && (cfg->chunk_layers != NULL || s->split_pending))
+        s->dropped = branch_drops (s, cfg, config_bound (s, cfg), TRUE);
       loop_zero (s, cfg);
       s->dropped = dropped;
     }
+  s->split_pending = FALSE;
   cfg->chunk_layers = NULL;
 }
 
@@ -607,6 +690,7 @@ typedef struct {
   guint64 outer;               /* its place in the enumeration (the sharding's) */
   double floor_s, bound;       /* kernel_floor and depth_bound; bound G_MAXDOUBLE: its
                                 * memory floor shows nothing fits, or another shard's */
+  double floor_peak[4], floor_excess[4];   /* branch_floor's, as far as computed */
   gboolean foreign;
 } Branch;
 
@@ -638,16 +722,18 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
     }
   Branch b = { .cfg = *cfg, .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE,
                .foreign = s->foreign };
-  MpParallelConfig probe = *cfg;
-  probe.zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
-  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
-                                                                : MP_SCHEDULE_GPIPE;
-  if (!s->foreign && !s->opts->no_bounds && !(mp_cost_memory_floor (s->ctx, &probe, NULL) > 0))
+  for (guint z = 0; z < 4; z++)
+    s->floor_peak[z] = -1;
+  double peak;
+  if (!s->foreign && !s->opts->no_bounds
+      && !(branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak) > 0))
     {
       /* on this pp's stages: not shared with the other depths */
       b.floor_s = mp_planner_kernel_floor (s->ctx, cfg);
       b.bound = b.floor_s > 0 ? depth_bound (cfg, b.floor_s) : 0;
     }
+  memcpy (b.floor_peak, s->floor_peak, sizeof b.floor_peak);
+  memcpy (b.floor_excess, s->floor_excess, sizeof b.floor_excess);
   g_array_append_val (s->branches, b);
 }
 
@@ -658,6 +744,8 @@ search_branch (Search *s, Branch *b)
 {
   MpParallelConfig *cfg = &b->cfg;
   s->foreign = b->foreign;
+  memcpy (s->floor_peak, b->floor_peak, sizeof b->floor_peak);
+  memcpy (s->floor_excess, b->floor_excess, sizeof b->floor_excess);
   s->dropped = memory_drops (s, cfg, TRUE);
   if (!s->foreign && !s->dropped)
     {
