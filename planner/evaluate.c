@@ -132,6 +132,41 @@ greedy_groups (const Units *us, guint u0, guint c0, double limit, guint n, guint
   return group + 1;
 }
 
+/* On one kind of device, where a unit costs alike in every chunk: the groups of cost
+ * <= LIMIT that greedy_groups fills from each unit u to the end, NEED[u] (n_units + 1
+ * entries, G_MAXUINT where a unit is over LIMIT). A greedy group from u ends where
+ * greedy_groups' does (the same sums in the same order) and the rest starts afresh there,
+ * so NEED[u] = 1 + NEED[end]. greedy_groups' rule that every later group needs a unit only
+ * splits groups further, so a suffix fits into N groups exactly when NEED <= N: the
+ * search's many splits ask that in one step instead of a greedy fill each (issue 15). */
+static guint *
+suffix_groups (const Units *us, double limit)
+{
+  guint n = us->n_units, *need = g_new (guint, n + 1);
+  need[n] = 1;                              /* greedy_groups' count for no units */
+  for (guint u = n; u-- > 0;)
+    {
+      double load = 0;
+      guint v = u;
+      gboolean over = FALSE;
+      for (; v < n; v++)
+        {
+          double cost = us->units[v];
+          if (v > u && load + cost > limit)
+            break;
+          if (cost > limit)
+            over = TRUE;
+          if (over)
+            break;
+          load += cost;
+        }
+      need[u] = over || (v < n && need[v] == G_MAXUINT) ? G_MAXUINT
+                : v == n                                ? 1
+                                                        : 1 + need[v];
+    }
+  return need;
+}
+
 /* The even share of the work LEFT (per node group: the units not yet placed, costed on
  * that group's device) for chunk FIRST, when chunks FIRST .. N - 1 take it all: each the
  * same time T, so chunk j takes T / left_j of the work and T = 1 / sum_j 1 / left_j (on
@@ -163,6 +198,7 @@ balanced_groups (const Units *us, double limit, guint n, guint *counts)
 {
   guint n_units = us->n_units;
   g_autofree double *left = g_new0 (double, us->n_groups);
+  g_autofree guint *need = us->stage_group == NULL ? suffix_groups (us, limit) : NULL;
   for (guint g = 0; g < us->n_groups; g++)
     for (guint u = 0; u < n_units; u++)
       left[g] += us->units[(gsize) g * n_units + u];
@@ -178,7 +214,8 @@ balanced_groups (const Units *us, double limit, guint n, guint *counts)
       while (lo < hi)
         {
           guint mid = lo + (hi - lo) / 2;
-          if (greedy_groups (us, mid, group + 1, limit, after, NULL) <= after)
+          if (need ? need[mid] <= after
+                   : greedy_groups (us, mid, group + 1, limit, after, NULL) <= after)
             hi = mid;
           else
             lo = mid + 1;
