@@ -542,6 +542,10 @@ guint mp_cost_memory (const MpCostContext *ctx, const MpParallelConfig *cfg,
  * lower bound on mp_cost_memory's binding stage's total_bytes. */
 double mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg,
                              double *peak);
+/* The same floor for the configs that also share CFG's schedule and vpp (any split, rank
+ * order): the stages' micro-batches in flight count (at least the unscheduled floor). */
+double mp_cost_memory_floor_scheduled (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                       double *peak);
 /* Activation bytes one transformer layer keeps per micro-batch on one rank under CFG
  * (no pipeline factor): the Korthikanti et al. 2022 Table 2 quantity. */
 double mp_cost_layer_activation_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg,

@@ -603,8 +603,41 @@ kept_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, 
   return kept_full (ctx, cfg, first, n, group > 1 ? 1.0 / group : 1);
 }
 
-double
-mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *peak)
+/* The least of mp_cost_stage_memory's tensors over CFG's stages under its own schedule
+ * and vpp, whatever the split, for STATE and ACT_POS (the summed stages' states and kept
+ * activations per micro-batch in flight, act_neg's fused head kept aside) and ACT_NEG
+ * (the head's negative part, at the m micro-batches it may hold). Stage i holds at least
+ * k_i = the fewest micro-batches in flight of its chunks (chunk_in_flight) of its kept
+ * activations, and the largest stage at least any weighted mean of the stages (weights
+ * l_i summing to 1): min l * STATE + min (l k) * ACT_POS + max l * ACT_NEG. Two weights:
+ * even (the unscheduled floor's mean, with the fewest k) and l_i ~ 1 / k_i, which counts
+ * a 1F1B or interleaved pipeline's activations at 1 / sum (1 / k_i) instead of 1 / p
+ * (issue 15: the search then drops the plans that cannot fit before their memory). */
+static double
+scheduled_tensors (const MpParallelConfig *cfg, double state, double act_pos, double act_neg)
+{
+  guint pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg);
+  double counts[vpp], kmin = G_MAXDOUBLE, kmax = 0, inv = 0;
+  for (guint i = 0; i < pp; i++)
+    {
+      chunk_in_flight (cfg, i, vpp, counts);
+      double k = counts[0];
+      for (guint c = 1; c < vpp; c++)
+        k = MIN (k, counts[c]);
+      kmin = MIN (kmin, k);
+      kmax = MAX (kmax, k);
+      inv += k > 0 ? 1 / k : 0;
+    }
+  double even = (state + kmin * act_pos + act_neg) / pp;
+  if (!(kmin > 0))
+    return even;
+  return MAX (even, state / (kmax * inv) + act_pos / inv + act_neg / (kmin * inv));
+}
+
+/* mp_cost_memory_floor, and with SCHEDULED its floor for CFG's schedule and vpp. */
+static double
+memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean scheduled,
+              double *peak)
 {
   g_return_val_if_fail (ctx != NULL && cfg != NULL && cm_config_sane (cfg), 0);
   /* mp_cost_stage_memory's terms are linear in each stage's parameters and kept
@@ -654,7 +687,7 @@ mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, dou
               && (cfg->recompute == MP_RECOMPUTE_NONE
                   || (cfg->recompute == MP_RECOMPUTE_SELECTIVE
                       && mp_recompute_modules_of (cfg) == MP_RECOMPUTE_CORE_ATTN));
-  double act = 0;
+  double act = 0, act_pos = 0, act_neg = 0;
   for (guint l = 0; l < nl; l++)
     {
       double k = kept_floor (ctx, cfg, l, 1)
@@ -662,10 +695,17 @@ mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, dou
       if (l == head && mp_stack_fused_loss (cfg->stack))
         k -= (double) m->vocab / t * (4 - e);
       act += k >= 0 ? k : k * cfg->num_micro_batches;
+      if (k >= 0)
+        act_pos += k;
+      else
+        act_neg += k * cfg->num_micro_batches;
     }
   act *= tokens;
 
-  double tensors = (state + act) / pp, reserve = workspace;
+  double tensors = (state + act) / pp;
+  if (scheduled)
+    tensors = MAX (tensors, scheduled_tensors (cfg, state, act_pos * tokens, act_neg * tokens));
+  double reserve = workspace;
   if (ctx->cluster->device_overhead_given)
     reserve += ctx->cluster->device_overhead_bytes;
   else
@@ -685,4 +725,17 @@ mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, dou
   if (peak != NULL)
     *peak = total - spare_hi + spare_lo;
   return total - spare_hi;
+}
+
+double
+mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *peak)
+{
+  return memory_floor (ctx, cfg, FALSE, peak);
+}
+
+double
+mp_cost_memory_floor_scheduled (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                double *peak)
+{
+  return memory_floor (ctx, cfg, TRUE, peak);
 }

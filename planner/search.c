@@ -47,6 +47,9 @@ typedef struct {
   double floor_peak[4];        /* the current branch's memory floor at each ZeRO stage
                                 * (branch_floor): its peak, < 0 not yet computed */
   double floor_excess[4];
+  double sched_peak[4];        /* the same under the current schedule and vpp
+                                * (mp_cost_memory_floor_scheduled; with_split resets it) */
+  double sched_excess[4];
   guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
   GArray *outer_start;         /* counting pass: the config index each choice starts at */
   guint *owner;                /* the shard of each layer-cost choice (shard_choices) */
@@ -427,11 +430,29 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
   const MpSearchStats *st = &s->res->stats;
   MpPlanFamily family = mp_plan_family_of (cfg);
   const MpPlan *least = st->family_smallest[family];
-  if (s->opts->no_bounds || s->floor_s <= 0 || st->smallest == NULL || least == NULL
-      || may_rank (s, cfg, family))
+  if (s->opts->no_bounds || st->smallest == NULL || least == NULL)
     return FALSE;
+  gboolean rank = s->floor_s <= 0 || may_rank (s, cfg, family);
   double peak;
-  branch_floor (s, cfg, cfg->zero, &peak);
+  if (!rank)
+    {
+      branch_floor (s, cfg, cfg->zero, &peak);
+      if (peak > st->smallest->memory.peak_bytes && peak > least->memory.peak_bytes)
+        return TRUE;
+    }
+  /* The floor of its schedule and vpp: a plan that cannot fit cannot rank either. */
+  guint z = cfg->zero;
+  if (s->sched_peak[z] < 0 || s->cluster->n_groups > 1)
+    {
+      MpParallelConfig probe = *cfg;
+      probe.chunk_layers = NULL;
+      probe.zero_shard = 0;             /* HSDP and kept weights only add memory */
+      probe.no_reshard = FALSE;
+      s->sched_excess[z] = mp_cost_memory_floor_scheduled (s->ctx, &probe, &s->sched_peak[z]);
+    }
+  if (rank && !(s->sched_excess[z] > 0))
+    return FALSE;
+  peak = s->sched_peak[z];
   return peak > st->smallest->memory.peak_bytes && peak > least->memory.peak_bytes;
 }
 
@@ -630,6 +651,8 @@ with_split (Search *s, MpParallelConfig *cfg)
       else if (!make_split (s, cfg))
         return;
     }
+  for (guint z = 0; z < 4; z++)
+    s->sched_peak[z] = -1;
   if (mp_parallel_config_check (cfg, s->model, s->cluster, NULL))
     {
       /* this schedule bounds every ZeRO stage and rank order of it */
