@@ -654,7 +654,8 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
   double expert = cm_sum (ctx, CM_SUM_PARAMS_EXPERT, 0, nl) / cm_expert_shards (cfg);
   double w, o, g = cm_grad_bytes (ctx, cfg);
   mp_model_state_bytes_per_param (m, &w, NULL, &o);
-  double sd = 1.0 / ((double) cfg->dp * cfg->cp), se = 1.0 / mp_parallel_config_edp (cfg);
+  /* dense state over the ZeRO shard group (HSDP's, else dp * cp) */
+  double sd = 1.0 / mp_parallel_config_zero_shard (cfg), se = 1.0 / mp_parallel_config_edp (cfg);
   double zw = cfg->zero >= 3, zg = cfg->zero >= 2, zo = cfg->zero >= 1;
   /* gradients as mp_cost_stage_memory holds them: no shard where no other rank holds
    * the tensor (an expert with ep = dp * cp), then the full gradients alone */
@@ -702,9 +703,24 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
     }
   act *= tokens;
 
-  double tensors = (state + act) / pp;
+  /* Every stage's backward allocates at least its largest op's gradient buffers
+   * (mp_cost_stage_memory's transient), so at least the least layer's. */
+  guint nc = MAX (ctx->n_classes, 1u);
+  gboolean have[nc];
+  memset (have, 0, sizeof have);
+  double least_buffers = G_MAXDOUBLE;
+  for (guint l = 0; l < nl; l++)
+    if (!have[ctx->layers[l].class_id])
+      {
+        LayerNeeds n;
+        layer_needs (ctx, cfg, l, &n);
+        have[ctx->layers[l].class_id] = TRUE;
+        least_buffers = MIN (least_buffers, n.grad_buffers);
+      }
+  double tensors = (state + act) / pp + least_buffers;
   if (scheduled)
-    tensors = MAX (tensors, scheduled_tensors (cfg, state, act_pos * tokens, act_neg * tokens));
+    tensors = MAX (tensors, scheduled_tensors (cfg, state, act_pos * tokens, act_neg * tokens)
+                            + least_buffers);
   double reserve = workspace;
   if (ctx->cluster->device_overhead_given)
     reserve += ctx->cluster->device_overhead_bytes;

@@ -47,9 +47,10 @@ typedef struct {
   double floor_peak[4];        /* the current branch's memory floor at each ZeRO stage
                                 * (branch_floor): its peak, < 0 not yet computed */
   double floor_excess[4];
-  double sched_peak[4];        /* the same under the current schedule and vpp
-                                * (mp_cost_memory_floor_scheduled; with_split resets it) */
-  double sched_excess[4];
+  double sched_peak[8];        /* the same under the current schedule and vpp, by ZeRO
+                                * stage and shard group (whole or HSDP's: 2 z + h;
+                                * mp_cost_memory_floor_scheduled; with_split resets it) */
+  double sched_excess[8];
   guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
   GArray *outer_start;         /* counting pass: the config index each choice starts at */
   guint *owner;                /* the shard of each layer-cost choice (shard_choices) */
@@ -441,13 +442,12 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
         return TRUE;
     }
   /* The floor of its schedule and vpp: a plan that cannot fit cannot rank either. */
-  guint z = cfg->zero;
+  guint z = 2 * cfg->zero + (cfg->zero_shard > 0);
   if (s->sched_peak[z] < 0 || s->cluster->n_groups > 1)
     {
       MpParallelConfig probe = *cfg;
       probe.chunk_layers = NULL;
-      probe.zero_shard = 0;             /* HSDP and kept weights only add memory */
-      probe.no_reshard = FALSE;
+      probe.no_reshard = FALSE;         /* kept weights only add memory */
       s->sched_excess[z] = mp_cost_memory_floor_scheduled (s->ctx, &probe, &s->sched_peak[z]);
     }
   if (rank && !(s->sched_excess[z] > 0))
@@ -651,7 +651,7 @@ with_split (Search *s, MpParallelConfig *cfg)
       else if (!make_split (s, cfg))
         return;
     }
-  for (guint z = 0; z < 4; z++)
+  for (guint z = 0; z < G_N_ELEMENTS (s->sched_peak); z++)
     s->sched_peak[z] = -1;
   if (mp_parallel_config_check (cfg, s->model, s->cluster, NULL))
     {
