@@ -665,6 +665,10 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
                           + o * (zo ? sd : 1))
                  + expert * (w * (zw ? se : 1) + g * ((ge && zg ? 0 : 1) + (ge ? se : 0))
                              + o * (zo ? se : 1));
+  /* ZeRO-3 without resharding (reshard_after_forward = False) holds every layer's
+   * gathered weights from its forward to its backward: the stage's, transient */
+  if (cfg->zero >= 3 && cfg->no_reshard)
+    state += (dense + expert) * w;
 
   /* Every layer but the head at one micro-batch; the head's part may be negative with a
    * fused loss (its fp32 softmax not kept), then at the m micro-batches it may hold. */

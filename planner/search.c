@@ -47,10 +47,11 @@ typedef struct {
   double floor_peak[4];        /* the current branch's memory floor at each ZeRO stage
                                 * (branch_floor): its peak, < 0 not yet computed */
   double floor_excess[4];
-  double sched_peak[8];        /* the same under the current schedule and vpp, by ZeRO
-                                * stage and shard group (whole or HSDP's: 2 z + h;
-                                * mp_cost_memory_floor_scheduled; with_split resets it) */
-  double sched_excess[8];
+  double sched_peak[16];       /* the same under the current schedule and vpp, by ZeRO
+                                * stage, shard group (whole or HSDP's) and resharding:
+                                * 4 z + 2 h + keep (mp_cost_memory_floor_scheduled;
+                                * with_split resets it) */
+  double sched_excess[16];
   guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
   GArray *outer_start;         /* counting pass: the config index each choice starts at */
   guint *owner;                /* the shard of each layer-cost choice (shard_choices) */
@@ -442,12 +443,11 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
         return TRUE;
     }
   /* The floor of its schedule and vpp: a plan that cannot fit cannot rank either. */
-  guint z = 2 * cfg->zero + (cfg->zero_shard > 0);
+  guint z = 4 * cfg->zero + 2 * (cfg->zero_shard > 0) + cfg->no_reshard;
   if (s->sched_peak[z] < 0 || s->cluster->n_groups > 1)
     {
       MpParallelConfig probe = *cfg;
       probe.chunk_layers = NULL;
-      probe.no_reshard = FALSE;         /* kept weights only add memory */
       s->sched_excess[z] = mp_cost_memory_floor_scheduled (s->ctx, &probe, &s->sched_peak[z]);
     }
   if (rank && !(s->sched_excess[z] > 0))
