@@ -283,7 +283,7 @@ mp_plan_split_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
   guint n_groups = mp_cost_context_cluster (ctx)->n_groups;
   g_autofree double *cost = g_new (double, (gsize) n_groups * model->n_layers);
   pl_layer_costs (ctx, cfg, cost);
-  return pl_split_costs (ctx, cfg, cost, chunk_layers);
+  return pl_split_costs (ctx, cfg, cost, NULL, chunk_layers);
 }
 
 /* How a split of the units into CHUNKS groups of COUNTS (group c on stage c % pp) paces a
@@ -340,7 +340,7 @@ stage_groups (const MpCostContext *ctx, const MpParallelConfig *cfg)
 
 gboolean
 pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const double *cost,
-                guint *chunk_layers)
+                double *limits, guint *chunk_layers)
 {
   const MpModel *model = mp_cost_context_model (ctx);
   guint pp = cfg->pp, chunks = pp * MAX (cfg->vpp, 1u);
@@ -369,6 +369,9 @@ pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const dou
         if (transformer && u == n_units - 1)
           *v += row[n_layers - 1];
       }
+  /* On one kind of device the bottleneck depends on the units and chunks alone: the one
+   * found before for these chunks, where the caller keeps them. */
+  double *known = groups == NULL && limits != NULL ? &limits[chunks] : NULL;
   /* Bounds on the bottleneck: no unit costs less than on the fastest of the stages'
    * devices, and every unit on the slowest one's fits under the sum. */
   double lo = 0, hi = 0;
@@ -384,7 +387,7 @@ pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const dou
       hi += slow;
     }
   /* Binary search on the bottleneck, then the tightest greedy fill. */
-  for (int it = 0; it < 60 && hi - lo > 1e-9 * hi; it++)
+  for (int it = 0; it < 60 && hi - lo > 1e-9 * hi && !(known && *known >= 0); it++)
     {
       double mid = 0.5 * (lo + hi);
       if (greedy_groups (&us, 0, 0, mid, chunks, NULL) <= chunks)
@@ -392,6 +395,10 @@ pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const dou
       else
         lo = mid;
     }
+  if (known && *known >= 0)
+    hi = *known;
+  else if (known)
+    *known = hi;
   /* Two fills meet that bottleneck: the greedy one (its slack in the last chunks) and the
    * balanced one; the pipeline keeps the better (split_better), the balanced one on a tie
    * (lighter first stages, which hold the most micro-batches in flight). */

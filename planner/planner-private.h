@@ -10,9 +10,11 @@ G_BEGIN_DECLS
 void pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, double *cost);
 /* Balanced contiguous split of the layers with costs COST (pl_layer_costs') into
  * cfg->pp * vpp chunks, chunk c on stage c % pp and costed on that stage's device
- * (mp_cost_stage_group under CFG's order; see mp_plan_split_layers). */
+ * (mp_cost_stage_group under CFG's order; see mp_plan_split_layers). LIMITS (may be
+ * NULL; n_layers + 1 entries, < 0 at first): the bottleneck of each chunk count on one
+ * kind of device, kept by the caller for the next split of the same COST. */
 gboolean pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg,
-                         const double *cost, guint *chunk_layers);
+                         const double *cost, double *limits, guint *chunk_layers);
 
 /* One chunk's forward or backward for one micro-batch; V is the chunk's index on the
  * stage (model chunk stage + v * pp). */

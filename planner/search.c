@@ -37,6 +37,7 @@ typedef struct {
   guint64 accepted;            /* configs opts->accept allows, over every shard */
   MpSearchResult *res;
   double *layer_cost;          /* per model layer, for the current outer choice */
+  double *split_limits;        /* its splits' bottlenecks by chunks (pl_split_costs) */
   double floor_s;              /* its kernels' time per micro-batch (kernel_floor); < 0:
                                 * no bound */
   guint *split;                /* chunk_layers for the current pp * vpp */
@@ -466,7 +467,7 @@ make_split (Search *s, MpParallelConfig *cfg)
       || s->cluster->n_groups > 1)
     {
       s->split_cost = NULL;
-      if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split))
+      if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split_limits, s->split))
         return FALSE;
       s->split_cost = s->layer_cost;
       s->split_pp = cfg->pp;
@@ -787,12 +788,16 @@ search_branch (Search *s, Branch *b)
       double *cost = g_hash_table_lookup (s->layer_costs, k);
       if (cost == NULL)
         {
-          /* the layers' on each kind of device */
-          cost = g_new (double, (gsize) s->cluster->n_groups * s->model->n_layers);
+          /* the layers' on each kind of device, then their splits' bottlenecks */
+          gsize n = (gsize) s->cluster->n_groups * s->model->n_layers;
+          cost = g_new (double, n + s->model->n_layers + 1);
           pl_layer_costs (s->ctx, cfg, cost);
+          for (gsize i = n; i <= n + s->model->n_layers; i++)
+            cost[i] = -1;
           g_hash_table_insert (s->layer_costs, g_bytes_ref (k), cost);
         }
       s->layer_cost = cost;
+      s->split_limits = cost + (gsize) s->cluster->n_groups * s->model->n_layers;
     }
   loop_schedule (s, cfg);
   s->dropped = FALSE;
