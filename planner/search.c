@@ -632,6 +632,12 @@ loop_zero (Search *s, MpParallelConfig *cfg)
   cfg->no_reshard = FALSE;
 }
 
+static guint
+n_blocks (const MpModel *m)
+{
+  return m->arch == MP_ARCH_TRANSFORMER ? (guint) m->n_blocks : m->n_layers;
+}
+
 /* Splits the layers over pp * vpp chunks for the current costs, checks the config, then
  * goes on. */
 static void
@@ -645,9 +651,9 @@ with_split (Search *s, MpParallelConfig *cfg)
     {
       if (chunks > s->model->n_layers)
         return;                            /* pl_split_costs cannot split them */
-      /* On one kind of device the split waits until a config needs it (visit). The
-       * config check asks only that a split exists, which it does for these chunks. */
-      if (s->cluster->n_groups == 1)
+      /* On one kind of device the split waits until a config needs it (visit), where the
+       * config check passes without one as with it: a block or more a chunk. */
+      if (s->cluster->n_groups == 1 && chunks <= n_blocks (s->model))
         s->split_pending = TRUE;
       else if (!make_split (s, cfg))
         return;
@@ -667,11 +673,6 @@ with_split (Search *s, MpParallelConfig *cfg)
   cfg->chunk_layers = NULL;
 }
 
-static guint
-n_blocks (const MpModel *m)
-{
-  return m->arch == MP_ARCH_TRANSFORMER ? (guint) m->n_blocks : m->n_layers;
-}
 
 static void
 loop_schedule (Search *s, MpParallelConfig *cfg)
