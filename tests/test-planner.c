@@ -794,9 +794,10 @@ test_planner_pins_honoured (void **state)
         fail_msg ("--fix %s: %u plans, %u expected", pc->text, res->plans->len, want);
       for (guint k = 0; k < res->plans->len; k++)
         assert_true (pin_case_matches (pc, &((MpPlan *) g_ptr_array_index (res->plans, k))->cfg));
-      /* Pinning narrows what is kept, not what is searched. */
+      /* Pinning narrows what is kept, not what is searched; feasible counts the configs
+       * known to fit, and a config neither kept nor smallest is pruned before its memory. */
       assert_int_equal (res->stats.space, all->stats.space);
-      assert_int_equal (res->stats.feasible, all->stats.feasible);
+      assert_true (res->stats.feasible <= all->stats.feasible);
       /* free_best is the unpinned best. */
       assert_same_plan (res->stats.free_best, g_ptr_array_index (all->plans, 0), "free_best");
     }
