@@ -6,7 +6,10 @@
  * order), so per-layer costs and layer splits are computed once per outer choice. A plan's
  * memory is computed before its time, and its time only when it fits. Two bounds prune:
  * a floor on memory drops whole branches that cannot fit (before their layer costs), a
- * floor on step time the fitting plans that cannot rank (before their time). */
+ * floor on step time the fitting plans that cannot rank (before their time); a config
+ * whose schedule's memory floor shows it cannot fit, or whose step bound shows it cannot
+ * rank, is dropped before its layer split and memory when that floor also shows it cannot
+ * be a smallest footprint (cannot_keep). */
 #define G_LOG_DOMAIN "mpplan-planner"
 #include "config.h"
 #include "planner/planner-private.h"
