@@ -1,8 +1,8 @@
 /* calibrate-gemm.c - the GEMM grid of `mpplan calibrate`: M over powers of two (of four
- * when quick) and the zoo's token and rows-per-expert counts, N = K over powers of two
- * and every GEMM dimension of the zoo's models (whole and split over 2 tensor-parallel
- * ranks), each cell timed through the backend's matmul_forward (MpKernelOps) for each
- * dtype the backend measures, its best over the passes kept. Units: seconds, FLOP/s. */
+ * when quick) and the zoo's token counts, N = K over powers of two and every GEMM
+ * dimension of the zoo's models (whole and split over 2 tensor-parallel ranks), each cell
+ * timed through the backend's matmul_forward (MpKernelOps) for each dtype the backend
+ * measures, its best over the passes kept. Units: seconds, FLOP/s. */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/calibrate-private.h"
@@ -12,8 +12,7 @@
 #include <string.h>
 
 /* The dimensions of MODELS: every GEMM's n and k (M is tokens), whole and split over 2
- * tensor-parallel ranks, their sequence lengths as token counts and an MoE model's rows
- * per expert. */
+ * tensor-parallel ranks, and their sequence lengths as token counts. */
 static void
 zoo_dims (const char *const *models, GArray *nk, GArray *m, double lo, double hi)
 {
@@ -27,11 +26,6 @@ zoo_dims (const char *const *models, GArray *nk, GArray *m, double lo, double hi
           continue;
         }
       cal_axis_add (m, (double) model->seq_len, lo, hi);
-      /* An expert GEMM's rows: one sequence's token copies spread over the experts (the
-       * host runs one GEMM per expert, so its rate at these few rows is what it pays). */
-      if (model->experts > 0)
-        cal_axis_add (m, (double) (model->seq_len * model->experts_per_token / model->experts),
-                      lo, hi);
       for (guint l = 0; l < model->n_layers; l++)
         for (guint o = 0; o < model->layers[l].n_ops; o++)
           {
