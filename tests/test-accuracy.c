@@ -14,15 +14,23 @@
 #include <string.h>
 #include <unistd.h>
 
+/* bench/data/published-runs.yaml, loaded (the test fails with the message if not). */
+static AccRuns *
+published_runs (void)
+{
+  g_autoptr(GError) error = NULL;
+  AccRuns *runs = acc_runs_load (MPPLAN_SRCDIR "/bench/data/published-runs.yaml", &error);
+  if (runs == NULL)
+    fail_msg ("%s", error->message);
+  return runs;
+}
+
 static void
 test_accuracy_runs_load (void **state)
 {
   (void) state;
   g_autoptr(GError) error = NULL;
-  g_autoptr(AccRuns) runs = acc_runs_load (MPPLAN_SRCDIR "/bench/data/published-runs.yaml",
-                                           &error);
-  if (runs == NULL)
-    fail_msg ("%s", error->message);
+  g_autoptr(AccRuns) runs = published_runs ();
   assert_true (runs->runs->len >= 50);
   for (guint i = 0; i < runs->runs->len; i++)
     {
@@ -83,10 +91,7 @@ test_accuracy_segmented_placement (void **state)
 {
   (void) state;
   g_autoptr(GError) error = NULL;
-  g_autoptr(AccRuns) runs = acc_runs_load (MPPLAN_SRCDIR "/bench/data/published-runs.yaml",
-                                           &error);
-  if (runs == NULL)
-    fail_msg ("%s", error->message);
+  g_autoptr(AccRuns) runs = published_runs ();
   guint checked = 0;
   for (guint i = 0; i < runs->runs->len; i++)
     {
