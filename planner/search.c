@@ -175,10 +175,12 @@ mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
       MpStageSpans last;
       for (guint st = 0; st < one.pp; st++)
         {
-          /* stages alike (most interior ones) cost alike: one of them */
+          /* stages alike (most interior ones) cost alike: one of them (their index is
+           * no input of a layer's cost) */
           MpStageSpans spans;
           memset (&spans, 0, sizeof spans);
           mp_cost_stage_spans (ctx, &one, st, &spans);
+          last.stage = st;
           if (st > 0 && memcmp (&spans, &last, sizeof spans) == 0)
             continue;
           last = spans;
