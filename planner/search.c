@@ -50,6 +50,9 @@ typedef struct {
   gboolean foreign;            /* the current one is another shard's: count, cost nothing */
   gboolean dropped;            /* the current branch cannot fit (memory_drops): count it
                                 * as pruned, cost nothing */
+  guint floor_known;           /* bit z: FLOOR_EXCESS[z], FLOOR_PEAK[z] hold the current
+                                * branch's memory floor at ZeRO-z (branch_floor) */
+  double floor_excess[4], floor_peak[4];
   gboolean have_memory;        /* MEMORY, FITS: the current config's in another rank order */
   MpPlanMemory memory;
   gboolean fits;
@@ -296,27 +299,45 @@ smaller (const MpPlan *slot, const MpPlan *plan)
              && mp_parallel_config_compare (&plan->cfg, &slot->cfg) < 0);
 }
 
+/* The memory floor (mp_cost_memory_floor, its peak into *PEAK) of the branch CFG heads
+ * at ZeRO-ZERO: what its schedules, vpps and splits share (the probe leaves them out),
+ * worked out once per branch and stage. */
+static double
+branch_floor (Search *s, const MpParallelConfig *cfg, guint zero, double *peak)
+{
+  if (!(s->floor_known & (1u << zero)))
+    {
+      MpParallelConfig probe = *cfg;
+      probe.chunk_layers = NULL;
+      probe.vpp = 1;
+      /* loop_schedule's: the family tells only this one apart from the pipelined ones */
+      probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
+                                                                    : MP_SCHEDULE_GPIPE;
+      probe.zero = zero;
+      s->floor_excess[zero] = mp_cost_memory_floor (s->ctx, &probe, &s->floor_peak[zero]);
+      s->floor_known |= 1u << zero;
+    }
+  *peak = s->floor_peak[zero];
+  return s->floor_excess[zero];
+}
+
 /* Can no config of the branch CFG heads fit, nor be kept as a smallest footprint
  * (pl_keep_smallest's slots: the smallest, its family's)? By the memory floor at CFG's
  * ZeRO stage, or with ANY_ZERO at ZeRO-3's, which bounds every stage. */
 static gboolean
-memory_drops (const Search *s, const MpParallelConfig *cfg, gboolean any_zero)
+memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
 {
   if (s->opts->no_bounds || s->counting || s->foreign)
     return FALSE;
   const MpSearchStats *st = &s->res->stats;
-  MpParallelConfig probe = *cfg;
-  probe.chunk_layers = NULL;
-  probe.vpp = 1;
-  /* loop_schedule's: the family tells only this one apart from the pipelined ones */
-  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
-                                                                : MP_SCHEDULE_GPIPE;
   guint top = cfg->dp * cfg->cp > 1 ? 3 : 0, zero = any_zero ? top : cfg->zero;
-  probe.zero = zero;
-  double peak, excess = mp_cost_memory_floor (s->ctx, &probe, &peak);
+  double peak, excess = branch_floor (s, cfg, zero, &peak);
   if (!(excess > 0) || st->smallest == NULL || !(peak > st->smallest->memory.peak_bytes))
     return FALSE;
   /* the families of its ZeRO stages: they differ only between 0-1 and 2-3 */
+  MpParallelConfig probe = *cfg;
+  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
+                                                                : MP_SCHEDULE_GPIPE;
   for (guint z = any_zero ? 0 : zero; z <= zero; z += 2)
     {
       probe.zero = z;
@@ -333,7 +354,7 @@ memory_drops (const Search *s, const MpParallelConfig *cfg, gboolean any_zero)
  * its memory at least the ZeRO-3 floor's peak, so it could not be a smallest footprint.
  * Then the branch is pruned whole, its memory not costed. */
 static gboolean
-branch_drops (const Search *s, const MpParallelConfig *cfg, double bound, gboolean staged)
+branch_drops (Search *s, const MpParallelConfig *cfg, double bound, gboolean staged)
 {
   if (s->opts->no_bounds || s->counting || s->foreign || bound <= 0)
     return FALSE;
@@ -344,13 +365,9 @@ branch_drops (const Search *s, const MpParallelConfig *cfg, double bound, gboole
       || (s->opts->pins != NULL && !cfg->fp8 && may_beat (st->free_best, bound)))
     return FALSE;
   MpParallelConfig probe = *cfg;
-  probe.chunk_layers = NULL;
-  probe.vpp = 1;
   probe.zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
-  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
-                                                                : MP_SCHEDULE_GPIPE;
   double peak;
-  mp_cost_memory_floor (s->ctx, &probe, &peak);
+  branch_floor (s, cfg, probe.zero, &peak);
   if (!(peak > st->smallest->memory.peak_bytes))
     return FALSE;
   /* the families its configs may fall in: by the schedule (none or pipelined) and the
@@ -610,6 +627,9 @@ typedef struct {
   double floor_s, bound;       /* kernel_floor and depth_bound; bound G_MAXDOUBLE: its
                                 * memory floor shows nothing fits, or another shard's */
   gboolean foreign;
+  gboolean floor_known;        /* FLOOR_EXCESS, FLOOR_PEAK: its memory floor at its
+                                * largest ZeRO stage (branch_floor) */
+  double floor_excess, floor_peak;
 } Branch;
 
 static gint
@@ -640,11 +660,15 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
     }
   Branch b = { .cfg = *cfg, .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE,
                .foreign = s->foreign };
-  MpParallelConfig probe = *cfg;
-  probe.zero = cfg->dp * cfg->cp > 1 ? 3 : 0;
-  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
-                                                                : MP_SCHEDULE_GPIPE;
-  if (!s->foreign && !s->opts->no_bounds && !(mp_cost_memory_floor (s->ctx, &probe, NULL) > 0))
+  guint top = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  s->floor_known = 0;
+  if (!s->foreign && !s->opts->no_bounds)
+    {
+      /* its ZeRO-3 floor, which search_branch asks for again */
+      b.floor_excess = branch_floor (s, cfg, top, &b.floor_peak);
+      b.floor_known = TRUE;
+    }
+  if (b.floor_known && !(b.floor_excess > 0))
     {
       /* on this pp's stages: not shared with the other depths */
       b.floor_s = mp_planner_kernel_floor (s->ctx, cfg);
@@ -660,6 +684,10 @@ search_branch (Search *s, Branch *b)
 {
   MpParallelConfig *cfg = &b->cfg;
   s->foreign = b->foreign;
+  guint top = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  s->floor_known = b->floor_known ? 1u << top : 0;
+  s->floor_excess[top] = b->floor_excess;
+  s->floor_peak[top] = b->floor_peak;
   s->dropped = memory_drops (s, cfg, TRUE);
   if (!s->foreign && !s->dropped)
     {
