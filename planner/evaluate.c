@@ -98,19 +98,42 @@ unit_cost (const Units *us, guint chunk, guint u)
   return us->units[(gsize) g * us->n_units + u];
 }
 
+/* The limits a greedy fill decides alike for: [lo, hi), every sum it compared with its
+ * limit lying below lo (<= it) or at hi and above (> it). */
+typedef struct {
+  double lo, hi;
+} Alike;
+
+static inline gboolean
+over (double v, double limit, Alike *alike)
+{
+  if (v > limit)
+    {
+      alike->hi = MIN (alike->hi, v);
+      return TRUE;
+    }
+  alike->lo = MAX (alike->lo, v);
+  return FALSE;
+}
+
 /* Greedy fill of units U0.. into at most N contiguous groups (chunks C0 ..) of cost
- * <= LIMIT, each non-empty; returns the groups used, or N + 1 when LIMIT is too small. */
+ * <= LIMIT, each non-empty; returns the groups used, or N + 1 when LIMIT is too small.
+ * ALIKE (may be NULL): the limits the fill runs the same way for. */
 static guint
-greedy_groups (const Units *us, guint u0, guint c0, double limit, guint n, guint *counts)
+greedy_groups_alike (const Units *us, guint u0, guint c0, double limit, guint n,
+                     guint *counts, Alike *alike)
 {
   guint group = 0, in_group = 0;
   double load = 0;
+  Alike a = { -G_MAXDOUBLE, G_MAXDOUBLE };
+  alike = alike ? alike : &a;
+  *alike = a;
   for (guint u = u0; u < us->n_units; u++)
     {
       /* Start a new group when this unit would overflow it, or when every later group
        * needs one of the units left. */
       double cost = unit_cost (us, c0 + group, u);
-      gboolean full = in_group > 0 && load + cost > limit;
+      gboolean full = in_group > 0 && over (load + cost, limit, alike);
       gboolean must = in_group > 0 && us->n_units - u <= n - 1 - group;
       if (full || must)
         {
@@ -122,7 +145,7 @@ greedy_groups (const Units *us, guint u0, guint c0, double limit, guint n, guint
           load = 0;
           cost = unit_cost (us, c0 + group, u);
         }
-      if (cost > limit)
+      if (over (cost, limit, alike))
         return n + 1;
       load += cost;
       in_group++;
@@ -130,6 +153,12 @@ greedy_groups (const Units *us, guint u0, guint c0, double limit, guint n, guint
   if (counts)
     counts[group] = in_group;
   return group + 1;
+}
+
+static guint
+greedy_groups (const Units *us, guint u0, guint c0, double limit, guint n, guint *counts)
+{
+  return greedy_groups_alike (us, u0, c0, limit, n, counts, NULL);
 }
 
 /* The even share of the work LEFT (per node group: the units not yet placed, costed on
@@ -346,11 +375,25 @@ pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const dou
       lo = MAX (lo, fast);
       hi += slow;
     }
-  /* Binary search on the bottleneck, then the tightest greedy fill. */
+  /* Binary search on the bottleneck, then the tightest greedy fill. A fill decides alike
+   * for every limit of its range (greedy_groups_alike): the last fill that fitted and the
+   * last that did not answer for the limits in theirs. */
+  Alike fit = { 1, 0 }, unfit = { 1, 0 };
   for (int it = 0; it < 60 && hi - lo > 1e-9 * hi; it++)
     {
       double mid = 0.5 * (lo + hi);
-      if (greedy_groups (&us, 0, 0, mid, chunks, NULL) <= chunks)
+      gboolean fits;
+      if (mid >= fit.lo && mid < fit.hi)
+        fits = TRUE;
+      else if (mid >= unfit.lo && mid < unfit.hi)
+        fits = FALSE;
+      else
+        {
+          Alike alike;
+          fits = greedy_groups_alike (&us, 0, 0, mid, chunks, NULL, &alike) <= chunks;
+          *(fits ? &fit : &unfit) = alike;
+        }
+      if (fits)
         hi = mid;
       else
         lo = mid;
