@@ -202,8 +202,12 @@ balanced_groups (const Units *us, double limit, guint n, guint *counts)
       double share = even_share (us, left, group, n), load = 0;
       guint start = u;
       /* The first unit whose suffix fits the groups after this one: every unit before it
-       * must join this group. A suffix of a suffix that fits fits too, so bisect. */
+       * must join this group. A suffix of a suffix that fits fits too, so bisect; below
+       * the bottleneck's group most groups need no unit but their first, so that is tried
+       * first. */
       guint lo = start + 1, hi = n_units;
+      if (lo < hi && greedy_groups (us, lo, group + 1, limit, after, NULL) <= after)
+        hi = lo;
       while (lo < hi)
         {
           guint mid = lo + (hi - lo) / 2;
