@@ -153,6 +153,34 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
   gemm_cost (dev, dtype, mp_dtype_bytes (dtype), m, n, k, batch, out);
 }
 
+/* GROUPS products as DEV runs a grouped GEMM: one kernel over all of them, or one call
+ * each, the profile's rate looked up at one call's rows (not the group's) and each call's
+ * overhead paid. */
+static void
+group_cost (const MpCostDevice *dev, MpDtype dtype, double out_elt, double m, double n,
+            double k, double groups, MpKernelCost *out)
+{
+  groups = MAX (groups, 1);
+  if (!dev->curve->gemm_group_calls)
+    {
+      gemm_cost (dev, dtype, out_elt, m, n, k, groups, out);
+      return;
+    }
+  gemm_cost (dev, dtype, out_elt, m, n, k, 1, out);
+  out->time_s *= groups;
+  out->flops *= groups;
+  out->bytes *= groups;
+  out->kernels = (guint) ceil (groups);
+}
+
+void
+mp_cost_gemm_group (const MpCostDevice *dev, MpDtype dtype, double m, double n, double k,
+                    double groups, MpKernelCost *out)
+{
+  g_return_if_fail (dev != NULL && out != NULL);
+  group_cost (dev, dtype, mp_dtype_bytes (dtype), m, n, k, groups, out);
+}
+
 /* ---- FP8 (Transformer Engine) ---------------------------------------------------------
  * Transformer Engine's FP8 recipe ("Using FP8 with Transformer Engine", TE documentation;
  * DelayedScaling, format HYBRID): the three GEMMs of a linear layer (forward, input and
@@ -536,7 +564,8 @@ cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpC
  * all-gather) computes tokens * top-k * etp / tp token copies (its tp peers hold the
  * other sequence shards: the same rows per rank whichever grid), i.e. that x ep / experts
  * rows per local expert, times the load of the busiest rank: a grouped GEMM of
- * experts / ep small GEMMs, as Megatron-Core's --moe-grouped-gemm runs them. */
+ * experts / ep small GEMMs, as Megatron-Core's --moe-grouped-gemm runs them (on a device
+ * whose executor calls one GEMM per expert, gemm_group_calls, priced call by call). */
 static void
 cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
               const MpLayer *layer, const MpOp *op, const CmOp *r, MpOpCost *out)
@@ -569,11 +598,11 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   gboolean fp8 = cm_fp8_op (layer, op) && cm_fp8_on (cfg, dev);
   MpDtype dt = fp8 ? MP_DTYPE_FP8 : dev->dtype;
   double out_elt = fp8 ? mp_dtype_bytes (MP_DTYPE_BF16) : mp_dtype_bytes (dt);
-  gemm_cost (dev, dt, out_elt, m, n, k, batch, &out->fwd);
+  group_cost (dev, dt, out_elt, m, n, k, batch, &out->fwd);
   out->model_fwd_flops = out->fwd.flops / load;   /* the mean rank's share */
   MpKernelCost dgrad, wgrad;
-  gemm_cost (dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
-  gemm_cost (dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
+  group_cost (dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
+  group_cost (dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
   out->dgrad_s = dgrad.time_s;
   out->wgrad_s = wgrad.time_s;
   out->bwd = dgrad;

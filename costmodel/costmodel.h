@@ -78,6 +78,8 @@ typedef struct {
   double mem_latency_s;          /* start-up of a memory-bound kernel (a DRAM round trip):
                                   * it reaches half of mem_eff at bandwidth x this bytes */
   double launch_s;               /* per-kernel launch overhead */
+  gboolean gemm_group_calls;     /* a grouped GEMM runs as one library call per group
+                                  * member (FALSE: one grouped kernel) */
   double link_eff[MP_TIER_N];    /* large-message busbw / link rate, ring, per tier */
   double nvls_algbw_eff;         /* NVLink SHARP all-reduce algbw / NVLink rate; 0: none */
   gboolean nccl;                 /* NCCL protocols (LL, LL128) and base latencies */
@@ -292,6 +294,11 @@ double mp_cost_gemm_shape_efficiency (const MpDeviceCurve *curve, double m, doub
  * curve (anchored), roofline against memory (A, B read, C written at the dtype's size). */
 void mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double k,
                    double batch, MpKernelCost *out);
+/* A grouped GEMM of GROUPS (M x K) @ (K x N) products, as DEV runs one (the MoE experts):
+ * one grouped kernel (mp_cost_gemm with batch GROUPS), or where the curve's
+ * gemm_group_calls says so GROUPS calls, each at its own shape's rate and call cost. */
+void mp_cost_gemm_group (const MpCostDevice *dev, MpDtype dtype, double m, double n, double k,
+                         double groups, MpKernelCost *out);
 /* A memory-bound kernel moving BYTES (read + written) with FLOPS of arithmetic. */
 void mp_cost_memory_kernel (const MpCostDevice *dev, double bytes, double flops,
                             MpKernelCost *out);

@@ -239,6 +239,10 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
     /* The same measurement: a 16^3 SGEMM call takes 0.54 us where its arithmetic at
      * the large-GEMM rate would take 0.29 us: ~0.25 us per call. */
     .launch_s = 0.25e-6,
+    /* The host executor runs the local experts' grouped GEMM as one sgemm per expert
+     * (exec/model-moe.c, ffn_forward and ffn_backward): each call of few rows pays its own
+     * small-shape rate (the calibrated grid's, or small_dim_half above) and call cost. */
+    .gemm_group_calls = TRUE,
     /* host.yaml's shared-memory bandwidth already counts the copy in and out. */
     .link_eff = { [MP_TIER_NODE] = 1.0, [MP_TIER_DOMAIN] = 1.0, [MP_TIER_CLUSTER] = 0.9 },
     .nvls_algbw_eff = 0,

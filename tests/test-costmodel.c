@@ -1448,6 +1448,67 @@ test_costmodel_grouped_gemm_small_experts (void **state)
   mp_assert_close (oc.n, 2 * 1536, 0);
 }
 
+/* The host runs a grouped GEMM as one sgemm per expert (moev17): E GEMMs of m / E rows
+ * each cost a call of their own shape, so they take longer than one GEMM of m rows, by the
+ * calibrated per-call term (a profile measured with a fixed cost per call) or by the
+ * curve's launch_s per call. A GPU's grouped kernel is one call (batch = groups). */
+static void
+test_costmodel_host_grouped_gemm_per_call (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("tiny-moe");
+  g_autoptr(MpCluster) c = cluster_ok ("host");
+  /* A profile of a core at R = 30 GFLOP/s plus T0 = 20 us a call, at the two row counts
+   * (8 experts of 32 rows, one GEMM of 256) and tiny-moe's expert fc1 (n 512, k 128). */
+  const double R = 30e9, T0 = 20e-6, E = 8, rows = 32;
+  const double ax_m[] = { rows, rows * E }, ax_n[] = { 512 }, ax_k[] = { 128 };
+  double rates[2];
+  for (int i = 0; i < 2; i++)
+    {
+      double f = 2.0 * ax_m[i] * 512 * 128;
+      rates[i] = f / (f / R + T0);
+    }
+  g_autoptr(MpCostProfile) p = mp_cost_profile_new ("cpu-core");
+  g_autoptr(GError) error = NULL;
+  assert_true (mp_cost_profile_set_gemm (p, MP_DTYPE_FP32, ax_m, 2, ax_n, 1, ax_k, 1, rates,
+                                         &error));
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, p);
+  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  assert_non_null (dev->profile);
+  MpKernelCost grouped, one;
+  mp_cost_gemm_group (dev, MP_DTYPE_FP32, rows, 512, 128, E, &grouped);
+  mp_cost_gemm (dev, MP_DTYPE_FP32, rows * E, 512, 128, 1, &one);
+  mp_assert_close (grouped.flops, one.flops, 1e-12);
+  assert_int_equal (grouped.kernels, 8);
+  mp_assert_close (grouped.time_s, E * (2.0 * rows * 512 * 128 / R + T0), 1e-9);
+  mp_assert_close (grouped.time_s - one.time_s, (E - 1) * T0, 1e-9);
+  /* In the IR: tiny-moe's expert fc1 (layer 2: block 1 is dense) on one rank is that
+   * group of 8, priced call by call in the forward and in both backward GEMMs. */
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  MpOpCost oc;
+  mp_cost_op (ctx, &cfg, &sp, 2, op_index (m, 2, "expert_fc1"), &oc);
+  mp_assert_close (oc.batch, E, 0);
+  assert_int_equal (oc.fwd.kernels, 8);
+  assert_int_equal (oc.bwd.kernels, 16);
+  /* Without a profile the curve charges launch_s per call. */
+  g_autoptr(MpCostContext) plain = mp_cost_context_new (m, c, NULL);
+  const MpCostDevice *pd = mp_cost_device (plain, 0);
+  mp_cost_gemm_group (pd, MP_DTYPE_FP32, rows, 512, 128, E, &grouped);
+  mp_cost_gemm (pd, MP_DTYPE_FP32, rows * E, 512, 128, 1, &one);
+  assert_true (grouped.time_s >= one.time_s + (E - 1) * pd->curve->launch_s);
+  /* A GPU's grouped kernel is one launch over all the groups. */
+  g_autoptr(MpCluster) h = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) hctx = mp_cost_context_new (m, h, NULL);
+  const MpCostDevice *hd = mp_cost_device (hctx, 0);
+  mp_cost_gemm_group (hd, MP_DTYPE_BF16, rows, 512, 128, E, &grouped);
+  mp_cost_gemm (hd, MP_DTYPE_BF16, rows, 512, 128, E, &one);
+  assert_true (grouped.time_s == one.time_s && grouped.kernels == 1);
+}
+
 static void
 test_costmodel_expert_tensor_parallel (void **state)
 {
@@ -2194,6 +2255,7 @@ main (void)
     cmocka_unit_test (test_costmodel_moe_expert_parallel),
     cmocka_unit_test (test_costmodel_moe_alltoall_bytes),
     cmocka_unit_test (test_costmodel_grouped_gemm_small_experts),
+    cmocka_unit_test (test_costmodel_host_grouped_gemm_per_call),
     cmocka_unit_test (test_costmodel_expert_tensor_parallel),
     cmocka_unit_test (test_costmodel_moe_dispatchers),
     cmocka_unit_test (test_costmodel_context_parallel),
