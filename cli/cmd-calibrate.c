@@ -103,7 +103,8 @@ mp_cmd_calibrate (int argc, char **argv, gboolean do_help)
            "--backend cuda: one GPU per rank; bf16 (fp32 accumulation, the cuda backend's "
            "GEMM) and fp32 GEMMs through cuBLAS 256..8192 plus gpt2-124m's shapes, device-to-"
            "device copy bandwidth, NCCL collectives from 8 B to 256 MB (64 MB with --quick). "
-           "Without a GPU (or in a build without CUDA) it exits 1: \"no CUDA device\".\n"
+           "Without a GPU (or in a build without CUDA) it exits 1: \"no CUDA device\"; without "
+           "its module mpplan-cuda.so, 2: \"CUDA backend not available\".\n"
            "Run as one process it measures GEMMs and memory and skips the collectives.");
   g_autofree char *description = g_strdup_printf (
       "The profile applies to the cluster devices named --device (host: cpu-core, the `host` "

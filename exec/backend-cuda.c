@@ -21,6 +21,9 @@
  * and staged through device scratch. An NCCL failure (or a peer that died) aborts the
  * communicator (ncclCommAbort) and fails the call instead of hanging.
  *
+ * Built as the module mpplan-cuda.so (never into mpplan itself, so that only a cuda run
+ * loads the CUDA libraries): mp_cuda_module at the end is all it exports.
+ *
  * This file: the arena, host <-> device transfers, the device's name and GEMM mode, the
  * ops table, open and free; the launchers are in backend-cuda-kernels.c, groups,
  * collectives and messages in backend-cuda-coll.c (backend-cuda-private.h). */
@@ -30,6 +33,7 @@
 #include "exec/backend-private.h"
 #include "common/units.h"
 
+#include <gmodule.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,8 +357,8 @@ static const MpBackendOps cuda_ops = {
   .free = cuda_free,
 };
 
-int
-mp_backend_cuda_devices (void)
+static int
+cuda_devices (void)
 {
   int n = 0;
   if (cudaGetDeviceCount (&n) != cudaSuccess)
@@ -368,7 +372,7 @@ mp_backend_cuda_devices (void)
 static gboolean
 cuda_open (CudaBackend *c, int rank, int size, GError **error)
 {
-  int n = mp_backend_cuda_devices ();
+  int n = cuda_devices ();
   if (n <= 0)
     {
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
@@ -401,8 +405,8 @@ cuda_open (CudaBackend *c, int rank, int size, GError **error)
   return size == 1 || mpcu_p2p_open (c, error);
 }
 
-MpBackend *
-mp_backend_cuda_new (int rank, int size, gboolean bf16, GError **error)
+static MpBackend *
+cuda_new (int rank, int size, gboolean bf16, GError **error)
 {
   CudaBackend *c = g_new0 (CudaBackend, 1);
   c->base.ops = &cuda_ops;
@@ -420,3 +424,9 @@ mp_backend_cuda_new (int rank, int size, gboolean bf16, GError **error)
   return &c->base;
 }
 
+/* What mpplan-cuda.so offers exec/backend.c, which opens it on demand (backend-private.h). */
+G_MODULE_EXPORT const MpCudaModule mp_cuda_module = {
+  .abi = MP_CUDA_MODULE_ABI,
+  .open = cuda_new,
+  .devices = cuda_devices,
+};

@@ -33,4 +33,14 @@ extern const MpKernelOps mp_backend_host_kernels;
 /* kernels/cpu's attention variants (backend-host-attn.c). */
 extern const MpAttnKernelOps mp_backend_host_attn_kernels;
 
+/* The cuda backend as its module mpplan-cuda.so exports it (symbol mp_cuda_module,
+ * backend-cuda.c); ABI guards against a module built from other sources (a stale install). */
+#define MP_CUDA_MODULE_ABI ((guint) (sizeof (MpBackendOps) << 16 | sizeof (MpKernelOps)))
+typedef struct {
+  guint abi;
+  /* One GPU per rank (local rank % devices), NCCL groups. Caller owns. */
+  MpBackend *(*open) (int rank, int size, gboolean bf16, GError **error);
+  int (*devices) (void);     /* 0 without a driver or a device */
+} MpCudaModule;
+
 G_END_DECLS

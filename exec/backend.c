@@ -1,12 +1,17 @@
 /* backend.c - the backend registry: a name on the command line (`--backend`) to a backend
  * constructor. "host" always; "cuda" (bf16 GEMM inputs, fp32 master weights and
- * accumulation) and "cuda-fp32" (fp32 everywhere, no TF32) when built with CUDA. */
+ * accumulation) and "cuda-fp32" (fp32 everywhere, no TF32) when built with CUDA, from the
+ * module mpplan-cuda.so, opened here on first use: linked into mpplan, the CUDA libraries
+ * cost every command 0.3 s and 218 MB more resident memory (`mpplan --version`, README's
+ * Build section). */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/backend.h"
+#include "exec/backend-private.h"
 #include "common/error.h"
 #include "common/units.h"
 
+#include <gmodule.h>
 #include <string.h>
 
 gboolean
@@ -17,6 +22,74 @@ mp_backend_name_valid (const char *name)
              || strcmp (name, "cuda-fp32") == 0);
 }
 
+#ifdef HAVE_CUDA
+#define CUDA_MODULE_NAME "mpplan-cuda.so"
+static const MpCudaModule *cuda_module;
+
+/* Where the module is: $MPPLAN_CUDA_MODULE, else beside this program (a build tree, or
+ * what scripts/gpu-check.sh --pack made), else the installed one. */
+static char *
+cuda_module_path (void)
+{
+  const char *env = g_getenv ("MPPLAN_CUDA_MODULE");
+  if (env != NULL && *env != '\0')
+    return g_strdup (env);
+  g_autofree char *exe = g_file_read_link ("/proc/self/exe", NULL);
+  if (exe != NULL)
+    {
+      g_autofree char *dir = g_path_get_dirname (exe);
+      char *beside = g_build_filename (dir, CUDA_MODULE_NAME, NULL);
+      if (g_file_test (beside, G_FILE_TEST_EXISTS))
+        return beside;
+      g_free (beside);
+    }
+  return g_build_filename (MPPLAN_PKGLIBDIR, CUDA_MODULE_NAME, NULL);
+}
+
+/* A module that is open stays open (and resident: NCCL and cuBLAS keep threads and
+ * handlers that must not be unmapped), so this runs once per process. */
+static const MpCudaModule *
+cuda_module_open (GError **error)
+{
+  g_autofree char *path = cuda_module_path ();
+  /* Every symbol bound now: a missing one fails here, named, not at its first call. */
+  GModule *m = g_module_open (path, G_MODULE_BIND_LOCAL);
+  gpointer sym = NULL;
+  if (m == NULL)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_IO, "CUDA backend not available: %s",
+                   g_module_error ());
+      return NULL;
+    }
+  if (!g_module_symbol (m, "mp_cuda_module", &sym) || sym == NULL
+      || ((const MpCudaModule *) sym)->abi != MP_CUDA_MODULE_ABI)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_IO, "CUDA backend not available: %s is not "
+                   "this mpplan's module (%s)", path,
+                   sym == NULL ? g_module_error () : "built from other sources");
+      g_module_close (m);
+      return NULL;
+    }
+  g_module_make_resident (m);
+  return sym;
+}
+#endif
+
+gboolean
+mp_backend_cuda_load (GError **error)
+{
+#ifdef HAVE_CUDA
+  if (cuda_module == NULL)
+    cuda_module = cuda_module_open (error);
+  return cuda_module != NULL;
+#else
+  g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
+               "no CUDA device: this mpplan was built without the CUDA backend "
+               "(configure found no CUDA toolkit; see ./configure --with-cuda)");
+  return FALSE;
+#endif
+}
+
 MpBackend *
 mp_backend_new (const char *name, int rank, int size, GError **error)
 {
@@ -24,13 +97,10 @@ mp_backend_new (const char *name, int rank, int size, GError **error)
     return mp_backend_host_new (rank, size);
   if (strcmp (name, "cuda") == 0 || strcmp (name, "cuda-fp32") == 0)
     {
+      if (!mp_backend_cuda_load (error))
+        return NULL;
 #ifdef HAVE_CUDA
-      return mp_backend_cuda_new (rank, size, strcmp (name, "cuda") == 0, error);
-#else
-      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
-                   "no CUDA device: this mpplan was built without the CUDA backend "
-                   "(configure found no CUDA toolkit; see ./configure --with-cuda)");
-      return NULL;
+      return cuda_module->open (rank, size, strcmp (name, "cuda") == 0, error);
 #endif
     }
   g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
@@ -42,10 +112,10 @@ int
 mp_backend_cuda_device_count (void)
 {
 #ifdef HAVE_CUDA
-  return mp_backend_cuda_devices ();
-#else
-  return 0;
+  if (mp_backend_cuda_load (NULL))
+    return cuda_module->devices ();
 #endif
+  return 0;
 }
 
 /* ---- allocation accounting ------------------------------------------------------- */

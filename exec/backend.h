@@ -3,7 +3,8 @@
  *
  * One table of function pointers (MpBackendOps) per backend, filled at run time, so one
  * binary serves several: "host" (kernels/cpu + OpenBLAS + MPI, backend-host*.c) and
- * "cuda" (kernels/cuda + cuBLAS + NCCL, backend-cuda*.c, built with the CUDA toolkit);
+ * "cuda" (kernels/cuda + cuBLAS + NCCL, backend-cuda*.c, built with the CUDA toolkit into
+ * the module mpplan-cuda.so, loaded only when a cuda backend is asked for);
  * both share backend-mpi.c's host-side exchanges. No CUDA, NCCL or MPI type appears here:
  * buffers are plain pointers into the backend's memory (host memory for "host", device
  * memory for "cuda"), groups and requests are opaque.
@@ -267,15 +268,16 @@ MpBackend *mp_backend_host_new (int rank, int size);
 /* The backend registry (backend.c): NAME "host", "cuda" (bf16 GEMM inputs, fp32 master
  * weights and accumulation) or "cuda-fp32" (fp32 throughout). NULL with MP_ERROR_INPUT for
  * an unknown name, MP_ERROR_RUNTIME for "cuda*" without a device or in a build without
- * CUDA (the message starts "no CUDA device"). Caller owns. */
+ * CUDA (the message starts "no CUDA device"), mp_backend_cuda_load's error without its
+ * module. Caller owns. */
 MpBackend *mp_backend_new (const char *name, int rank, int size, GError **error);
 gboolean mp_backend_name_valid (const char *name);
-/* GPUs this process sees (0 without a driver, a device, or a CUDA build). */
+/* GPUs this process sees (0 without a driver, a device, the module, or a CUDA build). */
 int mp_backend_cuda_device_count (void);
-#ifdef HAVE_CUDA
-/* backend-cuda.c: one GPU per rank (local rank % devices), NCCL groups. Caller owns. */
-MpBackend *mp_backend_cuda_new (int rank, int size, gboolean bf16, GError **error);
-int mp_backend_cuda_devices (void);
-#endif
+/* Opens the cuda backend's module (mpplan-cuda.so) unless it is open: the one next to this
+ * program (a build tree), else the installed one in pkglibdir; MPPLAN_CUDA_MODULE names
+ * another. FALSE with MP_ERROR_IO, "CUDA backend not available: <why>", when it cannot be
+ * loaded (in a build without CUDA: MP_ERROR_RUNTIME, "no CUDA device: ..."). */
+gboolean mp_backend_cuda_load (GError **error);
 
 G_END_DECLS

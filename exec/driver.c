@@ -372,7 +372,13 @@ mp_exec_result_check (const MpExecResult *r, GError **error)
 static gboolean
 devices_present (const char *backend, int rank, GError **error)
 {
-  if (!g_str_has_prefix (backend, "cuda") || mp_backend_cuda_device_count () > 0)
+  if (!g_str_has_prefix (backend, "cuda"))
+    return TRUE;
+#ifdef HAVE_CUDA
+  if (!mp_backend_cuda_load (error))    /* "CUDA backend not available": no module */
+    return FALSE;
+#endif
+  if (mp_backend_cuda_device_count () > 0)
     return TRUE;
   g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME,
                "no CUDA device: --backend %s needs an NVIDIA GPU per rank (none visible "

@@ -49,7 +49,8 @@ typedef struct {
  * or NCCL), checking their results. Returns the profile on every rank (caller owns; rank 0
  * writes it), or NULL with MP_ERROR_RUNTIME when MPI, CUDA or NCCL fails, a collective
  * returns a wrong result, or the backend cannot open (the message starts "no CUDA device"
- * without a GPU or a CUDA build). Collective: every rank must call it. */
+ * without a GPU or a CUDA build; MP_ERROR_IO "CUDA backend not available" without the
+ * cuda module). Collective: every rank must call it. */
 struct _MpCostProfile;
 struct _MpCostProfile *mp_calibrate (MpWorld *world, const MpCalibrateOptions *opts,
                                      GError **error);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # gpu-bundle.sh DIR - collect, from this Debian machine, the libraries mpplan builds against
-# (GLib, json-glib, libyaml, cmocka, OpenMPI, OpenBLAS: headers, .so files, pkg-config files
-# and their runtime dependencies) into DIR, plus DIR/env.sh, so that scripts/gpu-check.sh
+# (GLib with GModule, json-glib, libyaml, cmocka, OpenMPI, OpenBLAS: headers, .so files,
+# pkg-config files and their runtime dependencies) into DIR, plus DIR/env.sh, so that scripts/gpu-check.sh
 # runs on a bare GPU image that has only a compiler, make, autotools and CUDA:
 #     scripts/gpu-bundle.sh /tmp/bundle && tar czf bundle.tgz -C /tmp bundle
 #     (on the GPU machine)  scripts/gpu-check.sh OUT --bundle /path/to/bundle

@@ -4,7 +4,7 @@
 # What runs first on a machine with an NVIDIA GPU (nothing CUDA had run on one before),
 # in one go of under 10 minutes on one H200 (--budget, default 540 s: every step's time
 # limit is cut to what is left, and the timing steps are skipped when too little is):
-#   1. mpplan with CUDA: the build in DIR (--build: a build folder, or what --pack
+#   1. mpplan with CUDA (mpplan-cuda.so beside it): the build in DIR (--build: a build folder, or what --pack
 #      made of one; libraries still not found are looked for under /usr/local, /opt
 #      and /usr/lib, which finds CUDA's and Python's nvidia packages' NCCL and cuBLAS),
 #      else built into OUTDIR/build for this GPU's architecture only;
@@ -24,7 +24,8 @@
 # --bundle DIR: libraries made on a Debian machine by scripts/gpu-bundle.sh DIR, for a
 # bare GPU image without GLib, libyaml, json-glib, cmocka, OpenMPI or OpenBLAS.
 # gpu-check.sh --pack DIR [BUILD]: run where BUILD (default build) was made: copies its
-# mpplan and tests/test-kernels-cuda into DIR, and into DIR/lib the libraries they load
+# mpplan, mpplan-cuda.so (the cuda backend, which mpplan loads from beside itself) and
+# tests/test-kernels-cuda into DIR, and into DIR/lib the libraries they load
 # but for the C library's and CUDA's (about 55 MB: OpenBLAS is most of it), so that
 # `gpu-check.sh OUT --build DIR` runs them on a bare GPU image of the same or a newer
 # glibc (on one GPU no MPI runs; mpirun for several GPUs needs --bundle).
@@ -41,12 +42,13 @@ usage () {
 if [ "$1" = --pack ]; then
   if [ $# -lt 2 ] || [ $# -gt 3 ]; then usage; fi
   b=${3:-build}
-  for f in mpplan tests/test-kernels-cuda; do
+  for f in mpplan mpplan-cuda.so tests/test-kernels-cuda; do
     [ -x "$b/$f" ] || { echo "$0: $b/$f missing (a CUDA build: configure found nvcc?)" >&2; exit 2; }
   done
   mkdir -p "$2/lib" "$2/tests" || exit 1
-  cp "$b/mpplan" "$2/" && cp "$b/tests/test-kernels-cuda" "$2/tests/" || exit 1
-  ldd "$b/mpplan" "$b/tests/test-kernels-cuda" | awk '/=> \// { print $1, $3 }' | sort -u |
+  cp "$b/mpplan" "$b/mpplan-cuda.so" "$2/" && cp "$b/tests/test-kernels-cuda" "$2/tests/" ||
+    exit 1
+  ldd "$b/mpplan" "$b/mpplan-cuda.so" "$b/tests/test-kernels-cuda" | awk '/=> \// { print $1, $3 }' | sort -u |
     while read -r name path; do
       case "$name" in
         libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
@@ -138,13 +140,14 @@ resolve_libs () {
 if [ -n "$prebuilt" ]; then
   step "the build in $prebuilt"
   bdir=$(cd "$prebuilt" 2>/dev/null && pwd) || bdir=
-  if [ -z "$bdir" ] || [ ! -x "$bdir/mpplan" ] || [ ! -x "$bdir/tests/test-kernels-cuda" ]; then
-    echo "gpu-check: $prebuilt has no mpplan and tests/test-kernels-cuda (a CUDA build: configure found nvcc?)" >&2
-    row "build" "FAIL: $prebuilt lacks mpplan or tests/test-kernels-cuda"; finish
+  if [ -z "$bdir" ] || [ ! -x "$bdir/mpplan" ] || [ ! -f "$bdir/mpplan-cuda.so" ] ||
+     [ ! -x "$bdir/tests/test-kernels-cuda" ]; then
+    echo "gpu-check: $prebuilt has no mpplan, mpplan-cuda.so and tests/test-kernels-cuda (a CUDA build: configure found nvcc?)" >&2
+    row "build" "FAIL: $prebuilt lacks mpplan, mpplan-cuda.so or tests/test-kernels-cuda"; finish
   fi
   [ -d "$bdir/lib" ] && LD_LIBRARY_PATH=$bdir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}   # --pack's
-  resolve_libs "$bdir/mpplan" "$bdir/tests/test-kernels-cuda"
-  still=$(missing "$bdir/mpplan" "$bdir/tests/test-kernels-cuda")
+  resolve_libs "$bdir/mpplan" "$bdir/mpplan-cuda.so" "$bdir/tests/test-kernels-cuda"
+  still=$(missing "$bdir/mpplan" "$bdir/mpplan-cuda.so" "$bdir/tests/test-kernels-cuda")
   if [ -n "$still" ]; then
     row "build" "FAIL: libraries not found: $still(--pack or --bundle?)"; finish
   fi
@@ -158,7 +161,7 @@ else
   if ( cd "$src" && { [ -x configure ] || autoreconf -fi; } ) >"$out/build.log" 2>&1 &&
      ( cd "$out/build" && "$src/configure" --with-cuda &&
        timeout "$(tmo 300)" make -j"$jobs" ${gencode:+NVCC_GENCODE="$gencode"} \
-         mpplan tests/test-kernels-cuda ) >>"$out/build.log" 2>&1; then
+         mpplan mpplan-cuda.so tests/test-kernels-cuda ) >>"$out/build.log" 2>&1; then
     bdir=$out/build
     row "build" "ok (sm_${cc:-?}, $(($(date +%s) - t0)) s)"
   else

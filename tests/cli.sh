@@ -68,4 +68,25 @@ ok "every command is documented in the man page and the README" documented
 for c in plan simulate compare exec program report verify calibrate; do
   ok "$c refuses an argument it does not take (2)" status_is 2 "$MPPLAN" $c stray-argument
 done
+# The CUDA libraries load only with a cuda backend (exec/backend.c opens mpplan-cuda.so):
+# in a CUDA build, --version maps none of them, and a missing module is exit 2.
+bdir=$(dirname "$MPPLAN")
+if grep -q '^#define HAVE_CUDA 1' "$bdir/config.h" 2>/dev/null; then
+  cudalibs='libcudart|libcublas|libnccl'
+  ok "a CUDA build has the module mpplan-cuda.so beside mpplan" test -f "$bdir/mpplan-cuda.so"
+  ok "mpplan --version loads no CUDA library (LD_DEBUG=libs)" \
+    sh -c "LD_DEBUG=libs \"$MPPLAN\" --version 2>&1 >/dev/null | grep -Eq 'find library=' &&
+           ! LD_DEBUG=libs \"$MPPLAN\" --version 2>&1 >/dev/null | grep -Eq '$cudalibs'"
+  ok "calibrate --backend cuda without its module: exit 2, \"CUDA backend not available\"" \
+    sh -c "MPPLAN_CUDA_MODULE=\"$tmp/none.so\" \"$MPPLAN\" calibrate --backend cuda --quick \
+             -o \"$tmp/c.yaml\" 2>\"$tmp/err\"; [ \$? -eq 2 ] &&
+           grep -q '^CUDA backend not available: .*none.so' \"$tmp/err\" && [ ! -e \"$tmp/c.yaml\" ]"
+  # Without a GPU (where calibrate stops at "no CUDA device"), the module's libraries did load.
+  if ! nvidia-smi -L >/dev/null 2>&1; then
+    ok "calibrate --backend cuda loads the module and libcudart, then finds no device" \
+      sh -c "LD_DEBUG=libs \"$MPPLAN\" calibrate --backend cuda --quick -o \"$tmp/c.yaml\" \
+               >/dev/null 2>\"$tmp/ld\"; [ \$? -eq 1 ] && grep -q 'mpplan-cuda.so' \"$tmp/ld\" &&
+             grep -q libcudart \"$tmp/ld\" && grep -q '^no CUDA device' \"$tmp/ld\""
+  fi
+fi
 tap_done
