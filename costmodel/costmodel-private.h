@@ -72,6 +72,8 @@ typedef enum {
   CM_SUM_N
 } CmSum;
 
+typedef struct CmBucketSlot CmBucketSlot;
+
 struct _MpCostContext {
   const MpModel *model;
   const MpCluster *cluster;
@@ -96,7 +98,12 @@ struct _MpCostContext {
    * through a const context; mpplan runs one search per process, no threads. */
   GHashTable *layer_memo;
   GHashTable *span_memo;          /* the same for mp_cost_stage_spans (context.c) */
+  CmBucketSlot *bucket_slots;     /* the last buckets of each stage (memory.c) */
 };
+
+/* cm_stage_buckets's last answers, CM_BUCKET_SLOTS of them (by stage and kind). */
+#define CM_BUCKET_SLOTS 512u
+void cm_bucket_slots_free (CmBucketSlot *slots);
 
 /* Entries a memo holds at most; a full one starts again (bounds a long search's memory:
  * about 1 KiB an entry). */

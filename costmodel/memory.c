@@ -236,13 +236,100 @@ mp_cost_grad_buckets (const double *params, guint first, guint count, double cap
   return n;
 }
 
+/* A bucket memo key: what cm_stage_buckets reads of the config (the sizes that divide
+ * the parameters, the stage's chunks and their layer counts), the stage, the kind and
+ * the cap by its bits; KEY has room for 8 + CHUNKS words. Returns the words used. */
+static guint
+buckets_key (const MpParallelConfig *cfg, guint stage, gboolean expert, double cap_params,
+             const guint *count, guint chunks, guint64 *key)
+{
+  guint64 cap_bits;
+  memcpy (&cap_bits, &cap_params, sizeof cap_bits);
+  guint n = 0;
+  key[n++] = cfg->tp;
+  key[n++] = mp_parallel_config_etp (cfg);
+  key[n++] = cfg->ep;
+  key[n++] = cfg->pp;
+  key[n++] = chunks;
+  key[n++] = stage;
+  key[n++] = expert;
+  key[n++] = cap_bits;
+  for (guint c = 0; c < chunks; c++)
+    key[n++] = count[c];
+  return n;
+}
+
+/* The buckets as cm_stage_buckets makes them, kept for the next call with the same key
+ * (the ZeRO stages, the shard groups and the rank orders of one split ask in a row):
+ * one slot per stage and kind, compared whole, so that no hash is taken. */
+struct CmBucketSlot {
+  guint n_words, n;
+  guint64 *key;
+  MpGradBucket *b;
+  double top[2];       /* the largest bucket's parameters and the second's */
+};
+
+static MpGradBucket *stage_buckets (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                                    guint stage, gboolean expert, double cap_params,
+                                    const guint *first, const guint *count, guint *n);
+
+void
+cm_bucket_slots_free (CmBucketSlot *slots)
+{
+  for (guint i = 0; slots != NULL && i < CM_BUCKET_SLOTS; i++)
+    {
+      g_free (slots[i].key);
+      g_free (slots[i].b);
+    }
+  g_free (slots);
+}
+
+/* STAGE's buckets of the kind in its slot, made when the slot holds another key. */
+static const CmBucketSlot *
+bucket_slot (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
+             gboolean expert, double cap_params)
+{
+  guint chunks = cfg->pp * mp_parallel_config_vpp (cfg), first[chunks], count[chunks];
+  cm_chunk_layers (ctx, cfg, first, count);
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  guint64 key[8 + chunks];
+  guint words = buckets_key (cfg, stage, expert, cap_params, count, chunks, key);
+  if (memo->bucket_slots == NULL)
+    memo->bucket_slots = g_new0 (CmBucketSlot, CM_BUCKET_SLOTS);
+  CmBucketSlot *slot = &memo->bucket_slots[(2 * stage + !!expert) % CM_BUCKET_SLOTS];
+  if (slot->n_words == words && memcmp (slot->key, key, words * sizeof *key) == 0)
+    return slot;
+  g_free (slot->key);
+  g_free (slot->b);
+  slot->n_words = words;
+  slot->key = g_memdup2 (key, words * sizeof *key);
+  slot->b = stage_buckets (ctx, cfg, stage, expert, cap_params, first, count, &slot->n);
+  slot->top[0] = slot->top[1] = 0;
+  for (guint i = 0; i < slot->n; i++)
+    {
+      double p = slot->b[i].params;
+      slot->top[1] = MAX (slot->top[1], MIN (slot->top[0], p));
+      slot->top[0] = MAX (slot->top[0], p);
+    }
+  return slot;
+}
+
 MpGradBucket *
 cm_stage_buckets (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
                   gboolean expert, double cap_params, guint *n)
 {
-  guint pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg), chunks = pp * vpp;
-  guint first[chunks], count[chunks], nl = ctx->model->n_layers, room = 0;
-  cm_chunk_layers (ctx, cfg, first, count);
+  const CmBucketSlot *slot = bucket_slot (ctx, cfg, stage, expert, cap_params);
+  *n = slot->n;
+  return g_memdup2 (slot->b, MAX (slot->n, 1u) * sizeof *slot->b);
+}
+
+static MpGradBucket *
+stage_buckets (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
+               gboolean expert, double cap_params, const guint *first, const guint *count,
+               guint *n)
+{
+  guint pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg);
+  guint nl = ctx->model->n_layers, room = 0;
   g_autofree double *params = g_new0 (double, nl);
   for (guint v = 0; v < vpp; v++)
     {
@@ -286,15 +373,9 @@ buckets_in_flight (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
       double reps = e ? mp_parallel_config_edp (cfg) : mp_parallel_config_zero_shard (cfg);
       if (!(reps > 1))
         continue;
-      guint n;
-      double top[2] = { 0, 0 };
-      g_autofree MpGradBucket *b = cm_stage_buckets (ctx, cfg, stage, e, cap, &n);
-      for (guint i = 0; i < n; i++)
-        {
-          double bytes = b[i].params * g;
-          top[1] = MAX (top[1], MIN (top[0], bytes));
-          top[0] = MAX (top[0], bytes);
-        }
+      /* the two largest in parameters, then in bytes: x -> x g keeps their order */
+      const CmBucketSlot *slot = bucket_slot (ctx, cfg, stage, e, cap);
+      double top[2] = { slot->top[0] * g, slot->top[1] * g };
       filling += top[0];
       reducing = MAX (reducing, top[1]);
       shard = MAX (shard, top[0] / reps);

@@ -98,19 +98,42 @@ unit_cost (const Units *us, guint chunk, guint u)
   return us->units[(gsize) g * us->n_units + u];
 }
 
+/* The limits a greedy fill decides alike for: [lo, hi), every sum it compared with its
+ * limit lying below lo (<= it) or at hi and above (> it). */
+typedef struct {
+  double lo, hi;
+} Alike;
+
+static inline gboolean
+over (double v, double limit, Alike *alike)
+{
+  if (v > limit)
+    {
+      alike->hi = MIN (alike->hi, v);
+      return TRUE;
+    }
+  alike->lo = MAX (alike->lo, v);
+  return FALSE;
+}
+
 /* Greedy fill of units U0.. into at most N contiguous groups (chunks C0 ..) of cost
- * <= LIMIT, each non-empty; returns the groups used, or N + 1 when LIMIT is too small. */
+ * <= LIMIT, each non-empty; returns the groups used, or N + 1 when LIMIT is too small.
+ * ALIKE (may be NULL): the limits the fill runs the same way for. */
 static guint
-greedy_groups (const Units *us, guint u0, guint c0, double limit, guint n, guint *counts)
+greedy_groups_alike (const Units *us, guint u0, guint c0, double limit, guint n,
+                     guint *counts, Alike *alike)
 {
   guint group = 0, in_group = 0;
   double load = 0;
+  Alike a = { -G_MAXDOUBLE, G_MAXDOUBLE };
+  alike = alike ? alike : &a;
+  *alike = a;
   for (guint u = u0; u < us->n_units; u++)
     {
       /* Start a new group when this unit would overflow it, or when every later group
        * needs one of the units left. */
       double cost = unit_cost (us, c0 + group, u);
-      gboolean full = in_group > 0 && load + cost > limit;
+      gboolean full = in_group > 0 && over (load + cost, limit, alike);
       gboolean must = in_group > 0 && us->n_units - u <= n - 1 - group;
       if (full || must)
         {
@@ -122,7 +145,7 @@ greedy_groups (const Units *us, guint u0, guint c0, double limit, guint n, guint
           load = 0;
           cost = unit_cost (us, c0 + group, u);
         }
-      if (cost > limit)
+      if (over (cost, limit, alike))
         return n + 1;
       load += cost;
       in_group++;
@@ -148,23 +171,37 @@ suffix_groups (const Units *us, double limit)
     {
       double load = 0;
       guint v = u;
-      gboolean over = FALSE;
+      gboolean too_big = FALSE;
       for (; v < n; v++)
         {
           double cost = us->units[v];
           if (v > u && load + cost > limit)
             break;
           if (cost > limit)
-            over = TRUE;
-          if (over)
+            too_big = TRUE;
+          if (too_big)
             break;
           load += cost;
         }
-      need[u] = over || (v < n && need[v] == G_MAXUINT) ? G_MAXUINT
+      need[u] = too_big || (v < n && need[v] == G_MAXUINT) ? G_MAXUINT
                 : v == n                                ? 1
                                                         : 1 + need[v];
     }
   return need;
+}
+
+static guint
+greedy_groups (const Units *us, guint u0, guint c0, double limit, guint n, guint *counts)
+{
+  return greedy_groups_alike (us, u0, c0, limit, n, counts, NULL);
+}
+
+/* Do units U.. fit into the AFTER groups from chunk C0 at LIMIT? By suffix_groups' table
+ * NEED where there is one, else by a greedy fill. */
+static gboolean
+suffix_fits (const Units *us, const guint *need, guint u, guint c0, double limit, guint after)
+{
+  return need ? need[u] <= after : greedy_groups (us, u, c0, limit, after, NULL) <= after;
 }
 
 /* The even share of the work LEFT (per node group: the units not yet placed, costed on
@@ -209,13 +246,16 @@ balanced_groups (const Units *us, double limit, guint n, guint *counts)
       double share = even_share (us, left, group, n), load = 0;
       guint start = u;
       /* The first unit whose suffix fits the groups after this one: every unit before it
-       * must join this group. A suffix of a suffix that fits fits too, so bisect. */
+       * must join this group. A suffix of a suffix that fits fits too, so bisect; below
+       * the bottleneck's group most groups need no unit but their first, so that is tried
+       * first. */
       guint lo = start + 1, hi = n_units;
+      if (lo < hi && suffix_fits (us, need, lo, group + 1, limit, after))
+        hi = lo;
       while (lo < hi)
         {
           guint mid = lo + (hi - lo) / 2;
-          if (need ? need[mid] <= after
-                   : greedy_groups (us, mid, group + 1, limit, after, NULL) <= after)
+          if (suffix_fits (us, need, mid, group + 1, limit, after))
             hi = mid;
           else
             lo = mid + 1;
@@ -386,11 +426,25 @@ pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const dou
       lo = MAX (lo, fast);
       hi += slow;
     }
-  /* Binary search on the bottleneck, then the tightest greedy fill. */
+  /* Binary search on the bottleneck, then the tightest greedy fill. A fill decides alike
+   * for every limit of its range (greedy_groups_alike): the last fill that fitted and the
+   * last that did not answer for the limits in theirs. */
+  Alike fit = { 1, 0 }, unfit = { 1, 0 };
   for (int it = 0; it < 60 && hi - lo > 1e-9 * hi && !(known && *known >= 0); it++)
     {
       double mid = 0.5 * (lo + hi);
-      if (greedy_groups (&us, 0, 0, mid, chunks, NULL) <= chunks)
+      gboolean fits;
+      if (mid >= fit.lo && mid < fit.hi)
+        fits = TRUE;
+      else if (mid >= unfit.lo && mid < unfit.hi)
+        fits = FALSE;
+      else
+        {
+          Alike alike;
+          fits = greedy_groups_alike (&us, 0, 0, mid, chunks, NULL, &alike) <= chunks;
+          *(fits ? &fit : &unfit) = alike;
+        }
+      if (fits)
         hi = mid;
       else
         lo = mid;

@@ -189,10 +189,12 @@ mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
       MpStageSpans last;
       for (guint st = 0; st < one.pp; st++)
         {
-          /* stages alike (most interior ones) cost alike: one of them */
+          /* stages alike (most interior ones) cost alike: one of them (their index is
+           * no input of a layer's cost) */
           MpStageSpans spans;
           memset (&spans, 0, sizeof spans);
           mp_cost_stage_spans (ctx, &one, st, &spans);
+          last.stage = st;
           if (st > 0 && memcmp (&spans, &last, sizeof spans) == 0)
             continue;
           last = spans;
@@ -354,14 +356,14 @@ memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
   if (s->opts->no_bounds || s->counting || s->foreign)
     return FALSE;
   const MpSearchStats *st = &s->res->stats;
-  MpParallelConfig probe = *cfg;
-  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
-                                                                : MP_SCHEDULE_GPIPE;
   guint top = cfg->dp * cfg->cp > 1 ? 3 : 0, zero = any_zero ? top : cfg->zero;
   double peak, excess = branch_floor (s, cfg, zero, &peak);
   if (!(excess > 0) || st->smallest == NULL || !(peak > st->smallest->memory.peak_bytes))
     return FALSE;
   /* the families of its ZeRO stages: they differ only between 0-1 and 2-3 */
+  MpParallelConfig probe = *cfg;
+  probe.schedule = cfg->pp == 1 || cfg->num_micro_batches == 1 ? MP_SCHEDULE_NONE
+                                                                : MP_SCHEDULE_GPIPE;
   for (guint z = any_zero ? 0 : zero; z <= zero; z += 2)
     {
       probe.zero = z;
