@@ -28,6 +28,10 @@ typedef struct {
   float *m, *v;            /* optimizer state over what this rank updates */
   guint gathers;           /* ZeRO-3: outstanding uses of the gathered param */
   gboolean replicated;     /* identical on every tp rank (counted once in the norm) */
+  gboolean tp_partial;     /* replicated, but each tp rank's backward adds only what its
+                            * own rows gave (sequence parallelism: norms, MLA's down
+                            * projections): summed over tp once per step, before the
+                            * optimizer (mp_exec_optimizer) */
   gboolean tied_copy;      /* the last stage's copy of the tied word embedding */
   guint pending;           /* DP stream op that last read its grad (0: none) */
   gboolean expert;         /* MoE expert weights: this ep rank's experts, their gradient
@@ -135,7 +139,8 @@ void mp_exec_set_chunks (MpExec *ex, const guint *chunk_layers, guint n_chunks);
 void mp_exec_step_begin (MpExec *ex, guint step);
 gboolean mp_exec_forward (MpExec *ex, guint layer, guint mb, GError **error);
 gboolean mp_exec_backward (MpExec *ex, guint layer, guint mb, GError **error);
-/* Global gradient norm (collective over the world), then the optimizer update. */
+/* The tp_partial gradients summed over tp, the global gradient norm (collective over the
+ * world), then the optimizer update. */
 gboolean mp_exec_optimizer (MpExec *ex, double *grad_norm, GError **error);
 /* Step loss: mean over the global batch (collective over the world). */
 gboolean mp_exec_step_loss (MpExec *ex, double *loss, GError **error);

@@ -103,6 +103,7 @@ add_weight (MpExec *ex, ExLayer *L, guint layer, const char *name, guint index, 
   if (t == NULL)
     return FALSE;
   g_ptr_array_add (L->owns, t);
+  t->tp_partial = replicated && ex->sp;  /* under sequence parallelism: on its rows */
   return TRUE;
 }
 
@@ -117,6 +118,7 @@ add_gain (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n, GError
   if (t == NULL)
     return FALSE;
   g_ptr_array_add (L->owns, t);
+  t->tp_partial = ex->sp;
   return TRUE;
 }
 
@@ -256,50 +258,25 @@ fail:
 
 /* ---- backward ---------------------------------------------------------------------- */
 
-/* The replicated weights' gradients: under sequence parallelism each rank saw its own
- * rows, so a partial sum over tp into scratch, all-reduced, then added into the
- * tensors' (GW, N floats); without it every rank has the whole sum: straight into GW. */
-static float *
-rep_grad (MpExec *ex, MpExecTmp *t, float *gw, gsize n, GError **error)
-{
-  return ex->sp ? mp_exec_tmp_floats (t, n, error) : gw;
-}
-
-static gboolean
-rep_grad_done (MpExec *ex, float *scratch, float *gw, gsize n, GError **error)
-{
-  if (scratch == gw)
-    return TRUE;
-  if (!mp_exec_tp_all_reduce (ex, scratch, n, MP_REDUCE_SUM, error))
-    return FALSE;
-  ex->k->add (ex->be, gw, scratch, n);
-  return TRUE;
-}
-
 /* One latent's backward from DFULL (N, W), the gradient at the up projection's input
  * (partial over tp): reduced to this rank's rows, through its RMSNorm (gain gradient
- * into GGAIN) and its down projection rows W (gradient GW), into DXLN (Ns, C) +=. */
+ * into GGAIN) and its down projection rows W (gradient GW), into DXLN (Ns, C) +=. Under
+ * sequence parallelism GW and GGAIN get this rank's rows' part (tp_partial). */
 static gboolean
 latent_backward (MpExec *ex, float *dfull, float *dshard, const float *xln, const float *w,
                  float *gw, const float *gain, float *ggain, int width, const float *raw,
                  const float *rstd, float *dxln, GError **error)
 {
   MpExecTmp t = { ex };
-  gsize C = ex->C, nw = (gsize) width * C;
   float *draw = mp_exec_tmp_floats (&t, (gsize) ex->Ns * width, error);
-  float *gwp = draw ? rep_grad (ex, &t, gw, nw, error) : NULL;
-  float *ggp = gwp ? rep_grad (ex, &t, ggain, (gsize) width, error) : NULL;
-  float *d = ggp ? mp_exec_tp_reduce_width (ex, dfull, dshard, width, error) : NULL;
-  gboolean ok = d != NULL;
-  if (ok)
+  float *d = draw ? mp_exec_tp_reduce_width (ex, dfull, dshard, width, error) : NULL;
+  if (d)
     {
-      ex->k->rmsnorm_backward (ex->be, draw, ggp, d, raw, gain, rstd, ex->Ns, width);
-      ex->k->matmul_backward (ex->be, dxln, gwp, NULL, draw, xln, w, ex->Ns, ex->C, width);
-      ok = rep_grad_done (ex, gwp, gw, nw, error)
-           && rep_grad_done (ex, ggp, ggain, (gsize) width, error);
+      ex->k->rmsnorm_backward (ex->be, draw, ggain, d, raw, gain, rstd, ex->Ns, width);
+      ex->k->matmul_backward (ex->be, dxln, gw, NULL, draw, xln, w, ex->Ns, ex->C, width);
     }
   mp_exec_tmp_release (&t);
-  return ok;
+  return d != NULL;
 }
 
 float *
@@ -353,14 +330,12 @@ mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float 
     }
   /* the replicated part, on this rank's rows: latents, the rotary key, q_down */
   float *wdkv = P (L, I.wdkv), *gdkv = G (L, I.wdkv);
-  gsize nr = (gsize) d.rope * C;
-  float *gr = rep_grad (ex, &t, gdkv + (gsize) d.kvr * C, nr, error);
-  const float *dr = gr ? mp_exec_tp_reduce_width (ex, dkpe, dlat_s, d.rope, error) : NULL;
+  gsize nr = (gsize) d.kvr * C;
+  const float *dr = mp_exec_tp_reduce_width (ex, dkpe, dlat_s, d.rope, error);
   if (dr == NULL)
     goto fail;
-  k->matmul_backward (ex->be, dn, gr, NULL, dr, xln, wdkv + (gsize) d.kvr * C, Ns, C, d.rope);
-  if (!rep_grad_done (ex, gr, gdkv + (gsize) d.kvr * C, nr, error)
-      || !latent_backward (ex, dlkv, dlat_s, xln, wdkv, gdkv, P (L, I.kvn), G (L, I.kvn), d.kvr,
+  k->matmul_backward (ex->be, dn, gdkv + nr, NULL, dr, xln, wdkv + nr, Ns, C, d.rope);
+  if (!latent_backward (ex, dlkv, dlat_s, xln, wdkv, gdkv, P (L, I.kvn), G (L, I.kvn), d.kvr,
                            a->buf[L_CKV], a->buf[L_CKVR], dn, error)
       || (d.qr > 0
           && !latent_backward (ex, dlq, dlat_s, xln, P (L, I.wq), G (L, I.wq), P (L, I.qn),
