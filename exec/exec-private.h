@@ -156,6 +156,13 @@ typedef struct {
 } MpExecTmp;
 float *mp_exec_tmp_floats (MpExecTmp *t, gsize n, GError **error);
 void mp_exec_tmp_release (MpExecTmp *t);
+/* A column GEMM's (N, WIDTH) input for its backward under sequence parallelism: SAVED
+ * while the forward's gather is still held (a recompute just made it), else this rank's
+ * rows SHARD gathered again into scratch of T, as Megatron-Core keeps only the rank's
+ * rows and gathers again for the weight gradient (the backward all-gather the cost
+ * model charges); SHARD itself without sequence parallelism. NULL on failure. */
+const float *mp_exec_tp_regather_width (MpExec *ex, MpExecTmp *t, const float *saved,
+                                        const float *shard, int width, GError **error);
 float *mp_exec_act_alloc (MpExec *ex, Acts *a, int slot, gsize n, GError **error);
 void mp_exec_acts_free (MpExec *ex, Acts *a);      /* NULL-safe */
 void mp_exec_release_acts (MpExec *ex, guint layer, guint mb);
@@ -213,10 +220,11 @@ gboolean mp_exec_attn_setup (MpExec *ex, ExLayer *L, guint layer, GError **error
 /* qk-norm of QKV's q and k heads (N rows, LD apart) in place, keeping RAW and RSTD. */
 void mp_exec_qknorm_forward (MpExec *ex, float *qkv, int ld, const float *wq, const float *wk,
                              float *raw, float *rstd, float eps);
-/* Its backward, in place on DQKV; the gains' gradients (GQ, GK +=) summed over tp. */
-gboolean mp_exec_qknorm_backward (MpExec *ex, float *dqkv, int ld, float *gq, float *gk,
-                                  const float *raw, const float *rstd, const float *wq,
-                                  const float *wk, GError **error);
+/* Its backward, in place on DQKV; the gains' gradients GQ, GK += this rank's heads'
+ * part (tp_partial). */
+void mp_exec_qknorm_backward (MpExec *ex, float *dqkv, int ld, float *gq, float *gk,
+                              const float *raw, const float *rstd, const float *wq,
+                              const float *wk);
 /* FALSE with MP_ERROR_INPUT naming the variant of MODEL that BE has no kernels for. */
 gboolean mp_exec_attn_check_backend (const MpModel *model, const MpBackend *be,
                                      GError **error);
@@ -229,6 +237,9 @@ gboolean mp_exec_mla_reads_hidden (const MpModel *m);
 /* Block LAYER's MLA tensors (after its first norm's), and its activation slots. */
 gboolean mp_exec_mla_setup (MpExec *ex, ExLayer *L, guint layer, GError **error);
 gboolean mp_exec_mla_acts (MpExec *ex, Acts *a, GError **error);
+/* After the forward: lets the latents' sequence-parallel gathers go (backward gathers
+ * them again, mp_exec_tp_regather_width). */
+void mp_exec_mla_release_gathers (MpExec *ex, Acts *a);
 /* From the first norm's output XLN (Ns, C) and, without q_lora_rank, its gathered H1
  * (N, C): the packed [q | k | v] heads QKV (N rows, LD apart), RoPE applied; saves into A.
  * FIRST: the index in L->uses of the first MLA tensor. */

@@ -495,6 +495,20 @@ fail:
   return FALSE;
 }
 
+/* Under sequence parallelism a block keeps its norms' outputs on its rows only: the
+ * gathers for the column GEMMs go after the forward and backward gathers again
+ * (mp_exec_tp_regather_width), as Megatron-Core does and the cost model counts. */
+static void
+release_gathers (MpExec *ex, Acts *a)
+{
+  if (!ex->sp)
+    return;
+  drop (ex, &a->buf[A_H1]);
+  drop (ex, &a->buf[A_H2]);
+  if (ex->model->kv_lora_rank > 0)
+    mp_exec_mla_release_gathers (ex, a);
+}
+
 /* Selective recompute (recompute_modules) beyond the attention core, as Megatron's
  * --recompute-modules: layernorm lets go of the norms' outputs (and their gathers under
  * sequence parallelism), mlp of fc1's output and the activation; both are rebuilt from
@@ -557,6 +571,7 @@ block_forward (MpExec *ex, guint l, guint mb, GError **error)
     }
   else
     {
+      release_gathers (ex, a);
       selective_drop (ex, a);
       ex->layers[l].acts[mb] = a;
     }
@@ -628,7 +643,9 @@ block_backward_mlp (MpExec *ex, const ExLayer *L, Acts *a, const float *dy, floa
   const float *d = dyb ? tp_gather_rows (ex, dyb, full, error) : NULL;
   if (d == NULL)
     return FALSE;
-  const float *h2 = ex->sp ? a->buf[A_H2] : a->buf[A_LN2];
+  const float *h2 = mp_exec_tp_regather_width (ex, t, a->buf[A_H2], a->buf[A_LN2], C, error);
+  if (h2 == NULL)
+    return FALSE;
   if (L->ir->moe)
     {
       if (!mp_exec_moe_backward (ex, L, (guint) I.w1, a, d, h2, dh2, error))
@@ -660,10 +677,9 @@ attn_qkv_backward (MpExec *ex, const ExLayer *L, Acts *a, float *dqkv, const flo
   MpkAttnShape s = attn_shape (ex, L);
   if (ex->model->position == MP_POS_ROTARY)
     mp_exec_rotary (ex, dqkv, s.ldq, TRUE, ROPE_THETA);
-  if (ex->model->qk_norm
-      && !mp_exec_qknorm_backward (ex, dqkv, s.ldq, Gi (L, I.qn), Gi (L, I.kn), a->buf[A_QKRAW],
-                                   a->buf[A_QKR], Pi (L, I.qn), Pi (L, I.kn), error))
-    return NULL;
+  if (ex->model->qk_norm)
+    mp_exec_qknorm_backward (ex, dqkv, s.ldq, Gi (L, I.qn), Gi (L, I.kn), a->buf[A_QKRAW],
+                             a->buf[A_QKR], Pi (L, I.qn), Pi (L, I.kn));
   ex->k->matmul_backward (ex->be, dh1, Gi (L, I.wqkv), Gi (L, I.bqkv), dqkv, h1, Pi (L, I.wqkv),
                           ex->N, ex->C, s.ldq);
   return tp_reduce_rows (ex, dh1, dh1s, error);
@@ -698,7 +714,11 @@ block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, cons
   if (!mp_exec_attention_backward (ex, dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE],
                                    a->buf[A_PROBS], q, kk, v, s, error))
     return FALSE;
-  const float *h1 = ex->sp && gathers_h1 (ex) ? a->buf[A_H1] : a->buf[A_LN1];
+  const float *h1 = gathers_h1 (ex) ? mp_exec_tp_regather_width (ex, t, a->buf[A_H1],
+                                                                a->buf[A_LN1], C, error)
+                                    : a->buf[A_LN1];
+  if (h1 == NULL)
+    return FALSE;
   float *dn;
   if (ex->model->kv_lora_rank > 0)
     dn = mp_exec_mla_backward (ex, L, (guint) I.wqkv, a, dqkv, s.ldq, a->buf[A_LN1], h1, dh1,

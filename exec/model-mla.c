@@ -24,7 +24,8 @@
 #define MLA_STREAM (UINT64_C (0x317a) << 32)
 
 /* Activation slots, after the attention variants' (model-layers.c): the raw q latent and
- * its rstd, the normalised one (this rank's rows) and gathered (sequence parallelism);
+ * its rstd, the normalised one (this rank's rows) and gathered (sequence parallelism: during
+ * the forward, or a recompute's; mp_exec_mla_release_gathers);
  * the same for the kv latent. */
 enum { L_CQ = 32, L_CQR, L_CQN, L_LQ, L_CKV, L_CKVR, L_CKVN, L_LKV, L_END };
 G_STATIC_ASSERT (L_END <= MAX_BUFS);
@@ -156,15 +157,23 @@ mp_exec_mla_acts (MpExec *ex, Acts *a, GError **error)
          && (!sp || mp_exec_act_alloc (ex, a, L_LKV, N * d.kvr, error));
 }
 
+void
+mp_exec_mla_release_gathers (MpExec *ex, Acts *a)
+{
+  ex->be->ops->release (ex->be, a->buf[L_LQ]);
+  ex->be->ops->release (ex->be, a->buf[L_LKV]);
+  a->buf[L_LQ] = a->buf[L_LKV] = NULL;
+}
+
 /* ---- helpers ----------------------------------------------------------------------- */
 
-/* ROWS rows of WIDTH floats from SRC (LDS apart) to DST (LDD apart). */
+/* ROWS rows of WIDTH floats from SRC (LDS apart) to DST (LDD apart), in one call. */
 static void
 copy_block (MpExec *ex, float *dst, int ldd, const float *src, int lds, int rows, int width)
 {
-  for (int r = 0; r < rows; r++)
-    ex->be->ops->copy (ex->be, dst + (gsize) r * ldd, src + (gsize) r * lds,
-                       (gsize) width * sizeof (float));
+  gsize f = sizeof (float);
+  ex->be->ops->copy_2d (ex->be, dst, (gsize) ldd * f, src, (gsize) lds * f, (gsize) width * f,
+                        (gsize) rows);
 }
 
 /* The same, added into DST. */
@@ -311,12 +320,18 @@ mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float 
     }
   mp_exec_rotary_heads (ex, dkpe, d.rope, 1, d.rope, TRUE, ROPE_THETA);
   /* the column-parallel up projections: their weights, and their inputs' partial sums */
-  const float *lkv = ex->sp ? a->buf[L_LKV] : a->buf[L_CKVN];
+  const float *lkv = mp_exec_tp_regather_width (ex, &t, a->buf[L_LKV], a->buf[L_CKVN], d.kvr,
+                                                error);
+  if (lkv == NULL)
+    goto fail;
   k->matmul_backward (ex->be, dlkv, G (L, I.wukv), NULL, dkv, lkv, P (L, I.wukv), N, d.kvr,
                       hl * kvw);
   if (d.qr > 0)
     {
-      const float *lq = ex->sp ? a->buf[L_LQ] : a->buf[L_CQN];
+      const float *lq = mp_exec_tp_regather_width (ex, &t, a->buf[L_LQ], a->buf[L_CQN], d.qr,
+                                                   error);
+      if (lq == NULL)
+        goto fail;
       k->matmul_backward (ex->be, dlq, G (L, I.wuq), NULL, dq, lq, P (L, I.wuq), N, d.qr,
                           hl * d.D);
       dn = dh1s;
