@@ -1,26 +1,36 @@
 /* test-accuracy.c - bench/data/published-runs.yaml, the input of bench/bench-accuracy:
  * it parses, it holds the issue's 50 or more runs, and every run's model (at its seq_len),
  * cluster (its device count) and pins load; a malformed runs file is refused with its
- * location. Not a timing test: the predictions themselves are the benchmark's. */
+ * location; the rows placed on segmented GB200 racks keep their expert groups in one
+ * NVLink domain. Not a timing test: the predictions themselves are the benchmark's. */
 #include "config.h"
 #include "test-util.h"
 
 #include "bench/accuracy.h"
 #include "common/error.h"
+#include "costmodel/costmodel.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
 #include <unistd.h>
+
+/* bench/data/published-runs.yaml, loaded (the test fails with the message if not). */
+static AccRuns *
+published_runs (void)
+{
+  g_autoptr(GError) error = NULL;
+  AccRuns *runs = acc_runs_load (MPPLAN_SRCDIR "/bench/data/published-runs.yaml", &error);
+  if (runs == NULL)
+    fail_msg ("%s", error->message);
+  return runs;
+}
 
 static void
 test_accuracy_runs_load (void **state)
 {
   (void) state;
   g_autoptr(GError) error = NULL;
-  g_autoptr(AccRuns) runs = acc_runs_load (MPPLAN_SRCDIR "/bench/data/published-runs.yaml",
-                                           &error);
-  if (runs == NULL)
-    fail_msg ("%s", error->message);
+  g_autoptr(AccRuns) runs = published_runs ();
   assert_true (runs->runs->len >= 50);
   for (guint i = 0; i < runs->runs->len; i++)
     {
@@ -72,12 +82,52 @@ test_accuracy_runs_bad (void **state)
   assert_non_null (strstr (error->message, "unknown key 'tokens'"));
 }
 
+/* The rows on gb200-nvl72-seg16 (bench/data/clusters/: 256-GPU jobs placed by Slurm
+ * segment 16, 64 GPUs to a rack): every expert-parallel group of a pinned plan lies in one
+ * NVLink domain there, where the same job packed 72 GPUs to a rack would leave some
+ * straddling two racks (their all-to-all then over InfiniBand). */
+static void
+test_accuracy_segmented_placement (void **state)
+{
+  (void) state;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AccRuns) runs = published_runs ();
+  guint checked = 0;
+  for (guint i = 0; i < runs->runs->len; i++)
+    {
+      const AccRun *run = g_ptr_array_index (runs->runs, i);
+      if (strcmp (run->cluster, "gb200-nvl72-seg16") != 0)
+        continue;
+      g_autoptr(MpPlanPins) pins = mp_plan_pins_parse (run->pins, &error);
+      assert_non_null (pins);
+      MpParallelConfig cfg;
+      mp_parallel_config_init (&cfg);
+      assert_true (mp_plan_pins_get (pins, "dp", &cfg.dp) && mp_plan_pins_get (pins, "tp", &cfg.tp)
+                   && mp_plan_pins_get (pins, "pp", &cfg.pp));
+      if (!mp_plan_pins_get (pins, "ep", &cfg.ep) || cfg.ep < 2)
+        continue;
+      g_autoptr(MpModel) m = acc_run_model (runs, run, &error);
+      g_autoptr(MpCluster) seg = acc_run_cluster (runs, run, &error);
+      g_autofree char *spec = g_strdup_printf ("gb200-nvl72:%ug", (guint) run->gpus);
+      g_autoptr(MpCluster) packed = mp_cluster_load (spec, &error);
+      assert_true (m != NULL && seg != NULL && packed != NULL);
+      assert_int_equal (seg->world_size, 256);
+      g_autoptr(MpCostContext) in_seg = mp_cost_context_new (m, seg, NULL);
+      g_autoptr(MpCostContext) in_packed = mp_cost_context_new (m, packed, NULL);
+      assert_true (mp_cost_groups_in_domains (in_seg, &cfg, FALSE, TRUE));
+      assert_false (mp_cost_groups_in_domains (in_packed, &cfg, FALSE, TRUE));
+      checked++;
+    }
+  assert_true (checked >= 4);   /* the three DeepSeek-V3 rows and Qwen3-235B */
+}
+
 int
 main (void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_accuracy_runs_load),
     cmocka_unit_test (test_accuracy_runs_bad),
+    cmocka_unit_test (test_accuracy_segmented_placement),
   };
   return cmocka_run_group_tests_name ("accuracy", tests, NULL, NULL);
 }
