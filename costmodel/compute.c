@@ -1144,14 +1144,26 @@ zero3_stage_wait (const MpCostContext *ctx, const MpParallelConfig *cfg,
   return wait;
 }
 
+double
+cm_tp_partial_params (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first,
+                      guint n)
+{
+  if (cfg->tp <= 1)
+    return 0;
+  return (sequence_parallel (cfg) ? cm_sum (ctx, CM_SUM_PARTIAL_ROWS, first, n) : 0)
+         + cm_sum (ctx, CM_SUM_PARTIAL_HEADS, first, n);
+}
+
 /* Data-parallel and optimizer times of a stage whose rank holds DENSE and EXPERT
- * parameters, FP8[2] of them (dense, expert) in FP8 GEMMs; TIED: it also shares the word
+ * parameters, FP8[2] of them (dense, expert) in FP8 GEMMs, PARTIAL of them replicated
+ * over tp with gradients partial over it (cm_tp_partial_params); TIED: it also shares the word
  * embeddings with the other end stage; FWD_S, BWD_S: ZeRO-3's layer times by model layer;
  * RS_LAYER (ZeRO-2, or NULL): one micro-batch's reduce-scatters by bucket's lowest layer. */
 static void
 stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *sp,
-            guint stage, double dense, double expert, const double fp8[2], double tied,
-            const double *fwd_s, const double *bwd_s, double *rs_layer, MpStageTime *out)
+            guint stage, double dense, double expert, const double fp8[2], double partial,
+            double tied, const double *fwd_s, const double *bwd_s, double *rs_layer,
+            MpStageTime *out)
 {
   const MpCostDevice *dev = sp->device;
   double w, g, o, last_d = 0, last_e = 0, last_r = 0;
@@ -1215,6 +1227,12 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
   double measured = mp_cost_profile_optimizer_params (dev->profile, ctx->model->optimizer);
   if (measured > 0)
     out->optimizer_s = owned / measured;
+  /* Before the update, the gradients partial over tp summed over it in one all-reduce
+   * (finalize_model_grads; exec/model-exec.c finalize_tp_grads), of the shard this rank
+   * updates under ZeRO. */
+  if (partial > 0)
+    out->optimizer_s += coll (ctx, dev, MP_COLL_ALL_REDUCE,
+                              (cfg->zero >= 1 ? partial / reps : partial) * g, &sp->tp);
   /* The FP8 weight copies, refreshed once per step from the updated weights (ZeRO-3: of
    * this rank's shard, which is what it gathers). */
   if (cm_fp8_on (cfg, dev) && fp8[0] + fp8[1] > 0)
@@ -1269,6 +1287,7 @@ stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime 
   g_autofree double *fwd_s = per_layer ? g_new0 (double, nl) : NULL;
   g_autofree double *bwd_s = per_layer ? g_new0 (double, nl) : NULL;
   double prev_dense = 0, prev_expert = 0, prev_tied = 0, prev_fp8[2] = { 0, 0 };
+  double prev_partial = 0;
 
   for (guint s = 0; s < pp; s++)
     {
@@ -1296,7 +1315,7 @@ stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime 
       memset (st, 0, sizeof *st);
       st->stage = s;
       st->chunks = vpp;
-      double dense = 0, expert = 0, fp8[2] = { 0, 0 };
+      double dense = 0, expert = 0, fp8[2] = { 0, 0 }, partial = 0;
       guint last_layer = 0, first_layer = G_MAXUINT;
       for (guint v = 0; v < vpp; v++)
         {
@@ -1345,6 +1364,7 @@ stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime 
           cm_fp8_params (ctx, cfg, first[c], count[c], &fd, &fe);
           fp8[0] += fd;
           fp8[1] += fe;
+          partial += cm_tp_partial_params (ctx, cfg, first[c], count[c]);
           first_layer = MIN (first_layer, first[c]);
           last_layer = first[c] + count[c] - 1;
         }
@@ -1365,6 +1385,7 @@ stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime 
       gboolean shared = TRUE;
       if (prev && rep_of[s - 1] == rep && prev_dense == dense && prev_expert == expert
           && prev_tied == tied && prev_fp8[0] == fp8[0] && prev_fp8[1] == fp8[1]
+          && prev_partial == partial
           && (cfg->zero < 3 || (prev->fwd.total_s == st->fwd.total_s
                                 && prev->bwd.total_s == st->bwd.total_s)))
         {
@@ -1378,7 +1399,8 @@ stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime 
         }
       else
         {
-          stage_sync (ctx, cfg, sp, s, dense, expert, fp8, tied, fwd_s, bwd_s, rs_layer, st);
+          stage_sync (ctx, cfg, sp, s, dense, expert, fp8, partial, tied, fwd_s, bwd_s,
+                      rs_layer, st);
           shared = FALSE;
         }
       /* A stage like the one before reduces its chunks alike too. */
@@ -1395,6 +1417,7 @@ stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime 
       prev_tied = tied;
       prev_fp8[0] = fp8[0];
       prev_fp8[1] = fp8[1];
+      prev_partial = partial;
     }
 }
 

@@ -203,6 +203,9 @@ assign_roles (MpCostContext *ctx)
               r->gemm = CM_GEMM_FULL;
               if (gemm && op->kind == MP_OP_GEMM)
                 replicated += op->gemm_n;
+              if (op->kind == MP_OP_NORM || op->kind == MP_OP_GEMM)
+                *(r->split ? &cl->params_heads_partial : &cl->params_rows_partial)
+                    += op->params;
               break;
             }
           if (gemm)
@@ -378,6 +381,8 @@ build_sums (MpCostContext *ctx)
       v[CM_SUM_FP8_SPLIT] = cl->fp8_split;
       v[CM_SUM_FP8_REP] = cl->fp8_rep;
       v[CM_SUM_FP8_EXPERT] = cl->fp8_expert;
+      v[CM_SUM_PARTIAL_ROWS] = cl->params_rows_partial;
+      v[CM_SUM_PARTIAL_HEADS] = cl->params_heads_partial;
       v[CM_SUM_ACT] = l->act_bytes;
       v[CM_SUM_ACT_REP] = l->act_rep_bytes;
       v[CM_SUM_ACT_SCORE] = l->act_score_bytes;

@@ -40,6 +40,11 @@ typedef struct {
   double params_split;   /* divided by t */
   double params_rep;     /* replicated over t */
   double params_expert;  /* divided by t * ep */
+  /* Of params_rep, those whose gradient each tp rank computes only in part, summed over
+   * tp once per step (Megatron-Core's finalize_model_grads): norms and replicated GEMMs
+   * (MLA's down projections) on the rank's rows under sequence parallelism, and
+   * replicated norms of the split heads (qk-norm) whenever t > 1. */
+  double params_rows_partial, params_heads_partial;
   double fp8_split, fp8_rep, fp8_expert;  /* ... of them, in GEMMs that FP8 runs */
   double input_width;    /* elements per token of the layer's input (full recompute) */
   double output_width;   /* elements per token sent to the next pipeline stage */
@@ -58,6 +63,8 @@ typedef enum {
   CM_SUM_FP8_SPLIT,      /* parameters of FP8 GEMMs (cm_fp8_op), as the three above */
   CM_SUM_FP8_REP,
   CM_SUM_FP8_EXPERT,
+  CM_SUM_PARTIAL_ROWS,   /* params_rows_partial, params_heads_partial */
+  CM_SUM_PARTIAL_HEADS,
   CM_SUM_ACT,            /* act_bytes per token */
   CM_SUM_ACT_REP,        /* act_rep_bytes per token */
   CM_SUM_ACT_SCORE,      /* act_score_bytes per token */
@@ -127,6 +134,11 @@ gboolean cm_fp8_on (const MpParallelConfig *cfg, const MpCostDevice *dev);
 double cm_fp8_copy_bytes (const MpCostDevice *dev);
 /* FP8 parameters one rank of a stage holds over chunk layers [FIRST, FIRST + N), before
  * ZeRO: dense (tensor-split or replicated) and expert. */
+/* Parameters of layers [FIRST, FIRST + N) one tp rank holds whole but computes the
+ * gradient of only in part under CFG (CmLayer's params_rows_partial under sequence
+ * parallelism, params_heads_partial), summed over tp once per step; 0 for t = 1. */
+double cm_tp_partial_params (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first,
+                             guint n);
 void cm_fp8_params (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first,
                     guint n, double *dense, double *expert);
 

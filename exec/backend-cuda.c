@@ -184,6 +184,17 @@ mpcu_copy (MpBackend *be, void *dst, const void *src, gsize bytes)
 }
 
 static void
+cuda_copy_2d (MpBackend *be, void *dst, gsize dpitch, const void *src, gsize spitch,
+              gsize width, gsize rows)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  if (width > 0 && rows > 0)
+    mpcu_note (c, cudaMemcpy2DAsync (dst, dpitch, src, spitch, width, rows, cudaMemcpyDefault,
+                                     c->compute),
+               "cudaMemcpy2DAsync");
+}
+
+static void
 cuda_zero (MpBackend *be, void *dst, gsize bytes)
 {
   CudaBackend *c = (CudaBackend *) be;
@@ -319,6 +330,7 @@ static const MpBackendOps cuda_ops = {
   .alloc = cuda_alloc,
   .release = cuda_release,
   .copy = mpcu_copy,
+  .copy_2d = cuda_copy_2d,
   .zero = cuda_zero,
   .upload = cuda_transfer,
   .download = cuda_transfer,

@@ -77,6 +77,14 @@ host_copy (MpBackend *be, void *dst, const void *src, gsize bytes)
 }
 
 static void
+host_copy_2d (MpBackend *be, void *dst, gsize dpitch, const void *src, gsize spitch,
+              gsize width, gsize rows)
+{
+  for (gsize r = 0; r < rows; r++)
+    memmove ((char *) dst + r * dpitch, (const char *) src + r * spitch, width);
+}
+
+static void
 host_zero (MpBackend *be, void *dst, gsize bytes)
 {
   memset (dst, 0, bytes);
@@ -397,6 +405,7 @@ static const MpBackendOps host_ops = {
   .alloc = host_alloc,
   .release = host_release,
   .copy = host_copy,
+  .copy_2d = host_copy_2d,
   .zero = host_zero,
   .upload = host_copy,
   .download = host_copy,

@@ -175,6 +175,10 @@ typedef struct {
   void *(*alloc) (MpBackend *be, gsize bytes, MpMemKind kind, GError **error);
   void (*release) (MpBackend *be, void *ptr);         /* NULL-safe */
   void (*copy) (MpBackend *be, void *dst, const void *src, gsize bytes);
+  /* ROWS rows of WIDTH bytes, from SRC (rows SPITCH bytes apart) to DST (DPITCH apart),
+   * in one call: a block of columns of a row-major matrix. */
+  void (*copy_2d) (MpBackend *be, void *dst, gsize dpitch, const void *src, gsize spitch,
+                   gsize width, gsize rows);
   void (*zero) (MpBackend *be, void *dst, gsize bytes);
   /* Host <-> backend memory (weights are generated on the host, losses read back). */
   void (*upload) (MpBackend *be, void *dst, const void *host, gsize bytes);

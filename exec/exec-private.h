@@ -28,6 +28,10 @@ typedef struct {
   float *m, *v;            /* optimizer state over what this rank updates */
   guint gathers;           /* ZeRO-3: outstanding uses of the gathered param */
   gboolean replicated;     /* identical on every tp rank (counted once in the norm) */
+  gboolean tp_partial;     /* replicated, but each tp rank's backward adds only what its
+                            * own rows gave (sequence parallelism: norms, MLA's down
+                            * projections): summed over tp once per step, before the
+                            * optimizer (mp_exec_optimizer) */
   gboolean tied_copy;      /* the last stage's copy of the tied word embedding */
   guint pending;           /* DP stream op that last read its grad (0: none) */
   gboolean expert;         /* MoE expert weights: this ep rank's experts, their gradient
@@ -135,7 +139,8 @@ void mp_exec_set_chunks (MpExec *ex, const guint *chunk_layers, guint n_chunks);
 void mp_exec_step_begin (MpExec *ex, guint step);
 gboolean mp_exec_forward (MpExec *ex, guint layer, guint mb, GError **error);
 gboolean mp_exec_backward (MpExec *ex, guint layer, guint mb, GError **error);
-/* Global gradient norm (collective over the world), then the optimizer update. */
+/* The tp_partial gradients summed over tp, the global gradient norm (collective over the
+ * world), then the optimizer update. */
 gboolean mp_exec_optimizer (MpExec *ex, double *grad_norm, GError **error);
 /* Step loss: mean over the global batch (collective over the world). */
 gboolean mp_exec_step_loss (MpExec *ex, double *loss, GError **error);
@@ -151,6 +156,13 @@ typedef struct {
 } MpExecTmp;
 float *mp_exec_tmp_floats (MpExecTmp *t, gsize n, GError **error);
 void mp_exec_tmp_release (MpExecTmp *t);
+/* A column GEMM's (N, WIDTH) input for its backward under sequence parallelism: SAVED
+ * while the forward's gather is still held (a recompute just made it), else this rank's
+ * rows SHARD gathered again into scratch of T, as Megatron-Core keeps only the rank's
+ * rows and gathers again for the weight gradient (the backward all-gather the cost
+ * model charges); SHARD itself without sequence parallelism. NULL on failure. */
+const float *mp_exec_tp_regather_width (MpExec *ex, MpExecTmp *t, const float *saved,
+                                        const float *shard, int width, GError **error);
 float *mp_exec_act_alloc (MpExec *ex, Acts *a, int slot, gsize n, GError **error);
 void mp_exec_acts_free (MpExec *ex, Acts *a);      /* NULL-safe */
 void mp_exec_release_acts (MpExec *ex, guint layer, guint mb);
@@ -208,10 +220,11 @@ gboolean mp_exec_attn_setup (MpExec *ex, ExLayer *L, guint layer, GError **error
 /* qk-norm of QKV's q and k heads (N rows, LD apart) in place, keeping RAW and RSTD. */
 void mp_exec_qknorm_forward (MpExec *ex, float *qkv, int ld, const float *wq, const float *wk,
                              float *raw, float *rstd, float eps);
-/* Its backward, in place on DQKV; the gains' gradients (GQ, GK +=) summed over tp. */
-gboolean mp_exec_qknorm_backward (MpExec *ex, float *dqkv, int ld, float *gq, float *gk,
-                                  const float *raw, const float *rstd, const float *wq,
-                                  const float *wk, GError **error);
+/* Its backward, in place on DQKV; the gains' gradients GQ, GK += this rank's heads'
+ * part (tp_partial). */
+void mp_exec_qknorm_backward (MpExec *ex, float *dqkv, int ld, float *gq, float *gk,
+                              const float *raw, const float *rstd, const float *wq,
+                              const float *wk);
 /* FALSE with MP_ERROR_INPUT naming the variant of MODEL that BE has no kernels for. */
 gboolean mp_exec_attn_check_backend (const MpModel *model, const MpBackend *be,
                                      GError **error);
@@ -224,6 +237,9 @@ gboolean mp_exec_mla_reads_hidden (const MpModel *m);
 /* Block LAYER's MLA tensors (after its first norm's), and its activation slots. */
 gboolean mp_exec_mla_setup (MpExec *ex, ExLayer *L, guint layer, GError **error);
 gboolean mp_exec_mla_acts (MpExec *ex, Acts *a, GError **error);
+/* After the forward: lets the latents' sequence-parallel gathers go (backward gathers
+ * them again, mp_exec_tp_regather_width). */
+void mp_exec_mla_release_gathers (MpExec *ex, Acts *a);
 /* From the first norm's output XLN (Ns, C) and, without q_lora_rank, its gathered H1
  * (N, C): the packed [q | k | v] heads QKV (N rows, LD apart), RoPE applied; saves into A.
  * FIRST: the index in L->uses of the first MLA tensor. */

@@ -13,7 +13,8 @@
  *             already arrived;
  *   dp_comm   REDUCE_GRADS / GATHER_PARAMS / REDUCE_TIED / WAIT instructions (posting and
  *             the waits for the dp stream), and a layer blocked on a ZeRO-3 gather;
- *   optimizer OPTIMIZER (the global gradient norm's all-reduce included);
+ *   optimizer OPTIMIZER (the tp sum of the gradients partial over tp and the global
+ *             gradient norm's all-reduce included);
  *   bubble    the rest: blocked on a receive whose data had not arrived or, before the
  *             tied embedding's reduction, on the other pipeline end (waiting on another
  *             stage), the end-of-step drain, the interpreter's own gaps.

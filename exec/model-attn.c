@@ -1,6 +1,6 @@
 /* model-attn.c - the attention variants of the model zoo inside a transformer block
  * (issue 17): their tensors (qk-norm gains, sink logits, post-norm gains), qk-norm forward
- * and backward with its tensor-parallel gradient sum, and the refusal of what a backend
+ * and backward, and the refusal of what a backend
  * has no kernel for. The block's order of ops is model-layers.c's. */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
@@ -22,17 +22,27 @@ add_owned (ExLayer *L, ExTensor *t)
   return TRUE;
 }
 
-/* qk-norm gains (ones, HD each): every tp rank holds both whole, its heads use them. */
+/* A qk-norm gain (ones, HD): every tp rank holds it whole, its heads use it, so its
+ * gradient is partial over tp (tp_partial: summed once per step). */
+static gboolean
+add_qknorm_gain (MpExec *ex, ExLayer *L, guint layer, const char *name, const float *ones,
+                 GError **error)
+{
+  ExTensor *t = mp_exec_tensor_new (ex, layer, name, ex->HD, ones, TRUE, FALSE, error);
+  if (!add_owned (L, t))
+    return FALSE;
+  t->tp_partial = ex->tp > 1;
+  return TRUE;
+}
+
 static gboolean
 setup_qknorm (MpExec *ex, ExLayer *L, guint layer, GError **error)
 {
   g_autofree float *ones = g_new (float, ex->HD);
   for (int d = 0; d < ex->HD; d++)
     ones[d] = 1.0f;
-  return add_owned (L, mp_exec_tensor_new (ex, layer, "qnorm.w", ex->HD, ones, TRUE, FALSE,
-                                           error))
-         && add_owned (L, mp_exec_tensor_new (ex, layer, "knorm.w", ex->HD, ones, TRUE,
-                                              FALSE, error));
+  return add_qknorm_gain (ex, L, layer, "qnorm.w", ones, error)
+         && add_qknorm_gain (ex, L, layer, "knorm.w", ones, error);
 }
 
 /* Sink logits of this rank's heads: entries [tp_rank NHl, ...) of the seeded (NH). */
@@ -64,27 +74,15 @@ mp_exec_qknorm_forward (MpExec *ex, float *qkv, int ld, const float *wq, const f
                                ex->HD, ld, eps);
 }
 
-/* Each tp rank normalised its own heads with the shared gains: their gradients are
- * partial sums over tp, summed before they are added (as sequence-parallel norms'). */
-gboolean
+/* Each tp rank normalised its own heads with the shared gains: GQ, GK get their part
+ * (tp_partial). */
+void
 mp_exec_qknorm_backward (MpExec *ex, float *dqkv, int ld, float *gq, float *gk,
                          const float *raw, const float *rstd, const float *wq,
-                         const float *wk, GError **error)
+                         const float *wk)
 {
-  gsize hd = (gsize) ex->HD;
-  float *g = ex->be->ops->alloc (ex->be, 2 * hd * sizeof (float), MP_MEM_OTHER, error);
-  if (g == NULL)
-    return FALSE;
-  ex->k->attn->qknorm_backward (ex->be, dqkv, g, g + hd, raw, rstd, wq, wk, ex->N, ex->NHl,
+  ex->k->attn->qknorm_backward (ex->be, dqkv, gq, gk, raw, rstd, wq, wk, ex->N, ex->NHl,
                                 ex->NKVl, ex->HD, ld);
-  gboolean ok = ex->tp == 1 || mp_exec_tp_all_reduce (ex, g, 2 * hd, MP_REDUCE_SUM, error);
-  if (ok)
-    {
-      ex->k->add (ex->be, gq, g, hd);
-      ex->k->add (ex->be, gk, g + hd, hd);
-    }
-  ex->be->ops->release (ex->be, g);
-  return ok;
 }
 
 gboolean

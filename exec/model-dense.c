@@ -296,32 +296,25 @@ column_backward (MpExec *ex, guint l, guint mb, const Dense *d, const float *x,
   return ok;
 }
 
-/* Row-parallel backward: the replicated bias's gradient (partial over the sequence shards
- * under sequence parallelism, so all-reduced first), then dz gathered to every row for
- * this rank's block of dW and of the input gradient (split, as the input was). */
+/* Row-parallel backward: the replicated bias's gradient (under sequence parallelism from
+ * this rank's rows, summed over tp once per step: tp_partial), then dz gathered to every
+ * row for this rank's block of dW and of the input gradient (split, as the input was). */
 static gboolean
 row_backward (MpExec *ex, guint l, guint mb, const Dense *d, const float *x, const float *dz,
               GError **error)
 {
   const ExLayer *L = &ex->layers[l];
   float *gb = GB (ex, L);
-  float *part = ex->sp && gb ? alloc_floats (ex, (gsize) d->W, MP_MEM_OTHER, error) : NULL;
   float *full = ex->sp ? alloc_floats (ex, (gsize) ex->N * d->W, MP_MEM_OTHER, error) : NULL;
   float **dslot = &ex->dinput[l * ex->M + mb];
   g_assert (*dslot == NULL);
   *dslot = alloc_floats (ex, (gsize) ex->N * d->in, MP_MEM_ACTIVATIONS, error);
-  gboolean ok = *dslot && (!ex->sp || full) && (!ex->sp || !gb || part);
+  gboolean ok = *dslot && (!ex->sp || full);
   if (ok && gb)
-    {
-      ex->k->matmul_backward (ex->be, NULL, NULL, part ? part : gb, dz, NULL, NULL, d->R, 0, d->W);
-      ok = part == NULL || mp_exec_tp_all_reduce (ex, part, (gsize) d->W, MP_REDUCE_SUM, error);
-      if (ok && part)
-        ex->k->add (ex->be, gb, part, (gsize) d->W);
-    }
+    ex->k->matmul_backward (ex->be, NULL, NULL, gb, dz, NULL, NULL, d->R, 0, d->W);
   const float *dzf = ok ? mp_exec_tp_gather_width (ex, dz, full, d->W, error) : NULL;
   if (dzf)
     ex->k->matmul_backward (ex->be, *dslot, GW (L), NULL, dzf, x, W_ (L), ex->N, d->in, d->W);
-  ex->be->ops->release (ex->be, part);
   ex->be->ops->release (ex->be, full);
   return dzf != NULL;
 }

@@ -153,6 +153,7 @@ mp_exec_add_norm_tensors (MpExec *ex, ExLayer *L, guint layer, const char *name,
   if (t == NULL)
     return FALSE;
   g_ptr_array_add (L->owns, t);
+  t->tp_partial = ex->sp;          /* under sequence parallelism it normalises its rows */
   if (ex->model->norm != MP_NORM_LAYERNORM)
     return TRUE;
   g_autofree char *b = g_strdup_printf ("%s.b", name);
@@ -160,6 +161,7 @@ mp_exec_add_norm_tensors (MpExec *ex, ExLayer *L, guint layer, const char *name,
   if (t == NULL)
     return FALSE;
   g_ptr_array_add (L->owns, t);
+  t->tp_partial = ex->sp;
   return TRUE;
 }
 
@@ -340,7 +342,13 @@ setup_dense (MpExec *ex, ExLayer *L, guint l, GError **error)
   if (t == NULL)
     return FALSE;
   g_ptr_array_add (L->owns, t);
-  return add_bias (ex, L, l, "b", rows, !column, error);
+  guint before = L->owns->len;
+  if (!add_bias (ex, L, l, "b", rows, !column, error))
+    return FALSE;
+  /* a row layer's bias gradient under sequence parallelism: from this rank's rows */
+  if (L->owns->len > before)
+    ((ExTensor *) g_ptr_array_index (L->owns, before))->tp_partial = ex->sp && !column;
+  return TRUE;
 }
 
 /* The target map of the regression task (model-dense.c): a seeded (out, input) matrix,
@@ -797,9 +805,54 @@ updated_params (const MpExec *ex, ExTensor *t)
   return t->param;
 }
 
+/* Copies the tp_partial tensors' reduced gradients into BUF, one after another (INTO),
+ * or back out of it; returns how many floats that is (BUF NULL: only counts). */
+static gsize
+pack_tp_partial (const MpExec *ex, float *buf, gboolean into)
+{
+  gsize at = 0, n;
+  for (guint i = 0; i < ex->tensors->len; i++)
+    {
+      const ExTensor *t = g_ptr_array_index (ex->tensors, i);
+      if (!t->tp_partial)
+        continue;
+      float *g = (float *) reduced_grad (ex, t, &n);
+      if (buf && into)
+        ex->be->ops->copy (ex->be, buf + at, g, n * sizeof (float));
+      else if (buf)
+        ex->be->ops->copy (ex->be, g, buf + at, n * sizeof (float));
+      at += n;
+    }
+  return at;
+}
+
+/* The tp_partial gradients summed over tp in one all-reduce, once per step, as
+ * Megatron-Core's finalize_model_grads does for sequence-parallel parameters (not after
+ * every micro-batch's backward). The sum commutes with the dp reduction before it: every
+ * tp rank holds the same shard of a replicated tensor. */
+static gboolean
+finalize_tp_grads (MpExec *ex, GError **error)
+{
+  gsize total = ex->tp > 1 ? pack_tp_partial (ex, NULL, FALSE) : 0;
+  if (total == 0)
+    return TRUE;
+  float *buf = ex->be->ops->alloc (ex->be, total * sizeof (float), MP_MEM_OTHER, error);
+  if (buf == NULL)
+    return FALSE;
+  pack_tp_partial (ex, buf, TRUE);
+  gboolean ok = ex->be->ops->all_reduce (ex->be, ex->tp_group, buf, total, MP_REDUCE_SUM,
+                                         error);
+  if (ok)
+    pack_tp_partial (ex, buf, FALSE);
+  ex->be->ops->release (ex->be, buf);
+  return ok;
+}
+
 gboolean
 mp_exec_optimizer (MpExec *ex, double *grad_norm, GError **error)
 {
+  if (!finalize_tp_grads (ex, error))
+    return FALSE;
   /* Two floats: the sum in double is split into a high and a low part so that the
    * all-reduce in fp32 keeps about 1e-14 of it. */
   double s = local_sumsq (ex);

@@ -92,41 +92,16 @@ norm_forward (MpExec *ex, float *out, float *mean, float *rstd, const float *inp
     ex->k->rmsnorm_forward (ex->be, out, rstd, inp, w, rows, ex->C, NORM_EPS);
 }
 
-/* Norm backward; under sequence parallelism each rank saw only its rows, so the weight
- * gradients are partial sums over tp and are all-reduced before they are added. */
-static gboolean
+/* Norm backward on this rank's rows; under sequence parallelism the weight gradients
+ * are partial sums over tp, summed once per step (tp_partial, mp_exec_optimizer). */
+static void
 norm_backward (MpExec *ex, float *dinp, float *dw, float *db, const float *dout,
-               const float *inp, const float *w, const float *mean, const float *rstd,
-               GError **error)
+               const float *inp, const float *w, const float *mean, const float *rstd)
 {
-  int C = ex->C;
-  gboolean ln = ex->model->norm == MP_NORM_LAYERNORM;
-  Tmp t = { ex };
-  float *gw = dw, *gb = db;
-  if (ex->sp)
-    {
-      gw = tmp_floats (&t, 2 * (gsize) C, error);
-      if (gw == NULL)
-        return FALSE;
-      gb = gw + C;
-    }
-  if (ln)
-    ex->k->layernorm_backward (ex->be, dinp, gw, gb, dout, inp, w, mean, rstd, ex->Ns, C);
+  if (ex->model->norm == MP_NORM_LAYERNORM)
+    ex->k->layernorm_backward (ex->be, dinp, dw, db, dout, inp, w, mean, rstd, ex->Ns, ex->C);
   else
-    ex->k->rmsnorm_backward (ex->be, dinp, gw, dout, inp, w, rstd, ex->Ns, C);
-  gboolean ok = TRUE;
-  if (ex->sp)
-    {
-      ok = mp_exec_tp_all_reduce (ex, gw, 2 * (gsize) C, MP_REDUCE_SUM, error);
-      if (ok)
-        {
-          ex->k->add (ex->be, dw, gw, (gsize) C);
-          if (ln)
-            ex->k->add (ex->be, db, gb, (gsize) C);
-        }
-    }
-  tmp_release (&t);
-  return ok;
+    ex->k->rmsnorm_backward (ex->be, dinp, dw, dout, inp, w, rstd, ex->Ns, ex->C);
 }
 
 /* The micro-batch's tokens (N + 1 per sequence: inputs and next-token targets) of data
@@ -429,11 +404,10 @@ post_norm_backward (MpExec *ex, const ExLayer *L, int which, const float *dy, Ac
   int in = which == 1 ? A_PA : A_PM;
   float *d = tmp_floats (t, (gsize) ex->Ns * ex->C, error);
   gboolean one = which == 1;
-  if (d == NULL
-      || !norm_backward (ex, d, Gi (L, one ? I.pn1w : I.pn2w), Gi (L, one ? I.pn1b : I.pn2b),
-                         dy, a->buf[in], Pi (L, one ? I.pn1w : I.pn2w), a->buf[in + 1],
-                         a->buf[in + 2], error))
+  if (d == NULL)
     return NULL;
+  norm_backward (ex, d, Gi (L, one ? I.pn1w : I.pn2w), Gi (L, one ? I.pn1b : I.pn2b), dy,
+                 a->buf[in], Pi (L, one ? I.pn1w : I.pn2w), a->buf[in + 1], a->buf[in + 2]);
   return d;
 }
 
@@ -521,6 +495,20 @@ fail:
   return FALSE;
 }
 
+/* Under sequence parallelism a block keeps its norms' outputs on its rows only: the
+ * gathers for the column GEMMs go after the forward and backward gathers again
+ * (mp_exec_tp_regather_width), as Megatron-Core does and the cost model counts. */
+static void
+release_gathers (MpExec *ex, Acts *a)
+{
+  if (!ex->sp)
+    return;
+  drop (ex, &a->buf[A_H1]);
+  drop (ex, &a->buf[A_H2]);
+  if (ex->model->kv_lora_rank > 0)
+    mp_exec_mla_release_gathers (ex, a);
+}
+
 /* Selective recompute (recompute_modules) beyond the attention core, as Megatron's
  * --recompute-modules: layernorm lets go of the norms' outputs (and their gathers under
  * sequence parallelism), mlp of fc1's output and the activation; both are rebuilt from
@@ -583,6 +571,7 @@ block_forward (MpExec *ex, guint l, guint mb, GError **error)
     }
   else
     {
+      release_gathers (ex, a);
       selective_drop (ex, a);
       ex->layers[l].acts[mb] = a;
     }
@@ -654,7 +643,9 @@ block_backward_mlp (MpExec *ex, const ExLayer *L, Acts *a, const float *dy, floa
   const float *d = dyb ? tp_gather_rows (ex, dyb, full, error) : NULL;
   if (d == NULL)
     return FALSE;
-  const float *h2 = ex->sp ? a->buf[A_H2] : a->buf[A_LN2];
+  const float *h2 = mp_exec_tp_regather_width (ex, t, a->buf[A_H2], a->buf[A_LN2], C, error);
+  if (h2 == NULL)
+    return FALSE;
   if (L->ir->moe)
     {
       if (!mp_exec_moe_backward (ex, L, (guint) I.w1, a, d, h2, dh2, error))
@@ -669,9 +660,11 @@ block_backward_mlp (MpExec *ex, const ExLayer *L, Acts *a, const float *dy, floa
                           f1);
     }
   float *dn = tp_reduce_rows (ex, dh2, dh2s, error);
-  return dn != NULL
-         && norm_backward (ex, dx2, Gi (L, I.ln2w), Gi (L, I.ln2b), dn, a->buf[A_X2],
-                           Pi (L, I.ln2w), a->buf[A_M2], a->buf[A_R2], error);
+  if (dn == NULL)
+    return FALSE;
+  norm_backward (ex, dx2, Gi (L, I.ln2w), Gi (L, I.ln2b), dn, a->buf[A_X2], Pi (L, I.ln2w),
+                 a->buf[A_M2], a->buf[A_R2]);
+  return TRUE;
 }
 
 /* The qkv projection's backward from DQKV (rotary and qk-norm undone in place) into the
@@ -684,10 +677,9 @@ attn_qkv_backward (MpExec *ex, const ExLayer *L, Acts *a, float *dqkv, const flo
   MpkAttnShape s = attn_shape (ex, L);
   if (ex->model->position == MP_POS_ROTARY)
     mp_exec_rotary (ex, dqkv, s.ldq, TRUE, ROPE_THETA);
-  if (ex->model->qk_norm
-      && !mp_exec_qknorm_backward (ex, dqkv, s.ldq, Gi (L, I.qn), Gi (L, I.kn), a->buf[A_QKRAW],
-                                   a->buf[A_QKR], Pi (L, I.qn), Pi (L, I.kn), error))
-    return NULL;
+  if (ex->model->qk_norm)
+    mp_exec_qknorm_backward (ex, dqkv, s.ldq, Gi (L, I.qn), Gi (L, I.kn), a->buf[A_QKRAW],
+                             a->buf[A_QKR], Pi (L, I.qn), Pi (L, I.kn));
   ex->k->matmul_backward (ex->be, dh1, Gi (L, I.wqkv), Gi (L, I.bqkv), dqkv, h1, Pi (L, I.wqkv),
                           ex->N, ex->C, s.ldq);
   return tp_reduce_rows (ex, dh1, dh1s, error);
@@ -722,17 +714,21 @@ block_backward_attn (MpExec *ex, const ExLayer *L, Acts *a, const float *x, cons
   if (!mp_exec_attention_backward (ex, dq, dk, dv, datt, a->buf[A_ATT], a->buf[A_LSE],
                                    a->buf[A_PROBS], q, kk, v, s, error))
     return FALSE;
-  const float *h1 = ex->sp && gathers_h1 (ex) ? a->buf[A_H1] : a->buf[A_LN1];
+  const float *h1 = gathers_h1 (ex) ? mp_exec_tp_regather_width (ex, t, a->buf[A_H1],
+                                                                a->buf[A_LN1], C, error)
+                                    : a->buf[A_LN1];
+  if (h1 == NULL)
+    return FALSE;
   float *dn;
   if (ex->model->kv_lora_rank > 0)
     dn = mp_exec_mla_backward (ex, L, (guint) I.wqkv, a, dqkv, s.ldq, a->buf[A_LN1], h1, dh1,
                                dh1s, error);
   else
     dn = attn_qkv_backward (ex, L, a, dqkv, h1, dh1, dh1s, error);
-  if (dn == NULL
-      || !norm_backward (ex, dx, Gi (L, I.ln1w), Gi (L, I.ln1b), dn, x, Pi (L, I.ln1w),
-                         a->buf[A_M1], a->buf[A_R1], error))
+  if (dn == NULL)
     return FALSE;
+  norm_backward (ex, dx, Gi (L, I.ln1w), Gi (L, I.ln1b), dn, x, Pi (L, I.ln1w), a->buf[A_M1],
+                 a->buf[A_R1]);
   k->add (ex->be, dx, dx2, (gsize) ex->Ns * C);     /* the residual path */
   return TRUE;
 }
@@ -857,10 +853,10 @@ head_backward (MpExec *ex, guint l, guint mb, GError **error)
   guint wi = ln ? 2 : 1;
   ex->k->matmul_backward (ex->be, dh, G (L, wi), NULL, dlogits, h, P (L, wi), N, C, ex->Vl);
   float *dn = tp_reduce_rows (ex, dh, dhs, error);
-  if (dn == NULL
-      || !norm_backward (ex, dx, G (L, 0), ln ? G (L, 1) : NULL, dn, ex->input[l * ex->M + mb],
-                         P (L, 0), a->buf[H_M], a->buf[H_R], error))
+  if (dn == NULL)
     goto fail;
+  norm_backward (ex, dx, G (L, 0), ln ? G (L, 1) : NULL, dn, ex->input[l * ex->M + mb],
+                 P (L, 0), a->buf[H_M], a->buf[H_R]);
   mp_exec_release_acts (ex, l, mb);
   tmp_release (&t);
   return TRUE;

@@ -24,7 +24,8 @@
 #define MLA_STREAM (UINT64_C (0x317a) << 32)
 
 /* Activation slots, after the attention variants' (model-layers.c): the raw q latent and
- * its rstd, the normalised one (this rank's rows) and gathered (sequence parallelism);
+ * its rstd, the normalised one (this rank's rows) and gathered (sequence parallelism: during
+ * the forward, or a recompute's; mp_exec_mla_release_gathers);
  * the same for the kv latent. */
 enum { L_CQ = 32, L_CQR, L_CQN, L_LQ, L_CKV, L_CKVR, L_CKVN, L_LKV, L_END };
 G_STATIC_ASSERT (L_END <= MAX_BUFS);
@@ -103,6 +104,7 @@ add_weight (MpExec *ex, ExLayer *L, guint layer, const char *name, guint index, 
   if (t == NULL)
     return FALSE;
   g_ptr_array_add (L->owns, t);
+  t->tp_partial = replicated && ex->sp;  /* under sequence parallelism: on its rows */
   return TRUE;
 }
 
@@ -117,6 +119,7 @@ add_gain (MpExec *ex, ExLayer *L, guint layer, const char *name, gsize n, GError
   if (t == NULL)
     return FALSE;
   g_ptr_array_add (L->owns, t);
+  t->tp_partial = ex->sp;
   return TRUE;
 }
 
@@ -154,15 +157,23 @@ mp_exec_mla_acts (MpExec *ex, Acts *a, GError **error)
          && (!sp || mp_exec_act_alloc (ex, a, L_LKV, N * d.kvr, error));
 }
 
+void
+mp_exec_mla_release_gathers (MpExec *ex, Acts *a)
+{
+  ex->be->ops->release (ex->be, a->buf[L_LQ]);
+  ex->be->ops->release (ex->be, a->buf[L_LKV]);
+  a->buf[L_LQ] = a->buf[L_LKV] = NULL;
+}
+
 /* ---- helpers ----------------------------------------------------------------------- */
 
-/* ROWS rows of WIDTH floats from SRC (LDS apart) to DST (LDD apart). */
+/* ROWS rows of WIDTH floats from SRC (LDS apart) to DST (LDD apart), in one call. */
 static void
 copy_block (MpExec *ex, float *dst, int ldd, const float *src, int lds, int rows, int width)
 {
-  for (int r = 0; r < rows; r++)
-    ex->be->ops->copy (ex->be, dst + (gsize) r * ldd, src + (gsize) r * lds,
-                       (gsize) width * sizeof (float));
+  gsize f = sizeof (float);
+  ex->be->ops->copy_2d (ex->be, dst, (gsize) ldd * f, src, (gsize) lds * f, (gsize) width * f,
+                        (gsize) rows);
 }
 
 /* The same, added into DST. */
@@ -256,50 +267,25 @@ fail:
 
 /* ---- backward ---------------------------------------------------------------------- */
 
-/* The replicated weights' gradients: under sequence parallelism each rank saw its own
- * rows, so a partial sum over tp into scratch, all-reduced, then added into the
- * tensors' (GW, N floats); without it every rank has the whole sum: straight into GW. */
-static float *
-rep_grad (MpExec *ex, MpExecTmp *t, float *gw, gsize n, GError **error)
-{
-  return ex->sp ? mp_exec_tmp_floats (t, n, error) : gw;
-}
-
-static gboolean
-rep_grad_done (MpExec *ex, float *scratch, float *gw, gsize n, GError **error)
-{
-  if (scratch == gw)
-    return TRUE;
-  if (!mp_exec_tp_all_reduce (ex, scratch, n, MP_REDUCE_SUM, error))
-    return FALSE;
-  ex->k->add (ex->be, gw, scratch, n);
-  return TRUE;
-}
-
 /* One latent's backward from DFULL (N, W), the gradient at the up projection's input
  * (partial over tp): reduced to this rank's rows, through its RMSNorm (gain gradient
- * into GGAIN) and its down projection rows W (gradient GW), into DXLN (Ns, C) +=. */
+ * into GGAIN) and its down projection rows W (gradient GW), into DXLN (Ns, C) +=. Under
+ * sequence parallelism GW and GGAIN get this rank's rows' part (tp_partial). */
 static gboolean
 latent_backward (MpExec *ex, float *dfull, float *dshard, const float *xln, const float *w,
                  float *gw, const float *gain, float *ggain, int width, const float *raw,
                  const float *rstd, float *dxln, GError **error)
 {
   MpExecTmp t = { ex };
-  gsize C = ex->C, nw = (gsize) width * C;
   float *draw = mp_exec_tmp_floats (&t, (gsize) ex->Ns * width, error);
-  float *gwp = draw ? rep_grad (ex, &t, gw, nw, error) : NULL;
-  float *ggp = gwp ? rep_grad (ex, &t, ggain, (gsize) width, error) : NULL;
-  float *d = ggp ? mp_exec_tp_reduce_width (ex, dfull, dshard, width, error) : NULL;
-  gboolean ok = d != NULL;
-  if (ok)
+  float *d = draw ? mp_exec_tp_reduce_width (ex, dfull, dshard, width, error) : NULL;
+  if (d)
     {
-      ex->k->rmsnorm_backward (ex->be, draw, ggp, d, raw, gain, rstd, ex->Ns, width);
-      ex->k->matmul_backward (ex->be, dxln, gwp, NULL, draw, xln, w, ex->Ns, ex->C, width);
-      ok = rep_grad_done (ex, gwp, gw, nw, error)
-           && rep_grad_done (ex, ggp, ggain, (gsize) width, error);
+      ex->k->rmsnorm_backward (ex->be, draw, ggain, d, raw, gain, rstd, ex->Ns, width);
+      ex->k->matmul_backward (ex->be, dxln, gw, NULL, draw, xln, w, ex->Ns, ex->C, width);
     }
   mp_exec_tmp_release (&t);
-  return ok;
+  return d != NULL;
 }
 
 float *
@@ -334,12 +320,18 @@ mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float 
     }
   mp_exec_rotary_heads (ex, dkpe, d.rope, 1, d.rope, TRUE, ROPE_THETA);
   /* the column-parallel up projections: their weights, and their inputs' partial sums */
-  const float *lkv = ex->sp ? a->buf[L_LKV] : a->buf[L_CKVN];
+  const float *lkv = mp_exec_tp_regather_width (ex, &t, a->buf[L_LKV], a->buf[L_CKVN], d.kvr,
+                                                error);
+  if (lkv == NULL)
+    goto fail;
   k->matmul_backward (ex->be, dlkv, G (L, I.wukv), NULL, dkv, lkv, P (L, I.wukv), N, d.kvr,
                       hl * kvw);
   if (d.qr > 0)
     {
-      const float *lq = ex->sp ? a->buf[L_LQ] : a->buf[L_CQN];
+      const float *lq = mp_exec_tp_regather_width (ex, &t, a->buf[L_LQ], a->buf[L_CQN], d.qr,
+                                                   error);
+      if (lq == NULL)
+        goto fail;
       k->matmul_backward (ex->be, dlq, G (L, I.wuq), NULL, dq, lq, P (L, I.wuq), N, d.qr,
                           hl * d.D);
       dn = dh1s;
@@ -353,14 +345,12 @@ mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float 
     }
   /* the replicated part, on this rank's rows: latents, the rotary key, q_down */
   float *wdkv = P (L, I.wdkv), *gdkv = G (L, I.wdkv);
-  gsize nr = (gsize) d.rope * C;
-  float *gr = rep_grad (ex, &t, gdkv + (gsize) d.kvr * C, nr, error);
-  const float *dr = gr ? mp_exec_tp_reduce_width (ex, dkpe, dlat_s, d.rope, error) : NULL;
+  gsize nr = (gsize) d.kvr * C;
+  const float *dr = mp_exec_tp_reduce_width (ex, dkpe, dlat_s, d.rope, error);
   if (dr == NULL)
     goto fail;
-  k->matmul_backward (ex->be, dn, gr, NULL, dr, xln, wdkv + (gsize) d.kvr * C, Ns, C, d.rope);
-  if (!rep_grad_done (ex, gr, gdkv + (gsize) d.kvr * C, nr, error)
-      || !latent_backward (ex, dlkv, dlat_s, xln, wdkv, gdkv, P (L, I.kvn), G (L, I.kvn), d.kvr,
+  k->matmul_backward (ex->be, dn, gdkv + nr, NULL, dr, xln, wdkv + nr, Ns, C, d.rope);
+  if (!latent_backward (ex, dlkv, dlat_s, xln, wdkv, gdkv, P (L, I.kvn), G (L, I.kvn), d.kvr,
                            a->buf[L_CKV], a->buf[L_CKVR], dn, error)
       || (d.qr > 0
           && !latent_backward (ex, dlq, dlat_s, xln, P (L, I.wq), G (L, I.wq), P (L, I.qn),

@@ -68,6 +68,16 @@ mp_exec_tp_gather_width (MpExec *ex, const float *shard, float *full, int width,
   return ok ? full : NULL;
 }
 
+const float *
+mp_exec_tp_regather_width (MpExec *ex, MpExecTmp *t, const float *saved, const float *shard,
+                           int width, GError **error)
+{
+  if (!ex->sp || saved != NULL)
+    return ex->sp ? saved : shard;
+  float *full = mp_exec_tmp_floats (t, (gsize) ex->N * width, error);
+  return full ? mp_exec_tp_gather_width (ex, shard, full, width, error) : NULL;
+}
+
 float *
 mp_exec_tmp_floats (MpExecTmp *t, gsize n, GError **error)
 {

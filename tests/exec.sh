@@ -34,6 +34,10 @@ ok "one rank, no mpirun" sh -c "'$MPPLAN' plan -q -m '$data/model-exec.yaml' -c 
 ok "dp2" check dp2 2 dp=2,tp=1,pp=1,zero=0,recompute=none
 ok "tp2" check tp2 2 dp=1,tp=2,pp=1,sequence_parallel=false,recompute=none
 ok "tp2 with sequence parallel" check tp2sp 2 dp=1,tp=2,pp=1,sequence_parallel=true
+# ... keeping its rows of the norms' outputs only (backward gathers them again), as the
+# cost model counts
+ok "tp2 with sequence parallel: measured activations within 10% of the prediction" \
+  mem_within "$tmp/tp2sp.m.json" "tp2 sp" "$tmp/tp2sp.act" activations
 ok "pp2 1f1b" check pp2 2 dp=1,tp=1,pp=2,schedule=1f1b,num_micro_batches=2
 ok "pp2 gpipe" check pp2g 2 dp=1,tp=1,pp=2,schedule=gpipe,num_micro_batches=2
 ok "pp2 layer placement" check pp2n 2 dp=1,tp=1,pp=2,schedule=none,num_micro_batches=1

@@ -25,16 +25,19 @@ run_check () {
   sed 's/^/# /' "$tmp/$1.out"
   [ $st -eq 0 ] && grep -q '^check: ok' "$tmp/$1.out" || { sed 's/^/# /' "$tmp/$1.err"; return 1; }
 }
-# grads_within JSON LABEL OUT: the peak of the executor's gradient ledger in measured JSON
-# (memory_peak_bytes) within 10% of the plan's memory_bytes.gradients; prints both after
-# LABEL and writes the measured bytes to OUT.
-grads_within () {
-  awk -v z="$2" -v out="$3" '
+# mem_within JSON LABEL OUT KIND: the peak of the executor's KIND ledger (gradients,
+# activations) in measured JSON (memory_peak_bytes) within 10% of the plan's
+# memory_bytes.KIND; prints both after LABEL and writes the measured bytes to OUT.
+mem_within () {
+  awk -v z="$2" -v out="$3" -v k="$4" '
     /^  "memory_peak_bytes"/ { in_m = 1 } /^    "memory_bytes"/ { in_p = 1 }
-    /"gradients"/ { if (in_m && m == "") m = $3 + 0; if (in_p && p == "") p = $3 + 0 }
-    END { printf "# %s: gradients measured %d B, predicted %d B\n", z, m, p
+    $1 == "\"" k "\"" { if (in_m && m == "") m = $3 + 0; if (in_p && p == "") p = $3 + 0 }
+    END { printf "# %s: %s measured %d B, predicted %d B\n", z, k, m, p
           print m > out
           exit !(p > 0 && m > 0.9 * p && m < 1.1 * p) }' "$1"
+}
+grads_within () {
+  mem_within "$1" "$2" "$3" gradients
 }
 # phase_reported NAME PHASE: after run_check NAME, `mpplan report` of its simulated
 # prediction against its measurement shows PHASE on a line of its own with a measured time

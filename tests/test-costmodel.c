@@ -1796,6 +1796,67 @@ test_costmodel_config_check (void **state)
   assert_false (mp_recompute_from_name ("some", &rc));
 }
 
+/* Optimizer time of MODEL (fp32, one stage) on two A100s at tp2, with or without
+ * sequence parallelism; SPANS gets the stage's groups. */
+static double
+tp2_optimizer_s (const MpCostContext *ctx, const MpModel *m, const MpCluster *c, gboolean sp,
+                 MpStageSpans *spans)
+{
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 2;
+  cfg.sequence_parallel = sp;
+  cfg.num_micro_batches = 4;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageTime st;
+  mp_cost_stage_times (ctx, &cfg, &st);
+  mp_cost_stage_spans (ctx, &cfg, 0, spans);
+  return st.optimizer_s;
+}
+
+static double
+all_reduce_s (const MpCostContext *ctx, const MpStageSpans *spans, double bytes)
+{
+  MpCollCost cc;
+  mp_cost_collective (ctx, spans->device, MP_COLL_ALL_REDUCE, bytes, &spans->tp,
+                      MP_ALGO_AUTO, &cc);
+  return cc.time_s;
+}
+
+/* Gradients each tp rank computes only in part are summed over tp once per step, before
+ * the optimizer (Megatron-Core's finalize_model_grads): under sequence parallelism the
+ * norms and MLA's replicated down projections (on the rank's rows), at any tp the
+ * qk-norm gains (on the rank's heads), fp32 gradients, one all-reduce. */
+static void
+test_costmodel_tp_partial_grads (void **state)
+{
+  (void) state;
+  g_autoptr(MpCluster) c = a100_cluster (1, 300, 200);
+  g_autoptr(MpModel) mla = model_ok ("tiny-mla");
+  g_autoptr(MpCostContext) cm = mp_cost_context_new (mla, c, NULL);
+  MpStageSpans spans;
+  double off = tp2_optimizer_s (cm, mla, c, FALSE, &spans);
+  double on = tp2_optimizer_s (cm, mla, c, TRUE, &spans);
+  double C = (double) mla->hidden, qr = (double) mla->q_lora_rank;
+  double kvr = (double) mla->kv_lora_rank, rope = (double) mla->qk_rope_head_dim;
+  /* per block: norm1, q_down, kv_down (with the rotary key), q_norm, kv_norm, norm2;
+   * then the final norm */
+  double rows = (double) (mla->n_layers - 2) * (2 * C + qr * C + (kvr + rope) * C + qr + kvr)
+                + C;
+  mp_assert_close (on - off, all_reduce_s (cm, &spans, 4 * rows), 1e-9);
+  g_autoptr(MpModel) gemma = model_ok ("tiny-gemma");
+  g_autoptr(MpCostContext) cg = mp_cost_context_new (gemma, c, NULL);
+  off = tp2_optimizer_s (cg, gemma, c, FALSE, &spans);
+  on = tp2_optimizer_s (cg, gemma, c, TRUE, &spans);
+  /* qk-norm's gains are summed without sequence parallelism too: the difference is the
+   * larger all-reduce less the one already there */
+  double blocks = (double) (gemma->n_layers - 2), heads = blocks * 2 * (double) gemma->head_dim;
+  rows = blocks * 4 * (double) gemma->hidden + (double) gemma->hidden;  /* 2 norms, 2 post */
+  mp_assert_close (on - off, all_reduce_s (cg, &spans, 4 * (rows + heads))
+                                 - all_reduce_s (cg, &spans, 4 * heads), 1e-9);
+}
+
+
 static void
 test_costmodel_stage_times (void **state)
 {
@@ -2263,6 +2324,7 @@ main (void)
     cmocka_unit_test (test_costmodel_rank_order_decides_tiers),
     cmocka_unit_test (test_costmodel_config_check),
     cmocka_unit_test (test_costmodel_stage_times),
+    cmocka_unit_test (test_costmodel_tp_partial_grads),
     cmocka_unit_test (test_costmodel_describe),
     cmocka_unit_test (test_costmodel_window_attention_flops),
     cmocka_unit_test (test_costmodel_mla),
