@@ -301,7 +301,8 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       ctx, "Search data, tensor, pipeline and hybrid plans (with ZeRO, recompute, sequence "
            "parallelism, micro-batching, interleaved stages and expert parallelism for MoE) "
            "and recommend the fastest that fits in memory.\n"
-           "Context parallelism is searched where sequences are at least 8192 tokens.");
+           "Context parallelism is searched as powers of two that leave each rank at least "
+           "4096 tokens (so for sequences of 8192 tokens or more); --fix cp=N pins any other.");
   g_option_context_set_description (
       ctx, MP_CLI_PROFILE_HELP "\n\n"
            "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input, 3 no plan "
