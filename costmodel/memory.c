@@ -773,20 +773,21 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
               && (cfg->recompute == MP_RECOMPUTE_NONE
                   || (cfg->recompute == MP_RECOMPUTE_SELECTIVE
                       && mp_recompute_modules_of (cfg) == MP_RECOMPUTE_CORE_ATTN));
-  double act = 0, act_pos = 0, act_neg = 0;
+  double act_pos = 0, act_neg = 0;
   for (guint l = 0; l < nl; l++)
     {
       double k = kept_floor (ctx, cfg, l, 1)
                  - (fp8_saved ? fp8_saved_less (ctx, cfg, l, 1) : 0);
       if (l == head && mp_stack_fused_loss (cfg->stack))
         k -= (double) m->vocab / t * (4 - e);
-      act += k >= 0 ? k : k * cfg->num_micro_batches;
       if (k >= 0)
         act_pos += k;
       else
         act_neg += k * cfg->num_micro_batches;
     }
-  act *= tokens;
+  act_pos *= tokens;
+  act_neg *= tokens;
+  double act = act_pos + act_neg;
 
   /* Every stage's backward allocates at least its largest op's gradient buffers
    * (mp_cost_stage_memory's transient), so at least the least layer's. */
@@ -804,7 +805,7 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
       }
   double tensors = (state + act) / pp + least_buffers;
   if (scheduled)
-    tensors = MAX (tensors, scheduled_tensors (cfg, state, act_pos * tokens, act_neg * tokens)
+    tensors = MAX (tensors, scheduled_tensors (cfg, state, act_pos, act_neg)
                             + least_buffers);
   double reserve = workspace;
   if (ctx->cluster->device_overhead_given)

@@ -2,8 +2,8 @@
  * constructor. "host" always; "cuda" (bf16 GEMM inputs, fp32 master weights and
  * accumulation) and "cuda-fp32" (fp32 everywhere, no TF32) when built with CUDA, from the
  * module mpplan-cuda.so, opened here on first use: linked into mpplan, the CUDA libraries
- * cost every command 0.3 s and 218 MB more resident memory (`mpplan --version`, README's
- * Build section). */
+ * cost every command 0.14 s and 218 MB more resident memory (`mpplan --version`, quiet,
+ * median of 5; README's Build section). */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/backend.h"
