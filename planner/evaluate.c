@@ -545,18 +545,26 @@ schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const dou
   g_autofree double *free_at = g_new0 (double, 2 * p);
   double *stream = free_at + p;
   g_autofree guint *next = g_new0 (guint, p);
-  g_autoptr(GPtrArray) steps = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  g_autofree PlSchedule *steps = g_new (PlSchedule, p);
   for (guint i = 0; i < p; i++)
-    g_ptr_array_add (steps, pl_schedule_steps (&c, i));
+    pl_schedule_of (&c, i, &steps[i]);
+  /* the K-th forward of any stage (its K-th backward: the same micro-batch, its chunks
+   * the other way round), looked up instead of made for each step */
+  guint total = steps[0].total, v = steps[0].v;
+  g_autofree PlStep *kth = g_new (PlStep, total);
+  for (guint k = 0; k < total; k++)
+    kth[k] = pl_schedule_kth (&steps[0], k, FALSE);
   for (gboolean moved = TRUE; left > 0 && moved;)
     {
       moved = FALSE;
       for (guint i = 0; i < p; i++)
         {
-          GArray *mine = g_ptr_array_index (steps, i);
-          for (; next[i] < mine->len; next[i]++)
+          while (next[i] < steps[i].n_steps)
             {
-              const PlStep *s = &g_array_index (mine, PlStep, next[i]);
+              guint k;
+              gboolean backward = pl_schedule_nth (&steps[i], next[i], &k);
+              const PlStep step = { backward, backward ? v - 1 - kth[k].v : kth[k].v,
+                                    kth[k].mb }, *s = &step;
               guint ch = i + s->v * p;
               gsize at = (gsize) ch * m + s->mb;
               double ready = 0;
@@ -577,6 +585,7 @@ schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const dou
               step_s = MAX (step_s, end);
               left--;
               moved = TRUE;
+              next[i]++;
             }
         }
     }
