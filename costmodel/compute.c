@@ -784,6 +784,22 @@ mp_cost_moe_dispatch_bytes (const MpCostContext *ctx, const MpParallelConfig *cf
          * cm_expert_load (ctx->model) * (ep - 1) / ep;
 }
 
+/* One MoE dispatch (or combine) all-to-all of SIZE bytes over EP: DeepEP's forwarded
+ * kernels under a stack that runs them (mp_stack_forwarded_dispatch) when the group
+ * spans NVLink domains, else NCCL's flat all-to-all. */
+static double
+dispatch_a2a (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+              double size, const MpGroupSpan *ep)
+{
+  if (!mp_stack_forwarded_dispatch (cfg->stack) || ep->n_domains <= 1
+      || dev->curve->klass == MP_DEVICE_CLASS_CPU)
+    return coll (ctx, dev, MP_COLL_ALL_TO_ALL, size, ep);
+  MpAlphaBeta ab;
+  mp_cost_alpha_beta (ctx, dev, ep, &ab);
+  return mp_coll_forwarded_a2a_time (size, (double) ctx->model->experts_per_token,
+                                     (double) ctx->model->experts, &ab);
+}
+
 /* MoE (moe14): the token dispatch before the experts of op R and the combine after,
  * forward and backward (the backward mirrors each), as Megatron-Core's dispatchers run
  * them. All-to-all: each rank sends its tokens' top-k copies (h wide, at the busiest
@@ -812,7 +828,7 @@ moe_dispatch (const MpCostContext *ctx, const MpParallelConfig *cfg,
   double size = tokens * r->a2a_width * ctx->elt * load;
   if (cfg->ep > 1)
     {
-      double a2a = coll (ctx, dev, MP_COLL_ALL_TO_ALL, size, &spans->ep);
+      double a2a = dispatch_a2a (ctx, cfg, dev, size, &spans->ep);
       fwd->ep_comm_s += 2 * a2a;
       bwd->ep_comm_s += 2 * a2a;
     }

@@ -1414,6 +1414,63 @@ test_costmodel_moe_alltoall_bytes (void **state)
   mp_assert_close (mp_cost_moe_dispatch_bytes (sctx, &cfg, 1), 1.1 * bytes / 4, 1e-12);
 }
 
+/* DeepEP's forwarded dispatch (mp_stack_forwarded_dispatch): across NVLink domains a
+ * token crosses once to each other domain holding one of its experts. DeepSeek-V3's
+ * shape over 8 nodes (256 experts, top-8): a domain misses all 8 with probability
+ * C(224, 8) / C(256, 8), so 7 (1 - that) = 4.6 RDMA copies of a token leave the node
+ * where the flat all-to-all sends 7 of its 8: 0.66 of the bytes. */
+static void
+test_costmodel_moe_forwarded_dispatch (void **state)
+{
+  (void) state;
+  MpAlphaBeta ab = { 0 };
+  ab.n_ranks = 64;
+  ab.n_nodes = 8;
+  ab.ranks_per_node = 8;
+  ab.bw_Bps[MP_TIER_NODE] = 400e9;
+  ab.bw_Bps[MP_TIER_CLUSTER] = 45e9;
+  ab.nvlink = TRUE;
+  double s = 470e6;                               /* 4096 tokens x 8 x 7168 x bf16 */
+  double flat = mp_coll_time (MP_COLL_ALL_TO_ALL, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, s, &ab);
+  double fwd = mp_coll_forwarded_a2a_time (s, 8, 256, &ab);
+  double miss = exp (lgamma (225) - lgamma (217) - lgamma (257) + lgamma (249));
+  mp_assert_close (flat, s * 56 / 64 / 45e9, 1e-12);            /* no latency here */
+  mp_assert_close (fwd, s / 8 * 7 * (1 - miss) / 45e9, 1e-9);
+  assert_true (fwd / flat > 0.65 && fwd / flat < 0.67);
+  /* One expert per node and k = 8: every token reaches every node, as flat. */
+  mp_assert_close (mp_coll_forwarded_a2a_time (s, 8, 8, &ab), flat, 1e-12);
+  /* Inside one domain it is the flat exchange. */
+  MpAlphaBeta node = one_tier (8, 400e9, 1e-6);
+  mp_assert_close (mp_coll_forwarded_a2a_time (s, 8, 256, &node),
+                   mp_coll_time (MP_COLL_ALL_TO_ALL, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, s, &node),
+                   1e-15);
+  /* In a layer: nemo-automodel's dispatch across 4 H100 nodes is faster than Megatron's
+   * NCCL all-to-all; on one node the same. */
+  g_autoptr(MpModel) m = model_ok ("qwen3-235b-a22b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:4");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 32;
+  cfg.etp = 1;
+  for (guint ep = 8; ep <= 32; ep *= 4)
+    {
+      cfg.ep = ep;
+      MpPhaseCost fm, bm, fa, ba;
+      MpStageSpans sp;
+      cfg.stack = MP_STACK_MEGATRON;
+      mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+      mp_cost_layer (ctx, &cfg, &sp, 1, &fm, &bm);
+      cfg.stack = MP_STACK_NEMO_AUTOMODEL;
+      mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+      mp_cost_layer (ctx, &cfg, &sp, 1, &fa, &ba);
+      if (ep == 8)
+        mp_assert_close (fa.ep_comm_s, fm.ep_comm_s, 1e-15);
+      else
+        assert_true (fa.ep_comm_s < 0.8 * fm.ep_comm_s && ba.ep_comm_s < 0.8 * bm.ep_comm_s);
+    }
+}
+
 static void
 test_costmodel_grouped_gemm_small_experts (void **state)
 {
@@ -2315,6 +2372,7 @@ main (void)
     cmocka_unit_test (test_costmodel_nccl_tests_table_calibrates),
     cmocka_unit_test (test_costmodel_moe_expert_parallel),
     cmocka_unit_test (test_costmodel_moe_alltoall_bytes),
+    cmocka_unit_test (test_costmodel_moe_forwarded_dispatch),
     cmocka_unit_test (test_costmodel_grouped_gemm_small_experts),
     cmocka_unit_test (test_costmodel_host_grouped_gemm_per_call),
     cmocka_unit_test (test_costmodel_expert_tensor_parallel),
