@@ -148,6 +148,10 @@ typedef struct {
                                 * gradients) for the blocks' GEMMs; bf16 elsewhere */
   double bucket_bytes;         /* data-parallel gradient bucket; 0: 25 MiB (PyTorch DDP) */
   MpStack stack;               /* the training stack (acc16); zeroed: megatron */
+  gboolean moe_a2a_overlap;    /* MoE: Megatron-Core's combined 1F1B (Megatron-Bridge
+                                * moe_a2a_overlap, --overlap-moe-expert-parallel-comm):
+                                * one micro-batch's dispatch and combine run under an
+                                * adjacent one's compute (mp_cost_ep_overlap_paired) */
   /* Model layers (model->layers, embedding and head included) per model chunk, pp * vpp
    * entries in chunk order; chunk c runs on pipeline rank c % pp. NULL: blocks spread
    * evenly, the embedding on the first chunk and the head on the last. Borrowed. */
@@ -192,7 +196,8 @@ void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DI
 /* A total order on configs, over every field: the sizes and choices (tp, pp, dp, cp, ep,
  * vpp, sequence_parallel, zero, recompute, micro_batch_size, schedule, then the rank
  * order, etp (effective), dispatcher, num_micro_batches, flash_attention, fp32_grads, fp8,
- * bucket_bytes, the recompute extent, the effective zero_shard, no_reshard), then the layer
+ * bucket_bytes, the recompute extent, the effective zero_shard, no_reshard,
+ * moe_a2a_overlap), then the layer
  * split (mp_parallel_config_chunks entries; NULL, the balanced split, first) and the
  * placement (world entries; NULL, the identity, first). 0: the same plan. */
 int mp_parallel_config_compare (const MpParallelConfig *a, const MpParallelConfig *b);

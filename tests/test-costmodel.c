@@ -1471,6 +1471,64 @@ test_costmodel_moe_forwarded_dispatch (void **state)
     }
 }
 
+/* Combined 1F1B (moe_a2a_overlap): paired passes hide each one's dispatch and combine
+ * under the other's compute, which the collective slows; the warm-up forwards and
+ * cool-down backwards stay exposed. */
+static void
+test_costmodel_moe_a2a_overlap (void **state)
+{
+  (void) state;
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.ep = 8;
+  cfg.num_micro_batches = 64;
+  assert_true (mp_cost_ep_overlap_paired (&cfg) == 0);                  /* off */
+  cfg.moe_a2a_overlap = TRUE;
+  mp_assert_close (mp_cost_ep_overlap_paired (&cfg), 63.0 / 64, 1e-15);  /* no pipeline */
+  /* DeepSeek-V3's GB200 recipe: pp 4, vpp 4, 64 micro-batches; stage i warms up with
+   * 2 (3 - i) + 12 of its 256 chunk forwards (Megatron's interleaved schedule). */
+  cfg.pp = 4;
+  cfg.vpp = 4;
+  cfg.schedule = MP_SCHEDULE_INTERLEAVED;
+  mp_assert_close (mp_cost_ep_overlap_paired (&cfg), 1 - (18 + 16 + 14 + 12) / 4.0 / 256,
+                   1e-15);
+  cfg.vpp = 1;
+  cfg.schedule = MP_SCHEDULE_1F1B;
+  mp_assert_close (mp_cost_ep_overlap_paired (&cfg), 1 - (3 + 2 + 1 + 0) / 4.0 / 64, 1e-15);
+  cfg.schedule = MP_SCHEDULE_GPIPE;
+  assert_true (mp_cost_ep_overlap_paired (&cfg) == 0);
+  /* In a layer, 4 H100 nodes, 8 micro-batches: 7 / 8 paired. */
+  g_autoptr(MpModel) m = model_ok ("qwen3-235b-a22b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:4");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 32;
+  cfg.ep = 32;
+  cfg.etp = 1;
+  cfg.num_micro_batches = 8;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  MpPhaseCost f0, b0, f1, b1;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &f0, &b0);
+  cfg.moe_a2a_overlap = TRUE;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &f1, &b1);
+  double share = mp_cost_overlap_share (sp.device), p = 7.0 / 8;
+  assert_true (f0.ep_comm_s > 0 && share > 0);
+  mp_assert_close (f1.ep_comm_s, f0.ep_comm_s - p * MIN (f0.ep_comm_s, b0.compute_s), 1e-12);
+  mp_assert_close (b1.ep_comm_s, b0.ep_comm_s - p * MIN (b0.ep_comm_s, f0.compute_s), 1e-12);
+  mp_assert_close (f1.compute_s, f0.compute_s
+                   + p * mp_cost_overlap_penalty (share, b0.ep_comm_s, f0.compute_s), 1e-12);
+  mp_assert_close (b1.compute_s, b0.compute_s
+                   + p * mp_cost_overlap_penalty (share, f0.ep_comm_s, b0.compute_s), 1e-12);
+  assert_true (f1.total_s + b1.total_s < f0.total_s + b0.total_s);
+  /* The embedding has nothing to hide. */
+  mp_cost_layer (ctx, &cfg, &sp, 0, &f1, &b1);
+  cfg.moe_a2a_overlap = FALSE;
+  mp_cost_layer (ctx, &cfg, &sp, 0, &f0, &b0);
+  mp_assert_close (f1.total_s, f0.total_s, 1e-15);
+}
+
 static void
 test_costmodel_grouped_gemm_small_experts (void **state)
 {
@@ -2373,6 +2431,7 @@ main (void)
     cmocka_unit_test (test_costmodel_moe_expert_parallel),
     cmocka_unit_test (test_costmodel_moe_alltoall_bytes),
     cmocka_unit_test (test_costmodel_moe_forwarded_dispatch),
+    cmocka_unit_test (test_costmodel_moe_a2a_overlap),
     cmocka_unit_test (test_costmodel_grouped_gemm_small_experts),
     cmocka_unit_test (test_costmodel_host_grouped_gemm_per_call),
     cmocka_unit_test (test_costmodel_expert_tensor_parallel),
