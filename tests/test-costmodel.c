@@ -77,6 +77,17 @@ one_tier (guint n, double b, double alpha)
   return ab;
 }
 
+/* NODES nodes of PER_NODE ranks: node links NODE_B, NIC shares NIC_B, no latency. */
+static MpAlphaBeta
+across_nodes (guint nodes, guint per_node, double node_b, double nic_b)
+{
+  MpAlphaBeta ab = one_tier (nodes * per_node, node_b, 0);
+  ab.n_nodes = nodes;
+  ab.ranks_per_node = per_node;
+  ab.bw_Bps[MP_TIER_CLUSTER] = nic_b;
+  return ab;
+}
+
 /* ---- nccl-tests definitions ---------------------------------------------------------- */
 
 static void
@@ -160,15 +171,9 @@ test_costmodel_ring_across_nodes_closed_form (void **state)
   (void) state;
   /* 4 nodes x 8 ranks: the ring's bandwidth is the smaller of the node link and the 8
    * pooled NIC shares; 2 * 4 of its 62 steps cross nodes (NCCL's count). */
-  MpAlphaBeta ab = { 0 };
-  ab.n_ranks = 32;
-  ab.n_nodes = 4;
-  ab.ranks_per_node = 8;
-  ab.bw_Bps[MP_TIER_NODE] = 231e9;
-  ab.bw_Bps[MP_TIER_CLUSTER] = 22.5e9;
+  MpAlphaBeta ab = across_nodes (4, 8, 231e9, 22.5e9);
   ab.alpha_s[MP_TIER_NODE] = 3e-6;
   ab.alpha_s[MP_TIER_CLUSTER] = 5e-6;
-  ab.nvlink = TRUE;
   double s = 4e8, bus = MIN (231e9, 8 * 22.5e9);
   double want = 2.0 * 31 / 32 * s / bus + (62 - 8) * 3e-6 + 8 * 5e-6;
   mp_assert_close (mp_coll_time (MP_COLL_ALL_REDUCE, MP_ALGO_RING, MP_PROTO_SIMPLE, s, &ab),
@@ -1423,13 +1428,7 @@ static void
 test_costmodel_moe_forwarded_dispatch (void **state)
 {
   (void) state;
-  MpAlphaBeta ab = { 0 };
-  ab.n_ranks = 64;
-  ab.n_nodes = 8;
-  ab.ranks_per_node = 8;
-  ab.bw_Bps[MP_TIER_NODE] = 400e9;
-  ab.bw_Bps[MP_TIER_CLUSTER] = 45e9;
-  ab.nvlink = TRUE;
+  MpAlphaBeta ab = across_nodes (8, 8, 400e9, 45e9);
   double s = 470e6;                               /* 4096 tokens x 8 x 7168 x bf16 */
   double flat = mp_coll_time (MP_COLL_ALL_TO_ALL, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, s, &ab);
   double fwd = mp_coll_forwarded_a2a_time (s, 8, 256, &ab);
