@@ -723,8 +723,9 @@ phase_total (MpPhaseCost *p)
  * forward and, backward, all-gathers the input again (overlapped with the input-gradient
  * GEMM) and reduce-scatters its gradient (overlapped with the weight-gradient GEMM); the
  * exit reduce-scatters forward and all-gathers the gradient backward. A stack that does
- * not overlap them (mp_stack_overlaps_tp_backward) exposes every backward collective; one
- * that does slows the GEMMs under them (mp_cost_overlap_penalty). */
+ * not overlap them (mp_stack_overlaps_tp_backward), or a device whose executor cannot
+ * (serial_tp_comm: the host), exposes every backward collective; one that does slows the
+ * GEMMs under them (mp_cost_overlap_penalty). */
 static void
 tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
                 const MpStageSpans *spans, const CmOp *r, const MpOpCost *oc,
@@ -734,7 +735,7 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpGroupSpan *g = &spans->tp;
   double tokens = cm_tokens (ctx, cfg), e = ctx->elt;
   gboolean sp = sequence_parallel (cfg);
-  gboolean overlap = mp_stack_overlaps_tp_backward (cfg->stack);
+  gboolean overlap = mp_stack_overlaps_tp_backward (cfg->stack) && !dev->curve->serial_tp_comm;
   double under_dgrad = overlap ? oc->dgrad_s : 0, under_wgrad = overlap ? oc->wgrad_s : 0;
   double share = mp_cost_overlap_share (dev);     /* the GEMMs under them run slower */
   if (r->entry_width > 0)

@@ -83,6 +83,8 @@ typedef struct {
   double link_eff[MP_TIER_N];    /* large-message busbw / link rate, ring, per tier */
   double nvls_algbw_eff;         /* NVLink SHARP all-reduce algbw / NVLink rate; 0: none */
   gboolean nccl;                 /* NCCL protocols (LL, LL128) and base latencies */
+  gboolean serial_tp_comm;       /* tensor-parallel collectives block the compute thread:
+                                  * a stack's backward overlap of them does not happen */
   double workspace_bytes;        /* GEMM library workspace kept per device */
   double rated_power_w;          /* the power limit the anchors ran at; 0: no power model */
   double low_power_w;            /* a lower limit at which the vendor rates the same chip ... */

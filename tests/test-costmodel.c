@@ -2138,6 +2138,38 @@ test_cost_stack_tp_backward_overlap (void **state)
   mp_assert_close (f_tt.compute_s, f_mg.compute_s, 1e-12);
 }
 
+/* The host executor's tp collectives block its one compute thread (serial_tp_comm):
+ * under megatron, whose GPUs hide the backward ones under the GEMMs, tiny-gpt's block at
+ * tp 2 with sequence parallelism pays them in full there, as torchtitan does: each of its
+ * two regions' entries an all-gather and a reduce-scatter, each exit an all-gather. */
+static void
+test_cost_host_tp_backward_serial (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("tiny-gpt");
+  g_autoptr(MpCluster) c = cluster_ok ("host");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 2;
+  cfg.sequence_parallel = TRUE;
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+  MpPhaseCost f_mg, b_mg, f_tt, b_tt;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f_mg, &b_mg);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f_tt, &b_tt);
+  double size = (double) m->seq_len * m->hidden * 4;
+  MpCollCost ag, rs;
+  mp_cost_collective (ctx, spans.device, MP_COLL_ALL_GATHER, size, &spans.tp, MP_ALGO_AUTO,
+                      &ag);
+  mp_cost_collective (ctx, spans.device, MP_COLL_REDUCE_SCATTER, size, &spans.tp,
+                      MP_ALGO_AUTO, &rs);
+  assert_true (ag.time_s > 0 && rs.time_s > 0);
+  mp_assert_close (b_mg.tp_comm_s, 2 * (ag.time_s + rs.time_s) + 2 * ag.time_s, 1e-12);
+  mp_assert_close (b_mg.tp_comm_s, b_tt.tp_comm_s, 1e-12);
+}
+
 static void
 test_cost_stack_attention_kernel (void **state)
 {
@@ -2283,6 +2315,7 @@ main (void)
     cmocka_unit_test (test_cost_stack_attention_kernel),
     cmocka_unit_test (test_cost_stack_triton_attention),
     cmocka_unit_test (test_cost_stack_tp_backward_overlap),
+    cmocka_unit_test (test_cost_host_tp_backward_serial),
     cmocka_unit_test (test_cost_stack_fused_loss_memory),
     cmocka_unit_test (test_cost_stack_fp8_saved_activations),
     cmocka_unit_test (test_cost_overlap_penalty),
