@@ -559,6 +559,16 @@ cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpC
                        ctx->model->attn_softcap > 0, out);
 }
 
+/* BYTES of a GEMM's weight streamed in cold before the kernel (as a profile measured it)
+ * added to K's time. */
+static void
+cold_weight (const MpCostDevice *dev, double bytes, MpKernelCost *k)
+{
+  double bw = mp_cost_profile_cold_weight_bw (dev->profile);
+  if (bw > 0)
+    k->time_s += bytes / bw;
+}
+
 /* A GEMM (or the router's) at its split shape. MoE experts (moe14): each rank holds
  * experts / ep of them, tensor-split over etp, and after the dispatch (and the etp
  * all-gather) computes tokens * top-k * etp / tp token copies (its tp peers hold the
@@ -603,6 +613,13 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   MpKernelCost dgrad, wgrad;
   group_cost (dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
   group_cost (dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
+  /* A step touches each weight once per micro-batch in each of the three GEMMs (W, W
+   * again, dW accumulated), cold where the model outgrows the caches: a profile that
+   * measured the cost (the host's, mp_cost_profile_cold_weight_bw) adds it to each. */
+  double wbytes = n * k * batch * mp_dtype_bytes (dt);
+  cold_weight (dev, wbytes, &out->fwd);
+  cold_weight (dev, wbytes, &dgrad);
+  cold_weight (dev, wbytes, &wgrad);
   out->dgrad_s = dgrad.time_s;
   out->wgrad_s = wgrad.time_s;
   out->bwd = dgrad;

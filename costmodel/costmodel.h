@@ -149,6 +149,11 @@ double mp_cost_profile_coll_busbw (const MpCostProfile *profile, MpCollKind kind
                                    MpTier tier, double size);
 /* The profile's copy bandwidth, 0 if unset; and its device name (NULL: any). */
 double mp_cost_profile_mem_bw (const MpCostProfile *profile);
+/* The rate (bytes/s) at which a GEMM's weight operand that is not in cache streams in
+ * before its kernel runs, on top of the grid's warm rate (a host core: OpenBLAS packs the
+ * weight first); 0: not measured (every weight priced warm). */
+void mp_cost_profile_set_cold_weight_bw (MpCostProfile *profile, double bytes_per_s);
+double mp_cost_profile_cold_weight_bw (const MpCostProfile *profile);
 const char *mp_cost_profile_device (const MpCostProfile *profile);
 /* Kernel classes whose achieved rate a profile may hold: a device's own element-wise
  * kernels can run far below its memory roofline (the host executor's reference kernels

@@ -1452,6 +1452,47 @@ test_costmodel_grouped_gemm_small_experts (void **state)
  * each cost a call of their own shape, so they take longer than one GEMM of m rows, by the
  * calibrated per-call term (a profile measured with a fixed cost per call) or by the
  * curve's launch_s per call. A GPU's grouped kernel is one call (batch = groups). */
+/* A profile's cold-weight rate (calibrate's cold pass): each of a GEMM op's three GEMMs
+ * (forward, input and weight gradients) pays its weight's bytes over it once per
+ * micro-batch, tiny-moe's 8 local experts' fc1 (512 x 128 each) 8 times; a profile
+ * without it prices them warm. */
+static void
+test_costmodel_host_cold_weight (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("tiny-moe");
+  g_autoptr(MpCluster) c = cluster_ok ("host");
+  const double ax_m[] = { 16, 1024 }, ax_nk[] = { 16, 1024 }, rates[] = { 2e10, 2e10, 2e10,
+                                                                          2e10, 2e10, 2e10,
+                                                                          2e10, 2e10 };
+  g_autoptr(MpCostProfile) warm = mp_cost_profile_new ("cpu-core");
+  assert_true (mp_cost_profile_set_gemm (warm, MP_DTYPE_FP32, ax_m, 2, ax_nk, 2, ax_nk, 2,
+                                         rates, NULL));
+  g_autoptr(MpCostProfile) cold = mp_cost_profile_new ("cpu-core");
+  assert_true (mp_cost_profile_set_gemm (cold, MP_DTYPE_FP32, ax_m, 2, ax_nk, 2, ax_nk, 2,
+                                         rates, NULL));
+  const double bw = 8.5e9;
+  mp_cost_profile_set_cold_weight_bw (cold, bw);
+  g_autoptr(MpCostContext) cw = mp_cost_context_new (m, c, warm);
+  g_autoptr(MpCostContext) cc = mp_cost_context_new (m, c, cold);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageSpans sw, sc;
+  mp_cost_stage_spans (cw, &cfg, 0, &sw);
+  mp_cost_stage_spans (cc, &cfg, 0, &sc);
+  MpOpCost ow, oc;
+  guint fc1 = op_index (m, 2, "expert_fc1");
+  mp_cost_op (cw, &cfg, &sw, 2, fc1, &ow);
+  mp_cost_op (cc, &cfg, &sc, 2, fc1, &oc);
+  double w = 8 * 512.0 * 128 * 4 / bw;
+  mp_assert_close (oc.fwd.time_s - ow.fwd.time_s, w, 1e-9);
+  mp_assert_close (oc.dgrad_s - ow.dgrad_s, w, 1e-9);
+  mp_assert_close (oc.wgrad_s - ow.wgrad_s, w, 1e-9);
+  mp_assert_close (oc.bwd.time_s - ow.bwd.time_s, 2 * w, 1e-9);
+  mp_assert_close (oc.fwd.flops, ow.fwd.flops, 1e-12);
+}
+
 static void
 test_costmodel_host_grouped_gemm_per_call (void **state)
 {
@@ -2350,6 +2391,7 @@ main (void)
     cmocka_unit_test (test_costmodel_moe_alltoall_bytes),
     cmocka_unit_test (test_costmodel_grouped_gemm_small_experts),
     cmocka_unit_test (test_costmodel_host_grouped_gemm_per_call),
+    cmocka_unit_test (test_costmodel_host_cold_weight),
     cmocka_unit_test (test_costmodel_expert_tensor_parallel),
     cmocka_unit_test (test_costmodel_moe_dispatchers),
     cmocka_unit_test (test_costmodel_context_parallel),
