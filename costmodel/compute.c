@@ -614,8 +614,10 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   group_cost (dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
   group_cost (dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
   /* A step touches each weight once per micro-batch in each of the three GEMMs (W, W
-   * again, dW accumulated), cold where the model outgrows the caches: a profile that
-   * measured the cost (the host's, mp_cost_profile_cold_weight_bw) adds it to each. */
+   * again, dW accumulated), and between two touches the rest of the model passes through
+   * the caches (tiny-gpt's weights, gradients and Adam state: 53 MB against the host's
+   * 8 MiB L3), so every one is cold: a profile that measured the cost (the host's,
+   * mp_cost_profile_cold_weight_bw) adds it to each. */
   double wbytes = n * k * batch * mp_dtype_bytes (dt);
   cold_weight (dev, wbytes, &out->fwd);
   cold_weight (dev, wbytes, &dgrad);
