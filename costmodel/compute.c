@@ -559,6 +559,16 @@ cost_attention (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpC
                        ctx->model->attn_softcap > 0, out);
 }
 
+/* BYTES of a GEMM's weight streamed in cold before the kernel (as a profile measured it)
+ * added to K's time. */
+static void
+cold_weight (const MpCostDevice *dev, double bytes, MpKernelCost *k)
+{
+  double bw = mp_cost_profile_cold_weight_bw (dev->profile);
+  if (bw > 0)
+    k->time_s += bytes / bw;
+}
+
 /* A GEMM (or the router's) at its split shape. MoE experts (moe14): each rank holds
  * experts / ep of them, tensor-split over etp, and after the dispatch (and the etp
  * all-gather) computes tokens * top-k * etp / tp token copies (its tp peers hold the
@@ -603,6 +613,15 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   MpKernelCost dgrad, wgrad;
   group_cost (dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
   group_cost (dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
+  /* A step touches each weight once per micro-batch in each of the three GEMMs (W, W
+   * again, dW accumulated), and between two touches the rest of the model passes through
+   * the caches (tiny-gpt's weights, gradients and Adam state: 53 MB against the host's
+   * 8 MiB L3), so every one is cold: a profile that measured the cost (the host's,
+   * mp_cost_profile_cold_weight_bw) adds it to each. */
+  double wbytes = n * k * batch * mp_dtype_bytes (dt);
+  cold_weight (dev, wbytes, &out->fwd);
+  cold_weight (dev, wbytes, &dgrad);
+  cold_weight (dev, wbytes, &wgrad);
   out->dgrad_s = dgrad.time_s;
   out->wgrad_s = wgrad.time_s;
   out->bwd = dgrad;
@@ -723,8 +742,9 @@ phase_total (MpPhaseCost *p)
  * forward and, backward, all-gathers the input again (overlapped with the input-gradient
  * GEMM) and reduce-scatters its gradient (overlapped with the weight-gradient GEMM); the
  * exit reduce-scatters forward and all-gathers the gradient backward. A stack that does
- * not overlap them (mp_stack_overlaps_tp_backward) exposes every backward collective; one
- * that does slows the GEMMs under them (mp_cost_overlap_penalty). */
+ * not overlap them (mp_stack_overlaps_tp_backward), or a device whose executor cannot
+ * (serial_tp_comm: the host), exposes every backward collective; one that does slows the
+ * GEMMs under them (mp_cost_overlap_penalty). */
 static void
 tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
                 const MpStageSpans *spans, const CmOp *r, const MpOpCost *oc,
@@ -734,7 +754,7 @@ tp_collectives (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpGroupSpan *g = &spans->tp;
   double tokens = cm_tokens (ctx, cfg), e = ctx->elt;
   gboolean sp = sequence_parallel (cfg);
-  gboolean overlap = mp_stack_overlaps_tp_backward (cfg->stack);
+  gboolean overlap = mp_stack_overlaps_tp_backward (cfg->stack) && !dev->curve->serial_tp_comm;
   double under_dgrad = overlap ? oc->dgrad_s : 0, under_wgrad = overlap ? oc->wgrad_s : 0;
   double share = mp_cost_overlap_share (dev);     /* the GEMMs under them run slower */
   if (r->entry_width > 0)

@@ -83,6 +83,8 @@ typedef struct {
   double link_eff[MP_TIER_N];    /* large-message busbw / link rate, ring, per tier */
   double nvls_algbw_eff;         /* NVLink SHARP all-reduce algbw / NVLink rate; 0: none */
   gboolean nccl;                 /* NCCL protocols (LL, LL128) and base latencies */
+  gboolean serial_tp_comm;       /* tensor-parallel collectives block the compute thread:
+                                  * a stack's backward overlap of them does not happen */
   double workspace_bytes;        /* GEMM library workspace kept per device */
   double rated_power_w;          /* the power limit the anchors ran at; 0: no power model */
   double low_power_w;            /* a lower limit at which the vendor rates the same chip ... */
@@ -147,6 +149,11 @@ double mp_cost_profile_coll_busbw (const MpCostProfile *profile, MpCollKind kind
                                    MpTier tier, double size);
 /* The profile's copy bandwidth, 0 if unset; and its device name (NULL: any). */
 double mp_cost_profile_mem_bw (const MpCostProfile *profile);
+/* The rate (bytes/s) at which a GEMM's weight operand that is not in cache streams in
+ * before its kernel runs, on top of the grid's warm rate (a host core: OpenBLAS packs the
+ * weight first); 0: not measured (every weight priced warm). */
+void mp_cost_profile_set_cold_weight_bw (MpCostProfile *profile, double bytes_per_s);
+double mp_cost_profile_cold_weight_bw (const MpCostProfile *profile);
 const char *mp_cost_profile_device (const MpCostProfile *profile);
 /* Kernel classes whose achieved rate a profile may hold: a device's own element-wise
  * kernels can run far below its memory roofline (the host executor's reference kernels

@@ -247,6 +247,9 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
     .link_eff = { [MP_TIER_NODE] = 1.0, [MP_TIER_DOMAIN] = 1.0, [MP_TIER_CLUSTER] = 0.9 },
     .nvls_algbw_eff = 0,
     .nccl = FALSE,                 /* MPI: no NCCL protocols or base latencies */
+    /* The host executor calls its tp collectives as blocking MPI calls between its
+     * kernels on the one compute thread (exec/model-shared.c): none runs under a GEMM. */
+    .serial_tp_comm = TRUE,
     .workspace_bytes = 0,
   },
 };

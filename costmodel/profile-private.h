@@ -33,6 +33,7 @@ struct _MpCostProfile {
   MpProfileMachine machine;
   CmGemmTable gemm[MP_DTYPE_N];
   double mem_bw_Bps;
+  double cold_weight_Bps;           /* a GEMM's cold weight streamed in; 0: not measured */
   CmAttnTable attn;                 /* n == 0: not measured */
   double optim_params[2];           /* Adam, SGD parameters/s; 0: not measured */
   double ew_Bps[MP_EW_N][2];        /* per class, forward, backward; 0: not measured */

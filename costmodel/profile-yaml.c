@@ -19,7 +19,8 @@
 #define PROFILE_VERSION 1
 
 static const char *const top_keys[] = {
-  "kind", "version", "machine", "device", "memory_bandwidth", "gemm", "attention",
+  "kind", "version", "machine", "device", "memory_bandwidth", "gemm_cold_weight_bandwidth",
+  "gemm", "attention",
   "elementwise", "optimizer", "collectives", NULL
 };
 static const char *const attention_keys[] = { "seq", "fwd_flops_per_s", "bwd_flops_per_s",
@@ -371,6 +372,10 @@ profile_from_doc (const MpYamlDoc *doc, GError **error)
       double bw = 0;
       if (mp_yaml_get_quantity (&r, root, "memory_bandwidth", MP_UNIT_BPS, FALSE, FALSE, &bw))
         mp_cost_profile_set_mem_bw (p, bw);
+      double cold = 0;
+      if (mp_yaml_get_quantity (&r, root, "gemm_cold_weight_bandwidth", MP_UNIT_BPS, FALSE,
+                                FALSE, &cold))
+        mp_cost_profile_set_cold_weight_bw (p, cold);
       if ((v = mp_yaml_lookup (root, "gemm")) != NULL)
         read_gemm (&r, p, v);
       if ((v = mp_yaml_lookup (root, "attention")) != NULL)
@@ -605,6 +610,12 @@ mp_cost_profile_to_yaml (const MpCostProfile *profile, const char *command)
       g_string_append (out, "memory_bandwidth: ");
       append_number (out, profile->mem_bw_Bps);
       g_string_append (out, "  # bytes/s read + written, per rank, every rank busy\n");
+    }
+  if (profile->cold_weight_Bps > 0)
+    {
+      g_string_append (out, "gemm_cold_weight_bandwidth: ");
+      append_number (out, profile->cold_weight_Bps);
+      g_string_append (out, "  # bytes/s a cold GEMM weight adds, per rank, every rank busy\n");
     }
   append_gemm (out, profile);
   append_kernels (out, profile);

@@ -180,6 +180,19 @@ mp_cost_profile_mem_bw (const MpCostProfile *profile)
   return profile ? profile->mem_bw_Bps : 0;
 }
 
+void
+mp_cost_profile_set_cold_weight_bw (MpCostProfile *profile, double bytes_per_s)
+{
+  g_return_if_fail (profile != NULL && bytes_per_s >= 0);
+  profile->cold_weight_Bps = bytes_per_s;
+}
+
+double
+mp_cost_profile_cold_weight_bw (const MpCostProfile *profile)
+{
+  return profile ? profile->cold_weight_Bps : 0;
+}
+
 /* A rate that is not positive and finite means "not measured". */
 static double
 rate_or_zero (double v)

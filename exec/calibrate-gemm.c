@@ -201,3 +201,71 @@ cal_gemm_probe (Cal *c, CalGemmGrid *g, double *probe, GError **error)
   return TRUE;
 }
 
+
+/* ---- the cold weight (host) ------------------------------------------------------------ */
+
+/* The executor touches each weight once per micro-batch, and a model's weights outgrow the
+ * caches, so every GEMM of a step finds its weight cold; the grid reuses one weight, warm.
+ * Measured at tiny-moe's expert fc1 (32 rows, the rows an expert gets at one sequence, x a
+ * 512 x 128 weight), where OpenBLAS's packing of the weight before its kernel shows most:
+ * calls on one weight and on one of COLD_POOL / weight distinct ones taken in turn,
+ * interleaved (a burst of load slows both), each kind's 10th-percentile time kept; the
+ * difference over the weight's bytes is the rate. On the 2-core EPYC VM (8 MiB L3) this
+ * pass gave 137 -> 168 us, 256 KiB at 8.56 GB/s (`mpirun -np 2 mpplan calibrate --quick`,
+ * load 13); a cblas_sgemm loop of the same design gave 8.5 GB/s at 32 and 64 x 512 x 128
+ * and 32 x 128 x 256, less at 128 rows (11 GB/s) and none seen at 256 (the packing then
+ * overlaps): an upper bound for the dense GEMMs' many rows, a few percent of theirs. */
+#define COLD_M 32
+#define COLD_N 512
+#define COLD_K 128
+#define COLD_POOL ((gsize) 64 << 20)
+#define COLD_CALLS 200
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+gboolean
+cal_gemm_cold_weight (Cal *c, GError **error)
+{
+  MpBackend *be = c->be;
+  gsize wn = (gsize) COLD_N * COLD_K, nw = COLD_POOL / (wn * sizeof (float));
+  float *a = cal_dev_floats (c, (gsize) COLD_M * COLD_K, error);
+  float *out = a ? cal_dev_floats (c, (gsize) COLD_M * COLD_N, error) : NULL;
+  float *pool = out ? cal_dev_floats (c, wn * nw, error) : NULL;
+  gboolean ok = pool != NULL && cal_barrier (c, error);
+  double warm[COLD_CALLS], cold[COLD_CALLS];
+  for (int i = 0; ok && i < COLD_CALLS; i++)
+    {
+      const float *w = pool + wn * (1 + (gsize) i % (nw - 1));
+      double t0 = be->ops->now_s (be);
+      be->ops->kernels->matmul_forward (be, out, a, pool, NULL, COLD_M, COLD_K, COLD_N);
+      double t1 = be->ops->now_s (be);
+      be->ops->kernels->matmul_forward (be, out, a, w, NULL, COLD_M, COLD_K, COLD_N);
+      warm[i] = t1 - t0;
+      cold[i] = be->ops->now_s (be) - t1;
+    }
+  be->ops->release (be, pool);
+  be->ops->release (be, out);
+  be->ops->release (be, a);
+  if (!ok)
+    return FALSE;
+  qsort (warm, COLD_CALLS, sizeof (double), cmp_double);
+  qsort (cold, COLD_CALLS, sizeof (double), cmp_double);
+  double extra = cold[COLD_CALLS / 10] - warm[COLD_CALLS / 10];
+  /* the slowest rank's: its rate the lowest */
+  double rate = extra > 0 ? wn * sizeof (float) / extra : 0, neg = -rate;
+  if (!cal_max_over_ranks (c, &neg, error))
+    return FALSE;
+  rate = cal_round4 (-neg);
+  if (c->out)
+    fprintf (c->out, "# GEMM cold weight (%d x %d x %d, one weight against %zu in turn): "
+             "%.1f us warm, %.1f us cold: %.2f GB/s per rank%s\n\n", COLD_M, COLD_N, COLD_K,
+             nw, warm[COLD_CALLS / 10] * 1e6, cold[COLD_CALLS / 10] * 1e6, rate / 1e9,
+             rate > 0 ? "" : " (no cost seen, not recorded)");
+  mp_cost_profile_set_cold_weight_bw (c->profile, MAX (rate, 0));
+  return TRUE;
+}

@@ -81,6 +81,8 @@ gboolean cal_gemm_grid_pass (Cal *c, CalGemmGrid *g, GError **error);
 gboolean cal_gemm_probe (Cal *c, CalGemmGrid *g, double *probe, GError **error);
 /* The best rates into the profile, each dtype's summary printed. */
 gboolean cal_gemm_grid_finish (Cal *c, CalGemmGrid *g, GError **error);
+/* Host: the rate a GEMM's cold weight streams in at, into the profile. */
+gboolean cal_gemm_cold_weight (Cal *c, GError **error);
 
 /* ---- the reference kernels (calibrate-kernels.c) ---- */
 /* The jobs for the transformers among ZOO (loaded into MODELS, which owns them). */

@@ -279,7 +279,8 @@ measure_passes (Cal *c, GError **error)
   if (ok && c->out)
     fputc ('\n', c->out);
   ok = ok && cal_gemm_grid_finish (c, &grid, error) && (jobs == NULL || cal_kjobs_finish (c,
-                                   jobs, error));
+                                   jobs, error))
+       && (!c->dev->host_memory || cal_gemm_cold_weight (c, error));
   cal_gemm_grid_clear (c, &grid);
   if (ok && c->out && hi > 1.1 * lo)
     fprintf (c->out, "# note: the probe GEMM ran at %.2f to %.2f GFLOP/s over the passes: "

@@ -176,14 +176,6 @@ copy_block (MpExec *ex, float *dst, int ldd, const float *src, int lds, int rows
                         (gsize) rows);
 }
 
-/* The same, added into DST. */
-static void
-add_block (MpExec *ex, float *dst, int ldd, const float *src, int lds, int rows, int width)
-{
-  for (int r = 0; r < rows; r++)
-    ex->k->add (ex->be, dst + (gsize) r * ldd, src + (gsize) r * lds, (gsize) width);
-}
-
 /* RoPE (or its backward) on the rope part of each of HEADS heads D wide from X (rows LD
  * apart): the last ROPE of each head's D features. */
 static void
@@ -196,16 +188,35 @@ rope_parts (MpExec *ex, float *x, int ld, int heads, MlaDims d, gboolean backwar
 
 /* ---- forward ----------------------------------------------------------------------- */
 
-/* One latent: RAW (Ns, W) = XLN W_down's rows, its RMSNorm into NORMED with RSTD, then
- * gathered into FULL (N, W) under sequence parallelism. Returns the up projection's
- * input (N, W), NULL on failure. */
-static const float *
+/* One latent: RAW (Ns, W) = XLN W_down's rows and its RMSNorm into NORMED with RSTD. */
+static void
 latent_forward (MpExec *ex, const float *xln, const float *w, const float *gain, int width,
-                float *raw, float *rstd, float *normed, float *full, GError **error)
+                float *raw, float *rstd, float *normed)
 {
   ex->k->matmul_forward (ex->be, raw, xln, w, NULL, ex->Ns, ex->C, width);
   ex->k->rmsnorm_forward (ex->be, normed, rstd, raw, gain, ex->Ns, width, NORM_EPS);
-  return mp_exec_tp_gather_width (ex, normed, full, width, error);
+}
+
+/* Under sequence parallelism, kv_down's whole output on this rank's rows - the normed kv
+ * latent LKV_S (Ns, kvr) and the rotary key KPE_S (Ns, rope) - gathered in ONE all-gather
+ * (the cost model's single entry at kv_up, kv_down's width), then split into LKV (N, kvr)
+ * and KPE (N, rope): a collective per block saved against gathering them apart. */
+static gboolean
+kv_gather (MpExec *ex, MpExecTmp *t, const float *lkv_s, const float *kpe_s, float *lkv,
+           float *kpe, MlaDims d, GError **error)
+{
+  int Ns = ex->Ns, N = ex->N, w = d.kvr + d.rope;
+  float *shard = mp_exec_tmp_floats (t, (gsize) Ns * w, error);
+  float *full = shard ? mp_exec_tmp_floats (t, (gsize) N * w, error) : NULL;
+  if (full == NULL)
+    return FALSE;
+  copy_block (ex, shard, w, lkv_s, d.kvr, Ns, d.kvr);
+  copy_block (ex, shard + d.kvr, w, kpe_s, d.rope, Ns, d.rope);
+  if (mp_exec_tp_gather_width (ex, shard, full, w, error) == NULL)
+    return FALSE;
+  copy_block (ex, lkv, d.kvr, full, w, N, d.kvr);
+  copy_block (ex, kpe, d.rope, full + d.kvr, w, N, d.rope);
+  return TRUE;
 }
 
 gboolean
@@ -226,9 +237,10 @@ mp_exec_mla_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const f
   /* q: through its latent, or straight from the gathered hidden state */
   if (d.qr > 0)
     {
-      const float *lq = latent_forward (ex, xln, P (L, I.wq), P (L, I.qn), d.qr,
-                                        a->buf[L_CQ], a->buf[L_CQR], a->buf[L_CQN],
-                                        a->buf[L_LQ], error);
+      latent_forward (ex, xln, P (L, I.wq), P (L, I.qn), d.qr, a->buf[L_CQ], a->buf[L_CQR],
+                      a->buf[L_CQN]);
+      const float *lq = mp_exec_tp_gather_width (ex, a->buf[L_CQN], a->buf[L_LQ], d.qr,
+                                                 error);
       if (lq == NULL)
         goto fail;
       k->matmul_forward (ex->be, q, lq, P (L, I.wuq), NULL, N, d.qr, hl * d.D);
@@ -237,14 +249,13 @@ mp_exec_mla_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const f
     k->matmul_forward (ex->be, q, h1, P (L, I.wq), NULL, N, ex->C, hl * d.D);
   /* kv latent (kv_down's first kvr rows) and the rotary key (its last rope rows) */
   const float *wdkv = P (L, I.wdkv);
-  const float *lkv = latent_forward (ex, xln, wdkv, P (L, I.kvn), d.kvr, a->buf[L_CKV],
-                                     a->buf[L_CKVR], a->buf[L_CKVN], a->buf[L_LKV], error);
-  if (lkv == NULL)
-    goto fail;
+  latent_forward (ex, xln, wdkv, P (L, I.kvn), d.kvr, a->buf[L_CKV], a->buf[L_CKVR],
+                  a->buf[L_CKVN]);
   k->matmul_forward (ex->be, kpe_s, xln, wdkv + (gsize) d.kvr * ex->C, NULL, ex->Ns, ex->C,
                      d.rope);
-  float *kpe = mp_exec_tp_gather_width (ex, kpe_s, kpe_f, d.rope, error);
-  if (kpe == NULL)
+  const float *lkv = ex->sp ? a->buf[L_LKV] : a->buf[L_CKVN];
+  float *kpe = ex->sp ? kpe_f : kpe_s;
+  if (ex->sp && !kv_gather (ex, &t, a->buf[L_CKVN], kpe_s, a->buf[L_LKV], kpe_f, d, error))
     goto fail;
   k->matmul_forward (ex->be, kv, lkv, P (L, I.wukv), NULL, N, d.kvr, hl * kvw);
   mp_exec_rotary_heads (ex, kpe, d.rope, 1, d.rope, FALSE, ROPE_THETA);
@@ -267,25 +278,49 @@ fail:
 
 /* ---- backward ---------------------------------------------------------------------- */
 
-/* One latent's backward from DFULL (N, W), the gradient at the up projection's input
- * (partial over tp): reduced to this rank's rows, through its RMSNorm (gain gradient
- * into GGAIN) and its down projection rows W (gradient GW), into DXLN (Ns, C) +=. Under
- * sequence parallelism GW and GGAIN get this rank's rows' part (tp_partial). */
+/* One latent's backward from D (Ns, W), the gradient at the up projection's input summed
+ * over tp on this rank's rows: through its RMSNorm (gain gradient into GGAIN) and its
+ * down projection rows W (gradient GW), into DXLN (Ns, C) +=. Under sequence parallelism
+ * GW and GGAIN get this rank's rows' part (tp_partial). */
 static gboolean
-latent_backward (MpExec *ex, float *dfull, float *dshard, const float *xln, const float *w,
-                 float *gw, const float *gain, float *ggain, int width, const float *raw,
+latent_backward (MpExec *ex, const float *d, const float *xln, const float *w, float *gw,
+                 const float *gain, float *ggain, int width, const float *raw,
                  const float *rstd, float *dxln, GError **error)
 {
   MpExecTmp t = { ex };
   float *draw = mp_exec_tmp_floats (&t, (gsize) ex->Ns * width, error);
-  float *d = draw ? mp_exec_tp_reduce_width (ex, dfull, dshard, width, error) : NULL;
-  if (d)
+  if (draw)
     {
       ex->k->rmsnorm_backward (ex->be, draw, ggain, d, raw, gain, rstd, ex->Ns, width);
       ex->k->matmul_backward (ex->be, dxln, gw, NULL, draw, xln, w, ex->Ns, ex->C, width);
     }
   mp_exec_tmp_release (&t);
-  return d != NULL;
+  return draw != NULL;
+}
+
+/* The gradients at kv_down's output, the kv latent's DLKV (N, kvr) and the rotary key's
+ * DKPE (N, rope), partial over tp: summed in ONE collective of kv_down's width (an
+ * all-reduce, or under sequence parallelism a reduce-scatter to this rank's rows), as the
+ * cost model's entry at kv_up charges, into *DLKV_S (Ns, kvr) and *DKPE_S (Ns, rope). */
+static gboolean
+kv_reduce (MpExec *ex, MpExecTmp *t, const float *dlkv, const float *dkpe, float **dlkv_s,
+           float **dkpe_s, MlaDims d, GError **error)
+{
+  int Ns = ex->Ns, N = ex->N, w = d.kvr + d.rope;
+  float *full = mp_exec_tmp_floats (t, (gsize) N * w, error);
+  float *shard = full ? mp_exec_tmp_floats (t, (gsize) Ns * w, error) : NULL;
+  *dlkv_s = shard ? mp_exec_tmp_floats (t, (gsize) Ns * d.kvr, error) : NULL;
+  *dkpe_s = *dlkv_s ? mp_exec_tmp_floats (t, (gsize) Ns * d.rope, error) : NULL;
+  if (*dkpe_s == NULL)
+    return FALSE;
+  copy_block (ex, full, w, dlkv, d.kvr, N, d.kvr);
+  copy_block (ex, full + d.kvr, w, dkpe, d.rope, N, d.rope);
+  const float *r = mp_exec_tp_reduce_width (ex, full, shard, w, error);
+  if (r == NULL)
+    return FALSE;
+  copy_block (ex, *dlkv_s, d.kvr, r, w, Ns, d.kvr);
+  copy_block (ex, *dkpe_s, d.rope, r + d.kvr, w, Ns, d.rope);
+  return TRUE;
 }
 
 float *
@@ -301,14 +336,15 @@ mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float 
   float *dq = mp_exec_tmp_floats (&t, (gsize) N * hl * d.D, error);
   float *dkv = dq ? mp_exec_tmp_floats (&t, (gsize) N * hl * kvw, error) : NULL;
   float *dlkv = dkv ? mp_exec_tmp_floats (&t, (gsize) N * d.kvr, error) : NULL;
-  float *dlat_s = dlkv ? mp_exec_tmp_floats (&t, (gsize) Ns * MAX (d.kvr, d.qr), error) : NULL;
-  float *dkpe = dlat_s ? mp_exec_tmp_floats (&t, (gsize) N * d.rope, error) : NULL;
-  float *dlq = dkpe && d.qr > 0 ? mp_exec_tmp_floats (&t, (gsize) N * d.qr, error) : NULL;
+  float *dkpe = dlkv ? mp_exec_tmp_floats (&t, (gsize) N * d.rope, error) : NULL;
+  float *dkph = dkpe ? mp_exec_tmp_floats (&t, (gsize) N * d.rope, error) : NULL;
+  float *dlq = dkph && d.qr > 0 ? mp_exec_tmp_floats (&t, (gsize) N * d.qr, error) : NULL;
+  float *dlq_s = dlq ? mp_exec_tmp_floats (&t, (gsize) Ns * d.qr, error) : NULL;
   float *dn = NULL;
-  if (dkpe == NULL || (d.qr > 0 && dlq == NULL))
+  if (dkph == NULL || (d.qr > 0 && dlq_s == NULL))
     goto done;
   /* unpack: q heads (RoPE undone), k_nope and v heads, the shared key's gradient summed
-   * over this rank's heads */
+   * over this rank's heads (each head's block copied out whole, then added at once) */
   float *dkh = dqkv + (gsize) hl * d.D, *dvh = dkh + (gsize) hl * d.D;
   rope_parts (ex, dqkv, ld, hl, d, TRUE);
   copy_block (ex, dq, hl * d.D, dqkv, ld, N, hl * d.D);
@@ -316,7 +352,9 @@ mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float 
     {
       copy_block (ex, dkv + h * kvw, hl * kvw, dkh + h * d.D, ld, N, d.nope);
       copy_block (ex, dkv + h * kvw + d.nope, hl * kvw, dvh + h * d.dv, ld, N, d.dv);
-      add_block (ex, dkpe, d.rope, dkh + h * d.D + d.nope, ld, N, d.rope);
+      copy_block (ex, h == 0 ? dkpe : dkph, d.rope, dkh + h * d.D + d.nope, ld, N, d.rope);
+      if (h > 0)
+        k->add (ex->be, dkpe, dkph, (gsize) N * d.rope);
     }
   mp_exec_rotary_heads (ex, dkpe, d.rope, 1, d.rope, TRUE, ROPE_THETA);
   /* the column-parallel up projections: their weights, and their inputs' partial sums */
@@ -343,19 +381,25 @@ mp_exec_mla_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, float 
       if (dn == NULL)
         goto done;
     }
-  /* the replicated part, on this rank's rows: latents, the rotary key, q_down */
+  /* the replicated part, on this rank's rows: the kv latent and rotary key (one sum over
+   * tp, where there is a tp), q_down */
   float *wdkv = P (L, I.wdkv), *gdkv = G (L, I.wdkv);
   gsize nr = (gsize) d.kvr * C;
-  const float *dr = mp_exec_tp_reduce_width (ex, dkpe, dlat_s, d.rope, error);
-  if (dr == NULL)
+  float *dlkv_s = dlkv, *dkpe_s = dkpe;
+  if (ex->tp > 1 && !kv_reduce (ex, &t, dlkv, dkpe, &dlkv_s, &dkpe_s, d, error))
     goto fail;
-  k->matmul_backward (ex->be, dn, gdkv + nr, NULL, dr, xln, wdkv + nr, Ns, C, d.rope);
-  if (!latent_backward (ex, dlkv, dlat_s, xln, wdkv, gdkv, P (L, I.kvn), G (L, I.kvn), d.kvr,
-                           a->buf[L_CKV], a->buf[L_CKVR], dn, error)
-      || (d.qr > 0
-          && !latent_backward (ex, dlq, dlat_s, xln, P (L, I.wq), G (L, I.wq), P (L, I.qn),
-                               G (L, I.qn), d.qr, a->buf[L_CQ], a->buf[L_CQR], dn, error)))
+  k->matmul_backward (ex->be, dn, gdkv + nr, NULL, dkpe_s, xln, wdkv + nr, Ns, C, d.rope);
+  if (!latent_backward (ex, dlkv_s, xln, wdkv, gdkv, P (L, I.kvn), G (L, I.kvn), d.kvr,
+                        a->buf[L_CKV], a->buf[L_CKVR], dn, error))
     goto fail;
+  if (d.qr > 0)
+    {
+      const float *dq_s = mp_exec_tp_reduce_width (ex, dlq, dlq_s, d.qr, error);
+      if (dq_s == NULL
+          || !latent_backward (ex, dq_s, xln, P (L, I.wq), G (L, I.wq), P (L, I.qn),
+                               G (L, I.qn), d.qr, a->buf[L_CQ], a->buf[L_CQR], dn, error))
+        goto fail;
+    }
 done:
   mp_exec_tmp_release (&t);
   return dn;

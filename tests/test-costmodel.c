@@ -1566,6 +1566,47 @@ test_costmodel_grouped_gemm_small_experts (void **state)
  * each cost a call of their own shape, so they take longer than one GEMM of m rows, by the
  * calibrated per-call term (a profile measured with a fixed cost per call) or by the
  * curve's launch_s per call. A GPU's grouped kernel is one call (batch = groups). */
+/* A profile's cold-weight rate (calibrate's cold pass): each of a GEMM op's three GEMMs
+ * (forward, input and weight gradients) pays its weight's bytes over it once per
+ * micro-batch, tiny-moe's 8 local experts' fc1 (512 x 128 each) 8 times; a profile
+ * without it prices them warm. */
+static void
+test_costmodel_host_cold_weight (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("tiny-moe");
+  g_autoptr(MpCluster) c = cluster_ok ("host");
+  const double ax_m[] = { 16, 1024 }, ax_nk[] = { 16, 1024 }, rates[] = { 2e10, 2e10, 2e10,
+                                                                          2e10, 2e10, 2e10,
+                                                                          2e10, 2e10 };
+  g_autoptr(MpCostProfile) warm = mp_cost_profile_new ("cpu-core");
+  assert_true (mp_cost_profile_set_gemm (warm, MP_DTYPE_FP32, ax_m, 2, ax_nk, 2, ax_nk, 2,
+                                         rates, NULL));
+  g_autoptr(MpCostProfile) cold = mp_cost_profile_new ("cpu-core");
+  assert_true (mp_cost_profile_set_gemm (cold, MP_DTYPE_FP32, ax_m, 2, ax_nk, 2, ax_nk, 2,
+                                         rates, NULL));
+  const double bw = 8.5e9;
+  mp_cost_profile_set_cold_weight_bw (cold, bw);
+  g_autoptr(MpCostContext) cw = mp_cost_context_new (m, c, warm);
+  g_autoptr(MpCostContext) cc = mp_cost_context_new (m, c, cold);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageSpans sw, sc;
+  mp_cost_stage_spans (cw, &cfg, 0, &sw);
+  mp_cost_stage_spans (cc, &cfg, 0, &sc);
+  MpOpCost ow, oc;
+  guint fc1 = op_index (m, 2, "expert_fc1");
+  mp_cost_op (cw, &cfg, &sw, 2, fc1, &ow);
+  mp_cost_op (cc, &cfg, &sc, 2, fc1, &oc);
+  double w = 8 * 512.0 * 128 * 4 / bw;
+  mp_assert_close (oc.fwd.time_s - ow.fwd.time_s, w, 1e-9);
+  mp_assert_close (oc.dgrad_s - ow.dgrad_s, w, 1e-9);
+  mp_assert_close (oc.wgrad_s - ow.wgrad_s, w, 1e-9);
+  mp_assert_close (oc.bwd.time_s - ow.bwd.time_s, 2 * w, 1e-9);
+  mp_assert_close (oc.fwd.flops, ow.fwd.flops, 1e-12);
+}
+
 static void
 test_costmodel_host_grouped_gemm_per_call (void **state)
 {
@@ -2252,6 +2293,38 @@ test_cost_stack_tp_backward_overlap (void **state)
   mp_assert_close (f_tt.compute_s, f_mg.compute_s, 1e-12);
 }
 
+/* The host executor's tp collectives block its one compute thread (serial_tp_comm):
+ * under megatron, whose GPUs hide the backward ones under the GEMMs, tiny-gpt's block at
+ * tp 2 with sequence parallelism pays them in full there, as torchtitan does: each of its
+ * two regions' entries an all-gather and a reduce-scatter, each exit an all-gather. */
+static void
+test_cost_host_tp_backward_serial (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("tiny-gpt");
+  g_autoptr(MpCluster) c = cluster_ok ("host");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.tp = 2;
+  cfg.sequence_parallel = TRUE;
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+  MpPhaseCost f_mg, b_mg, f_tt, b_tt;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f_mg, &b_mg);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f_tt, &b_tt);
+  double size = (double) m->seq_len * m->hidden * 4;
+  MpCollCost ag, rs;
+  mp_cost_collective (ctx, spans.device, MP_COLL_ALL_GATHER, size, &spans.tp, MP_ALGO_AUTO,
+                      &ag);
+  mp_cost_collective (ctx, spans.device, MP_COLL_REDUCE_SCATTER, size, &spans.tp,
+                      MP_ALGO_AUTO, &rs);
+  assert_true (ag.time_s > 0 && rs.time_s > 0);
+  mp_assert_close (b_mg.tp_comm_s, 2 * (ag.time_s + rs.time_s) + 2 * ag.time_s, 1e-12);
+  mp_assert_close (b_mg.tp_comm_s, b_tt.tp_comm_s, 1e-12);
+}
+
 static void
 test_cost_stack_attention_kernel (void **state)
 {
@@ -2397,6 +2470,7 @@ main (void)
     cmocka_unit_test (test_cost_stack_attention_kernel),
     cmocka_unit_test (test_cost_stack_triton_attention),
     cmocka_unit_test (test_cost_stack_tp_backward_overlap),
+    cmocka_unit_test (test_cost_host_tp_backward_serial),
     cmocka_unit_test (test_cost_stack_fused_loss_memory),
     cmocka_unit_test (test_cost_stack_fp8_saved_activations),
     cmocka_unit_test (test_cost_overlap_penalty),
@@ -2433,6 +2507,7 @@ main (void)
     cmocka_unit_test (test_costmodel_moe_a2a_overlap),
     cmocka_unit_test (test_costmodel_grouped_gemm_small_experts),
     cmocka_unit_test (test_costmodel_host_grouped_gemm_per_call),
+    cmocka_unit_test (test_costmodel_host_cold_weight),
     cmocka_unit_test (test_costmodel_expert_tensor_parallel),
     cmocka_unit_test (test_costmodel_moe_dispatchers),
     cmocka_unit_test (test_costmodel_context_parallel),

@@ -41,6 +41,7 @@ sample_profile (const char *hostname)
     rate[i] = 1e9 * (i + 1) / 3.0;
   assert_true (mp_cost_profile_set_gemm (p, MP_DTYPE_FP32, mm, 2, n, 2, k, 3, rate, NULL));
   mp_cost_profile_set_mem_bw (p, (0.1 + 0.2) * 1e10);
+  mp_cost_profile_set_cold_weight_bw (p, 8.5e9 / 3);
   const double sizes[] = { 8, 1024, 1048576 }, busbw[] = { 1e6, 1e8 / 3, 2.5e9 };
   for (int c = 0; c < MP_COLL_N; c++)
     assert_true (mp_cost_profile_set_coll (p, (MpCollKind) c, MP_TIER_NODE, 2, sizes, busbw, 3,
@@ -65,6 +66,7 @@ test_profile_round_trip (void **state)
   g_autofree char *again = mp_cost_profile_to_yaml (q, "mpplan calibrate --quick");
   assert_string_equal (yaml, again);
   assert_true (mp_cost_profile_mem_bw (q) == (0.1 + 0.2) * 1e10);
+  assert_true (mp_cost_profile_cold_weight_bw (q) == 8.5e9 / 3);
   assert_string_equal (mp_cost_profile_machine (q)->cpu, "Some \"CPU\": model (R)");
   assert_int_equal (mp_cost_profile_machine (q)->cores, 2);
   assert_true (mp_cost_profile_gemm_flops (q, MP_DTYPE_FP32, 100, 200, 300)
