@@ -153,20 +153,55 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
   gemm_cost (dev, dtype, mp_dtype_bytes (dtype), m, n, k, batch, out);
 }
 
+/* ---- the GEMM memo --------------------------------------------------------------------
+ * A search prices the same few thousand GEMM shapes millions of times (every layer-memo
+ * miss re-costs its ops), so gemm_cost's answers are kept in CTX per device of CTX and
+ * shape. The key holds every input gemm_cost reads that is not fixed for a device of the
+ * context (the dtype, the output width and the shape, doubles by their bits), so a hit is
+ * the very result a call would give. A device not of CTX (a caller's copy) is costed
+ * afresh. */
+#define GEMM_MEMO_WORDS 6
+
+static void
+gemm_cost_memo (const MpCostContext *ctx, const MpCostDevice *dev, MpDtype dtype,
+                double out_elt, double m, double n, double k, double batch,
+                MpKernelCost *out)
+{
+  /* by address: DEV need not point into the array */
+  guintptr at = ctx != NULL ? (guintptr) dev - (guintptr) ctx->devices : 0;
+  if (ctx == NULL || at >= ctx->n_devices * sizeof *dev || at % sizeof *dev != 0)
+    {
+      gemm_cost (dev, dtype, out_elt, m, n, k, batch, out);
+      return;
+    }
+  guint64 key[GEMM_MEMO_WORDS] = { at / sizeof *dev * MP_DTYPE_N + dtype };
+  const double shape[GEMM_MEMO_WORDS - 1] = { out_elt, m, n, k, batch };
+  memcpy (key + 1, shape, sizeof shape);
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  const MpKernelCost *hit = cm_memo_get (memo->gemm_memo, key, GEMM_MEMO_WORDS);
+  if (hit != NULL)
+    {
+      *out = *hit;
+      return;
+    }
+  gemm_cost (dev, dtype, out_elt, m, n, k, batch, out);
+  cm_memo_put (&memo->gemm_memo, key, GEMM_MEMO_WORDS, out, sizeof *out);
+}
+
 /* GROUPS products as DEV runs a grouped GEMM: one kernel over all of them, or one call
  * each, the profile's rate looked up at one call's rows (not the group's) and each call's
- * overhead paid. */
+ * overhead paid. CTX (may be NULL) holds the GEMM memo. */
 static void
-group_cost (const MpCostDevice *dev, MpDtype dtype, double out_elt, double m, double n,
-            double k, double groups, MpKernelCost *out)
+group_cost (const MpCostContext *ctx, const MpCostDevice *dev, MpDtype dtype, double out_elt,
+            double m, double n, double k, double groups, MpKernelCost *out)
 {
   groups = MAX (groups, 1);
   if (!dev->curve->gemm_group_calls)
     {
-      gemm_cost (dev, dtype, out_elt, m, n, k, groups, out);
+      gemm_cost_memo (ctx, dev, dtype, out_elt, m, n, k, groups, out);
       return;
     }
-  gemm_cost (dev, dtype, out_elt, m, n, k, 1, out);
+  gemm_cost_memo (ctx, dev, dtype, out_elt, m, n, k, 1, out);
   out->time_s *= groups;
   out->flops *= groups;
   out->bytes *= groups;
@@ -178,7 +213,7 @@ mp_cost_gemm_group (const MpCostDevice *dev, MpDtype dtype, double m, double n, 
                     double groups, MpKernelCost *out)
 {
   g_return_if_fail (dev != NULL && out != NULL);
-  group_cost (dev, dtype, mp_dtype_bytes (dtype), m, n, k, groups, out);
+  group_cost (NULL, dev, dtype, mp_dtype_bytes (dtype), m, n, k, groups, out);
 }
 
 /* ---- FP8 (Transformer Engine) ---------------------------------------------------------
@@ -598,11 +633,11 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   gboolean fp8 = cm_fp8_op (layer, op) && cm_fp8_on (cfg, dev);
   MpDtype dt = fp8 ? MP_DTYPE_FP8 : dev->dtype;
   double out_elt = fp8 ? mp_dtype_bytes (MP_DTYPE_BF16) : mp_dtype_bytes (dt);
-  group_cost (dev, dt, out_elt, m, n, k, batch, &out->fwd);
+  group_cost (ctx, dev, dt, out_elt, m, n, k, batch, &out->fwd);
   out->model_fwd_flops = out->fwd.flops / load;   /* the mean rank's share */
   MpKernelCost dgrad, wgrad;
-  group_cost (dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
-  group_cost (dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
+  group_cost (ctx, dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
+  group_cost (ctx, dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
   out->dgrad_s = dgrad.time_s;
   out->wgrad_s = wgrad.time_s;
   out->bwd = dgrad;

@@ -105,6 +105,7 @@ struct _MpCostContext {
    * through a const context; mpplan runs one search per process, no threads. */
   GHashTable *layer_memo;
   GHashTable *span_memo;          /* the same for mp_cost_stage_spans (context.c) */
+  GHashTable *gemm_memo;          /* ... for a GEMM shape on a device of devices (compute.c) */
   CmBucketSlot *bucket_slots;     /* the last buckets of each stage (memory.c) */
 };
 
