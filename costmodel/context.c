@@ -869,12 +869,30 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
 static guint
 memo_hash (gconstpointer entry)
 {
-  /* FNV-1a (offset basis and prime of the 64-bit variant), folded to a guint */
+  /* FNV-1a's step (the 64-bit variant's offset basis and prime) on four interleaved lanes,
+   * so that a long key (a layer's: about a hundred words) is not one chain of dependent
+   * multiplies; then murmur3's 64-bit finaliser, so that every bit of every word reaches
+   * the low bits the table indexes by. */
   const guint64 *w = entry;
-  guint64 h = 1469598103934665603ull;
-  for (guint64 i = 1; i <= w[0]; i++)
-    h = (h ^ w[i]) * 1099511628211ull;
-  return (guint) (h ^ (h >> 32));
+  const guint64 prime = 1099511628211ull;
+  guint64 a = 1469598103934665603ull, b = a ^ 1, c = a ^ 2, d = a ^ 3;
+  guint64 n = w[0], i = 1;
+  for (; i + 3 <= n; i += 4)
+    {
+      a = (a ^ w[i]) * prime;
+      b = (b ^ w[i + 1]) * prime;
+      c = (c ^ w[i + 2]) * prime;
+      d = (d ^ w[i + 3]) * prime;
+    }
+  for (; i <= n; i++)
+    a = (a ^ w[i]) * prime;
+  guint64 x = a ^ (b * 3) ^ (c * 5) ^ (d * 7) ^ n;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return (guint) x;
 }
 
 static gboolean
