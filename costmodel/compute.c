@@ -162,19 +162,30 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
  * afresh. */
 #define GEMM_MEMO_WORDS 6
 
+/* Is DEV one of CTX's devices (CTX may be NULL)? Then its index in *AT. By address, as DEV
+ * need not point into the array. */
+static gboolean
+context_device (const MpCostContext *ctx, const MpCostDevice *dev, guint64 *at)
+{
+  if (ctx == NULL)
+    return FALSE;
+  guintptr off = (guintptr) dev - (guintptr) ctx->devices;
+  *at = off / sizeof *dev;
+  return off < ctx->n_devices * sizeof *dev && off % sizeof *dev == 0;
+}
+
 static void
 gemm_cost_memo (const MpCostContext *ctx, const MpCostDevice *dev, MpDtype dtype,
                 double out_elt, double m, double n, double k, double batch,
                 MpKernelCost *out)
 {
-  /* by address: DEV need not point into the array */
-  guintptr at = ctx != NULL ? (guintptr) dev - (guintptr) ctx->devices : 0;
-  if (ctx == NULL || at >= ctx->n_devices * sizeof *dev || at % sizeof *dev != 0)
+  guint64 at;
+  if (!context_device (ctx, dev, &at))
     {
       gemm_cost (dev, dtype, out_elt, m, n, k, batch, out);
       return;
     }
-  guint64 key[GEMM_MEMO_WORDS] = { at / sizeof *dev * MP_DTYPE_N + dtype };
+  guint64 key[GEMM_MEMO_WORDS] = { at * MP_DTYPE_N + dtype };
   const double shape[GEMM_MEMO_WORDS - 1] = { out_elt, m, n, k, batch };
   memcpy (key + 1, shape, sizeof shape);
   MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
@@ -737,12 +748,33 @@ mp_cost_overlap_penalty (double share, double comm, double compute)
 
 /* ---- layers -------------------------------------------------------------------------- */
 
+static guint64 *memo_span (guint64 *w, const MpGroupSpan *g);
+
+/* The time of KIND moving SIZE bytes over SPAN from DEV, kept in CTX's collective memo
+ * when DEV is CTX's (as the GEMM memo: the key holds every input that a device of CTX
+ * leaves free, the span by value, so a hit is what mp_cost_collective gives). */
+#define COLL_MEMO_WORDS (2 + 7 + 2 * MP_TIER_N)
+
 static double
 coll (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind kind, double size,
       const MpGroupSpan *span)
 {
   MpCollCost c;
+  guint64 at, key[COLL_MEMO_WORDS];
+  if (!context_device (ctx, dev, &at))
+    {
+      mp_cost_collective (ctx, dev, kind, size, span, MP_ALGO_AUTO, &c);
+      return c.time_s;
+    }
+  key[0] = at * MP_COLL_N + kind;
+  memcpy (&key[1], &size, sizeof size);
+  memo_span (key + 2, span);
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  const double *hit = cm_memo_get (memo->coll_memo, key, COLL_MEMO_WORDS);
+  if (hit != NULL)
+    return *hit;
   mp_cost_collective (ctx, dev, kind, size, span, MP_ALGO_AUTO, &c);
+  cm_memo_put (&memo->coll_memo, key, COLL_MEMO_WORDS, &c.time_s, sizeof c.time_s);
   return c.time_s;
 }
 

@@ -513,6 +513,8 @@ mp_cost_context_free (MpCostContext *ctx)
     g_hash_table_unref (ctx->span_memo);
   if (ctx->gemm_memo)
     g_hash_table_unref (ctx->gemm_memo);
+  if (ctx->coll_memo)
+    g_hash_table_unref (ctx->coll_memo);
   cm_bucket_slots_free (ctx->bucket_slots);
   g_free (ctx);
 }

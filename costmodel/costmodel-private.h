@@ -106,6 +106,7 @@ struct _MpCostContext {
   GHashTable *layer_memo;
   GHashTable *span_memo;          /* the same for mp_cost_stage_spans (context.c) */
   GHashTable *gemm_memo;          /* ... for a GEMM shape on a device of devices (compute.c) */
+  GHashTable *coll_memo;          /* ... for a collective's time from one (compute.c) */
   CmBucketSlot *bucket_slots;     /* the last buckets of each stage (memory.c) */
 };
 
