@@ -80,6 +80,7 @@ typedef enum {
 } CmSum;
 
 typedef struct CmBucketSlot CmBucketSlot;
+typedef struct CmMemo CmMemo;
 
 struct _MpCostContext {
   const MpModel *model;
@@ -103,10 +104,10 @@ struct _MpCostContext {
   /* Memo of per-layer-class costs across configs (compute.c, mp_cost_layer): keyed by
    * what mp_cost_layer reads, so a search costs each distinct layer once. Filled lazily
    * through a const context; mpplan runs one search per process, no threads. */
-  GHashTable *layer_memo;
-  GHashTable *span_memo;          /* the same for mp_cost_stage_spans (context.c) */
-  GHashTable *gemm_memo;          /* ... for a GEMM shape on a device of devices (compute.c) */
-  GHashTable *coll_memo;          /* ... for a collective's time from one (compute.c) */
+  CmMemo *layer_memo;
+  CmMemo *span_memo;              /* the same for mp_cost_stage_spans (context.c) */
+  CmMemo *gemm_memo;              /* ... for a GEMM shape on a device of devices (compute.c) */
+  CmMemo *coll_memo;              /* ... for a collective's time from one (compute.c) */
   CmBucketSlot *bucket_slots;     /* the last buckets of each stage (memory.c) */
 };
 
@@ -121,9 +122,10 @@ void cm_bucket_slots_free (CmBucketSlot *slots);
  * keys give bit-identical results): the value kept under KEY in MEMO (may be NULL), or
  * NULL; and keeping a copy of VALUE (SIZE bytes) under KEY in *MEMO, made when missing
  * and started again when full (CM_MEMO_MAX). */
-const void *cm_memo_get (GHashTable *memo, const guint64 *key, guint n_words);
-void cm_memo_put (GHashTable **memo, const guint64 *key, guint n_words, const void *value,
+const void *cm_memo_get (const CmMemo *memo, const guint64 *key, guint n_words);
+void cm_memo_put (CmMemo **memo, const guint64 *key, guint n_words, const void *value,
                   gsize size);
+void cm_memo_free (CmMemo *memo);
 
 /* Is OP of LAYER a GEMM that Transformer Engine runs in FP8 under fp8 (the linear layers
  * of blocks and mlp layers; not the output head, the embedding or the MoE router, which
