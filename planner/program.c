@@ -53,26 +53,19 @@ step_of (guint k, gboolean backward, guint p, guint v)
 }
 
 /* WARMUP forwards, then forward and backward in turn, then the backwards left: 1F1B,
- * interleaved 1F1B, and (WARMUP 0) layer placement. */
+ * interleaved 1F1B, and (WARMUP 0) layer placement; 2 TOTAL steps into OUT. */
 static void
-steps_one_f_one_b (guint warmup, guint total, guint p, guint v, GArray *out)
+steps_one_f_one_b (guint warmup, guint total, guint p, guint v, Step *out)
 {
   for (guint k = 0; k < warmup; k++)
-    {
-      Step f = step_of (k, FALSE, p, v);
-      g_array_append_val (out, f);
-    }
+    *out++ = step_of (k, FALSE, p, v);
   for (guint k = 0; k + warmup < total; k++)
     {
-      Step f = step_of (k + warmup, FALSE, p, v), b = step_of (k, TRUE, p, v);
-      g_array_append_val (out, f);
-      g_array_append_val (out, b);
+      *out++ = step_of (k + warmup, FALSE, p, v);
+      *out++ = step_of (k, TRUE, p, v);
     }
   for (guint k = total - warmup; k < total; k++)
-    {
-      Step b = step_of (k, TRUE, p, v);
-      g_array_append_val (out, b);
-    }
+    *out++ = step_of (k, TRUE, p, v);
 }
 
 GArray *
@@ -80,27 +73,27 @@ pl_schedule_steps (const MpParallelConfig *cfg, guint stage)
 {
   guint p = cfg->pp, m = cfg->num_micro_batches;
   guint v = cfg->schedule == MP_SCHEDULE_INTERLEAVED ? MAX (cfg->vpp, 1u) : 1;
+  /* every schedule runs each chunk's forward and backward of each micro-batch once */
   GArray *out = g_array_sized_new (FALSE, FALSE, sizeof (Step), 2 * m * v);
+  g_array_set_size (out, 2 * m * v);
+  Step *s = (Step *) (void *) out->data;
   switch (cfg->schedule)
     {
     case MP_SCHEDULE_GPIPE:
       for (guint k = 0; k < 2 * m; k++)
-        {
-          Step s = { k >= m, 0, k % m };
-          g_array_append_val (out, s);
-        }
+        s[k] = (Step) { k >= m, 0, k % m };
       break;
     case MP_SCHEDULE_NONE:
-      steps_one_f_one_b (0, m, p, 1, out);
+      steps_one_f_one_b (0, m, p, 1, s);
       break;
     case MP_SCHEDULE_INTERLEAVED:
     case MP_SCHEDULE_1F1B:
     default:
       /* Interleaving with one chunk is 1F1B (so the cost model's in-flight counts). */
       if (v > 1)
-        steps_one_f_one_b (MIN (2 * (p - stage - 1) + (v - 1) * p, m * v), m * v, p, v, out);
+        steps_one_f_one_b (MIN (2 * (p - stage - 1) + (v - 1) * p, m * v), m * v, p, v, s);
       else
-        steps_one_f_one_b (MIN (p - stage - 1, m), m, p, 1, out);
+        steps_one_f_one_b (MIN (p - stage - 1, m), m, p, 1, s);
       break;
     }
   return out;
