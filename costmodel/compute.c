@@ -928,10 +928,10 @@ zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
 
 /* ---- the layer memo ------------------------------------------------------------------ */
 
-/* A memo key: every input of mp_cost_layer for a layer class, as words (spans by value,
- * their doubles by their bits), so that equal keys give bit-identical costs. */
+/* A memo key: every input of mp_cost_layer but the layer's class, as words (spans by
+ * value, their doubles by their bits), so that equal keys give bit-identical costs. */
 #define MEMO_SPAN_WORDS (7 + 2 * MP_TIER_N)
-#define MEMO_WORDS (16 + 7 * MEMO_SPAN_WORDS)
+#define MEMO_WORDS (15 + 7 * MEMO_SPAN_WORDS)
 
 static guint64 *
 memo_span (guint64 *w, const MpGroupSpan *g)
@@ -949,12 +949,12 @@ memo_span (guint64 *w, const MpGroupSpan *g)
 }
 
 static void
-memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint class_id, guint64 *w)
+memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint64 *w)
 {
   /* ZeRO-2/3 price their overlap with the layer's compute (zero_overlap): then the
    * data-parallel groups and the gradient width count too; else they are left zero. */
   gboolean sharded = cfg->zero >= 2;
-  const guint64 head[16] = { class_id, cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
+  const guint64 head[15] = { cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
                              cfg->sequence_parallel, cfg->recompute, cfg->recompute_modules,
                              cfg->micro_batch_size, cfg->dispatcher, cfg->fp8,
                              cfg->flash_attention, cfg->stack,
@@ -1058,25 +1058,58 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
   phase_total (bwd);
 }
 
+/* A row of the layer memo: under one key, each layer class's costs as they are asked for.
+ * Callers ask class after class under one key (a stage's layers, the kernel floor's
+ * classes), so the row asked last is compared first, without a hash. */
+typedef struct {
+  MpPhaseCost fwd, bwd;
+  gboolean have;
+} MemoCell;
+
+struct CmLayerRow {
+  guint64 key[MEMO_WORDS];
+  MemoCell cells[];               /* n_classes */
+};
+
+/* The row of KEY in CTX's layer memo, made (empty) when missing. */
+static CmLayerRow *
+layer_row (const MpCostContext *ctx, const guint64 *key)
+{
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  CmLayerRow *row = memo->layer_row;
+  if (row != NULL && memcmp (row->key, key, sizeof row->key) == 0)
+    return row;
+  row = cm_memo_get (memo->layer_memo, key, MEMO_WORDS);
+  if (row == NULL)
+    {
+      /* may start the memo again: the last row goes with it */
+      row = cm_memo_put (&memo->layer_memo, key, MEMO_WORDS, NULL,
+                         sizeof *row + MAX (ctx->n_classes, 1u) * sizeof (MemoCell));
+      memcpy (row->key, key, sizeof row->key);
+    }
+  memo->layer_row = row;
+  return row;
+}
+
 void
 mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
                const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
 {
   g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && fwd != NULL && bwd != NULL);
   g_return_if_fail (cm_config_sane (cfg) && layer < ctx->model->n_layers);
-  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
   guint64 key[MEMO_WORDS];
-  memo_key (cfg, spans, ctx->layers[layer].class_id, key);
-  const MpPhaseCost *hit = cm_memo_get (memo->layer_memo, key, MEMO_WORDS);
-  if (hit != NULL)
+  memo_key (cfg, spans, key);
+  guint id = ctx->layers[layer].class_id;
+  const MemoCell *hit = &layer_row (ctx, key)->cells[id];
+  if (hit->have)
     {
-      *fwd = hit[0];
-      *bwd = hit[1];
+      *fwd = hit->fwd;
+      *bwd = hit->bwd;
       return;
     }
   layer_cost (ctx, cfg, spans, layer, fwd, bwd);
-  MpPhaseCost value[2] = { *fwd, *bwd };
-  cm_memo_put (&memo->layer_memo, key, MEMO_WORDS, value, sizeof value);
+  /* the row found again: costing may have asked for others */
+  layer_row (ctx, key)->cells[id] = (MemoCell) { *fwd, *bwd, TRUE };
 }
 
 /* ---- stages -------------------------------------------------------------------------- */

@@ -869,11 +869,13 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
 typedef struct {
   guint64 hash;
   guint64 *entry;                 /* NULL: free */
+  gsize bytes;                    /* its size */
 } MemoSlot;
 
 struct CmMemo {
   guint n_words;
   guint len;
+  gsize bytes;                    /* of the entries */
   guint64 mask;                   /* slots - 1, slots a power of two */
   MemoSlot *slots;
 };
@@ -963,7 +965,7 @@ cm_memo_free (CmMemo *memo)
   g_free (memo);
 }
 
-const void *
+void *
 cm_memo_get (const CmMemo *memo, const guint64 *key, guint n_words)
 {
   if (memo == NULL)
@@ -973,11 +975,13 @@ cm_memo_get (const CmMemo *memo, const guint64 *key, guint n_words)
   return slot->entry != NULL ? slot->entry + n_words : NULL;
 }
 
-void
+void *
 cm_memo_put (CmMemo **memo, const guint64 *key, guint n_words, const void *value,
              gsize size)
 {
-  if (*memo == NULL || (*memo)->len >= CM_MEMO_MAX)
+  gsize entry = n_words * sizeof *key + size;
+  if (*memo == NULL || (*memo)->len >= CM_MEMO_MAX
+      || (*memo)->bytes + entry > CM_MEMO_MAX_BYTES)
     {
       cm_memo_free (*memo);
       *memo = memo_new (n_words);
@@ -990,11 +994,19 @@ cm_memo_put (CmMemo **memo, const guint64 *key, guint n_words, const void *value
   MemoSlot *slot = memo_find (m, key, hash);
   if (slot->entry == NULL)
     m->len++;
+  else
+    m->bytes -= slot->bytes;
   g_free (slot->entry);
   slot->hash = hash;
-  slot->entry = g_malloc (n_words * sizeof *key + size);
+  slot->bytes = entry;
+  m->bytes += entry;
+  slot->entry = g_malloc (entry);
   memcpy (slot->entry, key, n_words * sizeof *key);
-  memcpy (slot->entry + n_words, value, size);
+  if (value != NULL)
+    memcpy (slot->entry + n_words, value, size);
+  else
+    memset (slot->entry + n_words, 0, size);
+  return slot->entry + n_words;
 }
 
 /* ---- one rank's accounting, for programs ------------------------------------------- */
