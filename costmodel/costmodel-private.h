@@ -114,7 +114,7 @@ struct _MpCostContext {
   CmBucketSlot *bucket_slots;     /* the last buckets of each stage (memory.c) */
 };
 
-/* cm_stage_buckets's last answers, CM_BUCKET_SLOTS of them (by stage, kind and cap or none). */
+/* cm_stage_buckets's last answers, CM_BUCKET_SLOTS of them (by stage, kind, cap or none). */
 #define CM_BUCKET_SLOTS 512u
 void cm_bucket_slots_free (CmBucketSlot *slots);
 

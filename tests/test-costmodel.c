@@ -1420,7 +1420,8 @@ test_costmodel_memo_exact (void **state)
             MpKernelCost k;
             mp_cost_op (warm, &cfg[i], &sp, 1, o, &oc);
             mp_cost_gemm_group (&copy, copy.dtype, oc.m, oc.n, oc.k, oc.batch, &k);
-            const double x[] = { oc.fwd.time_s, oc.fwd.flops, oc.fwd.bytes, oc.fwd.efficiency };
+            const double x[] = { oc.fwd.time_s, oc.fwd.flops, oc.fwd.bytes,
+                                 oc.fwd.efficiency };
             const double y[] = { k.time_s, k.flops, k.bytes, k.efficiency };
             assert_memory_equal (x, y, sizeof x);
           }
