@@ -3,7 +3,8 @@
  * CPU time of five searches (CPU time: what one core spends, whatever else the machine
  * runs), for the issue's targets (GPT-3 175B on 1024 A100s: < 1 s; Llama-3 405B on 16384
  * H100s: < 2 s) and any MODEL CLUSTER pairs given as arguments; with --whole first, in
- * the whole space (MpSearchOptions.whole_space), one search each. Build and run:
+ * the whole space (MpSearchOptions.whole_space), its best plans' table once (five searches
+ * each either way; MPPLAN_BENCH_RUNS=N for N). Build and run:
  *   make bench/bench-planner && MPPLAN_DATADIR=examples bench/bench-planner [--whole | --moe]
  * With MPPLAN_BENCH_SHARDS=N (N >= 2) it also runs the search as N shards one after the
  * other (what N ranks of `mpirun -np N mpplan plan` each run) and merges them: the median
@@ -174,7 +175,8 @@ main (int argc, char **argv)
     return bench_moe () ? 0 : 1;
   if (argc > 1 && strcmp (argv[1], "--whole") == 0)
     whole = TRUE, first = 2;
-  const int runs = whole ? 1 : 5;
+  const char *n_runs = g_getenv ("MPPLAN_BENCH_RUNS");
+  const int runs = n_runs ? CLAMP (atoi (n_runs), 1, 15) : 5;
   if (argc > first)
     for (int i = first; i + 1 < argc; i += 2)
       ok &= bench (argv[i], argv[i + 1], runs, NULL);

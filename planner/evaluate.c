@@ -156,38 +156,39 @@ greedy_groups_alike (const Units *us, guint u0, guint c0, double limit, guint n,
 }
 
 /* On one kind of device, where a unit costs alike in every chunk: the groups of cost
- * <= LIMIT that greedy_groups fills from each unit u to the end, NEED[u] (n_units + 1
- * entries, G_MAXUINT where a unit is over LIMIT). A greedy group from u ends where
- * greedy_groups' does (the same sums in the same order) and the rest starts afresh there,
- * so NEED[u] = 1 + NEED[end]. greedy_groups' rule that every later group needs a unit only
- * splits groups further, so a suffix fits into N groups exactly when NEED <= N: the
- * search's many splits ask that in one step instead of a greedy fill each (issue 15). */
-static guint *
-suffix_groups (const Units *us, double limit)
+ * <= LIMIT that greedy_groups fills from unit U to the end (G_MAXUINT where a unit is
+ * over LIMIT), NEED[U] once known (0: not yet; NEED has n_units + 1 entries). A greedy
+ * group from u ends where greedy_groups' does (the same sums in the same order) and the
+ * rest starts afresh there, so NEED[u] = 1 + NEED[end]. greedy_groups' rule that every
+ * later group needs a unit only splits groups further, so a suffix fits into N groups
+ * exactly when NEED <= N: the search's many splits ask that in one step instead of a
+ * greedy fill each (issue 15), and only for the units a split asks about, each group's
+ * sum taken once. */
+static guint
+suffix_groups (const Units *us, double limit, guint *need, guint u)
 {
-  guint n = us->n_units, *need = g_new (guint, n + 1);
-  need[n] = 1;                              /* greedy_groups' count for no units */
-  for (guint u = n; u-- > 0;)
+  guint n = us->n_units;
+  if (u == n)
+    return 1;                               /* greedy_groups' count for no units */
+  if (need[u] != 0)
+    return need[u];
+  double load = 0;
+  guint v = u;
+  gboolean too_big = FALSE;
+  for (; v < n; v++)
     {
-      double load = 0;
-      guint v = u;
-      gboolean too_big = FALSE;
-      for (; v < n; v++)
-        {
-          double cost = us->units[v];
-          if (v > u && load + cost > limit)
-            break;
-          if (cost > limit)
-            too_big = TRUE;
-          if (too_big)
-            break;
-          load += cost;
-        }
-      need[u] = too_big || (v < n && need[v] == G_MAXUINT) ? G_MAXUINT
-                : v == n                                ? 1
-                                                        : 1 + need[v];
+      double cost = us->units[v];
+      if (v > u && load + cost > limit)
+        break;
+      if (cost > limit)
+        too_big = TRUE;
+      if (too_big)
+        break;
+      load += cost;
     }
-  return need;
+  guint rest = too_big || v == n ? 0 : suffix_groups (us, limit, need, v);
+  need[u] = too_big || rest == G_MAXUINT ? G_MAXUINT : 1 + rest;
+  return need[u];
 }
 
 static guint
@@ -196,12 +197,13 @@ greedy_groups (const Units *us, guint u0, guint c0, double limit, guint n, guint
   return greedy_groups_alike (us, u0, c0, limit, n, counts, NULL);
 }
 
-/* Do units U.. fit into the AFTER groups from chunk C0 at LIMIT? By suffix_groups' table
- * NEED where there is one, else by a greedy fill. */
+/* Do units U.. fit into the AFTER groups from chunk C0 at LIMIT? By suffix_groups (its table
+ * NEED, filled as asked) where there is one, else by a greedy fill. */
 static gboolean
-suffix_fits (const Units *us, const guint *need, guint u, guint c0, double limit, guint after)
+suffix_fits (const Units *us, guint *need, guint u, guint c0, double limit, guint after)
 {
-  return need ? need[u] <= after : greedy_groups (us, u, c0, limit, after, NULL) <= after;
+  return need ? suffix_groups (us, limit, need, u) <= after
+              : greedy_groups (us, u, c0, limit, after, NULL) <= after;
 }
 
 /* The even share of the work LEFT (per node group: the units not yet placed, costed on
@@ -235,7 +237,7 @@ balanced_groups (const Units *us, double limit, guint n, guint *counts)
 {
   guint n_units = us->n_units;
   g_autofree double *left = g_new0 (double, us->n_groups);
-  g_autofree guint *need = us->stage_group == NULL ? suffix_groups (us, limit) : NULL;
+  g_autofree guint *need = us->stage_group == NULL ? g_new0 (guint, n_units + 1) : NULL;
   for (guint g = 0; g < us->n_groups; g++)
     for (guint u = 0; u < n_units; u++)
       left[g] += us->units[(gsize) g * n_units + u];
@@ -545,18 +547,26 @@ schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const dou
   g_autofree double *free_at = g_new0 (double, 2 * p);
   double *stream = free_at + p;
   g_autofree guint *next = g_new0 (guint, p);
-  g_autoptr(GPtrArray) steps = g_ptr_array_new_with_free_func ((GDestroyNotify) g_array_unref);
+  g_autofree PlSchedule *steps = g_new (PlSchedule, p);
   for (guint i = 0; i < p; i++)
-    g_ptr_array_add (steps, pl_schedule_steps (&c, i));
+    pl_schedule_of (&c, i, &steps[i]);
+  /* the K-th forward of any stage (its K-th backward: the same micro-batch, its chunks
+   * the other way round), looked up instead of made for each step */
+  guint total = steps[0].total, v = steps[0].v;
+  g_autofree PlStep *kth = g_new (PlStep, total);
+  for (guint k = 0; k < total; k++)
+    kth[k] = pl_schedule_kth (&steps[0], k, FALSE);
   for (gboolean moved = TRUE; left > 0 && moved;)
     {
       moved = FALSE;
       for (guint i = 0; i < p; i++)
         {
-          GArray *mine = g_ptr_array_index (steps, i);
-          for (; next[i] < mine->len; next[i]++)
+          while (next[i] < steps[i].n_steps)
             {
-              const PlStep *s = &g_array_index (mine, PlStep, next[i]);
+              guint k;
+              gboolean backward = pl_schedule_nth (&steps[i], next[i], &k);
+              const PlStep step = { backward, backward ? v - 1 - kth[k].v : kth[k].v,
+                                    kth[k].mb }, *s = &step;
               guint ch = i + s->v * p;
               gsize at = (gsize) ch * m + s->mb;
               double ready = 0;
@@ -577,6 +587,7 @@ schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const dou
               step_s = MAX (step_s, end);
               left--;
               moved = TRUE;
+              next[i]++;
             }
         }
     }

@@ -25,6 +25,35 @@ typedef struct {
 /* The steps of STAGE under CFG in the order its program runs them (PlStep; program.c):
  * the one schedule the programs and the closed form's interleaved pipeline share. */
 GArray *pl_schedule_steps (const MpParallelConfig *cfg, guint stage);
+/* The same schedule as a rule (pl_schedule_of), its steps one at a time without a list,
+ * for the closed form's many runs of it: WARMUP forwards, then a forward and a backward
+ * in turn, then the backwards left (TOTAL of each, N_STEPS in all). */
+typedef struct {
+  guint n_steps, warmup, total;
+  guint p, v;             /* Megatron's groups: p micro-batches through v chunks (GPipe: 1) */
+} PlSchedule;
+void pl_schedule_of (const MpParallelConfig *cfg, guint stage, PlSchedule *out);
+/* Step I of SC: the stage's K-th forward, or its K-th backward (TRUE) ... */
+static inline gboolean
+pl_schedule_nth (const PlSchedule *sc, guint i, guint *k)
+{
+  guint w = sc->warmup, t = sc->total;
+  if (i < w)
+    {
+      *k = i;
+      return FALSE;
+    }
+  guint j = i - w;
+  if (j >= 2 * (t - w))
+    {
+      *k = i - t;
+      return TRUE;
+    }
+  *k = j % 2 ? j / 2 : j / 2 + w;
+  return j % 2;
+}
+/* ... which is this step (the same on every stage of one schedule). */
+PlStep pl_schedule_kth (const PlSchedule *sc, guint k, gboolean backward);
 
 /* A plan in three steps, so the search can skip the time of a plan that does not fit:
  * take CFG and CHUNK_LAYERS (copied; CFG checked by the caller), then its memory, then

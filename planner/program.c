@@ -52,49 +52,42 @@ step_of (guint k, gboolean backward, guint p, guint v)
   return (Step) { backward, backward ? v - 1 - chunk : chunk, k / (p * v) * p + in_group % p };
 }
 
-/* WARMUP forwards, then forward and backward in turn, then the backwards left: 1F1B,
- * interleaved 1F1B, and (WARMUP 0) layer placement; 2 TOTAL steps into OUT. */
-static void
-steps_one_f_one_b (guint warmup, guint total, guint p, guint v, Step *out)
+void
+pl_schedule_of (const MpParallelConfig *cfg, guint stage, PlSchedule *out)
 {
-  for (guint k = 0; k < warmup; k++)
-    *out++ = step_of (k, FALSE, p, v);
-  for (guint k = 0; k + warmup < total; k++)
-    {
-      *out++ = step_of (k + warmup, FALSE, p, v);
-      *out++ = step_of (k, TRUE, p, v);
-    }
-  for (guint k = total - warmup; k < total; k++)
-    *out++ = step_of (k, TRUE, p, v);
+  guint p = cfg->pp, m = cfg->num_micro_batches;
+  guint v = cfg->schedule == MP_SCHEDULE_INTERLEAVED ? MAX (cfg->vpp, 1u) : 1;
+  /* WARMUP forwards, then forward and backward in turn, then the backwards left: GPipe
+   * (every forward first, one micro-batch a group), layer placement (none first), 1F1B
+   * and interleaved 1F1B (interleaving with one chunk is 1F1B, as the cost model's
+   * in-flight counts take it). */
+  *out = (PlSchedule) { .total = m * v, .p = p, .v = v };
+  if (cfg->schedule == MP_SCHEDULE_GPIPE)
+    out->warmup = m, out->p = 1;
+  else if (cfg->schedule != MP_SCHEDULE_NONE)
+    out->warmup = v > 1 ? MIN (2 * (p - stage - 1) + (v - 1) * p, m * v)
+                        : MIN (p - stage - 1, m);
+  out->n_steps = 2 * out->total;
+}
+
+PlStep
+pl_schedule_kth (const PlSchedule *sc, guint k, gboolean backward)
+{
+  return step_of (k, backward, sc->p, sc->v);
 }
 
 GArray *
 pl_schedule_steps (const MpParallelConfig *cfg, guint stage)
 {
-  guint p = cfg->pp, m = cfg->num_micro_batches;
-  guint v = cfg->schedule == MP_SCHEDULE_INTERLEAVED ? MAX (cfg->vpp, 1u) : 1;
-  /* every schedule runs each chunk's forward and backward of each micro-batch once */
-  GArray *out = g_array_sized_new (FALSE, FALSE, sizeof (Step), 2 * m * v);
-  g_array_set_size (out, 2 * m * v);
-  Step *s = (Step *) (void *) out->data;
-  switch (cfg->schedule)
+  PlSchedule sc;
+  pl_schedule_of (cfg, stage, &sc);
+  GArray *out = g_array_sized_new (FALSE, FALSE, sizeof (Step), sc.n_steps);
+  for (guint i = 0; i < sc.n_steps; i++)
     {
-    case MP_SCHEDULE_GPIPE:
-      for (guint k = 0; k < 2 * m; k++)
-        s[k] = (Step) { k >= m, 0, k % m };
-      break;
-    case MP_SCHEDULE_NONE:
-      steps_one_f_one_b (0, m, p, 1, s);
-      break;
-    case MP_SCHEDULE_INTERLEAVED:
-    case MP_SCHEDULE_1F1B:
-    default:
-      /* Interleaving with one chunk is 1F1B (so the cost model's in-flight counts). */
-      if (v > 1)
-        steps_one_f_one_b (MIN (2 * (p - stage - 1) + (v - 1) * p, m * v), m * v, p, v, s);
-      else
-        steps_one_f_one_b (MIN (p - stage - 1, m), m, p, 1, s);
-      break;
+      guint k;
+      gboolean backward = pl_schedule_nth (&sc, i, &k);
+      Step s = pl_schedule_kth (&sc, k, backward);
+      g_array_append_val (out, s);
     }
   return out;
 }

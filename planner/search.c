@@ -65,6 +65,8 @@ typedef struct {
   gboolean dropped;            /* the current branch cannot fit (memory_drops): count it
                                 * as pruned, cost nothing */
   gboolean have_memory;        /* MEMORY, FITS: the current config's in another rank order */
+  double stage_peak;           /* a stage's total of the current config (stage_exceeds),
+                                * its other rank orders' too; < 0: none costed */
   MpPlanMemory memory;
   gboolean fits;
   guint *pinned_split;         /* the pins' layer split (n_pinned chunks), or NULL */
@@ -482,6 +484,35 @@ make_split (Search *s, MpParallelConfig *cfg)
   return TRUE;
 }
 
+/* Is CFG, its memory not yet costed, one that its bound shows cannot rank while a stage
+ * of it is larger than every smallest-footprint slot it could take (pl_keep_smallest's:
+ * the smallest, and its family's when a framework RUNS it)? On one kind of device a
+ * plan's peak is its largest stage's total (mp_cost_memory's binding stage), so one such
+ * stage shows that nothing keeps it: its other stages are not costed. Stage 0 (the most
+ * micro-batches in flight) and the last (the head) are tried; the rest are left to
+ * plan_memory. */
+static gboolean
+stage_exceeds (Search *s, const MpParallelConfig *cfg)
+{
+  const MpSearchStats *st = &s->res->stats;
+  MpPlanFamily family = mp_plan_family_of (cfg);
+  const MpPlan *least = st->family_smallest[family];
+  if (s->opts->no_bounds || s->cluster->n_groups > 1 || s->have_memory
+      || st->smallest == NULL || may_rank (s, cfg, family))
+    return FALSE;
+  gboolean runs = mp_framework_runners (s->model, cfg) != 0;
+  if (runs && least == NULL)
+    return FALSE;
+  double limit = MAX (st->smallest->memory.peak_bytes, runs ? least->memory.peak_bytes : 0);
+  for (guint k = 0; k < MIN (cfg->pp, 2u) && !(s->stage_peak > limit); k++)
+    {
+      MpStageMemory mem;
+      mp_cost_stage_memory (s->ctx, cfg, k ? cfg->pp - 1 : 0, &mem);
+      s->stage_peak = MAX (s->stage_peak, mem.total_bytes);
+    }
+  return s->stage_peak > limit;
+}
+
 /* One complete config: evaluate it if it is this shard's, and keep what is worth it. */
 static void
 visit (Search *s, MpParallelConfig *cfg)
@@ -524,6 +555,11 @@ visit (Search *s, MpParallelConfig *cfg)
         }
     }
 
+  if (stage_exceeds (s, cfg))
+    {
+      st->pruned++;
+      return;
+    }
   g_autoptr(MpPlan) plan = g_new0 (MpPlan, 1);
   pl_plan_init (plan, cfg, cfg->chunk_layers, s->global_batch);
   plan_memory (s, plan);
@@ -587,6 +623,7 @@ loop_order (Search *s, MpParallelConfig *cfg)
 {
   memcpy (cfg->order, ORDER_MEGATRON, sizeof ORDER_MEGATRON);
   s->have_memory = FALSE;
+  s->stage_peak = -1;
   visit_in_domains (s, cfg);
   if (pp_inner_tried (s->cluster, cfg))
     {
