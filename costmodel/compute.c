@@ -153,20 +153,66 @@ mp_cost_gemm (const MpCostDevice *dev, MpDtype dtype, double m, double n, double
   gemm_cost (dev, dtype, mp_dtype_bytes (dtype), m, n, k, batch, out);
 }
 
+/* ---- the GEMM memo --------------------------------------------------------------------
+ * A search prices the same few thousand GEMM shapes millions of times (every layer-memo
+ * miss re-costs its ops), so gemm_cost's answers are kept in CTX per device of CTX and
+ * shape. The key holds every input gemm_cost reads that is not fixed for a device of the
+ * context (the dtype, the output width and the shape, doubles by their bits), so a hit is
+ * the very result a call would give. A device not of CTX (a caller's copy) is costed
+ * afresh. */
+#define GEMM_MEMO_WORDS 6
+
+/* Is DEV one of CTX's devices (CTX may be NULL)? Then its index in *AT. By address, as DEV
+ * need not point into the array. */
+static gboolean
+context_device (const MpCostContext *ctx, const MpCostDevice *dev, guint64 *at)
+{
+  if (ctx == NULL)
+    return FALSE;
+  guintptr off = (guintptr) dev - (guintptr) ctx->devices;
+  *at = off / sizeof *dev;
+  return off < ctx->n_devices * sizeof *dev && off % sizeof *dev == 0;
+}
+
+static void
+gemm_cost_memo (const MpCostContext *ctx, const MpCostDevice *dev, MpDtype dtype,
+                double out_elt, double m, double n, double k, double batch,
+                MpKernelCost *out)
+{
+  guint64 at;
+  if (!context_device (ctx, dev, &at))
+    {
+      gemm_cost (dev, dtype, out_elt, m, n, k, batch, out);
+      return;
+    }
+  guint64 key[GEMM_MEMO_WORDS] = { at * MP_DTYPE_N + dtype };
+  const double shape[GEMM_MEMO_WORDS - 1] = { out_elt, m, n, k, batch };
+  memcpy (key + 1, shape, sizeof shape);
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  const MpKernelCost *hit = cm_memo_get (memo->gemm_memo, key, GEMM_MEMO_WORDS);
+  if (hit != NULL)
+    {
+      *out = *hit;
+      return;
+    }
+  gemm_cost (dev, dtype, out_elt, m, n, k, batch, out);
+  cm_memo_put (&memo->gemm_memo, key, GEMM_MEMO_WORDS, out, sizeof *out);
+}
+
 /* GROUPS products as DEV runs a grouped GEMM: one kernel over all of them, or one call
  * each, the profile's rate looked up at one call's rows (not the group's) and each call's
- * overhead paid. */
+ * overhead paid. CTX (may be NULL) holds the GEMM memo. */
 static void
-group_cost (const MpCostDevice *dev, MpDtype dtype, double out_elt, double m, double n,
-            double k, double groups, MpKernelCost *out)
+group_cost (const MpCostContext *ctx, const MpCostDevice *dev, MpDtype dtype, double out_elt,
+            double m, double n, double k, double groups, MpKernelCost *out)
 {
   groups = MAX (groups, 1);
   if (!dev->curve->gemm_group_calls)
     {
-      gemm_cost (dev, dtype, out_elt, m, n, k, groups, out);
+      gemm_cost_memo (ctx, dev, dtype, out_elt, m, n, k, groups, out);
       return;
     }
-  gemm_cost (dev, dtype, out_elt, m, n, k, 1, out);
+  gemm_cost_memo (ctx, dev, dtype, out_elt, m, n, k, 1, out);
   out->time_s *= groups;
   out->flops *= groups;
   out->bytes *= groups;
@@ -178,7 +224,7 @@ mp_cost_gemm_group (const MpCostDevice *dev, MpDtype dtype, double m, double n, 
                     double groups, MpKernelCost *out)
 {
   g_return_if_fail (dev != NULL && out != NULL);
-  group_cost (dev, dtype, mp_dtype_bytes (dtype), m, n, k, groups, out);
+  group_cost (NULL, dev, dtype, mp_dtype_bytes (dtype), m, n, k, groups, out);
 }
 
 /* ---- FP8 (Transformer Engine) ---------------------------------------------------------
@@ -608,11 +654,11 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   gboolean fp8 = cm_fp8_op (layer, op) && cm_fp8_on (cfg, dev);
   MpDtype dt = fp8 ? MP_DTYPE_FP8 : dev->dtype;
   double out_elt = fp8 ? mp_dtype_bytes (MP_DTYPE_BF16) : mp_dtype_bytes (dt);
-  group_cost (dev, dt, out_elt, m, n, k, batch, &out->fwd);
+  group_cost (ctx, dev, dt, out_elt, m, n, k, batch, &out->fwd);
   out->model_fwd_flops = out->fwd.flops / load;   /* the mean rank's share */
   MpKernelCost dgrad, wgrad;
-  group_cost (dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
-  group_cost (dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
+  group_cost (ctx, dev, dt, out_elt, m, k, n, batch, &dgrad);     /* dX = dY W^T */
+  group_cost (ctx, dev, dt, out_elt, k, n, m, batch, &wgrad);     /* dW = X^T dY */
   /* A step touches each weight once per micro-batch in each of the three GEMMs (W, W
    * again, dW accumulated), and between two touches the rest of the model passes through
    * the caches (tiny-gpt's weights, gradients and Adam state: 53 MB against the host's
@@ -721,12 +767,33 @@ mp_cost_overlap_penalty (double share, double comm, double compute)
 
 /* ---- layers -------------------------------------------------------------------------- */
 
+static guint64 *memo_span (guint64 *w, const MpGroupSpan *g);
+
+/* The time of KIND moving SIZE bytes over SPAN from DEV, kept in CTX's collective memo
+ * when DEV is CTX's (as the GEMM memo: the key holds every input that a device of CTX
+ * leaves free, the span by value, so a hit is what mp_cost_collective gives). */
+#define COLL_MEMO_WORDS (2 + 7 + 2 * MP_TIER_N)
+
 static double
 coll (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind kind, double size,
       const MpGroupSpan *span)
 {
   MpCollCost c;
+  guint64 at, key[COLL_MEMO_WORDS];
+  if (!context_device (ctx, dev, &at))
+    {
+      mp_cost_collective (ctx, dev, kind, size, span, MP_ALGO_AUTO, &c);
+      return c.time_s;
+    }
+  key[0] = at * MP_COLL_N + kind;
+  memcpy (&key[1], &size, sizeof size);
+  memo_span (key + 2, span);
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  const double *hit = cm_memo_get (memo->coll_memo, key, COLL_MEMO_WORDS);
+  if (hit != NULL)
+    return *hit;
   mp_cost_collective (ctx, dev, kind, size, span, MP_ALGO_AUTO, &c);
+  cm_memo_put (&memo->coll_memo, key, COLL_MEMO_WORDS, &c.time_s, sizeof c.time_s);
   return c.time_s;
 }
 
@@ -937,10 +1004,10 @@ zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
 
 /* ---- the layer memo ------------------------------------------------------------------ */
 
-/* A memo key: every input of mp_cost_layer for a layer class, as words (spans by value,
- * their doubles by their bits), so that equal keys give bit-identical costs. */
+/* A memo key: every input of mp_cost_layer but the layer's class, as words (spans by
+ * value, their doubles by their bits), so that equal keys give bit-identical costs. */
 #define MEMO_SPAN_WORDS (7 + 2 * MP_TIER_N)
-#define MEMO_WORDS (17 + 7 * MEMO_SPAN_WORDS)
+#define MEMO_WORDS (16 + 7 * MEMO_SPAN_WORDS)
 
 static guint64 *
 memo_span (guint64 *w, const MpGroupSpan *g)
@@ -958,7 +1025,7 @@ memo_span (guint64 *w, const MpGroupSpan *g)
 }
 
 static void
-memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint class_id, guint64 *w)
+memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint64 *w)
 {
   /* ZeRO-2/3 price their overlap with the layer's compute (zero_overlap): then the
    * data-parallel groups and the gradient width count too; else they are left zero. */
@@ -967,7 +1034,7 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint class_id, g
   double paired = mp_cost_ep_overlap_paired (cfg);
   guint64 paired_bits;
   memcpy (&paired_bits, &paired, sizeof paired_bits);
-  const guint64 head[17] = { class_id, cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
+  const guint64 head[16] = { cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
                              cfg->sequence_parallel, cfg->recompute, cfg->recompute_modules,
                              cfg->micro_batch_size, cfg->dispatcher, cfg->fp8,
                              cfg->flash_attention, cfg->stack,
@@ -1072,25 +1139,58 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
   phase_total (bwd);
 }
 
+/* A row of the layer memo: under one key, each layer class's costs as they are asked for.
+ * Callers ask class after class under one key (a stage's layers, the kernel floor's
+ * classes), so the row asked last is compared first, without a hash. */
+typedef struct {
+  MpPhaseCost fwd, bwd;
+  gboolean have;
+} MemoCell;
+
+struct CmLayerRow {
+  guint64 key[MEMO_WORDS];
+  MemoCell cells[];               /* n_classes */
+};
+
+/* The row of KEY in CTX's layer memo, made (empty) when missing. */
+static CmLayerRow *
+layer_row (const MpCostContext *ctx, const guint64 *key)
+{
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  CmLayerRow *row = memo->layer_row;
+  if (row != NULL && memcmp (row->key, key, sizeof row->key) == 0)
+    return row;
+  row = cm_memo_get (memo->layer_memo, key, MEMO_WORDS);
+  if (row == NULL)
+    {
+      /* may start the memo again: the last row goes with it */
+      row = cm_memo_put (&memo->layer_memo, key, MEMO_WORDS, NULL,
+                         sizeof *row + MAX (ctx->n_classes, 1u) * sizeof (MemoCell));
+      memcpy (row->key, key, sizeof row->key);
+    }
+  memo->layer_row = row;
+  return row;
+}
+
 void
 mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
                const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
 {
   g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && fwd != NULL && bwd != NULL);
   g_return_if_fail (cm_config_sane (cfg) && layer < ctx->model->n_layers);
-  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
   guint64 key[MEMO_WORDS];
-  memo_key (cfg, spans, ctx->layers[layer].class_id, key);
-  const MpPhaseCost *hit = cm_memo_get (memo->layer_memo, key, MEMO_WORDS);
-  if (hit != NULL)
+  memo_key (cfg, spans, key);
+  guint id = ctx->layers[layer].class_id;
+  const MemoCell *hit = &layer_row (ctx, key)->cells[id];
+  if (hit->have)
     {
-      *fwd = hit[0];
-      *bwd = hit[1];
+      *fwd = hit->fwd;
+      *bwd = hit->bwd;
       return;
     }
   layer_cost (ctx, cfg, spans, layer, fwd, bwd);
-  MpPhaseCost value[2] = { *fwd, *bwd };
-  cm_memo_put (&memo->layer_memo, key, MEMO_WORDS, value, sizeof value);
+  /* the row found again: costing may have asked for others */
+  layer_row (ctx, key)->cells[id] = (MemoCell) { *fwd, *bwd, TRUE };
 }
 
 /* ---- stages -------------------------------------------------------------------------- */

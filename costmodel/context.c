@@ -507,10 +507,10 @@ mp_cost_context_free (MpCostContext *ctx)
   for (int s = 0; s < CM_SUM_N; s++)
     g_free (ctx->sums[s]);
   g_free (ctx->devices);
-  if (ctx->layer_memo)
-    g_hash_table_unref (ctx->layer_memo);
-  if (ctx->span_memo)
-    g_hash_table_unref (ctx->span_memo);
+  cm_memo_free (ctx->layer_memo);
+  cm_memo_free (ctx->span_memo);
+  cm_memo_free (ctx->gemm_memo);
+  cm_memo_free (ctx->coll_memo);
   cm_bucket_slots_free (ctx->bucket_slots);
   g_free (ctx);
 }
@@ -863,51 +863,150 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
 
 /* ---- the memos ------------------------------------------------------------------------ */
 
-/* An entry: its key's length in words, the key, then the value, in one block. */
-static guint
-memo_hash (gconstpointer entry)
+/* An open-addressing table (linear probing, at most half full) of entries, each one block
+ * holding its key then its value; a slot keeps the entry's full hash, so that a probe
+ * reads only the slots until the entry it compares. Every key of a memo has N_WORDS. */
+typedef struct {
+  guint64 hash;
+  guint64 *entry;                 /* NULL: free */
+  gsize bytes;                    /* its size */
+} MemoSlot;
+
+struct CmMemo {
+  guint n_words;
+  guint len;
+  gsize bytes;                    /* of the entries */
+  guint64 mask;                   /* slots - 1, slots a power of two */
+  MemoSlot *slots;
+};
+
+#define MEMO_FIRST_SLOTS 1024u
+
+static guint64
+memo_hash (const guint64 *w, guint n)
 {
-  /* FNV-1a (offset basis and prime of the 64-bit variant), folded to a guint */
-  const guint64 *w = entry;
-  guint64 h = 1469598103934665603ull;
-  for (guint64 i = 1; i <= w[0]; i++)
-    h = (h ^ w[i]) * 1099511628211ull;
-  return (guint) (h ^ (h >> 32));
+  /* FNV-1a's step (the 64-bit variant's offset basis and prime) on four interleaved lanes,
+   * so that a long key (a layer's: about a hundred words) is not one chain of dependent
+   * multiplies; then murmur3's 64-bit finaliser, so that every bit of every word reaches
+   * the low bits the table indexes by. */
+  const guint64 prime = 1099511628211ull;
+  guint64 a = 1469598103934665603ull, b = a ^ 1, c = a ^ 2, d = a ^ 3;
+  guint i = 0;
+  for (; i + 4 <= n; i += 4)
+    {
+      a = (a ^ w[i]) * prime;
+      b = (b ^ w[i + 1]) * prime;
+      c = (c ^ w[i + 2]) * prime;
+      d = (d ^ w[i + 3]) * prime;
+    }
+  for (; i < n; i++)
+    a = (a ^ w[i]) * prime;
+  guint64 x = a ^ (b * 3) ^ (c * 5) ^ (d * 7) ^ n;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
 }
 
-static gboolean
-memo_equal (gconstpointer a, gconstpointer b)
+/* The slot of KEY (HASH its hash) in MEMO: the one holding it, or the free one where it
+ * would go. */
+static MemoSlot *
+memo_find (const CmMemo *memo, const guint64 *key, guint64 hash)
 {
-  const guint64 *x = a, *y = b;
-  return x[0] == y[0] && memcmp (x + 1, y + 1, x[0] * sizeof *x) == 0;
+  for (guint64 i = hash & memo->mask;; i = (i + 1) & memo->mask)
+    {
+      MemoSlot *slot = &memo->slots[i];
+      if (slot->entry == NULL
+          || (slot->hash == hash
+              && memcmp (slot->entry, key, memo->n_words * sizeof *key) == 0))
+        return slot;
+    }
 }
 
-const void *
-cm_memo_get (GHashTable *memo, const guint64 *key, guint n_words)
+static CmMemo *
+memo_new (guint n_words)
 {
-  if (memo == NULL)
-    return NULL;
-  guint64 probe[1 + n_words];
-  probe[0] = n_words;
-  memcpy (probe + 1, key, n_words * sizeof *key);
-  return g_hash_table_lookup (memo, probe);
+  CmMemo *memo = g_new0 (CmMemo, 1);
+  memo->n_words = n_words;
+  memo->mask = MEMO_FIRST_SLOTS - 1;
+  memo->slots = g_new0 (MemoSlot, MEMO_FIRST_SLOTS);
+  return memo;
+}
+
+/* Twice the slots, the entries moved by their kept hashes. */
+static void
+memo_grow (CmMemo *memo)
+{
+  MemoSlot *old = memo->slots;
+  guint64 n_old = memo->mask + 1;
+  memo->mask = 2 * n_old - 1;
+  memo->slots = g_new0 (MemoSlot, 2 * n_old);
+  for (guint64 i = 0; i < n_old; i++)
+    if (old[i].entry != NULL)
+      {
+        guint64 j = old[i].hash & memo->mask;
+        while (memo->slots[j].entry != NULL)
+          j = (j + 1) & memo->mask;
+        memo->slots[j] = old[i];
+      }
+  g_free (old);
 }
 
 void
-cm_memo_put (GHashTable **memo, const guint64 *key, guint n_words, const void *value,
+cm_memo_free (CmMemo *memo)
+{
+  if (memo == NULL)
+    return;
+  for (guint64 i = 0; i <= memo->mask; i++)
+    g_free (memo->slots[i].entry);
+  g_free (memo->slots);
+  g_free (memo);
+}
+
+void *
+cm_memo_get (const CmMemo *memo, const guint64 *key, guint n_words)
+{
+  if (memo == NULL)
+    return NULL;
+  g_assert (n_words == memo->n_words);
+  const MemoSlot *slot = memo_find (memo, key, memo_hash (key, n_words));
+  return slot->entry != NULL ? slot->entry + n_words : NULL;
+}
+
+void *
+cm_memo_put (CmMemo **memo, const guint64 *key, guint n_words, const void *value,
              gsize size)
 {
-  if (*memo == NULL || g_hash_table_size (*memo) >= CM_MEMO_MAX)
+  gsize entry = n_words * sizeof *key + size;
+  if (*memo == NULL || (*memo)->len >= CM_MEMO_MAX
+      || (*memo)->bytes + entry > CM_MEMO_MAX_BYTES)
     {
-      if (*memo)
-        g_hash_table_unref (*memo);
-      *memo = g_hash_table_new_full (memo_hash, memo_equal, g_free, NULL);
+      cm_memo_free (*memo);
+      *memo = memo_new (n_words);
     }
-  guint64 *entry = g_malloc ((1 + n_words) * sizeof *entry + size);
-  entry[0] = n_words;
-  memcpy (entry + 1, key, n_words * sizeof *key);
-  memcpy (entry + 1 + n_words, value, size);
-  g_hash_table_insert (*memo, entry, entry + 1 + n_words);
+  CmMemo *m = *memo;
+  g_assert (n_words == m->n_words);
+  if (2 * ((guint64) m->len + 1) > m->mask + 1)
+    memo_grow (m);
+  guint64 hash = memo_hash (key, n_words);
+  MemoSlot *slot = memo_find (m, key, hash);
+  if (slot->entry == NULL)
+    m->len++;
+  else
+    m->bytes -= slot->bytes;
+  g_free (slot->entry);
+  slot->hash = hash;
+  slot->bytes = entry;
+  m->bytes += entry;
+  slot->entry = g_malloc (entry);
+  memcpy (slot->entry, key, n_words * sizeof *key);
+  if (value != NULL)
+    memcpy (slot->entry + n_words, value, size);
+  else
+    memset (slot->entry + n_words, 0, size);
+  return slot->entry + n_words;
 }
 
 /* ---- one rank's accounting, for programs ------------------------------------------- */

@@ -80,6 +80,8 @@ typedef enum {
 } CmSum;
 
 typedef struct CmBucketSlot CmBucketSlot;
+typedef struct CmMemo CmMemo;
+typedef struct CmLayerRow CmLayerRow;
 
 struct _MpCostContext {
   const MpModel *model;
@@ -101,27 +103,33 @@ struct _MpCostContext {
   double headroom_fraction;       /* memory plans must leave free (memory.c) */
   double headroom_bytes;
   /* Memo of per-layer-class costs across configs (compute.c, mp_cost_layer): keyed by
-   * what mp_cost_layer reads, so a search costs each distinct layer once. Filled lazily
-   * through a const context; mpplan runs one search per process, no threads. */
-  GHashTable *layer_memo;
-  GHashTable *span_memo;          /* the same for mp_cost_stage_spans (context.c) */
+   * what mp_cost_layer reads, so a search costs each distinct layer once; a row of every
+   * class's per key, LAYER_ROW the one asked last. Filled lazily through a const context;
+   * mpplan runs one search per process, no threads (each MPI rank has its own). */
+  CmMemo *layer_memo;
+  CmLayerRow *layer_row;
+  CmMemo *span_memo;              /* the same for mp_cost_stage_spans (context.c) */
+  CmMemo *gemm_memo;              /* ... for a GEMM shape on a device of devices (compute.c) */
+  CmMemo *coll_memo;              /* ... for a collective's time from one (compute.c) */
   CmBucketSlot *bucket_slots;     /* the last buckets of each stage (memory.c) */
 };
 
-/* cm_stage_buckets's last answers, CM_BUCKET_SLOTS of them (by stage and kind). */
+/* cm_stage_buckets's last answers, CM_BUCKET_SLOTS of them (by stage, kind, cap or none). */
 #define CM_BUCKET_SLOTS 512u
 void cm_bucket_slots_free (CmBucketSlot *slots);
 
-/* Entries a memo holds at most; a full one starts again (bounds a long search's memory:
- * about 1 KiB an entry). */
+/* Entries and bytes a memo holds at most; a full one starts again (bounds a long search's
+ * memory). */
 #define CM_MEMO_MAX 200000u
+#define CM_MEMO_MAX_BYTES (256u << 20)
 /* Memos keyed by N_WORDS 64-bit words (spans and doubles by their bits, so that equal
  * keys give bit-identical results): the value kept under KEY in MEMO (may be NULL), or
- * NULL; and keeping a copy of VALUE (SIZE bytes) under KEY in *MEMO, made when missing
- * and started again when full (CM_MEMO_MAX). */
-const void *cm_memo_get (GHashTable *memo, const guint64 *key, guint n_words);
-void cm_memo_put (GHashTable **memo, const guint64 *key, guint n_words, const void *value,
-                  gsize size);
+ * NULL; and keeping a copy of VALUE (SIZE bytes; NULL: zeros) under KEY in *MEMO, made
+ * when missing and started again when full: returns the copy, the memo's to free. */
+void *cm_memo_get (const CmMemo *memo, const guint64 *key, guint n_words);
+void *cm_memo_put (CmMemo **memo, const guint64 *key, guint n_words, const void *value,
+                   gsize size);
+void cm_memo_free (CmMemo *memo);
 
 /* Is OP of LAYER a GEMM that Transformer Engine runs in FP8 under fp8 (the linear layers
  * of blocks and mlp layers; not the output head, the embedding or the MoE router, which

@@ -261,7 +261,7 @@ buckets_key (const MpParallelConfig *cfg, guint stage, gboolean expert, double c
 
 /* The buckets as cm_stage_buckets makes them, kept for the next call with the same key
  * (the ZeRO stages, the shard groups and the rank orders of one split ask in a row):
- * one slot per stage and kind, compared whole, so that no hash is taken. */
+ * one slot per stage, kind and cap or none, compared whole, so that no hash is taken. */
 struct CmBucketSlot {
   guint n_words, n;
   guint64 *key;
@@ -296,7 +296,9 @@ bucket_slot (const MpCostContext *ctx, const MpParallelConfig *cfg, guint stage,
   guint words = buckets_key (cfg, stage, expert, cap_params, count, chunks, key);
   if (memo->bucket_slots == NULL)
     memo->bucket_slots = g_new0 (CmBucketSlot, CM_BUCKET_SLOTS);
-  CmBucketSlot *slot = &memo->bucket_slots[(2 * stage + !!expert) % CM_BUCKET_SLOTS];
+  /* ZeRO-3 asks for the per-layer lists (cap 0) between its buckets: a slot each */
+  guint at = 4 * stage + 2 * (cap_params == 0) + !!expert;
+  CmBucketSlot *slot = &memo->bucket_slots[at % CM_BUCKET_SLOTS];
   if (slot->n_words == words && memcmp (slot->key, key, words * sizeof *key) == 0)
     return slot;
   g_free (slot->key);

@@ -1360,6 +1360,79 @@ test_costmodel_moe_expert_parallel (void **state)
   assert_true (st.dp_reduce_s > 0 && st.fwd.ep_comm_s > 0);
 }
 
+/* The memos (GEMM, collective, layer, spans) are exact: a context warmed by other configs
+ * gives each config the very doubles of a fresh context, and a GEMM op's forward what
+ * mp_cost_gemm_group gives on a copy of the device, which no memo holds. */
+static void
+stage_times_bits (const MpStageTime *a, const MpStageTime *b, guint pp)
+{
+  for (guint s = 0; s < pp; s++)
+    {
+      const double x[] = { a[s].fwd.total_s, a[s].bwd.total_s, a[s].fwd.tp_comm_s,
+                           a[s].fwd.ep_comm_s, a[s].dp_reduce_s, a[s].dp_gather_s,
+                           a[s].zero3_gather_s, a[s].zero3_wait_s, a[s].optimizer_s,
+                           a[s].p2p_s };
+      const double y[] = { b[s].fwd.total_s, b[s].bwd.total_s, b[s].fwd.tp_comm_s,
+                           b[s].fwd.ep_comm_s, b[s].dp_reduce_s, b[s].dp_gather_s,
+                           b[s].zero3_gather_s, b[s].zero3_wait_s, b[s].optimizer_s,
+                           b[s].p2p_s };
+      assert_memory_equal (x, y, sizeof x);
+    }
+}
+
+static void
+test_costmodel_memo_exact (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("mixtral-8x7b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:4");
+  g_autoptr(MpCostContext) warm = mp_cost_context_new (m, c, NULL);
+  const guint shapes[][6] = {   /* dp, tp, pp, ep, zero, micro-batches */
+    { 32, 1, 1, 8, 1, 1 }, { 16, 2, 1, 8, 3, 2 }, { 4, 4, 2, 4, 2, 8 }, { 8, 2, 2, 1, 0, 4 },
+  };
+  guint n = G_N_ELEMENTS (shapes);
+  MpParallelConfig cfg[G_N_ELEMENTS (shapes)];
+  MpStageTime first[G_N_ELEMENTS (shapes)][2];
+  for (guint i = 0; i < n; i++)
+    {
+      mp_parallel_config_init (&cfg[i]);
+      cfg[i].dp = shapes[i][0];
+      cfg[i].tp = shapes[i][1];
+      cfg[i].pp = shapes[i][2];
+      cfg[i].ep = shapes[i][3];
+      cfg[i].zero = shapes[i][4];
+      cfg[i].num_micro_batches = shapes[i][5];
+      cfg[i].schedule = cfg[i].pp > 1 ? MP_SCHEDULE_1F1B : MP_SCHEDULE_NONE;
+      assert_true (mp_parallel_config_check (&cfg[i], m, c, NULL));
+      mp_cost_stage_times (warm, &cfg[i], first[i]);
+    }
+  for (guint i = n; i-- > 0;)
+    {
+      g_autoptr(MpCostContext) fresh = mp_cost_context_new (m, c, NULL);
+      MpStageTime again[2], alone[2];
+      mp_cost_stage_times (warm, &cfg[i], again);
+      mp_cost_stage_times (fresh, &cfg[i], alone);
+      stage_times_bits (again, first[i], cfg[i].pp);
+      stage_times_bits (again, alone, cfg[i].pp);
+      MpStageSpans sp;
+      mp_cost_stage_spans (warm, &cfg[i], 0, &sp);
+      MpCostDevice copy = *sp.device;
+      const MpLayer *block = &m->layers[1];
+      for (guint o = 0; o < block->n_ops; o++)
+        if (block->ops[o].kind == MP_OP_GEMM)
+          {
+            MpOpCost oc;
+            MpKernelCost k;
+            mp_cost_op (warm, &cfg[i], &sp, 1, o, &oc);
+            mp_cost_gemm_group (&copy, copy.dtype, oc.m, oc.n, oc.k, oc.batch, &k);
+            const double x[] = { oc.fwd.time_s, oc.fwd.flops, oc.fwd.bytes,
+                                 oc.fwd.efficiency };
+            const double y[] = { k.time_s, k.flops, k.bytes, k.efficiency };
+            assert_memory_equal (x, y, sizeof x);
+          }
+    }
+}
+
 /* ---- MoE (moe14): dispatch bytes, grouped GEMMs, the expert grid ------------------------ */
 
 /* The first op of LAYER named NAME. */
@@ -2502,6 +2575,7 @@ main (void)
     cmocka_unit_test (test_costmodel_profile_interpolation),
     cmocka_unit_test (test_costmodel_nccl_tests_table_calibrates),
     cmocka_unit_test (test_costmodel_moe_expert_parallel),
+    cmocka_unit_test (test_costmodel_memo_exact),
     cmocka_unit_test (test_costmodel_moe_alltoall_bytes),
     cmocka_unit_test (test_costmodel_moe_forwarded_dispatch),
     cmocka_unit_test (test_costmodel_moe_a2a_overlap),
