@@ -405,6 +405,9 @@ flash_attention (const MpCostDevice *dev, double plateau, MpDtype dtype, double 
     }
   double eff = plateau * keys / (keys + c->attn_seq_half) * head_factor (c, head_dim);
   eff = MIN (eff, 1.0);
+  /* The plateaus are short benchmark runs: sustained, the kernel keeps what the power
+   * limit leaves at its tensor-core activity. */
+  eff *= mp_cost_sustained_rate (c, eff);
   /* Forward reads Q, K, V and writes O (and the fp32 log-sum-exp); backward reads Q, K,
    * V, O, dO and writes dQ, dK, dV. */
   double tokens = batch * s_q;
