@@ -99,6 +99,12 @@ mp_stack_triton_attention (MpStack stack)
   return stack == MP_STACK_LLM_FOUNDRY;
 }
 
+gboolean
+mp_stack_unfused_optimizer (MpStack stack)
+{
+  return stack == MP_STACK_LLM_FOUNDRY;
+}
+
 static const char *const method_names[] = { "block", "uniform", NULL };
 /* Megatron's --recompute-modules names in its order (MpRecomputeModule bits), then
  * torchtitan's op-level policy. */
