@@ -451,6 +451,9 @@ flash_attention (const MpCostDevice *dev, double plateau, MpDtype dtype, double 
     }
   double eff = plateau * keys / (keys + c->attn_seq_half) * head_factor (c, head_dim);
   eff = MIN (eff, 1.0);
+  /* The plateaus are short benchmark runs: sustained, the kernel keeps what the power
+   * limit leaves at its tensor-core activity. */
+  eff *= mp_cost_sustained_rate (c, eff);
   /* Forward reads Q, K, V and writes O (and the fp32 log-sum-exp); backward reads Q, K,
    * V, O, dO and writes dQ, dK, dV. */
   double tokens = batch * s_q;
@@ -1335,6 +1338,19 @@ cm_tp_partial_params (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
          + cm_sum (ctx, CM_SUM_PARTIAL_HEADS, first, n);
 }
 
+/* The optimizer's memory traffic under STACK against one fused Adam kernel's (which reads
+ * each parameter's gradient, weight and two moments and writes the three back: 7 element
+ * accesses). Composer's DecoupledAdamW loop (mp_stack_unfused_optimizer) runs per tensor
+ * weight decay (param.mul_: 2 accesses), exp_avg.mul_(b1).add_(grad) (2 + 3),
+ * exp_avg_sq.mul_(b2).addcmul_(grad, grad) (2 + 3), sqrt, / and add_(eps) (2 each) and
+ * param.addcdiv_ (4): 22; its gradient clipping reads every gradient for the norm and
+ * scales it (clip_grad_norm_: 1 + 2). 25 against 7. */
+static double
+optimizer_passes (MpStack stack)
+{
+  return mp_stack_unfused_optimizer (stack) ? 25.0 / 7.0 : 1.0;
+}
+
 /* Data-parallel and optimizer times of a stage whose rank holds DENSE and EXPERT
  * parameters, FP8[2] of them (dense, expert) in FP8 GEMMs, PARTIAL of them replicated
  * over tp with gradients partial over it (cm_tp_partial_params); TIED: it also shares the word
@@ -1401,7 +1417,7 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
   double owned = cfg->zero >= 1 ? dense / reps + expert / ereps : dense + expert;
   double per_param = g + 2 * o + (mixed ? w : 2 * w);
   MpKernelCost k;
-  mp_cost_memory_kernel (dev, owned * per_param, 0, &k);
+  mp_cost_memory_kernel (dev, owned * per_param * optimizer_passes (cfg->stack), 0, &k);
   out->optimizer_s = k.time_s;
   /* The device's own optimizer, timed (a CPU's update is bound by its divisions and
    * square roots, not by the bytes it streams). */

@@ -69,6 +69,10 @@ typedef struct {
   double gemm_anchor_eff;        /* measured efficiency of a large GEMM at ... */
   double gemm_anchor[3];         /* ... this M, N, K (bf16, or fp32 on a CPU) */
   double fp32_simt_eff;          /* large fp32 (non tensor-core) GEMM efficiency */
+  /* Sustained load (mp_cost_sustained_rate): the large GEMM's efficiency in a short run,
+   * and the fraction of it that it keeps over a long one under the power limit; 0: no
+   * such model (the class's figures stand as they are). */
+  double burst_gemm_eff, sustained_of_burst;
   double attn_fwd_eff, attn_bwd_eff;  /* fused attention plateau, forward / backward */
   double attn_fa2_eff[2];        /* the same for FlashAttention-2-class kernels (stacks of
                                   * mp_stack_fa2_attention), forward / backward; 0: as
@@ -98,6 +102,12 @@ MpDeviceClass mp_device_class_of (const MpDevice *device);
  * watts (MpDevice.power_limit_w; 0: as rated): 1 at or above the rating, falling with the
  * clock the limit allows (curves.c). */
 double mp_cost_power_rate (const MpDeviceCurve *curve, double limit_w);
+/* The fraction of a short-run (burst) rate that a tensor-core kernel of CURVE's device
+ * keeps under sustained load, for a kernel at BURST_EFF of peak in a short run: the GEMM
+ * anchor's sustained_of_burst at the large GEMM's burst utilization, less in proportion
+ * for a kernel that keeps the tensor cores less busy and so draws less of the power
+ * limit; 1 for a class without the model (curves.c). */
+double mp_cost_sustained_rate (const MpDeviceCurve *curve, double burst_eff);
 /* The built-in curve of a class. Borrowed, static. */
 const MpDeviceCurve *mp_device_curve (MpDeviceClass klass);
 const char *mp_device_class_name (MpDeviceClass klass);

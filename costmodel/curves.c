@@ -55,7 +55,10 @@ static const MpGemmTile cpu_tiles[] = { { 1, 1, 1.0 } };
  * measured on A100 and checked on H100's published runs (bench-accuracy, held out by
  * family). Hopper is at least as power-bound ("matmuls on the H100 are primarily ...
  * power limited", H. He, "Strangely, Matrix Multiplications on GPUs Run Faster When
- * Given 'Predictable' Data", thonking.ai, 2024). */
+ * Given 'Predictable' Data", thonking.ai, 2024). The same holds for the other tensor-core
+ * kernels whose figures are short runs (fused attention's plateaus): they keep the
+ * fraction in proportion to how busy they keep the tensor cores, as their dynamic power
+ * is (mp_cost_sustained_rate). */
 #define SUSTAINED_OF_BURST (230.0 / 267.9)
 #define LAUNCH 2e-6
 #define MAX_SPLIT_K 4
@@ -124,12 +127,15 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
      * A100s (Dao 2023, abstract) at 70%. */
     .gemm_anchor_eff = 230.0 / 312.0,
     .gemm_anchor = { 8192, 8192, 8192 },
+    /* The same two measurements: 267.9 of 312 in a short run, 230 of it sustained. */
+    .burst_gemm_eff = 267.9 / 312.0, .sustained_of_burst = SUSTAINED_OF_BURST,
     /* fp32 without tensor cores: cuBLAS SGEMM runs close to the SIMT peak; 0.9 is an
      * estimate (no measurement in REFERENCE-DATA.md) to be replaced by calibration. */
     .fp32_simt_eff = 0.9,
     /* FlashAttention-2 (Dao 2023, arXiv 2307.08691): "50-73% of the theoretical maximum
      * FLOPs/s on A100"; forward at the top of that range at long sequences and head dim
-     * 128, backward lower (its 5 products per 2 of forward, dQ accumulated atomically). */
+     * 128, backward lower (its 5 products per 2 of forward, dQ accumulated atomically).
+     * Short benchmark runs: sustained at mp_cost_sustained_rate of them. */
     .attn_fwd_eff = 0.70, .attn_bwd_eff = 0.55, .attn_seq_half = 200,
     /* Device copy: 0.9 of HBM bandwidth, the H200 measurement below (REFERENCE-DATA.md);
      * the memory controllers of HBM2e and HBM3e reach similar fractions. */
@@ -158,11 +164,13 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
      * 0.80, the same); sustained, SUSTAINED_OF_BURST of it: 673 TFLOP/s, 0.68. */
     .gemm_anchor_eff = 783.5 / 989.4 * SUSTAINED_OF_BURST,
     .gemm_anchor = { 8192, 8192, 8192 },
+    .burst_gemm_eff = 783.5 / 989.4, .sustained_of_burst = SUSTAINED_OF_BURST,
     .fp32_simt_eff = 0.9,          /* estimate, as for A100 */
     /* FlashAttention-3 forward on H100, head dim 128 (pytorch/benchmark PR #2391): 430,
      * 517, 566, 590, 614, 621 TFLOP/s at s = 512 ... 16384, i.e. 0.64 * s / (s + 240)
      * within 2%. Backward: FA3 paper (Shah et al. 2024, arXiv 2407.08608) reports it
-     * 1.5-1.75x FA2's, which is ~0.3 of peak on H100: 0.45. */
+     * 1.5-1.75x FA2's, which is ~0.3 of peak on H100: 0.45. Short runs, as FA2's below:
+     * sustained at mp_cost_sustained_rate of them. */
     .attn_fwd_eff = 0.64, .attn_bwd_eff = 0.45, .attn_seq_half = 240,
     /* FlashAttention-2 on H100 (the kernel of PyTorch SDPA's flash backend and of the
      * flash-attn 2 package: Ampere's mma.sync, no wgmma or TMA): "only 35% utilization on
@@ -253,6 +261,20 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
     .workspace_bytes = 0,
   },
 };
+
+/* Dynamic power grows with the tensor cores' activity, so a kernel that keeps them at a
+ * fraction u of the large GEMM's short-run activity asks for u of the clock cut the GEMM
+ * takes: 1 - (1 - sustained_of_burst) u, linear as mp_cost_power_rate is in watts.
+ * Kernels as busy as the GEMM or busier take the GEMM's whole cut. */
+double
+mp_cost_sustained_rate (const MpDeviceCurve *curve, double burst_eff)
+{
+  g_return_val_if_fail (curve != NULL, 1.0);
+  if (!(curve->burst_gemm_eff > 0 && curve->sustained_of_burst > 0 && burst_eff > 0))
+    return 1.0;
+  double u = MIN (1.0, burst_eff / curve->burst_gemm_eff);
+  return 1 - (1 - curve->sustained_of_burst) * u;
+}
 
 static const char *const class_names[MP_DEVICE_CLASS_N] = {
   "a100", "hopper", "blackwell", "gb200", "gpu", "cpu"

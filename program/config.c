@@ -100,6 +100,12 @@ mp_stack_triton_attention (MpStack stack)
 }
 
 gboolean
+mp_stack_unfused_optimizer (MpStack stack)
+{
+  return stack == MP_STACK_LLM_FOUNDRY;
+}
+
+gboolean
 mp_stack_forwarded_dispatch (MpStack stack)
 {
   return stack == MP_STACK_NEMO_AUTOMODEL;

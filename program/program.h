@@ -95,9 +95,9 @@ typedef enum {
  *    scaled_dot_product_attention: attention as torchtitan's.
  * The cost model uses the attention kernel (mp_stack_fa2_attention), the backward TP
  * overlap (mp_stack_overlaps_tp_backward), the Triton kernel (mp_stack_triton_attention),
- * the loss's precision (mp_stack_fused_loss),
- * FP8's saved activations (mp_stack_fp8_saves_fp8) and the MoE dispatch
- * (mp_stack_forwarded_dispatch). On A100 FlashAttention-2 is the native kernel
+ * the loss's precision (mp_stack_fused_loss), the optimizer's kernels
+ * (mp_stack_unfused_optimizer), FP8's saved activations (mp_stack_fp8_saves_fp8) and the
+ * MoE dispatch (mp_stack_forwarded_dispatch). On A100 FlashAttention-2 is the native kernel
  * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
   MP_STACK_MEGATRON,
@@ -243,6 +243,13 @@ gboolean mp_stack_fp8_saves_fp8 (MpStack stack);
  * scripts/train/benchmarking/submit_benchmarks.py defaults --attn_impl to triton, which
  * sweep.sh (llm-foundry v0.0.4, PyTorch 2.0.1) does not override. */
 gboolean mp_stack_triton_attention (MpStack stack);
+/* Does STACK update parameters with an unfused per-tensor optimizer loop rather than one
+ * fused kernel? llm-foundry does: its recipes' optimizer is Composer's DecoupledAdamW
+ * (`optimizer: name: decoupled_adamw`), whose step loops over the parameters in Python
+ * with one in-place kernel per term (composer/optim/decoupled_weight_decay.py,
+ * DecoupledAdamW.adamw), after its gradient_clipping algorithm's norm pass. Megatron and
+ * Transformer Engine stacks use a fused Adam (Apex / TE FusedAdam). */
+gboolean mp_stack_unfused_optimizer (MpStack stack);
 /* Does STACK dispatch MoE tokens with DeepEP's normal (training) kernels, which send a
  * token once to each other NVLink domain holding one of its experts (RDMA) and fan it out
  * there over NVLink, rather than one copy per expert as a flat all-to-all? NeMo
