@@ -65,7 +65,12 @@ arena_open (CudaBackend *c, GError **error)
 {
   size_t free_b = 0, total_b = 0;
   MP_CUDA_TRY (cudaMemGetInfo (&free_b, &total_b));
-  gsize reserve = (gsize) 1 << 30; /* cuBLAS and NCCL workspaces, the CUDA context */
+  /* What is still to come once the arena is taken (the CUDA context is already out of
+   * free_b): NCCL's buffers, 16 channels x 2 peers x NCCL_BUFFSIZE 4 MiB = 128 MiB per
+   * communicator (costmodel/memory.c's runtime reserve, with its sources), for up to the
+   * six communicators a 4D plan opens (768 MiB), and cuBLAS's workspace (32 MiB, cuBLAS
+   * documentation's recommendation for Hopper); rounded up to 1 GiB. */
+  gsize reserve = (gsize) 1 << 30;
   gsize bytes = free_b > 2 * reserve ? free_b - reserve : free_b / 2;
   if (c->base.mem_limit_bytes > 0 && (double) bytes > c->base.mem_limit_bytes)
     bytes = (gsize) c->base.mem_limit_bytes;

@@ -26,7 +26,8 @@
 # gpu-check.sh --pack DIR [BUILD]: run where BUILD (default build) was made: copies its
 # mpplan, mpplan-cuda.so (the cuda backend, which mpplan loads from beside itself) and
 # tests/test-kernels-cuda into DIR, and into DIR/lib the libraries they load
-# but for the C library's and CUDA's (about 55 MB: OpenBLAS is most of it), so that
+# but for the C library's and CUDA's driver, cuBLAS and NCCL (the CUDA runtime it was built
+# against is packed; about 55 MB: OpenBLAS is most of it), so that
 # `gpu-check.sh OUT --build DIR` runs them on a bare GPU image of the same or a newer
 # glibc (on one GPU no MPI runs; mpirun for several GPUs needs --bundle).
 # On the device tool: pack into an ignored folder of the tree (.gpu, say: echo /.gpu/ >>
@@ -52,7 +53,7 @@ if [ "$1" = --pack ]; then
     while read -r name path; do
       case "$name" in
         libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
-        libcuda*|libcublas*|libnccl*|libnvidia*) ;;   # the GPU image's own
+        libcuda.so*|libcublas*|libnccl*|libnvidia*) ;;   # the GPU image's own (cudart is packed: it must match the build)
         *) cp -L "$path" "$2/lib/$name" || exit 1;;
       esac
     done || exit 1
