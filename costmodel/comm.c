@@ -261,21 +261,77 @@ hierarchical_time (MpCollKind kind, MpCollProto proto, double size, const MpAlph
  * rank's NIC share, the rest over its scale-up ports (node link, then the domain link
  * through the same ports, so those two add), both at the same time; the latency of n - 1
  * exchanges. Send/recv: one message over the tier the pair crosses. */
+static MpTier
+widest_tier (const MpAlphaBeta *ab)
+{
+  return ab->n_domains > 1 ? MP_TIER_CLUSTER : ab->n_nodes > 1 ? MP_TIER_DOMAIN : MP_TIER_NODE;
+}
+
+/* The latency of an all-to-all's n - 1 exchanges, after the call's base latency. */
+static double
+a2a_latency (const MpAlphaBeta *ab)
+{
+  double base = ab->base_scale * base_us[T_RING][MP_PROTO_SIMPLE] * 1e-6;
+  return base + (ab->n_ranks - 1.0) * step_latency (ab, widest_tier (ab), T_RING,
+                                                    MP_PROTO_SIMPLE);
+}
+
+/* BYTES a rank sends to the other ranks of its domain, spread evenly over them, over its
+ * scale-up ports (node link, then the domain link through the same ports). */
+static double
+scale_up_time (double bytes, const MpAlphaBeta *ab)
+{
+  double r = ab->ranks_per_node, rd = ab->ranks_per_domain;
+  if (rd <= 1)
+    return 0;
+  return bytes * (r - 1) / (rd - 1) / ab->bw_Bps[MP_TIER_NODE]
+         + (rd > r ? bytes * (rd - r) / (rd - 1) / ab->bw_Bps[MP_TIER_DOMAIN] : 0);
+}
+
 static double
 direct_time (MpCollKind kind, double size, const MpAlphaBeta *ab)
 {
   double n = ab->n_ranks, r = ab->ranks_per_node, rd = ab->ranks_per_domain;
-  MpTier widest = ab->n_domains > 1 ? MP_TIER_CLUSTER
-                  : ab->n_nodes > 1 ? MP_TIER_DOMAIN : MP_TIER_NODE;
-  double base = ab->base_scale * base_us[T_RING][MP_PROTO_SIMPLE] * 1e-6;
-  double alpha = step_latency (ab, widest, T_RING, MP_PROTO_SIMPLE);
   if (kind == MP_COLL_SEND_RECV)
-    return base + alpha + size / ab->bw_Bps[widest];
+    {
+      double base = ab->base_scale * base_us[T_RING][MP_PROTO_SIMPLE] * 1e-6;
+      MpTier widest = widest_tier (ab);
+      return base + step_latency (ab, widest, T_RING, MP_PROTO_SIMPLE)
+             + size / ab->bw_Bps[widest];
+    }
   double intra = r > 1 ? size * (r - 1) / n / ab->bw_Bps[MP_TIER_NODE] : 0;
   if (rd > r)
     intra += size * (rd - r) / n / ab->bw_Bps[MP_TIER_DOMAIN];
   double inter = ab->n_domains > 1 ? size * (n - rd) / n / ab->bw_Bps[MP_TIER_CLUSTER] : 0;
-  return base + (n - 1) * alpha + MAX (intra, inter);
+  return a2a_latency (ab) + MAX (intra, inter);
+}
+
+double
+mp_coll_forwarded_a2a_time (double size, double copies, double experts,
+                            const MpAlphaBeta *group)
+{
+  g_return_val_if_fail (group != NULL, -1);
+  MpAlphaBeta full;
+  with_domains (group, &full);
+  const MpAlphaBeta *ab = &full;
+  if (ab->n_ranks <= 1 || !(size > 0))
+    return 0;
+  double n = ab->n_ranks, rd = ab->ranks_per_domain, nd = ab->n_domains;
+  guint k = (guint) MAX (round (copies), 1.0);
+  if (nd <= 1 || !(experts >= k))
+    return direct_time (MP_COLL_ALL_TO_ALL, size, ab);
+  /* A token's k experts are k distinct of the E, E / nd in each domain (balanced
+   * routing): another domain holds none of them with probability
+   * C(E - E / nd, k) / C(E, k), and gets one RDMA copy of the token otherwise. */
+  double miss = 1;
+  for (guint j = 0; j < k; j++)
+    miss *= MAX (experts - experts / nd - j, 0.0) / (experts - j);
+  double rdma = size / k * (nd - 1) * (1 - miss);
+  /* Scale-up: the copies for the rank's own domain, and those that arrive for the other
+   * ranks of its domain on its rail, forwarded (the flat exchange's remote copies). */
+  double nvlink = size * (rd - 1) / n + size * (n - rd) / n * (rd - 1) / rd;
+  return a2a_latency (ab)
+         + MAX (scale_up_time (nvlink, ab), rdma / ab->bw_Bps[MP_TIER_CLUSTER]);
 }
 
 /* NVLink SHARP all-reduce inside one NVSwitch node or NVLink-switch domain: the switch

@@ -784,6 +784,22 @@ mp_cost_moe_dispatch_bytes (const MpCostContext *ctx, const MpParallelConfig *cf
          * cm_expert_load (ctx->model) * (ep - 1) / ep;
 }
 
+/* One MoE dispatch (or combine) all-to-all of SIZE bytes over EP: DeepEP's forwarded
+ * kernels under a stack that runs them (mp_stack_forwarded_dispatch) when the group
+ * spans NVLink domains, else NCCL's flat all-to-all. */
+static double
+dispatch_a2a (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+              double size, const MpGroupSpan *ep)
+{
+  if (!mp_stack_forwarded_dispatch (cfg->stack) || ep->n_domains <= 1
+      || dev->curve->klass == MP_DEVICE_CLASS_CPU)
+    return coll (ctx, dev, MP_COLL_ALL_TO_ALL, size, ep);
+  MpAlphaBeta ab;
+  mp_cost_alpha_beta (ctx, dev, ep, &ab);
+  return mp_coll_forwarded_a2a_time (size, (double) ctx->model->experts_per_token,
+                                     (double) ctx->model->experts, &ab);
+}
+
 /* MoE (moe14): the token dispatch before the experts of op R and the combine after,
  * forward and backward (the backward mirrors each), as Megatron-Core's dispatchers run
  * them. All-to-all: each rank sends its tokens' top-k copies (h wide, at the busiest
@@ -812,7 +828,7 @@ moe_dispatch (const MpCostContext *ctx, const MpParallelConfig *cfg,
   double size = tokens * r->a2a_width * ctx->elt * load;
   if (cfg->ep > 1)
     {
-      double a2a = coll (ctx, dev, MP_COLL_ALL_TO_ALL, size, &spans->ep);
+      double a2a = dispatch_a2a (ctx, cfg, dev, size, &spans->ep);
       fwd->ep_comm_s += 2 * a2a;
       bwd->ep_comm_s += 2 * a2a;
     }
@@ -823,6 +839,46 @@ moe_dispatch (const MpCostContext *ctx, const MpParallelConfig *cfg,
       fwd->ep_comm_s += both;
       bwd->ep_comm_s += both;
     }
+}
+
+double
+mp_cost_ep_overlap_paired (const MpParallelConfig *cfg)
+{
+  g_return_val_if_fail (cfg != NULL && cm_config_sane (cfg), 0);
+  double m = cfg->num_micro_batches, p = cfg->pp, v = mp_parallel_config_vpp (cfg);
+  if (!cfg->moe_a2a_overlap || cfg->schedule == MP_SCHEDULE_GPIPE || !(m > 0))
+    return 0;
+  if (cfg->pp == 1)
+    return (m - 1) / m;
+  double warmup = 0;
+  for (guint i = 0; i < cfg->pp; i++)
+    warmup += cfg->schedule == MP_SCHEDULE_INTERLEAVED
+              ? MIN (m * v, 2 * (p - i - 1) + (v - 1) * p) : MIN (m, p - i - 1);
+  return MAX (0.0, 1 - warmup / p / (m * v));
+}
+
+/* Combined 1F1B (cfg->moe_a2a_overlap; Megatron-Core user guide, "Combined 1F1B:
+ * Expert-Parallel All-to-All Overlap"): in a pair, the forward's dispatch and combine run
+ * under the other micro-batch's backward compute and the backward's under the forward's,
+ * each hidden up to that compute and slowing it as any overlapped collective does
+ * (mp_cost_overlap_penalty); the unpaired passes (mp_cost_ep_overlap_paired) expose
+ * theirs. A pair runs a forward and a backward of the same layer kind, so the layer's
+ * own figures stand in for its partner's. */
+static void
+ep_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+            MpPhaseCost *fwd, MpPhaseCost *bwd)
+{
+  (void) ctx;
+  double paired = mp_cost_ep_overlap_paired (cfg);
+  if (!(paired > 0) || !(fwd->ep_comm_s > 0 || bwd->ep_comm_s > 0))
+    return;
+  double share = mp_cost_overlap_share (dev);
+  double f_comm = fwd->ep_comm_s, b_comm = bwd->ep_comm_s;
+  double f_compute = fwd->compute_s, b_compute = bwd->compute_s;
+  fwd->ep_comm_s -= paired * MIN (f_comm, b_compute);
+  bwd->ep_comm_s -= paired * MIN (b_comm, f_compute);
+  fwd->compute_s += paired * mp_cost_overlap_penalty (share, b_comm, f_compute);
+  bwd->compute_s += paired * mp_cost_overlap_penalty (share, f_comm, b_compute);
 }
 
 /* ZeRO-2/3 (FSDP, DeepSpeed stage 2/3): the collectives of a layer's parameters run under
@@ -864,7 +920,7 @@ zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
 /* A memo key: every input of mp_cost_layer for a layer class, as words (spans by value,
  * their doubles by their bits), so that equal keys give bit-identical costs. */
 #define MEMO_SPAN_WORDS (7 + 2 * MP_TIER_N)
-#define MEMO_WORDS (16 + 7 * MEMO_SPAN_WORDS)
+#define MEMO_WORDS (17 + 7 * MEMO_SPAN_WORDS)
 
 static guint64 *
 memo_span (guint64 *w, const MpGroupSpan *g)
@@ -887,13 +943,17 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint class_id, g
   /* ZeRO-2/3 price their overlap with the layer's compute (zero_overlap): then the
    * data-parallel groups and the gradient width count too; else they are left zero. */
   gboolean sharded = cfg->zero >= 2;
-  const guint64 head[16] = { class_id, cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
+  /* Combined 1F1B (ep_overlap) depends on the schedule through its paired share. */
+  double paired = mp_cost_ep_overlap_paired (cfg);
+  guint64 paired_bits;
+  memcpy (&paired_bits, &paired, sizeof paired_bits);
+  const guint64 head[17] = { class_id, cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
                              cfg->sequence_parallel, cfg->recompute, cfg->recompute_modules,
                              cfg->micro_batch_size, cfg->dispatcher, cfg->fp8,
                              cfg->flash_attention, cfg->stack,
                              GPOINTER_TO_SIZE (sp->device),
                              sharded ? cfg->zero + 4u * cfg->no_reshard : 0,
-                             sharded && cfg->fp32_grads };
+                             sharded && cfg->fp32_grads, paired_bits };
   memcpy (w, head, sizeof head);
   w += G_N_ELEMENTS (head);
   w = memo_span (w, &sp->tp);
@@ -972,6 +1032,7 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
             }
         }
     }
+  ep_overlap (ctx, cfg, dev, fwd, bwd);
   zero_overlap (ctx, cfg, spans, layer, fwd, bwd);
   phase_total (fwd);
   if (cfg->recompute == MP_RECOMPUTE_FULL && cm_recomputable (l))

@@ -54,6 +54,15 @@ typedef struct {
  * Ring all-reduce, Simple: base + 2(n-1)/n S / B + 2(n-1) alpha over one tier. */
 double mp_coll_time (MpCollKind kind, MpCollAlgo algo, MpCollProto proto, double size,
                      const MpAlphaBeta *ab);
+/* MoE dispatch (or combine) as DeepEP's normal kernels run it over AB (DeepEP README,
+ * "Normal kernels with NVLink and RDMA forwarding"; DeepSeek-V3 report sec. 3.2.2): each
+ * rank's SIZE bytes are COPIES copies of each of its tokens for experts of EXPERTS spread
+ * evenly over the group; a token crosses to another NVLink domain once, over RDMA, if
+ * any of its experts is there (by balanced routing: 1 - C(E - E/d, k) / C(E, k) of the
+ * d - 1 others), and is fanned out there over NVLink by the rank on its rail. The latency
+ * is the flat all-to-all's; inside one domain it is the flat all-to-all. */
+double mp_coll_forwarded_a2a_time (double size, double copies, double experts,
+                                   const MpAlphaBeta *ab);
 /* NCCL's per-call base latency of ALGO with PROTO (tuning.cc baseLat). */
 double mp_coll_base_latency (MpCollAlgo algo, MpCollProto proto);
 

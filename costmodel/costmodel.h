@@ -432,6 +432,14 @@ double mp_cost_overlap_share (const MpCostDevice *dev);
  * compute adds to the longer of the two at SHARE (mp_cost_overlap_share): the compute
  * stretched by SHARE x the overlapped time, less the slack a longer collective leaves. */
 double mp_cost_overlap_penalty (double share, double comm, double compute);
+/* MoE (acc16): of CFG's forward and backward chunk passes, the share that Megatron-Core's
+ * combined 1F1B (cfg->moe_a2a_overlap) runs in pairs, one micro-batch's forward beside
+ * another's backward, so that each one's dispatch and combine run under the other's
+ * compute: every pass but the warm-up forwards and the cool-down backwards of the 1F1B
+ * schedules (Megatron's num_warmup_microbatches, p - i - 1, interleaved 2 (p - i - 1) +
+ * (v - 1) p, of m v), averaged over the stages; without pipelining all but the first
+ * forward and the last backward. 0 without the overlap or under GPipe. */
+double mp_cost_ep_overlap_paired (const MpParallelConfig *cfg);
 
 /* Fills OUT[0 .. cfg->pp - 1]. The per-layer costs are computed once per distinct layer
  * and device, so this costs microseconds for any pp. */

@@ -350,6 +350,8 @@ megatron_parallel (GString *s, const Export *e)
   /* Megatron's default dispatcher is allgather: the plan's is always written. */
   if (e->model->experts > 0)
     arg (s, "--moe-token-dispatcher-type", "%s", mp_dispatcher_name (c->dispatcher));
+  if (c->moe_a2a_overlap && e->model->experts > 0)
+    arg (s, "--overlap-moe-expert-parallel-comm", NULL);
   arg (s, "--micro-batch-size", "%u", c->micro_batch_size);
   arg (s, "--global-batch-size", "%u", e->plan->global_batch);
   if (c->recompute == MP_RECOMPUTE_SELECTIVE)

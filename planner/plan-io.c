@@ -105,6 +105,8 @@ json_config (JsonBuilder *b, const MpPlan *plan)
     mp_json_add_int (b, "zero_shard", mp_parallel_config_zero_shard (c));
   if (c->no_reshard)
     mp_json_add_bool (b, "reshard_after_forward", FALSE);
+  if (c->moe_a2a_overlap)
+    mp_json_add_bool (b, "moe_a2a_overlap", TRUE);
   mp_json_add_string (b, "recompute", mp_recompute_name (c->recompute));
   if (c->recompute_num_layers > 0)
     {
@@ -405,6 +407,8 @@ write_parallel (GString *out, const MpParallelConfig *c)
     g_string_append_printf (out, "  zero_shard: %u\n", mp_parallel_config_zero_shard (c));
   if (c->no_reshard)
     g_string_append (out, "  reshard_after_forward: false\n");
+  if (c->moe_a2a_overlap)
+    g_string_append (out, "  moe_a2a_overlap: true\n");
   if (c->recompute_num_layers > 0)
     g_string_append_printf (out, "  recompute_method: %s\n  recompute_num_layers: %u\n",
                             mp_recompute_method_name (c->recompute_method),

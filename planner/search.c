@@ -999,6 +999,9 @@ run (Search *s)
   guint stack = s->opts->stack;
   mp_plan_pins_get (s->opts->pins, "stack", &stack);
   cfg.stack = (MpStack) stack;
+  guint a2a_overlap = 0;                        /* MoE: pinned only, as the stack */
+  mp_plan_pins_get (s->opts->pins, "moe_a2a_overlap", &a2a_overlap);
+  cfg.moe_a2a_overlap = a2a_overlap != 0;
   s->index = s->outer = 0;
   s->foreign = s->dropped = FALSE;
   /* FP8 changes the numerics, so the search tries it only when the user pins it

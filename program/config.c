@@ -99,6 +99,12 @@ mp_stack_triton_attention (MpStack stack)
   return stack == MP_STACK_LLM_FOUNDRY;
 }
 
+gboolean
+mp_stack_forwarded_dispatch (MpStack stack)
+{
+  return stack == MP_STACK_NEMO_AUTOMODEL;
+}
+
 static const char *const method_names[] = { "block", "uniform", NULL };
 /* Megatron's --recompute-modules names in its order (MpRecomputeModule bits), then
  * torchtitan's op-level policy. */
@@ -448,14 +454,16 @@ mp_parallel_config_compare (const MpParallelConfig *x, const MpParallelConfig *y
                        mp_parallel_config_etp (x), x->dispatcher,
                        x->num_micro_batches, x->flash_attention, x->fp32_grads, x->fp8,
                        x->recompute_num_layers, x->recompute_method, x->recompute_modules,
-                       x->stack, mp_parallel_config_zero_shard (x), x->no_reshard };
+                       x->stack, mp_parallel_config_zero_shard (x), x->no_reshard,
+                       x->moe_a2a_overlap };
   const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
                        y->zero, y->recompute, y->micro_batch_size, y->schedule,
                        y->order[0], y->order[1], y->order[2], y->order[3],
                        mp_parallel_config_etp (y), y->dispatcher,
                        y->num_micro_batches, y->flash_attention, y->fp32_grads, y->fp8,
                        y->recompute_num_layers, y->recompute_method, y->recompute_modules,
-                       y->stack, mp_parallel_config_zero_shard (y), y->no_reshard };
+                       y->stack, mp_parallel_config_zero_shard (y), y->no_reshard,
+                       y->moe_a2a_overlap };
   G_STATIC_ASSERT (MP_DIM_N == 4);
   for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)
     if (kx[i] != ky[i])

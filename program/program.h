@@ -85,7 +85,7 @@ typedef enum {
  *    (FlashAttention-3 class on Hopper and later), fused norms, bias-GeLU/SwiGLU and
  *    rotary, backward TP collectives under the gradient GEMMs.
  *  - nemo-automodel: PyTorch FSDP2 with Transformer Engine's kernels: attention as
- *    megatron's.
+ *    megatron's; MoE tokens through DeepEP.
  *  - torchtitan: PyTorch FSDP2; attention through scaled_dot_product_attention, whose
  *    flash backend is FlashAttention-2; norms and activations eager or torch.compile'd.
  *  - llm-foundry: Composer + PyTorch FSDP1; MPT attention through the Triton
@@ -95,8 +95,9 @@ typedef enum {
  *    scaled_dot_product_attention: attention as torchtitan's.
  * The cost model uses the attention kernel (mp_stack_fa2_attention), the backward TP
  * overlap (mp_stack_overlaps_tp_backward), the Triton kernel (mp_stack_triton_attention),
- * the loss's precision (mp_stack_fused_loss) and
- * FP8's saved activations (mp_stack_fp8_saves_fp8). On A100 FlashAttention-2 is the native kernel
+ * the loss's precision (mp_stack_fused_loss),
+ * FP8's saved activations (mp_stack_fp8_saves_fp8) and the MoE dispatch
+ * (mp_stack_forwarded_dispatch). On A100 FlashAttention-2 is the native kernel
  * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
   MP_STACK_MEGATRON,
@@ -147,6 +148,10 @@ typedef struct {
                                 * gradients) for the blocks' GEMMs; bf16 elsewhere */
   double bucket_bytes;         /* data-parallel gradient bucket; 0: 25 MiB (PyTorch DDP) */
   MpStack stack;               /* the training stack (acc16); zeroed: megatron */
+  gboolean moe_a2a_overlap;    /* MoE: Megatron-Core's combined 1F1B (Megatron-Bridge
+                                * moe_a2a_overlap, --overlap-moe-expert-parallel-comm):
+                                * one micro-batch's dispatch and combine run under an
+                                * adjacent one's compute (mp_cost_ep_overlap_paired) */
   /* Model layers (model->layers, embedding and head included) per model chunk, pp * vpp
    * entries in chunk order; chunk c runs on pipeline rank c % pp. NULL: blocks spread
    * evenly, the embedding on the first chunk and the head on the last. Borrowed. */
@@ -191,7 +196,8 @@ void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DI
 /* A total order on configs, over every field: the sizes and choices (tp, pp, dp, cp, ep,
  * vpp, sequence_parallel, zero, recompute, micro_batch_size, schedule, then the rank
  * order, etp (effective), dispatcher, num_micro_batches, flash_attention, fp32_grads, fp8,
- * bucket_bytes, the recompute extent, the effective zero_shard, no_reshard), then the layer
+ * bucket_bytes, the recompute extent, the effective zero_shard, no_reshard,
+ * moe_a2a_overlap), then the layer
  * split (mp_parallel_config_chunks entries; NULL, the balanced split, first) and the
  * placement (world entries; NULL, the identity, first). 0: the same plan. */
 int mp_parallel_config_compare (const MpParallelConfig *a, const MpParallelConfig *b);
@@ -237,6 +243,14 @@ gboolean mp_stack_fp8_saves_fp8 (MpStack stack);
  * scripts/train/benchmarking/submit_benchmarks.py defaults --attn_impl to triton, which
  * sweep.sh (llm-foundry v0.0.4, PyTorch 2.0.1) does not override. */
 gboolean mp_stack_triton_attention (MpStack stack);
+/* Does STACK dispatch MoE tokens with DeepEP's normal (training) kernels, which send a
+ * token once to each other NVLink domain holding one of its experts (RDMA) and fan it out
+ * there over NVLink, rather than one copy per expert as a flat all-to-all? NeMo
+ * Automodel's published MoE benchmarks do: their te_deepep configs set
+ * backend.enable_deepep: true (NVIDIA-NeMo/Automodel,
+ * examples/benchmark/configs/deepseek_v3_te_deepep.yaml and the others so named);
+ * DeepEP's README, "Normal kernels with NVLink and RDMA forwarding". */
+gboolean mp_stack_forwarded_dispatch (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

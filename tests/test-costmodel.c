@@ -77,6 +77,17 @@ one_tier (guint n, double b, double alpha)
   return ab;
 }
 
+/* NODES nodes of PER_NODE ranks: node links NODE_B, NIC shares NIC_B, no latency. */
+static MpAlphaBeta
+across_nodes (guint nodes, guint per_node, double node_b, double nic_b)
+{
+  MpAlphaBeta ab = one_tier (nodes * per_node, node_b, 0);
+  ab.n_nodes = nodes;
+  ab.ranks_per_node = per_node;
+  ab.bw_Bps[MP_TIER_CLUSTER] = nic_b;
+  return ab;
+}
+
 /* ---- nccl-tests definitions ---------------------------------------------------------- */
 
 static void
@@ -160,15 +171,9 @@ test_costmodel_ring_across_nodes_closed_form (void **state)
   (void) state;
   /* 4 nodes x 8 ranks: the ring's bandwidth is the smaller of the node link and the 8
    * pooled NIC shares; 2 * 4 of its 62 steps cross nodes (NCCL's count). */
-  MpAlphaBeta ab = { 0 };
-  ab.n_ranks = 32;
-  ab.n_nodes = 4;
-  ab.ranks_per_node = 8;
-  ab.bw_Bps[MP_TIER_NODE] = 231e9;
-  ab.bw_Bps[MP_TIER_CLUSTER] = 22.5e9;
+  MpAlphaBeta ab = across_nodes (4, 8, 231e9, 22.5e9);
   ab.alpha_s[MP_TIER_NODE] = 3e-6;
   ab.alpha_s[MP_TIER_CLUSTER] = 5e-6;
-  ab.nvlink = TRUE;
   double s = 4e8, bus = MIN (231e9, 8 * 22.5e9);
   double want = 2.0 * 31 / 32 * s / bus + (62 - 8) * 3e-6 + 8 * 5e-6;
   mp_assert_close (mp_coll_time (MP_COLL_ALL_REDUCE, MP_ALGO_RING, MP_PROTO_SIMPLE, s, &ab),
@@ -1414,6 +1419,115 @@ test_costmodel_moe_alltoall_bytes (void **state)
   mp_assert_close (mp_cost_moe_dispatch_bytes (sctx, &cfg, 1), 1.1 * bytes / 4, 1e-12);
 }
 
+/* DeepEP's forwarded dispatch (mp_stack_forwarded_dispatch): across NVLink domains a
+ * token crosses once to each other domain holding one of its experts. DeepSeek-V3's
+ * shape over 8 nodes (256 experts, top-8): a domain misses all 8 with probability
+ * C(224, 8) / C(256, 8), so 7 (1 - that) = 4.6 RDMA copies of a token leave the node
+ * where the flat all-to-all sends 7 of its 8: 0.66 of the bytes. */
+static void
+test_costmodel_moe_forwarded_dispatch (void **state)
+{
+  (void) state;
+  MpAlphaBeta ab = across_nodes (8, 8, 400e9, 45e9);
+  double s = 470e6;                               /* 4096 tokens x 8 x 7168 x bf16 */
+  double flat = mp_coll_time (MP_COLL_ALL_TO_ALL, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, s, &ab);
+  double fwd = mp_coll_forwarded_a2a_time (s, 8, 256, &ab);
+  double miss = exp (lgamma (225) - lgamma (217) - lgamma (257) + lgamma (249));
+  mp_assert_close (flat, s * 56 / 64 / 45e9, 1e-12);            /* no latency here */
+  mp_assert_close (fwd, s / 8 * 7 * (1 - miss) / 45e9, 1e-9);
+  assert_true (fwd / flat > 0.65 && fwd / flat < 0.67);
+  /* One expert per node and k = 8: every token reaches every node, as flat. */
+  mp_assert_close (mp_coll_forwarded_a2a_time (s, 8, 8, &ab), flat, 1e-12);
+  /* Inside one domain it is the flat exchange. */
+  MpAlphaBeta node = one_tier (8, 400e9, 1e-6);
+  mp_assert_close (mp_coll_forwarded_a2a_time (s, 8, 256, &node),
+                   mp_coll_time (MP_COLL_ALL_TO_ALL, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, s, &node),
+                   1e-15);
+  /* In a layer: nemo-automodel's dispatch across 4 H100 nodes is faster than Megatron's
+   * NCCL all-to-all; on one node the same. */
+  g_autoptr(MpModel) m = model_ok ("qwen3-235b-a22b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:4");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 32;
+  cfg.etp = 1;
+  for (guint ep = 8; ep <= 32; ep *= 4)
+    {
+      cfg.ep = ep;
+      MpPhaseCost fm, bm, fa, ba;
+      MpStageSpans sp;
+      cfg.stack = MP_STACK_MEGATRON;
+      mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+      mp_cost_layer (ctx, &cfg, &sp, 1, &fm, &bm);
+      cfg.stack = MP_STACK_NEMO_AUTOMODEL;
+      mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+      mp_cost_layer (ctx, &cfg, &sp, 1, &fa, &ba);
+      if (ep == 8)
+        mp_assert_close (fa.ep_comm_s, fm.ep_comm_s, 1e-15);
+      else
+        assert_true (fa.ep_comm_s < 0.8 * fm.ep_comm_s && ba.ep_comm_s < 0.8 * bm.ep_comm_s);
+    }
+}
+
+/* Combined 1F1B (moe_a2a_overlap): paired passes hide each one's dispatch and combine
+ * under the other's compute, which the collective slows; the warm-up forwards and
+ * cool-down backwards stay exposed. */
+static void
+test_costmodel_moe_a2a_overlap (void **state)
+{
+  (void) state;
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.ep = 8;
+  cfg.num_micro_batches = 64;
+  assert_true (mp_cost_ep_overlap_paired (&cfg) == 0);                  /* off */
+  cfg.moe_a2a_overlap = TRUE;
+  mp_assert_close (mp_cost_ep_overlap_paired (&cfg), 63.0 / 64, 1e-15);  /* no pipeline */
+  /* DeepSeek-V3's GB200 recipe: pp 4, vpp 4, 64 micro-batches; stage i warms up with
+   * 2 (3 - i) + 12 of its 256 chunk forwards (Megatron's interleaved schedule). */
+  cfg.pp = 4;
+  cfg.vpp = 4;
+  cfg.schedule = MP_SCHEDULE_INTERLEAVED;
+  mp_assert_close (mp_cost_ep_overlap_paired (&cfg), 1 - (18 + 16 + 14 + 12) / 4.0 / 256,
+                   1e-15);
+  cfg.vpp = 1;
+  cfg.schedule = MP_SCHEDULE_1F1B;
+  mp_assert_close (mp_cost_ep_overlap_paired (&cfg), 1 - (3 + 2 + 1 + 0) / 4.0 / 64, 1e-15);
+  cfg.schedule = MP_SCHEDULE_GPIPE;
+  assert_true (mp_cost_ep_overlap_paired (&cfg) == 0);
+  /* In a layer, 4 H100 nodes, 8 micro-batches: 7 / 8 paired. */
+  g_autoptr(MpModel) m = model_ok ("qwen3-235b-a22b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:4");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 32;
+  cfg.ep = 32;
+  cfg.etp = 1;
+  cfg.num_micro_batches = 8;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  MpPhaseCost f0, b0, f1, b1;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &f0, &b0);
+  cfg.moe_a2a_overlap = TRUE;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &f1, &b1);
+  double share = mp_cost_overlap_share (sp.device), p = 7.0 / 8;
+  assert_true (f0.ep_comm_s > 0 && share > 0);
+  mp_assert_close (f1.ep_comm_s, f0.ep_comm_s - p * MIN (f0.ep_comm_s, b0.compute_s), 1e-12);
+  mp_assert_close (b1.ep_comm_s, b0.ep_comm_s - p * MIN (b0.ep_comm_s, f0.compute_s), 1e-12);
+  mp_assert_close (f1.compute_s, f0.compute_s
+                   + p * mp_cost_overlap_penalty (share, b0.ep_comm_s, f0.compute_s), 1e-12);
+  mp_assert_close (b1.compute_s, b0.compute_s
+                   + p * mp_cost_overlap_penalty (share, f0.ep_comm_s, b0.compute_s), 1e-12);
+  assert_true (f1.total_s + b1.total_s < f0.total_s + b0.total_s);
+  /* The embedding has nothing to hide. */
+  mp_cost_layer (ctx, &cfg, &sp, 0, &f1, &b1);
+  cfg.moe_a2a_overlap = FALSE;
+  mp_cost_layer (ctx, &cfg, &sp, 0, &f0, &b0);
+  mp_assert_close (f1.total_s, f0.total_s, 1e-15);
+}
+
 static void
 test_costmodel_grouped_gemm_small_experts (void **state)
 {
@@ -2315,6 +2429,8 @@ main (void)
     cmocka_unit_test (test_costmodel_nccl_tests_table_calibrates),
     cmocka_unit_test (test_costmodel_moe_expert_parallel),
     cmocka_unit_test (test_costmodel_moe_alltoall_bytes),
+    cmocka_unit_test (test_costmodel_moe_forwarded_dispatch),
+    cmocka_unit_test (test_costmodel_moe_a2a_overlap),
     cmocka_unit_test (test_costmodel_grouped_gemm_small_experts),
     cmocka_unit_test (test_costmodel_host_grouped_gemm_per_call),
     cmocka_unit_test (test_costmodel_expert_tensor_parallel),
