@@ -19,8 +19,14 @@ typedef struct _MpWorld MpWorld;
  * world of one. Caller owns; NULL with MP_ERROR_RUNTIME if MPI fails to start. */
 MpWorld *mp_world_join (int *argc, char ***argv, GError **error);
 /* mp_world_join for a job whose ranks exchange a few kB (plan): the lightest messaging
- * layer, unless the user chose one. */
+ * layer, unless the user chose one; no MPI at all for a launch of one process. The
+ * caller may run threads, which make no MPI call, while MPI starts and stops (FUNNELED). */
 MpWorld *mp_world_join_light (int *argc, char ***argv, GError **error);
+/* The rank and size the launcher exported to this process (Open MPI's mpirun, MPICH's
+ * Hydra, Slurm's srun), for work in a thread beside mp_world_join_light's MPI_Init; FALSE
+ * when it did not say, or when the user chose Open MPI's memory component (its patcher
+ * rewrites code that such a thread may run). */
+gboolean mp_world_early_rank (int *rank, int *size);
 /* Leaves the world (MPI_Finalize when it was joined). NULL-safe. */
 void mp_world_leave (MpWorld *world);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpWorld, mp_world_leave)

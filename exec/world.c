@@ -5,6 +5,7 @@
 #include "common/error.h"
 
 #include <mpi.h>
+#include <string.h>
 
 struct _MpWorld {
   gboolean mpi;      /* MPI_Init was called by us */
@@ -17,6 +18,47 @@ under_mpirun (void)
 {
   return g_getenv ("OMPI_COMM_WORLD_SIZE") != NULL || g_getenv ("PMIX_RANK") != NULL
          || g_getenv ("PMI_SIZE") != NULL;
+}
+
+/* A launcher's variable as a number from 0 to G_MAXINT; -1 when unset or not one. */
+static int
+env_int (const char *name)
+{
+  const char *text = g_getenv (name);
+  guint64 v = 0;
+  if (text == NULL || !g_ascii_string_to_unsigned (text, 10, 0, G_MAXINT, &v, NULL))
+    return -1;
+  return (int) v;
+}
+
+/* The rank and size the launcher exported: Open MPI's mpirun, MPICH's Hydra (PMI),
+ * Slurm's srun (PMIx or PMI-2). */
+static gboolean
+launch_rank (int *rank, int *size)
+{
+  static const char *const pairs[][2] = { { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE" },
+                                          { "PMI_RANK", "PMI_SIZE" },
+                                          { "SLURM_PROCID", "SLURM_NTASKS" } };
+  if (!under_mpirun ())
+    return FALSE;
+  for (gsize i = 0; i < G_N_ELEMENTS (pairs); i++)
+    {
+      int r = env_int (pairs[i][0]), n = env_int (pairs[i][1]);
+      if (r >= 0 && n > r)
+        {
+          *rank = r;
+          *size = n;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+gboolean
+mp_world_early_rank (int *rank, int *size)
+{
+  const char *memory = g_getenv ("OMPI_MCA_memory");
+  return (memory == NULL || strcmp (memory, "^patcher") == 0) && launch_rank (rank, size);
 }
 
 /* Turns a failed MPI call into a GError naming it. */
@@ -32,18 +74,29 @@ mpi_ok (int rc, const char *call, GError **error)
   return FALSE;
 }
 
-MpWorld *
-mp_world_join (int *argc, char ***argv, GError **error)
+static MpWorld *
+world_of_one (void)
 {
   MpWorld *w = g_new0 (MpWorld, 1);
   w->size = 1;
+  return w;
+}
+
+/* FUNNELED (when asked): the caller runs a thread, which makes no MPI call, while MPI
+ * starts or stops. */
+static MpWorld *
+join (int *argc, char ***argv, gboolean funneled, GError **error)
+{
+  MpWorld *w = world_of_one ();
   if (!under_mpirun ())
     return w;
-  int inited = 0;
+  int inited = 0, provided = 0;
   MPI_Initialized (&inited);
   if (!inited)
     {
-      if (!mpi_ok (MPI_Init (argc, argv), "MPI_Init", error))
+      int rc = funneled ? MPI_Init_thread (argc, argv, MPI_THREAD_FUNNELED, &provided)
+                        : MPI_Init (argc, argv);
+      if (!mpi_ok (rc, "MPI_Init", error))
         {
           g_free (w);
           return NULL;
@@ -57,16 +110,33 @@ mp_world_join (int *argc, char ***argv, GError **error)
   return w;
 }
 
+MpWorld *
+mp_world_join (int *argc, char ***argv, GError **error)
+{
+  return join (argc, argv, FALSE, error);
+}
+
 /* The ranks exchange a few kB once (planner/merge.c): Open MPI's ob1 messaging starts in
  * 0.12 s where probing UCX takes 0.33 s of MPI_Init (Open MPI 4.1.4 on this 2-core machine,
  * median of 3 `mpirun -np 2` runs of an MPI_Init-only program, with and without
- * OMPI_MCA_pml=ob1). A pml the user chose is kept. */
+ * OMPI_MCA_pml=ob1). The caller runs a thread while MPI_Init runs, and Open MPI's memory
+ * patcher rewrites the first instructions of mmap, munmap and the like in place during
+ * MPI_Init, under a thread that may be inside them: it is left out (it only feeds the
+ * registration cache that mpi_leave_pinned keeps for large RDMA messages, a speed setting;
+ * without it Open MPI registers each message, as correct on a real fabric). A pml or
+ * memory component the user chose is kept. A world of one (mpirun -np 1) needs no MPI. */
 MpWorld *
 mp_world_join_light (int *argc, char ***argv, GError **error)
 {
+  int rank = 0, size = 0;
+  if (launch_rank (&rank, &size) && size == 1)
+    return world_of_one ();
   if (g_getenv ("OMPI_COMM_WORLD_SIZE") != NULL)
-    g_setenv ("OMPI_MCA_pml", "ob1", FALSE);
-  return mp_world_join (argc, argv, error);
+    {
+      g_setenv ("OMPI_MCA_pml", "ob1", FALSE);
+      g_setenv ("OMPI_MCA_memory", "^patcher", FALSE);
+    }
+  return join (argc, argv, TRUE, error);
 }
 
 void

@@ -19,6 +19,7 @@
 
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* ---- hand-built programs ---------------------------------------------------------------- */
 
@@ -1259,6 +1260,95 @@ test_sim_refine_ranks_by_simulation (void **state)
   assert_non_null (strstr (text, "differ by"));
 }
 
+/* PLAN's step as --refine simulates it (mp_planner_refine on a result of one plan). */
+static double
+refined (const Env *e, const MpPlan *plan)
+{
+  g_autoptr(GError) error = NULL;
+  MpSearchResult res = { .plans = g_ptr_array_new () };
+  g_ptr_array_add (res.plans, (gpointer) plan);
+  assert_true (mp_planner_refine (e->ctx, &res, 1, &error));
+  g_ptr_array_unref (res.plans);
+  return plan->simulated_step_s;
+}
+
+/* A gpt3-1.3b plan on 2 DGX A100 with M micro-batches (NULL when it does not evaluate). */
+static MpPlan *
+long_plan (const Env *e, guint pp, guint vpp, MpSchedule schedule, guint zero, guint m)
+{
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 16 / pp / 2;
+  cfg.tp = 2;
+  cfg.pp = pp;
+  cfg.vpp = vpp;
+  cfg.zero = zero;
+  cfg.schedule = schedule;
+  cfg.sequence_parallel = TRUE;
+  cfg.micro_batch_size = 1;
+  cfg.num_micro_batches = m;
+  return evaluate (e, &cfg);
+}
+
+static void
+test_sim_refine_steady_state_exact (void **state)
+{
+  (void) state;
+  /* Past 4096 micro-batch steps --refine simulates the steady state and extends it: the
+   * same step as simulating every micro-batch, for each schedule, uneven last periods
+   * (m not a multiple of pp) and ZeRO-2's reduce-scatter every micro-batch. */
+  g_autoptr(Env) e = env_new ("gpt3-1.3b", "dgx-a100-80g:2");
+  const struct { guint pp, vpp; MpSchedule schedule; guint zero, m; } cases[] = {
+    { 4, 1, MP_SCHEDULE_1F1B, 1, 1203 },
+    { 8, 1, MP_SCHEDULE_1F1B, 2, 601 },
+    { 4, 2, MP_SCHEDULE_INTERLEAVED, 1, 1024 },
+    { 2, 1, MP_SCHEDULE_GPIPE, 0, 2101 },
+  };
+  for (gsize i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MpPlan) plan = long_plan (e, cases[i].pp, cases[i].vpp, cases[i].schedule,
+                                          cases[i].zero, cases[i].m);
+      assert_non_null (plan);
+      assert_true ((guint64) cases[i].pp * cases[i].vpp * cases[i].m > 4096);
+      g_autoptr(MpSimResult) whole = simulate_plan (e, plan, NULL, NULL, NULL);
+      mp_assert_close (refined (e, plan), whole->step_s, 1e-9);
+      assert_true (plan->simulated_step_s != plan->step_s);
+    }
+}
+
+/* This process's peak resident memory in bytes. */
+static double
+peak_rss_bytes (void)
+{
+  struct rusage u;
+  getrusage (RUSAGE_SELF, &u);
+  return u.ru_maxrss * 1024.0;
+}
+
+static void
+test_sim_refine_memory_bounded (void **state)
+{
+  (void) state;
+  /* --refine's memory does not grow with the micro-batch count: 256, 512 and 262,144
+   * micro-batches through 4 stages (the last is 2^20 steps, ~1 GB simulated whole) move
+   * the peak by less than 32 MB, and the long one is simulated (not left to the closed
+   * form) on the line through the two short ones (simulated whole). */
+  g_autoptr(Env) e = env_new ("gpt3-1.3b", "dgx-a100-80g:2");
+  const guint m[3] = { 256, 512, 1u << 18 };
+  double step[3];
+  double before = peak_rss_bytes ();
+  for (guint i = 0; i < 3; i++)
+    {
+      g_autoptr(MpPlan) plan = long_plan (e, 4, 1, MP_SCHEDULE_1F1B, 1, m[i]);
+      assert_non_null (plan);
+      step[i] = refined (e, plan);
+      assert_true (step[i] != plan->step_s);
+    }
+  assert_true (peak_rss_bytes () - before < 32.0 * 1024 * 1024);
+  mp_assert_close (step[2], step[0] + (m[2] - m[0]) * (step[1] - step[0]) / (m[1] - m[0]),
+                   1e-9);
+}
+
 static void
 test_sim_trace_of_a_real_plan (void **state)
 {
@@ -1316,6 +1406,8 @@ main (void)
     cmocka_unit_test (test_sim_closed_form_uneven_interleaved),
     cmocka_unit_test (test_sim_random_plans_run),
     cmocka_unit_test (test_sim_refine_ranks_by_simulation),
+    cmocka_unit_test (test_sim_refine_steady_state_exact),
+    cmocka_unit_test (test_sim_refine_memory_bounded),
     cmocka_unit_test (test_sim_trace_of_a_real_plan),
   };
   return cmocka_run_group_tests_name ("sim", tests, NULL, NULL);
