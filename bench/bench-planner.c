@@ -59,7 +59,7 @@ bench_shards (const MpCostContext *ctx, guint n_shards, int runs, double whole_c
   g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
   for (guint sh = 0; sh < n_shards; sh++)
     {
-      MpSearchOptions opts = { .top_k = 5, .shard = sh, .n_shards = n_shards };
+      MpSearchOptions opts = { .top_k = 5, .whole_space = whole, .shard = sh, .n_shards = n_shards };
       double cpu[16];
       for (int r = 0; r < runs; r++)
         {
