@@ -296,10 +296,12 @@ acc_run_predict (const AccRuns *runs, const AccRun *run, AccResult *out, GError 
     out->reason = g_strdup (why->message);
   else if (res->plans->len == 0)
     {
+      /* The search costs configurations beside the pinned ones (the best plan without
+       * the pins is reported with them): its feasible count is of those. */
       out->reason = g_strdup_printf ("no plan honouring the pins fits in memory (%"
-                                     G_GUINT64_FORMAT " configs fit of %" G_GUINT64_FORMAT
-                                     " evaluated)", res->stats.feasible,
-                                     res->stats.evaluated);
+                                     G_GUINT64_FORMAT " configs known to fit, %"
+                                     G_GUINT64_FORMAT " fully costed, none honour them)",
+                                     res->stats.feasible, res->stats.evaluated);
       overflowing_memory (model, cluster, &opts, out);
     }
   else

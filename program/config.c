@@ -83,7 +83,7 @@ mp_stack_overlaps_tp_backward (MpStack stack)
 gboolean
 mp_stack_fused_loss (MpStack stack)
 {
-  return stack == MP_STACK_LLM_FOUNDRY;
+  return stack == MP_STACK_LLM_FOUNDRY || stack == MP_STACK_NEMO_AUTOMODEL;
 }
 
 gboolean

@@ -228,8 +228,13 @@ gboolean mp_stack_overlaps_tp_backward (MpStack stack);
  * their gradient at that size, rather than an fp32 softmax and fp32 gradient? llm-foundry
  * does: its models' default loss_fn is fused_crossentropy, flash-attn's CrossEntropyLoss
  * (llmfoundry/models/mpt/modeling_mpt.py), which keeps its input logits and one fp32
- * log-sum-exp per row and writes the gradient in the logits' dtype. Megatron-Core's
- * vocab-parallel loss and torchtitan's (cross_entropy on logits.float()) keep fp32. */
+ * log-sum-exp per row and writes the gradient in the logits' dtype. NeMo AutoModel's
+ * benchmark recipes (examples/benchmark/configs: qwen3_moe_30b_te_deepep.yaml,
+ * gptoss_120b_te_deepep.yaml, deepseek_v3_te_deepep.yaml) take MaskedCrossEntropy with
+ * fp32_upcast: false, a
+ * cross_entropy on the bf16 logits: its saved log-softmax and its gradient are bf16, the
+ * same bytes. Megatron-Core's vocab-parallel loss and torchtitan's (cross_entropy on
+ * logits.float()) keep fp32. */
 gboolean mp_stack_fused_loss (MpStack stack);
 /* Does STACK's FP8 keep each FP8 GEMM's input for the weight gradient as the FP8 tensor
  * it cast (1 byte an element), rather than at 16 bits? Transformer Engine's linear layers

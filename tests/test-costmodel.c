@@ -2567,6 +2567,7 @@ test_cost_stack_fused_loss_memory (void **state)
   assert_true (lf.transient_bytes < mg.transient_bytes);
   assert_true (mg.transient_bytes - lf.transient_bytes <= logits * 4 * (1 + 1e-12));
   assert_true (mp_stack_fused_loss (MP_STACK_LLM_FOUNDRY));
+  assert_true (mp_stack_fused_loss (MP_STACK_NEMO_AUTOMODEL));
   assert_false (mp_stack_fused_loss (MP_STACK_MEGATRON));
   assert_false (mp_stack_fused_loss (MP_STACK_TORCHTITAN));
   /* Weights, gradients and optimizer state do not depend on the loss. */
