@@ -217,12 +217,12 @@ static char *
 plan_summary (const MpPlan *p)
 {
   const MpParallelConfig *c = &p->cfg;
-  return g_strdup_printf ("dp%u tp%u pp%u vpp%u cp%u ep%u%s zero%u %s mb%ux%u %s%s", c->dp,
+  return g_strdup_printf ("dp%u tp%u pp%u vpp%u cp%u ep%u%s zero%u %s mb%ux%u %s%s%s", c->dp,
                           c->tp, c->pp, mp_parallel_config_vpp (c), c->cp, c->ep,
                           c->sequence_parallel ? " sp" : "", c->zero,
                           mp_recompute_name (c->recompute), c->micro_batch_size,
                           c->num_micro_batches, mp_schedule_name (c->schedule),
-                          c->fp8 ? " fp8" : "");
+                          c->fp8 ? " fp8" : "", c->compile ? " compile" : "");
 }
 
 /* The measured figure RUN is compared on, and PLAN's prediction of it. */

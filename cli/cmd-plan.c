@@ -379,7 +379,8 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       "K" },
     { "fix", 0, 0, G_OPTION_ARG_STRING, &a.fix,
       "Pin dimensions by their JSON keys, e.g. tp=8,pp=8,recompute=full (fp8=true: plan "
-      "Transformer Engine FP8 training; stack=torchtitan: the training stack)",
+      "Transformer Engine FP8 training; stack=torchtitan: the training stack; compile=true: "
+      "torch.compile, element-wise ops fused)",
       "KEY=VALUE,..." },
     { "stack", 0, 0, G_OPTION_ARG_STRING, &a.stack,
       "The training stack the plans run under (megatron, nemo-automodel, torchtitan, "

@@ -688,6 +688,65 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
     }
 }
 
+/* ---- eager element-wise ops (fsdp18) -----------------------------------------------------
+ * Without torch.compile (mp_parallel_config_eager_ops) a block's element-wise ops run as
+ * the model's Python writes them, one ATen kernel per operator, each reading its inputs
+ * from HBM and writing its output there, with fp32 intermediates where the code upcasts.
+ * The IR's figures are one fused kernel per op: a 16-bit read and write (e bytes each) of
+ * each element. Counted from torchtitan 9dec370 (the code of its 2024-12 benchmarks), with
+ * f = 4 bytes for fp32:
+ *  - RMSNorm (torchtitan/models/norms.py, RMSNorm.forward: x.float(), pow(2), mean(-1),
+ *    + eps, rsqrt, x * r, type_as(x), * weight): e + f, 2f, f, 2f, f + e, 2e over the six
+ *    full-size kernels (+ eps and rsqrt touch one value a row but launch) = 4e + 7f, in 8
+ *    kernels, against the fused 2e. (A LayerNorm is one ATen native_layer_norm: fused.)
+ *  - rotary (models/llama/model.py, apply_rotary_emb: xq.float(), the complex product with
+ *    freqs_cis, type_as; view_as_complex / view_as_real are views): e + f, 2f, f + e per
+ *    element = 2e + 4f, 3 kernels for q and 3 for k, against 2e in one.
+ *  - the gated activation (FeedForward.forward: F.silu (w1 (x)) * w3 (x)): silu 2e, the
+ *    product 3e, two kernels, against 3e fused.
+ * Backward is autograd's derivative of each of those kernels: as for the fused ops, twice
+ * the forward's traffic. Residual adds and dropout are one kernel either way. Host devices
+ * run the executor's own kernels (exec/), so none of this applies there. */
+static double
+eager_traffic (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+               const MpOp *op, MpEwClass klass, guint *kernels)
+{
+  *kernels = 1;
+  if (!mp_parallel_config_eager_ops (cfg) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
+    return 1.0;
+  const double e = ctx->elt, f = 4.0;
+  if (op->kind == MP_OP_NORM && ctx->model->norm == MP_NORM_RMSNORM)
+    {
+      *kernels = 8;
+      return (4 * e + 7 * f) / (2 * e);
+    }
+  if (op->kind == MP_OP_ELEMENTWISE && op->name && strcmp (op->name, "rotary") == 0)
+    {
+      *kernels = 6;
+      return (2 * e + 4 * f) / (2 * e);
+    }
+  if (klass == MP_EW_GATED && op->split != MP_SPLIT_EXPERT)
+    {
+      *kernels = 2;
+      return 5.0 / 3.0;
+    }
+  return 1.0;
+}
+
+/* The launches and DRAM round trips of an eager op's KERNELS beyond the one that
+ * mp_cost_elementwise_kernel charged, forward, and as many again twice backward. */
+static void
+eager_kernels (const MpCostDevice *dev, guint kernels, MpOpCost *out)
+{
+  if (kernels <= 1)
+    return;
+  double each = dev->curve->launch_s + dev->curve->mem_latency_s;
+  out->fwd.time_s += (kernels - 1) * each;
+  out->fwd.kernels += kernels - 1;
+  out->bwd.time_s += 2 * (kernels - 1) * each;
+  out->bwd.kernels += 2 * (kernels - 1);
+}
+
 void
 mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *spans,
             guint layer, guint op_index, MpOpCost *out)
@@ -725,6 +784,8 @@ mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
         if (r->expert)
           bytes *= cm_expert_load (ctx->model);
         MpEwClass klass = mp_cost_op_ew_class (ctx->model, op);
+        guint kernels = 1;
+        bytes *= eager_traffic (ctx, cfg, dev, op, klass, &kernels);
         mp_cost_elementwise_kernel (dev, klass, FALSE, bytes, &out->fwd);
         /* Backward reads the output gradient and the saved input and writes the input
          * gradient: about twice the traffic; a norm adds a kernel for its weights. */
@@ -734,6 +795,7 @@ mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
             out->bwd.time_s += dev->curve->launch_s;
             out->bwd.kernels++;
           }
+        eager_kernels (dev, kernels, out);
         break;
       }
     }
@@ -1040,7 +1102,7 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint64 *w)
   const guint64 head[16] = { cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
                              cfg->sequence_parallel, cfg->recompute, cfg->recompute_modules,
                              cfg->micro_batch_size, cfg->dispatcher, cfg->fp8,
-                             cfg->flash_attention, cfg->stack,
+                             cfg->flash_attention, cfg->stack + MP_STACK_N * cfg->compile,
                              GPOINTER_TO_SIZE (sp->device),
                              sharded ? cfg->zero + 4u * cfg->no_reshard : 0,
                              sharded && cfg->fp32_grads, paired_bits };

@@ -31,6 +31,8 @@ append_uncolumned (GString *s, const MpParallelConfig *c, gboolean all)
     g_string_append (s, " reshard_after_forward=false");
   if (c->moe_a2a_overlap)
     g_string_append (s, " moe_a2a_overlap");
+  if (c->compile)
+    g_string_append (s, " compile");
   if (c->recompute != MP_RECOMPUTE_NONE && all)
     g_string_append_printf (s, " recompute=%s", mp_recompute_name (c->recompute));
   if (c->recompute == MP_RECOMPUTE_FULL && c->recompute_num_layers > 0)

@@ -828,7 +828,7 @@ titan_config (const Export *e)
       s, "# torchtitan 0.3.0 config: torchrun ... -m torchtitan.train --module mpplan_titan "
          "--config mpplan_plan (cmd.sh).\n"
          "import importlib\n\n"
-         "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n%s\n"
+         "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC\n%s%s\n"
          "# The config function of the model: %" G_GUINT64_FORMAT " layers, hidden %"
          G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT " heads (%" G_GUINT64_FORMAT " kv), ffn %"
          G_GUINT64_FORMAT ", vocab %" G_GUINT64_FORMAT ".\n"
@@ -836,6 +836,7 @@ titan_config (const Export *e)
          "BASE_CONFIG = \"%s\"%s\n\n\n"
          "def mpplan_plan():\n"
          "    config = getattr(importlib.import_module(BASE_MODULE), BASE_CONFIG)()\n",
+      c->compile ? "from torchtitan.config import CompileConfig\n" : "",
       c->fp8 ? "from torchtitan.components.quantization import Float8GroupedExpertsConverter, "
                "Float8LinearConverter\n" : "",
       m->n_blocks, m->hidden, m->heads, m->kv_heads, m->ffn_hidden, m->vocab, base,
@@ -856,6 +857,10 @@ titan_config (const Export *e)
                           c->recompute == MP_RECOMPUTE_FULL        ? "FullAC.Config()"
                           : c->recompute == MP_RECOMPUTE_SELECTIVE ? "SelectiveAC.Config()"
                                                                    : "None");
+  /* torch.compile (the plan's compile): torchtitan's CompileConfig, per block and the loss. */
+  if (c->compile)
+    g_string_append (s, "    config.compile = CompileConfig(enable=True, components=[\"model\", "
+                        "\"loss\"])\n");
   titan_fp8 (s, e);
   g_string_append (s, "    return config\n");
   return g_string_free (s, FALSE);

@@ -13,6 +13,7 @@ typedef enum {
   PIN_DP, PIN_TP, PIN_PP, PIN_VPP, PIN_CP, PIN_EP, PIN_SP, PIN_ZERO, PIN_RECOMPUTE,
   PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_FP8, PIN_ETP, PIN_DISPATCHER, PIN_RC_METHOD,
   PIN_RC_LAYERS, PIN_RC_MODULES, PIN_STACK, PIN_ZERO_SHARD, PIN_RESHARD, PIN_A2A_OVERLAP,
+  PIN_COMPILE,
   /* The layer split, resolved by mp_plan_pins_split (Megatron-LM's flags). */
   PIN_FIRST, PIN_LAST, PIN_EMBEDDING, PIN_LOSS, PIN_LAYERS, PIN_N
 } PinKey;
@@ -21,7 +22,7 @@ static const char *const pin_names[PIN_N + 1] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
   "micro_batch_size", "num_micro_batches", "schedule", "fp8", "etp", "dispatcher",
   "recompute_method", "recompute_num_layers", "recompute_modules", "stack", "zero_shard",
-  "reshard_after_forward", "moe_a2a_overlap", "first_stage_layers",
+  "reshard_after_forward", "moe_a2a_overlap", "compile", "first_stage_layers",
   "last_stage_layers", "account_for_embedding", "account_for_loss", "layers_per_chunk", NULL
 };
 
@@ -68,6 +69,7 @@ value_of (const MpParallelConfig *cfg, PinKey key)
     case PIN_ZERO_SHARD: return mp_parallel_config_zero_shard (cfg);
     case PIN_RESHARD: return cfg->no_reshard ? 0 : 1;
     case PIN_A2A_OVERLAP: return cfg->moe_a2a_overlap ? 1 : 0;
+    case PIN_COMPILE: return cfg->compile ? 1 : 0;
     case PIN_FIRST:
     case PIN_LAST:
     case PIN_EMBEDDING:
@@ -125,7 +127,7 @@ parse_value (PinKey key, const char *value, guint *out)
       return TRUE;
     }
   gboolean flag = key == PIN_SP || key == PIN_FP8 || key == PIN_EMBEDDING || key == PIN_LOSS
-                  || key == PIN_RESHARD || key == PIN_A2A_OVERLAP;
+                  || key == PIN_RESHARD || key == PIN_A2A_OVERLAP || key == PIN_COMPILE;
   if (flag && (strcmp (value, "true") == 0 || strcmp (value, "false") == 0))
     {
       *out = strcmp (value, "true") == 0;

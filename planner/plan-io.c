@@ -107,6 +107,8 @@ json_config (JsonBuilder *b, const MpPlan *plan)
     mp_json_add_bool (b, "reshard_after_forward", FALSE);
   if (c->moe_a2a_overlap)
     mp_json_add_bool (b, "moe_a2a_overlap", TRUE);
+  if (c->compile)
+    mp_json_add_bool (b, "compile", TRUE);
   mp_json_add_string (b, "recompute", mp_recompute_name (c->recompute));
   if (c->recompute_num_layers > 0)
     {
@@ -409,6 +411,8 @@ write_parallel (GString *out, const MpParallelConfig *c)
     g_string_append (out, "  reshard_after_forward: false\n");
   if (c->moe_a2a_overlap)
     g_string_append (out, "  moe_a2a_overlap: true\n");
+  if (c->compile)
+    g_string_append (out, "  compile: true\n");
   if (c->recompute_num_layers > 0)
     g_string_append_printf (out, "  recompute_method: %s\n  recompute_num_layers: %u\n",
                             mp_recompute_method_name (c->recompute_method),

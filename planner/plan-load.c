@@ -17,7 +17,7 @@ static const char *const top_keys[] = { "kind", "version", "model", "cluster", "
                                         "predicted", NULL };
 static const char *const parallel_keys[] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "zero_shard",
-  "reshard_after_forward", "moe_a2a_overlap", "recompute",
+  "reshard_after_forward", "moe_a2a_overlap", "compile", "recompute",
   "micro_batch_size", "num_micro_batches", "schedule", "flash_attention", "fp32_grads",
   "fp8", "bucket_bytes", "order", "etp", "dispatcher", "recompute_method",
   "recompute_num_layers", "recompute_modules", "stack", NULL
@@ -217,6 +217,7 @@ read_parallel (Loader *l, const MpYamlNode *map)
   mp_yaml_get_bool (r, map, "reshard_after_forward", FALSE, &reshard);
   c->no_reshard = !reshard;
   mp_yaml_get_bool (r, map, "moe_a2a_overlap", FALSE, &c->moe_a2a_overlap);
+  mp_yaml_get_bool (r, map, "compile", FALSE, &c->compile);
   read_recompute (r, map, &c->recompute);
   read_recompute_extent (r, map, c);
   read_schedule (r, map, &c->schedule);

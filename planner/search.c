@@ -1039,6 +1039,9 @@ run (Search *s)
   guint a2a_overlap = 0;                        /* MoE: pinned only, as the stack */
   mp_plan_pins_get (s->opts->pins, "moe_a2a_overlap", &a2a_overlap);
   cfg.moe_a2a_overlap = a2a_overlap != 0;
+  guint compiled = 0;                           /* torch.compile: the user's, as the stack */
+  mp_plan_pins_get (s->opts->pins, "compile", &compiled);
+  cfg.compile = compiled != 0;
   s->index = s->outer = 0;
   s->foreign = s->dropped = FALSE;
   /* FP8 changes the numerics, so the search tries it only when the user pins it

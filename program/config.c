@@ -111,6 +111,13 @@ mp_stack_forwarded_dispatch (MpStack stack)
   return stack == MP_STACK_NEMO_AUTOMODEL;
 }
 
+gboolean
+mp_parallel_config_eager_ops (const MpParallelConfig *cfg)
+{
+  g_return_val_if_fail (cfg != NULL, FALSE);
+  return !cfg->compile && (cfg->stack == MP_STACK_TORCHTITAN || cfg->stack == MP_STACK_PYTORCH);
+}
+
 static const char *const method_names[] = { "block", "uniform", NULL };
 /* Megatron's --recompute-modules names in its order (MpRecomputeModule bits), then
  * torchtitan's op-level policy. */
@@ -461,7 +468,7 @@ mp_parallel_config_compare (const MpParallelConfig *x, const MpParallelConfig *y
                        x->num_micro_batches, x->flash_attention, x->fp32_grads, x->fp8,
                        x->recompute_num_layers, x->recompute_method, x->recompute_modules,
                        x->stack, mp_parallel_config_zero_shard (x), x->no_reshard,
-                       x->moe_a2a_overlap };
+                       x->moe_a2a_overlap, x->compile };
   const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
                        y->zero, y->recompute, y->micro_batch_size, y->schedule,
                        y->order[0], y->order[1], y->order[2], y->order[3],
@@ -469,7 +476,7 @@ mp_parallel_config_compare (const MpParallelConfig *x, const MpParallelConfig *y
                        y->num_micro_batches, y->flash_attention, y->fp32_grads, y->fp8,
                        y->recompute_num_layers, y->recompute_method, y->recompute_modules,
                        y->stack, mp_parallel_config_zero_shard (y), y->no_reshard,
-                       y->moe_a2a_overlap };
+                       y->moe_a2a_overlap, y->compile };
   G_STATIC_ASSERT (MP_DIM_N == 4);
   for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)
     if (kx[i] != ky[i])

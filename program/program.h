@@ -152,6 +152,10 @@ typedef struct {
                                 * moe_a2a_overlap, --overlap-moe-expert-parallel-comm):
                                 * one micro-batch's dispatch and combine run under an
                                 * adjacent one's compute (mp_cost_ep_overlap_paired) */
+  gboolean compile;            /* torch.compile on the model (torchtitan's
+                                * training.compile): its element-wise ops fused by
+                                * Inductor; without it an eager stack runs them op by op
+                                * (mp_parallel_config_eager_ops) */
   /* Model layers (model->layers, embedding and head included) per model chunk, pp * vpp
    * entries in chunk order; chunk c runs on pipeline rank c % pp. NULL: blocks spread
    * evenly, the embedding on the first chunk and the head on the last. Borrowed. */
@@ -263,6 +267,12 @@ gboolean mp_stack_unfused_optimizer (MpStack stack);
  * examples/benchmark/configs/deepseek_v3_te_deepep.yaml and the others so named);
  * DeepEP's README, "Normal kernels with NVLink and RDMA forwarding". */
 gboolean mp_stack_forwarded_dispatch (MpStack stack);
+/* Does CFG run its blocks' element-wise ops as eager PyTorch does, one ATen kernel per
+ * operator of the model's Python code (no torch.compile, cfg->compile unset), rather than
+ * fused? torchtitan's and plain PyTorch's models do (torchtitan models/norms.py RMSNorm,
+ * models/llama/model.py apply_rotary_emb and FeedForward); Transformer Engine stacks fuse
+ * them in their own kernels and llm-foundry's MPT runs one ATen layer_norm per norm. */
+gboolean mp_parallel_config_eager_ops (const MpParallelConfig *cfg);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

@@ -2538,6 +2538,77 @@ test_cost_stack_unfused_optimizer (void **state)
     }
 }
 
+/* Eager element-wise ops (fsdp18): without torch.compile torchtitan runs each operator of
+ * its model code as its own kernel with fp32 intermediates (e = 2 bytes, f = 4): RMSNorm
+ * 4e + 7f bytes an element in 8 kernels against the fused 2e, rotary 2e + 4f in 6 (q and
+ * k) against 2e, the gated activation 5e in 2 against 3e; residual adds as before.
+ * compile=true, another stack, a LayerNorm model and the host cost as the fused ops; the
+ * layer memo tells eager from compiled. */
+static void
+eager_op (const char *model, const char *cluster, MpStack stack, gboolean compiled,
+          const char *name, MpOpCost *out)
+{
+  g_autoptr(MpModel) m = model_ok (model);
+  g_autoptr(MpCluster) c = cluster_ok (cluster);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.stack = stack;
+  cfg.compile = compiled;
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  mp_cost_op (ctx, &cfg, &sp, 1, op_index (m, 1, name), out);
+}
+
+static void
+test_cost_eager_elementwise (void **state)
+{
+  (void) state;
+  const char *const ops[] = { "norm1", "rotary", "swiglu", "attn_residual" };
+  const double bytes[] = { (4 * 2 + 7 * 4) / 4.0, (2 * 2 + 4 * 4) / 4.0, 5.0 / 3.0, 1 };
+  const guint kernels[] = { 8, 6, 2, 1 };
+  for (guint i = 0; i < G_N_ELEMENTS (ops); i++)
+    {
+      MpOpCost eager, fused, mg;
+      eager_op ("llama3-8b", "dgx-h100:1", MP_STACK_TORCHTITAN, FALSE, ops[i], &eager);
+      eager_op ("llama3-8b", "dgx-h100:1", MP_STACK_TORCHTITAN, TRUE, ops[i], &fused);
+      eager_op ("llama3-8b", "dgx-h100:1", MP_STACK_MEGATRON, FALSE, ops[i], &mg);
+      mp_assert_close (eager.fwd.bytes / fused.fwd.bytes, bytes[i], 1e-12);
+      mp_assert_close (eager.bwd.bytes / fused.bwd.bytes, bytes[i], 1e-12);
+      assert_int_equal (eager.fwd.kernels, fused.fwd.kernels + kernels[i] - 1);
+      assert_int_equal (eager.bwd.kernels, fused.bwd.kernels + 2 * (kernels[i] - 1));
+      if (kernels[i] > 1)
+        assert_true (eager.fwd.time_s > fused.fwd.time_s && eager.bwd.time_s > fused.bwd.time_s);
+      else
+        mp_assert_close (eager.fwd.time_s, fused.fwd.time_s, 1e-12);
+      mp_assert_close (mg.fwd.time_s, fused.fwd.time_s, 1e-12);
+      mp_assert_close (mg.bwd.time_s, fused.bwd.time_s, 1e-12);
+      MpOpCost host_e, host_f;
+      eager_op ("llama3-8b", "host", MP_STACK_PYTORCH, FALSE, ops[i], &host_e);
+      eager_op ("llama3-8b", "host", MP_STACK_PYTORCH, TRUE, ops[i], &host_f);
+      mp_assert_close (host_e.fwd.time_s, host_f.fwd.time_s, 1e-12);
+    }
+  MpOpCost ln_e, ln_f;                 /* LayerNorm: one ATen kernel, eager or not */
+  eager_op ("gpt3-1.3b", "dgx-h100:1", MP_STACK_TORCHTITAN, FALSE, "norm1", &ln_e);
+  eager_op ("gpt3-1.3b", "dgx-h100:1", MP_STACK_TORCHTITAN, TRUE, "norm1", &ln_f);
+  mp_assert_close (ln_e.fwd.time_s, ln_f.fwd.time_s, 1e-12);
+  /* One context, compiled first: the layer memo must not hand the eager config its row. */
+  g_autoptr(MpModel) m = model_ok ("llama3-8b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  cfg.compile = TRUE;
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  MpPhaseCost f1, b1, f2, b2;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &f1, &b1);
+  cfg.compile = FALSE;
+  mp_cost_layer (ctx, &cfg, &sp, 1, &f2, &b2);
+  assert_true (f2.compute_s > f1.compute_s && b2.compute_s > b1.compute_s);
+}
+
 /* The loss's precision of the stack (acc16b): llm-foundry's fused cross-entropy keeps the
  * bf16 logits (2 bytes each) where the others keep an fp32 softmax (4), and its gradient
  * is bf16 where theirs is fp32 after the bf16 logits (4 + 2): the mechanism that lets
@@ -2642,6 +2713,7 @@ main (void)
     cmocka_unit_test (test_cost_stack_triton_attention),
     cmocka_unit_test (test_costmodel_sustained_rate),
     cmocka_unit_test (test_cost_stack_unfused_optimizer),
+    cmocka_unit_test (test_cost_eager_elementwise),
     cmocka_unit_test (test_cost_stack_tp_backward_overlap),
     cmocka_unit_test (test_cost_host_tp_backward_serial),
     cmocka_unit_test (test_cost_stack_fused_loss_memory),
