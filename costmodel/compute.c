@@ -733,6 +733,31 @@ eager_traffic (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCo
   return 1.0;
 }
 
+/* The K/V head copies of a stack that repeats them (mp_stack_repeats_kv): for keys and
+ * values, one kernel each reading the kv_heads-wide tensor and writing it heads wide,
+ * per token of the micro-batch on this rank; backward sums the copies' gradients back
+ * (the same bytes the other way) and, as for the other element-wise ops, is costed at
+ * twice the forward's traffic. Nothing without grouped-query attention (repeat_kv returns
+ * its input) or on host devices. */
+static void
+repeated_kv (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+             const MpOp *op, MpOpCost *out)
+{
+  if (!mp_stack_repeats_kv (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU
+      || !(op->kv_heads > 0 && op->kv_heads < op->heads))
+    return;
+  double width = (op->heads + op->kv_heads) * op->head_dim / cfg->tp;
+  double bytes = cm_tokens (ctx, cfg) * width * ctx->elt;
+  for (int kv = 0; kv < 2; kv++)
+    {
+      MpKernelCost f, b;
+      mp_cost_elementwise_kernel (dev, MP_EW_NONE, FALSE, bytes, &f);
+      mp_cost_elementwise_kernel (dev, MP_EW_NONE, TRUE, 2 * bytes, &b);
+      kernel_add (&out->fwd, &f);
+      kernel_add (&out->bwd, &b);
+    }
+}
+
 /* The launches and DRAM round trips of an eager op's KERNELS beyond the one that
  * mp_cost_elementwise_kernel charged, forward, and as many again twice backward. */
 static void
@@ -767,6 +792,7 @@ mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
       break;
     case MP_OP_ATTENTION:
       cost_attention (ctx, cfg, dev, op, out);
+      repeated_kv (ctx, cfg, dev, op, out);
       break;
     case MP_OP_NORM:
     case MP_OP_ELEMENTWISE:

@@ -112,6 +112,12 @@ mp_stack_forwarded_dispatch (MpStack stack)
 }
 
 gboolean
+mp_stack_repeats_kv (MpStack stack)
+{
+  return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_PYTORCH;
+}
+
+gboolean
 mp_parallel_config_eager_ops (const MpParallelConfig *cfg)
 {
   g_return_val_if_fail (cfg != NULL, FALSE);

@@ -273,6 +273,12 @@ gboolean mp_stack_forwarded_dispatch (MpStack stack);
  * models/llama/model.py apply_rotary_emb and FeedForward); Transformer Engine stacks fuse
  * them in their own kernels and llm-foundry's MPT runs one ATen layer_norm per norm. */
 gboolean mp_parallel_config_eager_ops (const MpParallelConfig *cfg);
+/* Does STACK's attention copy each K/V head to the query heads it serves before the
+ * kernel (grouped-query attention through scaled_dot_product_attention without
+ * enable_gqa)? torchtitan's does (models/llama/model.py, Attention.forward: repeat_kv of
+ * keys and values, an expand then a reshape that copies), eager or compiled, and so do
+ * plain PyTorch models written like it; the fused-attention stacks read K/V as they are. */
+gboolean mp_stack_repeats_kv (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

@@ -2366,10 +2366,12 @@ kept_plateau (const MpDeviceCurve *curve, double plateau)
   return plateau * mp_cost_sustained_rate (curve, burst);
 }
 
+/* The attention kernel of a block (llama2-7b: no grouped-query heads, so no stack's K/V
+ * head copies, test_cost_repeated_kv, add to it). */
 static double
 attention_core_s (const char *cluster, MpStack stack, gboolean backward)
 {
-  g_autoptr(MpModel) m = model_ok ("llama3-8b");
+  g_autoptr(MpModel) m = model_ok ("llama2-7b");
   g_autoptr(GError) error = NULL;
   assert_true (mp_model_set_seq_len (m, 32768, &error));
   g_autoptr(MpCluster) c = cluster_ok (cluster);
@@ -2609,6 +2611,34 @@ test_cost_eager_elementwise (void **state)
   assert_true (f2.compute_s > f1.compute_s && b2.compute_s > b1.compute_s);
 }
 
+/* torchtitan's K/V head copies (fsdp18): repeat_kv writes keys and values heads wide from
+ * kv_heads wide before SDPA, eager or compiled: llama3-8b's attention op on an H100 takes
+ * two more kernels forward and backward than megatron's, their traffic (32 + 8) x 128 x 2
+ * bytes a token each forward and twice that backward; a model without grouped-query heads
+ * (llama2-7b) and the host pay nothing. */
+static void
+test_cost_repeated_kv (void **state)
+{
+  (void) state;
+  MpOpCost tt, mg;
+  eager_op ("llama3-8b", "dgx-h100:1", MP_STACK_TORCHTITAN, TRUE, "attn_core", &tt);
+  eager_op ("llama3-8b", "dgx-h100:1", MP_STACK_MEGATRON, FALSE, "attn_core", &mg);
+  double tokens = 8192;                          /* the zoo's seq_len, micro-batch 1 */
+  mp_assert_close (tt.fwd.bytes - mg.fwd.bytes, 2 * tokens * (32 + 8) * 128 * 2, 1e-9);
+  mp_assert_close (tt.bwd.bytes - mg.bwd.bytes, 4 * tokens * (32 + 8) * 128 * 2, 1e-9);
+  assert_int_equal (tt.fwd.kernels, mg.fwd.kernels + 2);
+  assert_int_equal (tt.bwd.kernels, mg.bwd.kernels + 2);
+  assert_true (tt.fwd.time_s > mg.fwd.time_s);
+  MpOpCost mha, mha_mg, host, host_mg;
+  eager_op ("llama2-7b", "dgx-h100:1", MP_STACK_TORCHTITAN, TRUE, "attn_core", &mha);
+  eager_op ("llama2-7b", "dgx-h100:1", MP_STACK_NEMO_AUTOMODEL, FALSE, "attn_core", &mha_mg);
+  assert_int_equal (mha.fwd.kernels, mha_mg.fwd.kernels);
+  mp_assert_close (mha.fwd.bytes, mha_mg.fwd.bytes, 1e-12);
+  eager_op ("llama3-8b", "host", MP_STACK_PYTORCH, TRUE, "attn_core", &host);
+  eager_op ("llama3-8b", "host", MP_STACK_MEGATRON, FALSE, "attn_core", &host_mg);
+  mp_assert_close (host.fwd.time_s, host_mg.fwd.time_s, 1e-12);
+}
+
 /* The loss's precision of the stack (acc16b): llm-foundry's fused cross-entropy keeps the
  * bf16 logits (2 bytes each) where the others keep an fp32 softmax (4), and its gradient
  * is bf16 where theirs is fp32 after the bf16 logits (4 + 2): the mechanism that lets
@@ -2714,6 +2744,7 @@ main (void)
     cmocka_unit_test (test_costmodel_sustained_rate),
     cmocka_unit_test (test_cost_stack_unfused_optimizer),
     cmocka_unit_test (test_cost_eager_elementwise),
+    cmocka_unit_test (test_cost_repeated_kv),
     cmocka_unit_test (test_cost_stack_tp_backward_overlap),
     cmocka_unit_test (test_cost_host_tp_backward_serial),
     cmocka_unit_test (test_cost_stack_fused_loss_memory),
