@@ -1093,6 +1093,35 @@ zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
   bwd->compute_s += mp_cost_overlap_penalty (share, bwd_gather + reduce, bwd->compute_s);
 }
 
+/* FSDP2's copy-out (mp_stack_fsdp2): after each ZeRO-3 all-gather of a layer's weights
+ * the compute stream waits for it and copies the gathered buffer into the parameters
+ * (split_with_sizes_copy: the unsharded weights read and written once), a memory-bound
+ * kernel in line with the layer's compute, forward and, when the layer was resharded,
+ * again before its backward. */
+static void
+fsdp2_copy_out (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
+{
+  const MpCostDevice *dev = spans->device;
+  if (cfg->zero < 3 || !mp_stack_fsdp2 (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
+    return;
+  double d, x, w;
+  mp_cost_layer_params (ctx, cfg, layer, &d, &x);
+  mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
+  double gathered = (spans->dp_shard.n_ranks > 1 ? d : 0) + (spans->edp.n_ranks > 1 ? x : 0);
+  if (!(gathered > 0))
+    return;
+  MpKernelCost k;
+  mp_cost_memory_kernel (dev, 2 * gathered * w, 0, &k);
+  fwd->compute_s += k.time_s;
+  fwd->bytes += k.bytes;
+  if (!cfg->no_reshard)
+    {
+      bwd->compute_s += k.time_s;
+      bwd->bytes += k.bytes;
+    }
+}
+
 /* ---- the layer memo ------------------------------------------------------------------ */
 
 /* A memo key: every input of mp_cost_layer but the layer's class, as words (spans by
@@ -1227,6 +1256,9 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
       bwd->recompute_s = again_s;
       bwd->flops += again_flops;
     }
+  /* After the recompute is priced: a recomputed forward finds its weights gathered. */
+  fsdp2_copy_out (ctx, cfg, spans, layer, fwd, bwd);
+  phase_total (fwd);
   phase_total (bwd);
 }
 

@@ -118,6 +118,13 @@ mp_stack_repeats_kv (MpStack stack)
 }
 
 gboolean
+mp_stack_fsdp2 (MpStack stack)
+{
+  return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_NEMO_AUTOMODEL
+         || stack == MP_STACK_PYTORCH;
+}
+
+gboolean
 mp_parallel_config_eager_ops (const MpParallelConfig *cfg)
 {
   g_return_val_if_fail (cfg != NULL, FALSE);

@@ -279,6 +279,12 @@ gboolean mp_parallel_config_eager_ops (const MpParallelConfig *cfg);
  * keys and values, an expand then a reshape that copies), eager or compiled, and so do
  * plain PyTorch models written like it; the fused-attention stacks read K/V as they are. */
 gboolean mp_stack_repeats_kv (MpStack stack);
+/* Does STACK shard ZeRO-3 parameters with PyTorch's FSDP2 (fully_shard), whose all-gather
+ * lands in one flat buffer that foreach_all_gather_copy_out (torch/distributed/fsdp/
+ * _fully_shard/_fsdp_collectives.py) then copies into each parameter's own tensor on the
+ * compute stream? torchtitan, nemo-automodel and plain PyTorch do; FSDP1 (llm-foundry)
+ * and DeepSpeed gather into the buffer the parameters view, Megatron into its own. */
+gboolean mp_stack_fsdp2 (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);
