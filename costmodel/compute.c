@@ -618,6 +618,32 @@ cold_weight (const MpCostDevice *dev, double bytes, MpKernelCost *k)
     k->time_s += bytes / bw;
 }
 
+/* One torchao dynamic cast of ELEMENTS 16-bit values (mp_stack_torchao_fp8): the amax
+ * pass (a read) and the scaled cast (a read and a 1-byte write), two kernels, into ACC. */
+static double
+torchao_cast (const MpCostDevice *dev, double elements, MpKernelCost *acc)
+{
+  double bf16 = mp_dtype_bytes (MP_DTYPE_BF16);
+  MpKernelCost amax, cast;
+  mp_cost_memory_kernel (dev, elements * bf16, 0, &amax);
+  mp_cost_memory_kernel (dev, elements * (bf16 + 1), 0, &cast);
+  kernel_add (acc, &amax);
+  kernel_add (acc, &cast);
+  return amax.time_s + cast.time_s;
+}
+
+/* A torchao Float8Linear's casts of its input X, weight W and output gradient DY
+ * (elements): X and W forward; backward DY and W before dgrad, DY again and X before
+ * wgrad. */
+static void
+torchao_casts (const MpCostDevice *dev, double x, double w, double dy, MpOpCost *out)
+{
+  torchao_cast (dev, x, &out->fwd);
+  torchao_cast (dev, w, &out->fwd);
+  out->dgrad_s += torchao_cast (dev, dy, &out->bwd) + torchao_cast (dev, w, &out->bwd);
+  out->wgrad_s += torchao_cast (dev, dy, &out->bwd) + torchao_cast (dev, x, &out->bwd);
+}
+
 /* A GEMM (or the router's) at its split shape. MoE experts (moe14): each rank holds
  * experts / ep of them, tensor-split over etp, and after the dispatch (and the etp
  * all-gather) computes tokens * top-k * etp / tp token copies (its tp peers hold the
@@ -676,7 +702,9 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   out->bwd = dgrad;
   kernel_add (&out->bwd, &wgrad);
   out->bwd.efficiency = (dgrad.efficiency + wgrad.efficiency) / 2;
-  if (fp8)
+  if (fp8 && mp_stack_torchao_fp8 (cfg->stack))
+    torchao_casts (dev, m * k * batch, n * k * batch, m * n * batch, out);
+  else if (fp8)
     {
       /* The input cast before the forward GEMM; the output gradient's before dgrad. */
       MpKernelCost cast;
@@ -1551,8 +1579,8 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
     out->optimizer_s += coll (ctx, dev, MP_COLL_ALL_REDUCE,
                               (cfg->zero >= 1 ? partial / reps : partial) * g, &sp->tp);
   /* The FP8 weight copies, refreshed once per step from the updated weights (ZeRO-3: of
-   * this rank's shard, which is what it gathers). */
-  if (cm_fp8_on (cfg, dev) && fp8[0] + fp8[1] > 0)
+   * this rank's shard, which is what it gathers); torchao keeps none, it casts at each use. */
+  if (cm_fp8_on (cfg, dev) && fp8[0] + fp8[1] > 0 && !mp_stack_torchao_fp8 (cfg->stack))
     {
       double cast = cfg->zero >= 3 ? fp8[0] / reps + fp8[1] / ereps : fp8[0] + fp8[1];
       fp8_cast (dev, cast, &k);

@@ -125,6 +125,12 @@ mp_stack_fsdp2 (MpStack stack)
 }
 
 gboolean
+mp_stack_torchao_fp8 (MpStack stack)
+{
+  return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_PYTORCH;
+}
+
+gboolean
 mp_parallel_config_eager_ops (const MpParallelConfig *cfg)
 {
   g_return_val_if_fail (cfg != NULL, FALSE);

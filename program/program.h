@@ -285,6 +285,14 @@ gboolean mp_stack_repeats_kv (MpStack stack);
  * compute stream? torchtitan, nemo-automodel and plain PyTorch do; FSDP1 (llm-foundry)
  * and DeepSpeed gather into the buffer the parameters view, Megatron into its own. */
 gboolean mp_stack_fsdp2 (MpStack stack);
+/* Does STACK train FP8 with torchao's float8 linears (dynamic tensorwise scaling) rather
+ * than Transformer Engine's? torchtitan and plain PyTorch do (torchtitan's
+ * float8.enable_float8_linear). Each Float8Linear (torchao/float8/float8_linear.py,
+ * matmul_with_hp_or_float8_args) saves its 16-bit input and weight and casts at every use,
+ * each cast after an amax pass over the tensor: input and weight forward; the output
+ * gradient twice (one layout for each gradient GEMM), the weight and the input again
+ * backward; no FP8 weight copy is cached between micro-batches. */
+gboolean mp_stack_torchao_fp8 (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

@@ -2683,6 +2683,48 @@ test_cost_fsdp2_copy_out (void **state)
   mp_assert_close (af.compute_s, mf.compute_s, 1e-12);
 }
 
+/* torchao's float8 (fsdp18): under torchtitan each FP8 linear casts at every use, each cast
+ * an amax read (2 bytes an element) and a scaled cast (2 + 1): input X and weight W
+ * forward; the output gradient DY twice, W and X backward. Transformer Engine (megatron)
+ * casts X forward and DY backward once each (2 + 2 bytes: the FP8 tensor and its
+ * transpose on Hopper) and refreshes its cached FP8 weights once per step with the
+ * optimizer, which torchao does not. llama3-8b's qkv on an H100, micro-batch 1. */
+static void
+test_cost_torchao_fp8 (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("llama3-8b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.fp8 = TRUE;
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  guint qkv = op_index (m, 1, "qkv");
+  MpOpCost te, ao;
+  mp_cost_op (ctx, &cfg, &sp, 1, qkv, &te);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_op (ctx, &cfg, &sp, 1, qkv, &ao);
+  double x = 8192.0 * 4096, w = 6144.0 * 4096, dy = 8192.0 * 6144;
+  mp_assert_close (ao.fwd.bytes - te.fwd.bytes, 5 * (x + w) - 4 * x, 1e-9);
+  mp_assert_close (ao.bwd.bytes - te.bwd.bytes, 5 * (2 * dy + w + x) - 4 * dy, 1e-9);
+  assert_int_equal (ao.fwd.kernels, te.fwd.kernels + 3);
+  assert_int_equal (ao.bwd.kernels, te.bwd.kernels + 7);
+  assert_true (ao.dgrad_s > te.dgrad_s && ao.wgrad_s > te.wgrad_s);
+  /* The per-step FP8 weight refresh: megatron's only. */
+  MpStageTime st[2][2];
+  for (int stack = 0; stack < 2; stack++)
+    for (int f = 0; f < 2; f++)
+      {
+        cfg.stack = stack ? MP_STACK_TORCHTITAN : MP_STACK_MEGATRON;
+        cfg.fp8 = f;
+        mp_cost_stage_times (ctx, &cfg, &st[stack][f]);
+      }
+  assert_true (st[0][1].optimizer_s > st[0][0].optimizer_s);
+  mp_assert_close (st[1][1].optimizer_s, st[1][0].optimizer_s, 1e-12);
+}
+
 /* The loss's precision of the stack (acc16b): llm-foundry's fused cross-entropy keeps the
  * bf16 logits (2 bytes each) where the others keep an fp32 softmax (4), and its gradient
  * is bf16 where theirs is fp32 after the bf16 logits (4 + 2): the mechanism that lets
@@ -2790,6 +2832,7 @@ main (void)
     cmocka_unit_test (test_cost_eager_elementwise),
     cmocka_unit_test (test_cost_repeated_kv),
     cmocka_unit_test (test_cost_fsdp2_copy_out),
+    cmocka_unit_test (test_cost_torchao_fp8),
     cmocka_unit_test (test_cost_stack_tp_backward_overlap),
     cmocka_unit_test (test_cost_host_tp_backward_serial),
     cmocka_unit_test (test_cost_stack_fused_loss_memory),
