@@ -271,7 +271,10 @@ gboolean mp_stack_forwarded_dispatch (MpStack stack);
  * CUTLASS grouped kernel only on Hopper with NVTE_USE_CUTLASS_GROUPED_GEMM=1 (off by
  * default) and otherwise multi_stream_cublas_gemm, a loop of nvte_cublas_gemm_v2 calls
  * (TransformerEngine transformer_engine/common/gemm/cublaslt_gemm.cu; 4 compute streams,
- * common/util/multi_stream.cpp). The others' experts are not costed per call. */
+ * common/util/multi_stream.cpp), as in TE 2.9-2.10, the 25.11 containers' generation;
+ * TE's later single-launch grouped-tensor path is opted into by
+ * NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM (module/grouped_linear.py). The others'
+ * experts are not costed per call. */
 gboolean mp_stack_per_expert_gemm_calls (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
