@@ -45,7 +45,8 @@ uniform_zero3 (const MpModel *m, const MpParallelConfig *cfg)
 static gboolean
 other_modules (const MpModel *m, const MpParallelConfig *cfg)
 {
-  const guint runs = MP_RECOMPUTE_CORE_ATTN | MP_RECOMPUTE_LAYERNORM | MP_RECOMPUTE_MLP;
+  const guint runs = MP_RECOMPUTE_CORE_ATTN | MP_RECOMPUTE_LAYERNORM | MP_RECOMPUTE_MLP
+                     | MP_RECOMPUTE_MOE_ACT | MP_RECOMPUTE_SHARED_EXPERTS;
   return cfg->recompute == MP_RECOMPUTE_SELECTIVE && (mp_recompute_modules_of (cfg) & ~runs);
 }
 
@@ -55,7 +56,7 @@ static const ExecLimit LIMITS[] = {
     uniform_mlp },
   { "uniform recompute (recompute_method=uniform) under ZeRO-3 (the program gathers one "
     "block's weights at a time, a group needs all of its own)", uniform_zero3 },
-  { "selective recompute of modules other than core_attn, layernorm and mlp "
+  { "selective recompute of the whole MoE layer (moe) or torchtitan's op-level policy (op) "
     "(recompute_modules)", other_modules },
 };
 
@@ -63,8 +64,9 @@ static const ExecLimit LIMITS[] = {
 #define EXEC_RUNS_OTHERWISE                                                               \
   "DeepSeek's MLA runs (RMSNorm latents, no biases), and so do sliding windows, "        \
   "soft-capped scores, sinks, qk-norm, logit soft-capping, post-norms, scaled "          \
-  "embeddings and geglu, on both backends; an MoE block keeps its MLP's activations "     \
-  "under selective recompute of mlp, as Megatron-Core. An fp8 plan runs its GEMMs at "   \
+  "embeddings and geglu, on both backends; selective recompute's mlp is the dense MLPs', " \
+  "moe_act and shared_experts the MoE layer's parts, as Megatron-Core's. An fp8 plan "    \
+  "runs its GEMMs at "                                                                   \
   "the backend's precision (host: fp32; cuda: bf16), and moe_a2a_overlap's dispatch and " \
   "combine run without the overlap, both said on stderr."
 

@@ -73,13 +73,6 @@ ok "recompute selective, modules layernorm+mlp, sequence parallel" check rsln 2 
   dp=1,tp=2,pp=1,recompute=selective,recompute_modules=layernorm+mlp,sequence_parallel=true
 # ... and they hold less: the executor's activation peak (measured.json) under
 # recompute_modules=layernorm+mlp below that of no recompute, on one rank.
-act_peak () {
-  "$MPPLAN" plan -q -m "$model" -b 2 -c "$data/cluster-host1.yaml" -o "$tmp/ap$1.yaml" \
-    --fix "$2" >/dev/null &&
-  "$MPPLAN" exec -p "$tmp/ap$1.yaml" --steps 1 --warmup 0 -o "$tmp/ap$1.json" >/dev/null &&
-  awk '/^  "memory_peak_bytes"/ { m = 1 } m && /"activations"/ { print $3 + 0; exit }' \
-    "$tmp/ap$1.json" >"$tmp/ap$1.v"
-}
 selective_saves () {
   act_peak none recompute=none && act_peak sel recompute=selective,recompute_modules=layernorm+mlp &&
   echo "# activation peak: no recompute $(cat "$tmp/apnone.v") B, layernorm+mlp $(cat "$tmp/apsel.v") B" &&
