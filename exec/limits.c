@@ -60,7 +60,8 @@ static const ExecLimit LIMITS[] = {
     "(recompute_modules)", other_modules },
 };
 
-/* What runs differently from the plan's words, said on stderr (cli/cmd-exec.c). */
+/* What runs that a reader of the list might doubt, and what runs otherwise than the plan
+ * says (fp8, moe_a2a_overlap: cli/cmd-exec.c says so on stderr). */
 #define EXEC_RUNS_OTHERWISE                                                               \
   "DeepSeek's MLA runs (RMSNorm latents, no biases), and so do sliding windows, "        \
   "soft-capped scores, sinks, qk-norm, logit soft-capping, post-norms, scaled "          \
