@@ -686,6 +686,97 @@ kept_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, 
   return kept_full (ctx, cfg, first, n, group > 1 ? 1.0 / group : 1);
 }
 
+/* memory_floor's terms that its config's ZeRO stage, shard group, schedule, vpp and
+ * rank order do not change, kept for the next call with the same key (the search asks
+ * for those of one layer-cost choice in a row): the layers' kept activations and
+ * buffers, and the schedule's in-flight counts (scheduled_tensors). */
+struct CmFloorSlot {
+  gboolean valid, flight_valid;
+  guint key[17];               /* what the layer terms read of the config (floor_layer_terms) */
+  double act_pos, act_neg, least_buffers;
+  guint flight_key[4];         /* schedule, pp, vpp, micro-batches */
+  double kmin, kmax, inv;
+};
+
+static CmFloorSlot *
+floor_slot (const MpCostContext *ctx)
+{
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  if (memo->floor_slot == NULL)
+    memo->floor_slot = g_new0 (CmFloorSlot, 1);
+  return memo->floor_slot;
+}
+
+void
+cm_floor_slot_free (CmFloorSlot *slot)
+{
+  g_free (slot);
+}
+
+/* The layers' part of memory_floor: kept activations per token of one micro-batch in
+ * flight, *ACT_POS (the head's negative part of a fused loss aside, into *ACT_NEG at the
+ * m micro-batches it may hold; both times the tokens), and the least layer's gradient
+ * buffers. */
+static void
+floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean fp8_saved,
+                   double *act_pos, double *act_neg, double *least_buffers)
+{
+  CmFloorSlot *slot = floor_slot (ctx);
+  guint key[] = { cfg->dp, cfg->tp, cfg->pp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
+                  cfg->sequence_parallel, cfg->recompute, cfg->recompute_method,
+                  cfg->recompute_num_layers, cfg->recompute_modules, cfg->micro_batch_size,
+                  cfg->num_micro_batches, cfg->flash_attention, cfg->fp8, cfg->stack,
+                  fp8_saved };
+  G_STATIC_ASSERT (sizeof key == sizeof slot->key);
+  if (slot->valid && memcmp (slot->key, key, sizeof key) == 0)
+    {
+      *act_pos = slot->act_pos;
+      *act_neg = slot->act_neg;
+      *least_buffers = slot->least_buffers;
+      return;
+    }
+  const MpModel *m = ctx->model;
+  guint nl = m->n_layers;
+  double t = cfg->tp, e = ctx->elt, tokens = cm_tokens (ctx, cfg);
+  /* Every layer but the head at one micro-batch; the head's part may be negative with a
+   * fused loss (its fp32 softmax not kept), then at the m micro-batches it may hold. */
+  guint head = nl;
+  for (guint l = 0; l < nl; l++)
+    if (m->layers[l].kind == MP_LAYER_HEAD)
+      head = l;
+  double pos = 0, neg = 0;
+  for (guint l = 0; l < nl; l++)
+    {
+      double k = kept_floor (ctx, cfg, l, 1)
+                 - (fp8_saved ? fp8_saved_less (ctx, cfg, l, 1) : 0);
+      if (l == head && mp_stack_fused_loss (cfg->stack))
+        k -= (double) m->vocab / t * (4 - e);
+      if (k >= 0)
+        pos += k;
+      else
+        neg += k * cfg->num_micro_batches;
+    }
+  /* Every stage's backward allocates at least its largest op's gradient buffers
+   * (mp_cost_stage_memory's transient), so at least the least layer's. */
+  guint nc = MAX (ctx->n_classes, 1u);
+  gboolean have[nc];
+  memset (have, 0, sizeof have);
+  double least = G_MAXDOUBLE;
+  for (guint l = 0; l < nl; l++)
+    if (!have[ctx->layers[l].class_id])
+      {
+        LayerNeeds n;
+        layer_needs (ctx, cfg, l, &n);
+        have[ctx->layers[l].class_id] = TRUE;
+        least = MIN (least, n.grad_buffers);
+      }
+  memcpy (slot->key, key, sizeof key);
+  slot->act_pos = *act_pos = pos * tokens;
+  slot->act_neg = *act_neg = neg * tokens;
+  slot->least_buffers = *least_buffers = least;
+  slot->valid = TRUE;
+}
+
 /* The least of mp_cost_stage_memory's tensors over CFG's stages under its own schedule
  * and vpp, whatever the split, for STATE and ACT_POS (the summed stages' states and kept
  * activations per micro-batch in flight, act_neg's fused head kept aside) and ACT_NEG
@@ -697,20 +788,34 @@ kept_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, 
  * a 1F1B or interleaved pipeline's activations at 1 / sum (1 / k_i) instead of 1 / p
  * (issue 15: the search then drops the plans that cannot fit before their memory). */
 static double
-scheduled_tensors (const MpParallelConfig *cfg, double state, double act_pos, double act_neg)
+scheduled_tensors (const MpCostContext *ctx, const MpParallelConfig *cfg, double state,
+                   double act_pos, double act_neg)
 {
+  CmFloorSlot *slot = floor_slot (ctx);
   guint pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg);
-  double counts[vpp], kmin = G_MAXDOUBLE, kmax = 0, inv = 0;
-  for (guint i = 0; i < pp; i++)
+  guint key[4] = { cfg->schedule, pp, vpp, cfg->num_micro_batches };
+  if (!slot->flight_valid || memcmp (slot->flight_key, key, sizeof key) != 0)
     {
-      chunk_in_flight (cfg, i, vpp, counts);
-      double k = counts[0];
-      for (guint c = 1; c < vpp; c++)
-        k = MIN (k, counts[c]);
-      kmin = MIN (kmin, k);
-      kmax = MAX (kmax, k);
-      inv += k > 0 ? 1 / k : 0;
+      /* the in-flight counts depend on the schedule alone: its ZeRO stages and shard
+       * groups ask in a row */
+      double counts[vpp], kmin = G_MAXDOUBLE, kmax = 0, inv = 0;
+      for (guint i = 0; i < pp; i++)
+        {
+          chunk_in_flight (cfg, i, vpp, counts);
+          double k = counts[0];
+          for (guint c = 1; c < vpp; c++)
+            k = MIN (k, counts[c]);
+          kmin = MIN (kmin, k);
+          kmax = MAX (kmax, k);
+          inv += k > 0 ? 1 / k : 0;
+        }
+      memcpy (slot->flight_key, key, sizeof key);
+      slot->kmin = kmin;
+      slot->kmax = kmax;
+      slot->inv = inv;
+      slot->flight_valid = TRUE;
     }
+  double kmin = slot->kmin, kmax = slot->kmax, inv = slot->inv;
   double even = (state + kmin * act_pos + act_neg) / pp;
   if (!(kmin > 0))
     return even;
@@ -730,7 +835,7 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
    * <= m). The transient buffers and the FP8 weight copies count as nothing. */
   const MpModel *m = ctx->model;
   guint nl = m->n_layers;
-  double t = cfg->tp, e = ctx->elt, pp = cfg->pp, tokens = cm_tokens (ctx, cfg);
+  double t = cfg->tp, pp = cfg->pp;
   double dense = cm_sum (ctx, CM_SUM_PARAMS_SPLIT, 0, nl) / t
                  + cm_sum (ctx, CM_SUM_PARAMS_REP, 0, nl)
                  + (cfg->pp > 1 ? ctx->tied_params / t : 0);
@@ -753,12 +858,6 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
   if (cfg->zero >= 3 && cfg->no_reshard)
     state += (dense + expert) * w;
 
-  /* Every layer but the head at one micro-batch; the head's part may be negative with a
-   * fused loss (its fp32 softmax not kept), then at the m micro-batches it may hold. */
-  guint head = nl;
-  for (guint l = 0; l < nl; l++)
-    if (m->layers[l].kind == MP_LAYER_HEAD)
-      head = l;
   gboolean fp8_saved = FALSE, fp8 = FALSE;
   double workspace = G_MAXDOUBLE, spare_lo = G_MAXDOUBLE, spare_hi = -G_MAXDOUBLE;
   for (guint gi = 0; gi < ctx->cluster->n_groups; gi++)
@@ -775,39 +874,13 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
               && (cfg->recompute == MP_RECOMPUTE_NONE
                   || (cfg->recompute == MP_RECOMPUTE_SELECTIVE
                       && mp_recompute_modules_of (cfg) == MP_RECOMPUTE_CORE_ATTN));
-  double act_pos = 0, act_neg = 0;
-  for (guint l = 0; l < nl; l++)
-    {
-      double k = kept_floor (ctx, cfg, l, 1)
-                 - (fp8_saved ? fp8_saved_less (ctx, cfg, l, 1) : 0);
-      if (l == head && mp_stack_fused_loss (cfg->stack))
-        k -= (double) m->vocab / t * (4 - e);
-      if (k >= 0)
-        act_pos += k;
-      else
-        act_neg += k * cfg->num_micro_batches;
-    }
-  act_pos *= tokens;
-  act_neg *= tokens;
+  double act_pos, act_neg, least_buffers;
+  floor_layer_terms (ctx, cfg, fp8_saved, &act_pos, &act_neg, &least_buffers);
   double act = act_pos + act_neg;
 
-  /* Every stage's backward allocates at least its largest op's gradient buffers
-   * (mp_cost_stage_memory's transient), so at least the least layer's. */
-  guint nc = MAX (ctx->n_classes, 1u);
-  gboolean have[nc];
-  memset (have, 0, sizeof have);
-  double least_buffers = G_MAXDOUBLE;
-  for (guint l = 0; l < nl; l++)
-    if (!have[ctx->layers[l].class_id])
-      {
-        LayerNeeds n;
-        layer_needs (ctx, cfg, l, &n);
-        have[ctx->layers[l].class_id] = TRUE;
-        least_buffers = MIN (least_buffers, n.grad_buffers);
-      }
   double tensors = (state + act) / pp + least_buffers;
   if (scheduled)
-    tensors = MAX (tensors, scheduled_tensors (cfg, state, act_pos, act_neg)
+    tensors = MAX (tensors, scheduled_tensors (ctx, cfg, state, act_pos, act_neg)
                             + least_buffers);
   double reserve = workspace;
   if (ctx->cluster->device_overhead_given)

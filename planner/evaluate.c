@@ -634,11 +634,18 @@ typedef struct {
  * than its backward (they fall behind the backwards that make them, most in the drain,
  * which runs backwards only). chunk_by_chunk: whether the chunks' times are needed to
  * tell; steps_needed, given them (CHUNK, mp_cost_chunk_times). */
+gboolean
+pl_rounds_differ (const MpParallelConfig *cfg, gboolean transformer)
+{
+  return cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->vpp > 1
+         && !rounds_alike (cfg, transformer);
+}
+
 static gboolean
 steps_needed (const MpParallelConfig *cfg, gboolean transformer, const double *chunk)
 {
   guint chunks = cfg->pp * mp_parallel_config_vpp (cfg);
-  if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->vpp > 1 && !rounds_alike (cfg, transformer))
+  if (pl_rounds_differ (cfg, transformer))
     return TRUE;
   for (guint c = 0; c < chunks && cfg->zero == 2; c++)
     if (chunk[2 * chunks + c] > chunk[chunks + c])
@@ -651,7 +658,7 @@ chunk_by_chunk (const MpParallelConfig *cfg, gboolean transformer)
 {
   if (cfg->pp < 2)
     return FALSE;
-  if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->vpp > 1 && !rounds_alike (cfg, transformer))
+  if (pl_rounds_differ (cfg, transformer))
     return TRUE;
   return cfg->zero == 2 && (cfg->schedule == MP_SCHEDULE_INTERLEAVED
                             || cfg->schedule == MP_SCHEDULE_1F1B);

@@ -43,6 +43,7 @@ typedef struct {
   double *split_limits;        /* its splits' bottlenecks by chunks (pl_split_costs) */
   double floor_s;              /* its kernels' time per micro-batch (kernel_floor); < 0:
                                 * no bound */
+  const double *layer_floor;   /* its layers' shares of it (uneven_bound), or NULL */
   guint *split;                /* chunk_layers for the current pp * vpp */
   const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
   guint split_pp, split_vpp;
@@ -151,8 +152,10 @@ pp_inner_tried (const MpCluster *cluster, const MpParallelConfig *cfg)
   return cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < cluster->groups[0].devices_per_node;
 }
 
-double
-mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
+/* mp_planner_kernel_floor, and each layer's share of it into LAYERS (n_layers; may be
+ * NULL): a floor on that layer's forward plus backward on any stage. */
+static double
+kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *layers)
 {
   /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is the sum of its
    * layers' costs (mp_cost_layer's total_s: kernels, recomputation, exposed collectives)
@@ -211,8 +214,18 @@ mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
     }
   double sum = 0;
   for (guint l = 0; l < n; l++)
-    sum += best[rep[l]];
+    {
+      sum += best[rep[l]];
+      if (layers != NULL)
+        layers[l] = best[rep[l]];
+    }
   return sum;
+}
+
+double
+mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  return kernel_floor (ctx, cfg, NULL);
 }
 
 /* Does every chunk of CFG's split hold as many blocks (the end chunks' embedding and
@@ -286,12 +299,46 @@ may_beat (const MpPlan *slot, double bound)
  * (ties are kept by memory, so a bound equal to a kept time may). */
 /* CFG's step bound; an interleaved split not yet made (split_pending) may be uneven, so
  * its bound is that of any split (depth_bound's S m / p). */
+/* The step bound of CFG's split where its interleaved rounds differ (pl_rounds_differ,
+ * timed step by step), from LAYERS (kernel_floor's share of each layer; chunk j's floor
+ * f_j, stage i's c_i = the sum of its chunks'): stage i's first forward waits for
+ * micro-batch 0 through chunks 0 .. i - 1, then it runs its m micro-batches' work one
+ * step after the other, its last step the backward of its first chunk (chunk i), after
+ * which that micro-batch's backward runs through chunks i - 1 .. 0. So the step is at
+ * least m c_i + sum_{j < i} f_j for every i (0 where the rounds are alike). */
+static double
+uneven_bound (const MpModel *model, const MpParallelConfig *cfg, const double *layers)
+{
+  guint p = cfg->pp, chunks = p * MAX (cfg->vpp, 1u);
+  if (layers == NULL || cfg->chunk_layers == NULL
+      || !pl_rounds_differ (cfg, model->arch == MP_ARCH_TRANSFORMER))
+    return 0;
+  double stage[p], first[p], bound = 0, lead = 0;
+  memset (stage, 0, sizeof stage);
+  for (guint c = 0, l = 0; c < chunks; c++)
+    {
+      double f = 0;
+      for (guint k = 0; k < cfg->chunk_layers[c]; k++)
+        f += layers[l++];
+      stage[c % p] += f;
+      if (c < p)
+        first[c] = f;
+    }
+  for (guint i = 0; i < p; i++)
+    {
+      bound = MAX (bound, cfg->num_micro_batches * stage[i] + lead);
+      lead += first[i];
+    }
+  return bound * (1 - 1e-9);
+}
+
 static double
 config_bound (const Search *s, const MpParallelConfig *cfg)
 {
   if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->chunk_layers == NULL)
     return depth_bound (cfg, s->floor_s);
-  return mp_planner_step_bound (s->model, cfg, s->floor_s);
+  double bound = mp_planner_step_bound (s->model, cfg, s->floor_s);
+  return bound > 0 ? MAX (bound, uneven_bound (s->model, cfg, s->layer_floor)) : bound;
 }
 
 static gboolean
@@ -757,6 +804,7 @@ typedef struct {
   guint64 outer;               /* its place in the enumeration (the sharding's) */
   double floor_s, bound;       /* kernel_floor and depth_bound; bound G_MAXDOUBLE: its
                                 * memory floor shows nothing fits, or another shard's */
+  double *layer_floor;         /* kernel_floor's layers, with floor_s (owned), or NULL */
   double floor_peak[4], floor_excess[4];   /* branch_floor's, as far as computed */
   gboolean foreign;
 } Branch;
@@ -796,7 +844,8 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
       && !(branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak) > 0))
     {
       /* on this pp's stages: not shared with the other depths */
-      b.floor_s = mp_planner_kernel_floor (s->ctx, cfg);
+      b.layer_floor = g_new (double, s->model->n_layers);
+      b.floor_s = kernel_floor (s->ctx, cfg, b.layer_floor);
       b.bound = b.floor_s > 0 ? depth_bound (cfg, b.floor_s) : 0;
     }
   memcpy (b.floor_peak, s->floor_peak, sizeof b.floor_peak);
@@ -816,8 +865,14 @@ search_branch (Search *s, Branch *b)
   s->dropped = memory_drops (s, cfg, TRUE);
   if (!s->foreign && !s->dropped)
     {
-      s->floor_s = b->floor_s >= 0 || s->opts->no_bounds ? b->floor_s
-                                                         : mp_planner_kernel_floor (s->ctx, cfg);
+      if (b->floor_s < 0 && !s->opts->no_bounds)
+        {
+          if (b->layer_floor == NULL)
+            b->layer_floor = g_new (double, s->model->n_layers);
+          b->floor_s = kernel_floor (s->ctx, cfg, b->layer_floor);
+        }
+      s->floor_s = b->floor_s;
+      s->layer_floor = b->floor_s > 0 ? b->layer_floor : NULL;
       s->dropped = branch_drops (s, cfg, depth_bound (cfg, s->floor_s), FALSE);
     }
   if (!s->foreign && !s->dropped)
@@ -844,6 +899,8 @@ search_branch (Search *s, Branch *b)
     }
   loop_schedule (s, cfg);
   s->dropped = FALSE;
+  s->layer_floor = NULL;
+  g_clear_pointer (&b->layer_floor, g_free);
 }
 
 /* Searches the branches noted, best bound first. */
