@@ -44,6 +44,7 @@ typedef struct {
   double floor_s;              /* its kernels' time per micro-batch (kernel_floor); < 0:
                                 * no bound */
   const double *layer_floor;   /* its layers' shares of it (uneven_bound), or NULL */
+  double uneven_s;             /* uneven_bound of the current split; < 0: not yet */
   guint *split;                /* chunk_layers for the current pp * vpp */
   const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
   guint split_pp, split_vpp;
@@ -338,7 +339,13 @@ config_bound (const Search *s, const MpParallelConfig *cfg)
   if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->chunk_layers == NULL)
     return depth_bound (cfg, s->floor_s);
   double bound = mp_planner_step_bound (s->model, cfg, s->floor_s);
-  return bound > 0 ? MAX (bound, uneven_bound (s->model, cfg, s->layer_floor)) : bound;
+  if (bound <= 0)
+    return bound;
+  /* once per split: its ZeRO stages and rank orders ask again (with_split resets it) */
+  Search *memo = (Search *) s;
+  if (memo->uneven_s < 0)
+    memo->uneven_s = uneven_bound (s->model, cfg, s->layer_floor);
+  return MAX (bound, s->uneven_s);
 }
 
 static gboolean
@@ -749,6 +756,7 @@ with_split (Search *s, MpParallelConfig *cfg)
     }
   for (guint z = 0; z < G_N_ELEMENTS (s->sched_peak); z++)
     s->sched_peak[z] = -1;
+  s->uneven_s = -1;
   if (mp_parallel_config_check (cfg, s->model, s->cluster, NULL))
     {
       /* this schedule bounds every ZeRO stage and rank order of it */
