@@ -17,7 +17,7 @@
 
 #include <string.h>
 
-/* The default space's sizes (MpSearchOptions.whole_space lifts them). */
+/* The limited space's sizes (MpSearchOptions.limited_space; the default is the whole). */
 #define MAX_VPP 8
 
 guint
@@ -794,7 +794,7 @@ loop_schedule (Search *s, MpParallelConfig *cfg)
     least = most;
   if (cfg->num_micro_batches % cfg->pp == 0)
     for (guint v = MAX (least, 2u); v <= most; v++)
-      if (least == most || s->opts->whole_space
+      if (least == most || !s->opts->limited_space
           || (v <= MAX_VPP && (n_blocks (s->model) / cfg->pp) % v == 0))
       {
         cfg->schedule = MP_SCHEDULE_INTERLEAVED;
@@ -977,7 +977,7 @@ loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
       /* Every micro-batch up to the replica's share: the large ones' activations are
        * what the memory floor drops first (with_layer_costs). */
       guint local = s->global_batch / cfg->dp;
-      guint most = s->opts->whole_space || mp_plan_pins_get (s->opts->pins, "micro_batch_size",
+      guint most = !s->opts->limited_space || mp_plan_pins_get (s->opts->pins, "micro_batch_size",
                                                              NULL)
                    ? local : mp_planner_max_micro_batch (s->model);
       for (guint mbs = 1; mbs <= local && mbs <= most; mbs++)
@@ -1059,9 +1059,9 @@ loop_cp (Search *s, MpParallelConfig *cfg, guint rest)
       g_autofree char *broken = rest % cp == 0 ? cp_rule (s->model, cp) : NULL;
       if (rest % cp != 0 || broken != NULL)
         continue;
-      /* the default space: powers of two keeping >= 4096 tokens a rank, or the pinned cp */
+      /* the limited space: powers of two keeping >= 4096 tokens a rank, or the pinned cp */
       gboolean pinned = mp_plan_pins_get (s->opts->pins, "cp", &pin) && pin == cp;
-      if (!s->opts->whole_space && !pinned && cp > 1
+      if (s->opts->limited_space && !pinned && cp > 1
           && ((cp & (cp - 1)) != 0 || s->model->seq_len / cp < 4096))
         continue;
       cfg->cp = cp;

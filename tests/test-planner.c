@@ -46,7 +46,8 @@ static MpSearchResult *
 search_ok (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins)
 {
   g_autoptr(GError) error = NULL;
-  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins };
+  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins,
+                           .limited_space = TRUE };
   MpSearchResult *res = mp_planner_search (p->ctx, &opts, &error);
   if (res == NULL)
     fail_msg ("search %s on %s: %s", p->model->name, p->cluster->name, error->message);
@@ -610,7 +611,8 @@ static MpSearchResult *
 search_sharded (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins, guint n)
 {
   g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins };
+  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins,
+                           .limited_space = TRUE };
   for (guint s = 0; s < n; s++)
     {
       opts.shard = s;
