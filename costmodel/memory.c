@@ -373,8 +373,8 @@ buckets_in_flight (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
   for (int e = 0; e < 2; e++)
     {
       double reps = e ? mp_parallel_config_edp (cfg) : mp_parallel_config_zero_shard (cfg);
-      if (!(reps > 1))
-        continue;
+      if (!(reps > 1) || (e && ctx->model->experts == 0))
+        continue;                       /* a dense model's expert buckets are empty */
       /* the two largest in parameters, then in bytes: x -> x g keeps their order */
       const CmBucketSlot *slot = bucket_slot (ctx, cfg, stage, e, cap);
       double top[2] = { slot->top[0] * g, slot->top[1] * g };
@@ -694,8 +694,16 @@ struct CmFloorSlot {
   gboolean valid, flight_valid;
   guint key[17];               /* what the layer terms read of the config (floor_layer_terms) */
   double act_pos, act_neg, least_buffers;
+  /* the layers as runs of equal ones (tied_tensors): parameters (dense, expert), kept
+   * activations of one micro-batch, count, and whether the head is among them */
+  guint n_runs;
+  double *run_dense, *run_expert, *run_act;
+  guint *run_count;
+  gboolean *run_head;
   guint flight_key[4];         /* schedule, pp, vpp, micro-batches */
   double kmin, kmax, inv;
+  double *stage_kmin, *stage_kmax;   /* each stage's fewest and most in flight of a chunk */
+  guint n_stages;              /* room in stage_kmin, stage_kmax */
 };
 
 static CmFloorSlot *
@@ -710,7 +718,44 @@ floor_slot (const MpCostContext *ctx)
 void
 cm_floor_slot_free (CmFloorSlot *slot)
 {
+  if (slot == NULL)
+    return;
+  g_free (slot->run_dense);
+  g_free (slot->run_expert);
+  g_free (slot->run_act);
+  g_free (slot->run_count);
+  g_free (slot->run_head);
+  g_free (slot->stage_kmin);
+  g_free (slot->stage_kmax);
   g_free (slot);
+}
+
+/* Appends layer L's figures to SLOT's runs, into the last run when they are the same. */
+static void
+add_run (CmFloorSlot *slot, guint n_layers, double dense, double expert, double act,
+         gboolean head)
+{
+  guint r = slot->n_runs;
+  if (r > 0 && !head && !slot->run_head[r - 1] && slot->run_dense[r - 1] == dense
+      && slot->run_expert[r - 1] == expert && slot->run_act[r - 1] == act)
+    {
+      slot->run_count[r - 1]++;
+      return;
+    }
+  if (r == 0)
+    {
+      slot->run_dense = g_renew (double, slot->run_dense, n_layers);
+      slot->run_expert = g_renew (double, slot->run_expert, n_layers);
+      slot->run_act = g_renew (double, slot->run_act, n_layers);
+      slot->run_count = g_renew (guint, slot->run_count, n_layers);
+      slot->run_head = g_renew (gboolean, slot->run_head, n_layers);
+    }
+  slot->run_dense[r] = dense;
+  slot->run_expert[r] = expert;
+  slot->run_act[r] = act;
+  slot->run_count[r] = 1;
+  slot->run_head[r] = head;
+  slot->n_runs++;
 }
 
 /* The layers' part of memory_floor: kept activations per token of one micro-batch in
@@ -745,6 +790,7 @@ floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboole
     if (m->layers[l].kind == MP_LAYER_HEAD)
       head = l;
   double pos = 0, neg = 0;
+  slot->n_runs = 0;
   for (guint l = 0; l < nl; l++)
     {
       double k = kept_floor (ctx, cfg, l, 1)
@@ -755,6 +801,9 @@ floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboole
         pos += k;
       else
         neg += k * cfg->num_micro_batches;
+      const CmLayer *cl = &ctx->layers[l];
+      add_run (slot, nl, cl->params_split / t + cl->params_rep,
+               cl->params_expert / cm_expert_shards (cfg), k * tokens, l == head);
     }
   /* Every stage's backward allocates at least its largest op's gradient buffers
    * (mp_cost_stage_memory's transient), so at least the least layer's. */
@@ -799,12 +848,23 @@ scheduled_tensors (const MpCostContext *ctx, const MpParallelConfig *cfg, double
       /* the in-flight counts depend on the schedule alone: its ZeRO stages and shard
        * groups ask in a row */
       double counts[vpp], kmin = G_MAXDOUBLE, kmax = 0, inv = 0;
+      if (slot->n_stages < pp)
+        {
+          slot->stage_kmin = g_renew (double, slot->stage_kmin, pp);
+          slot->stage_kmax = g_renew (double, slot->stage_kmax, pp);
+          slot->n_stages = pp;
+        }
       for (guint i = 0; i < pp; i++)
         {
           chunk_in_flight (cfg, i, vpp, counts);
-          double k = counts[0];
+          double k = counts[0], most = counts[0];
           for (guint c = 1; c < vpp; c++)
-            k = MIN (k, counts[c]);
+            {
+              k = MIN (k, counts[c]);
+              most = MAX (most, counts[c]);
+            }
+          slot->stage_kmin[i] = k;
+          slot->stage_kmax[i] = most;
           kmin = MIN (kmin, k);
           kmax = MAX (kmax, k);
           inv += k > 0 ? 1 / k : 0;
@@ -820,6 +880,50 @@ scheduled_tensors (const MpCostContext *ctx, const MpParallelConfig *cfg, double
   if (!(kmin > 0))
     return even;
   return MAX (even, state / (kmax * inv) + act_pos / inv + act_neg / (kmin * inv));
+}
+
+/* A floor like scheduled_tensors' that keeps each layer's state and activations together:
+ * a stage holds its layers' state (FD, FE bytes per dense and expert parameter; the tied
+ * embedding copy, TIED bytes, where the head is when pp > 1) and their kept activations
+ * at its chunks' micro-batches in flight, between the stage's fewest and most. So for
+ * weights l_i >= 0 summing to 1 the largest stage holds at least sum_i l_i X_i >=
+ * sum over layers of min_i l_i (s + k_i a), k_i the fewest in flight of stage i where the
+ * layer keeps a >= 0, the most where a < 0 (a fused loss's head). Weights l_i ~ 1 /
+ * (s + k_i a) at the layers' mean s and a even each stage's share out: where activations
+ * dominate, 1 / sum (1 / k_i) of them; where state does, 1 / p of it, both at once. Call
+ * after scheduled_tensors for the same config (its in-flight counts). */
+static double
+tied_tensors (const MpCostContext *ctx, const MpParallelConfig *cfg, double fd, double fe,
+              double tied)
+{
+  const CmFloorSlot *slot = floor_slot (ctx);
+  guint pp = cfg->pp, n = 0;
+  double s_sum = 0, a_sum = 0;
+  for (guint r = 0; r < slot->n_runs; r++)
+    {
+      s_sum += slot->run_count[r] * (slot->run_dense[r] * fd + slot->run_expert[r] * fe);
+      a_sum += slot->run_count[r] * MAX (slot->run_act[r], 0);
+      n += slot->run_count[r];
+    }
+  double s_mean = s_sum / MAX (n, 1u), a_mean = a_sum / MAX (n, 1u), norm = 0;
+  double l[pp];
+  for (guint i = 0; i < pp; i++)
+    {
+      double x = s_mean + slot->stage_kmin[i] * a_mean;
+      l[i] = x > 0 ? 1 / x : 1;
+      norm += l[i];
+    }
+  double bound = 0;
+  for (guint r = 0; r < slot->n_runs; r++)
+    {
+      double s = slot->run_dense[r] * fd + slot->run_expert[r] * fe
+                 + (slot->run_head[r] && pp > 1 ? tied : 0);
+      double a = slot->run_act[r], least = G_MAXDOUBLE;
+      for (guint i = 0; i < pp; i++)
+        least = MIN (least, l[i] * (s + (a >= 0 ? slot->stage_kmin[i] : slot->stage_kmax[i]) * a));
+      bound += slot->run_count[r] * least;
+    }
+  return bound / norm;
 }
 
 /* mp_cost_memory_floor, and with SCHEDULED its floor for CFG's schedule and vpp. */
@@ -857,6 +961,11 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
    * gathered weights from its forward to its backward: the stage's, transient */
   if (cfg->zero >= 3 && cfg->no_reshard)
     state += (dense + expert) * w;
+  /* the same per dense and expert parameter (tied_tensors) */
+  double fd = w * (zw ? sd : 1) + g * ((gd && zg ? 0 : 1) + (gd ? sd : 0)) + o * (zo ? sd : 1)
+              + (cfg->zero >= 3 && cfg->no_reshard ? w : 0);
+  double fe = w * (zw ? se : 1) + g * ((ge && zg ? 0 : 1) + (ge ? se : 0)) + o * (zo ? se : 1)
+              + (cfg->zero >= 3 && cfg->no_reshard ? w : 0);
 
   gboolean fp8_saved = FALSE, fp8 = FALSE;
   double workspace = G_MAXDOUBLE, spare_lo = G_MAXDOUBLE, spare_hi = -G_MAXDOUBLE;
@@ -880,8 +989,12 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
 
   double tensors = (state + act) / pp + least_buffers;
   if (scheduled)
-    tensors = MAX (tensors, scheduled_tensors (ctx, cfg, state, act_pos, act_neg)
-                            + least_buffers);
+    {
+      tensors = MAX (tensors, scheduled_tensors (ctx, cfg, state, act_pos, act_neg)
+                              + least_buffers);
+      tensors = MAX (tensors, tied_tensors (ctx, cfg, fd, fe, ctx->tied_params / t * fd)
+                              + least_buffers);
+    }
   double reserve = workspace;
   if (ctx->cluster->device_overhead_given)
     reserve += ctx->cluster->device_overhead_bytes;
