@@ -694,6 +694,7 @@ struct CmFloorSlot {
   gboolean valid, flight_valid;
   guint key[17];               /* what the layer terms read of the config (floor_layer_terms) */
   double act_pos, act_neg, least_buffers;
+  double block_dense, block_expert;  /* the least block's parameters (block_terms) */
   /* the layers as runs of equal ones (tied_tensors): parameters (dense, expert), kept
    * activations of one micro-batch, count, and whether the head is among them */
   guint n_runs;
@@ -823,6 +824,18 @@ floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboole
   slot->act_pos = *act_pos = pos * tokens;
   slot->act_neg = *act_neg = neg * tokens;
   slot->least_buffers = *least_buffers = least;
+  /* the least block's parameters, dense and expert, on this rank */
+  slot->block_dense = slot->block_expert = G_MAXDOUBLE;
+  for (guint l = 0; l < nl; l++)
+    if (m->layers[l].kind == MP_LAYER_BLOCK)
+      {
+        double d, x;
+        mp_cost_layer_params (ctx, cfg, l, &d, &x);
+        slot->block_dense = MIN (slot->block_dense, d);
+        slot->block_expert = MIN (slot->block_expert, x);
+      }
+  if (slot->block_dense == G_MAXDOUBLE)
+    slot->block_dense = slot->block_expert = 0;
   slot->valid = TRUE;
 }
 
@@ -926,6 +939,48 @@ tied_tensors (const MpCostContext *ctx, const MpParallelConfig *cfg, double fd, 
   return bound / norm;
 }
 
+/* What every stage holds besides its share of the state and activations, once it holds a
+ * block (every split the search makes: each chunk a block or more): ZeRO-3's gathered
+ * layer and the next one prefetched, at least the least block's weights twice; ZeRO-2/3's
+ * gradient buckets in flight, the largest at least the least block's gradients (a bucket
+ * holds whole layers), with its result shard. W, G: bytes per weight and gradient. */
+static double
+block_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, double w, double g)
+{
+  const CmFloorSlot *slot = floor_slot (ctx);
+  double d = slot->block_dense, x = slot->block_expert, terms = 0;
+  if (cfg->zero >= 3 && !cfg->no_reshard)
+    terms += (d + x) * 2 * w;
+  if (cfg->zero >= 2)
+    {
+      double reps = mp_parallel_config_zero_shard (cfg), ereps = mp_parallel_config_edp (cfg);
+      gboolean dense = reps > 1, expert = ereps > 1 && ctx->model->experts > 0;
+      terms += ((dense ? d : 0) + (expert ? x : 0)) * g
+               + MAX (dense ? d * g / reps : 0, expert ? x * g / ereps : 0);
+    }
+  return terms;
+}
+
+/* Does every stage of CFG's split hold a block? TRUE without a split (those the search
+ * makes give each chunk a block or more). */
+static gboolean
+stages_hold_blocks (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  if (cfg->chunk_layers == NULL)
+    return TRUE;
+  guint pp = cfg->pp, chunks = pp * mp_parallel_config_vpp (cfg), first[chunks], count[chunks];
+  gboolean held[pp];
+  memset (held, 0, sizeof held);
+  cm_chunk_layers (ctx, cfg, first, count);
+  for (guint c = 0; c < chunks; c++)
+    for (guint l = first[c]; l < first[c] + count[c]; l++)
+      held[c % pp] |= ctx->model->layers[l].kind == MP_LAYER_BLOCK;
+  for (guint i = 0; i < pp; i++)
+    if (!held[i])
+      return FALSE;
+  return TRUE;
+}
+
 /* mp_cost_memory_floor, and with SCHEDULED its floor for CFG's schedule and vpp. */
 static double
 memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean scheduled,
@@ -993,7 +1048,9 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
       tensors = MAX (tensors, scheduled_tensors (ctx, cfg, state, act_pos, act_neg)
                               + least_buffers);
       tensors = MAX (tensors, tied_tensors (ctx, cfg, fd, fe, ctx->tied_params / t * fd)
-                              + least_buffers);
+                              + least_buffers
+                              + (stages_hold_blocks (ctx, cfg) ? block_terms (ctx, cfg, w, g)
+                                                               : 0));
     }
   double reserve = workspace;
   if (ctx->cluster->device_overhead_given)

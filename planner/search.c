@@ -509,7 +509,8 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
   if (s->sched_peak[z] < 0 || s->cluster->n_groups > 1)
     {
       MpParallelConfig probe = *cfg;
-      probe.chunk_layers = NULL;
+      /* the pinned split, whose stages may hold no block; else any the search makes */
+      probe.chunk_layers = cfg->chunk_layers == s->pinned_split ? s->pinned_split : NULL;
       s->sched_excess[z] = mp_cost_memory_floor_scheduled (s->ctx, &probe, &s->sched_peak[z]);
     }
   if (rank && !(s->sched_excess[z] > 0))
