@@ -964,6 +964,27 @@ loop_ep (Search *s, MpParallelConfig *cfg)
   cfg->dispatcher = MP_DISPATCH_ALLTOALL;
 }
 
+/* The most divisors a 32-bit number has (1344, of 3,491,888,400). */
+#define DIVISORS_MAX 1344
+
+/* N's divisors in ascending order into OUT (DIVISORS_MAX entries); returns how many. In
+ * sqrt (N) steps: a batch of 10^9 sequences has 100 micro-batch sizes, not 10^9 to try. */
+static guint
+divisors (guint n, guint *out)
+{
+  guint small = 0, large = 0, high[DIVISORS_MAX];
+  for (guint d = 1; d <= n / d; d++)
+    if (n % d == 0)
+      {
+        out[small++] = d;
+        if (d != n / d)
+          high[large++] = n / d;
+      }
+  while (large > 0)
+    out[small++] = high[--large];
+  return small;
+}
+
 static void
 loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
 {
@@ -981,10 +1002,10 @@ loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
       guint most = !s->opts->limited_space || mp_plan_pins_get (s->opts->pins, "micro_batch_size",
                                                              NULL)
                    ? local : mp_planner_max_micro_batch (s->model);
-      for (guint mbs = 1; mbs <= local && mbs <= most; mbs++)
+      guint mbs_of[DIVISORS_MAX], n_mbs = divisors (local, mbs_of);
+      for (guint d = 0; d < n_mbs && mbs_of[d] <= most; d++)
         {
-          if (local % mbs != 0)
-            continue;
+          guint mbs = mbs_of[d];
           cfg->micro_batch_size = mbs;
           cfg->num_micro_batches = local / mbs;
           loop_ep (s, cfg);
