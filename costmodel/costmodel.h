@@ -542,7 +542,8 @@ typedef struct {
   double weights_bytes;       /* its share of the weights (ZeRO-3: sharded) */
   double grads_bytes;         /* gradients (ZeRO-1: full + its reduced shard; ZeRO-2/3:
                                * the accumulated shard + the buckets in flight) */
-  double optimizer_bytes;     /* optimizer state incl. fp32 master weights (ZeRO >= 1) */
+  double optimizer_bytes;     /* optimizer state, the fp32 master weights included where the
+                               * stack keeps them apart (mp_stack_state_layout) */
   double activations_bytes;   /* saved for backward, all micro-batches in flight */
   double in_flight;           /* micro-batches of this stage's activations held */
   double transient_bytes;     /* logits/loss, recompute and backward buffers, ZeRO-3
@@ -574,8 +575,11 @@ guint mp_cost_memory (const MpCostContext *ctx, const MpParallelConfig *cfg,
  * lower bound on mp_cost_memory's binding stage's total_bytes. */
 double mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg,
                              double *peak);
-/* The same floor for the configs that also share CFG's schedule and vpp (any split, rank
- * order): the stages' micro-batches in flight count (at least the unscheduled floor). */
+/* The same floor for the configs that also share CFG's schedule and vpp and whose every
+ * stage holds a block (CFG's split where it has one, else any split the search makes:
+ * each chunk a block or more; any rank order): the stages' micro-batches in flight count,
+ * each layer's state with its activations, and what a block brings to every stage
+ * (ZeRO-3's gathers, ZeRO-2/3's buckets); at least the unscheduled floor. */
 double mp_cost_memory_floor_scheduled (const MpCostContext *ctx, const MpParallelConfig *cfg,
                                        double *peak);
 /* Activation bytes one transformer layer keeps per micro-batch on one rank under CFG

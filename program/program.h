@@ -97,7 +97,8 @@ typedef enum {
  * overlap (mp_stack_overlaps_tp_backward), the Triton kernel (mp_stack_triton_attention),
  * the loss's precision (mp_stack_fused_loss), the optimizer's kernels
  * (mp_stack_unfused_optimizer), FP8's saved activations (mp_stack_fp8_saves_fp8) and the
- * MoE dispatch (mp_stack_forwarded_dispatch). On A100 FlashAttention-2 is the native kernel
+ * MoE dispatch (mp_stack_forwarded_dispatch) and the experts' GEMM calls
+ * (mp_stack_per_expert_gemm_calls). On A100 FlashAttention-2 is the native kernel
  * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
   MP_STACK_MEGATRON,
@@ -293,6 +294,39 @@ gboolean mp_stack_fsdp2 (MpStack stack);
  * gradient twice (one layout for each gradient GEMM), the weight and the input again
  * backward; no FP8 weight copy is cached between micro-batches. */
 gboolean mp_stack_torchao_fp8 (MpStack stack);
+/* Does STACK run a layer's local experts as one cuBLASLt GEMM call per expert (on four
+ * streams), each call building its descriptors and querying cuBLASLt's heuristic on the
+ * host, rather than one grouped kernel? Megatron-Core's TEGroupedMLP does: its
+ * te.GroupedLinear calls general_grouped_gemm, whose nvte_multi_tensor_gemm takes the
+ * CUTLASS grouped kernel only on Hopper with NVTE_USE_CUTLASS_GROUPED_GEMM=1 (off by
+ * default) and otherwise multi_stream_cublas_gemm, a loop of nvte_cublas_gemm_v2 calls
+ * (TransformerEngine transformer_engine/common/gemm/cublaslt_gemm.cu; 4 compute streams,
+ * common/util/multi_stream.cpp), as in TE 2.9-2.10, the 25.11 containers' generation;
+ * TE's later single-launch grouped-tensor path is opted into by
+ * NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM (module/grouped_linear.py). The others'
+ * experts are not costed per call. */
+gboolean mp_stack_per_expert_gemm_calls (MpStack stack);
+/* How STACK keeps a mixed-precision model's training state, per parameter (memory.c):
+ *  - MP_STATE_MASTER (megatron, deepspeed): 16-bit weights and gradients; the optimizer
+ *    keeps an fp32 master copy and its fp32 moments (Megatron's distributed optimizer,
+ *    DeepSpeed ZeRO's fp32 partition).
+ *  - MP_STATE_FP32 (torchtitan, llm-foundry, pytorch): the parameters stay fp32 and are
+ *    the master (FSDP's sharded parameter; AMP's), their gradients fp32 (FSDP2 casts the
+ *    reduced shard to the parameter's dtype, _fsdp_collectives.py foreach_reduce; FSDP1's
+ *    MixedPrecision too, keep_low_precision_grads being False by default), fp32 moments; the 16-bit copies exist only gathered for compute
+ *    (MixedPrecisionPolicy param_dtype; torchtitan's mixed_precision_param).
+ *  - MP_STATE_16BIT (nemo-automodel): 16-bit parameters, gradients and moments with no
+ *    master: its benchmark recipes leave model.torch_dtype unset, which from_config resolves
+ *    to bfloat16, and step torch.optim.Adam, whose moments take the parameter's dtype
+ *    (NVIDIA-NeMo/Automodel docs/guides/mixed-precision-training.mdx, "Risky Pattern";
+ *    examples/llm_benchmark/qwen/qwen3_moe_30b_te_deepep.yaml and the other _te_deepep
+ *    recipes). */
+typedef enum {
+  MP_STATE_MASTER,
+  MP_STATE_FP32,
+  MP_STATE_16BIT,
+} MpStateLayout;
+MpStateLayout mp_stack_state_layout (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

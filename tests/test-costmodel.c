@@ -765,6 +765,66 @@ test_costmodel_adam_zero_bytes (void **state)
   mp_assert_close (mem.grads_bytes, 4 * mem.params, 1e-12);
 }
 
+/* The stack's state layout (mp_stack_state_layout) at ZeRO-3 over dp = 16 and ZeRO-2: the
+ * master layout keeps 2 + 2 + 12 bytes a parameter, FSDP's fp32 parameters 4 + 4 + 8 (the
+ * same 16, the master being the parameter), nemo-automodel's bf16 storage with torch Adam
+ * 2 + 2 + 4; FSDP's ZeRO-2 adds the 16-bit copy kept from forward to backward. The
+ * buckets in flight stay at the 16-bit gradients backward makes. */
+static void
+test_costmodel_stack_state_bytes (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:2");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  const double dp = 16;
+  cfg.dp = 16;
+  cfg.zero = 3;
+  MpStageMemory base, mem;
+  mp_cost_stage_memory (ctx, &cfg, 0, &base);
+  double p = base.params, flight = base.grads_bytes - 2 * p / dp;
+  assert_true (flight > 0);
+  const struct { MpStack stack; guint zero; double w, g, o; } forms[] = {
+    { MP_STACK_MEGATRON, 3, 2 / dp, 2 / dp, 12 / dp },
+    { MP_STACK_DEEPSPEED, 3, 2 / dp, 2 / dp, 12 / dp },
+    { MP_STACK_TORCHTITAN, 3, 4 / dp, 4 / dp, 8 / dp },
+    { MP_STACK_LLM_FOUNDRY, 3, 4 / dp, 4 / dp, 8 / dp },
+    { MP_STACK_NEMO_AUTOMODEL, 3, 2 / dp, 2 / dp, 4 / dp },
+    { MP_STACK_MEGATRON, 2, 2, 2 / dp, 12 / dp },
+    { MP_STACK_LLM_FOUNDRY, 2, 2 + 4 / dp, 4 / dp, 8 / dp },
+    { MP_STACK_NEMO_AUTOMODEL, 2, 2, 2 / dp, 4 / dp },
+    { MP_STACK_TORCHTITAN, 0, 4, 4, 8 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (forms); i++)
+    {
+      cfg.stack = forms[i].stack;
+      cfg.zero = forms[i].zero;
+      mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+      double buckets = cfg.zero >= 2 ? flight : 0;
+      mp_assert_close (mem.weights_bytes, forms[i].w * p, 1e-12);
+      mp_assert_close (mem.grads_bytes - buckets, forms[i].g * p, 1e-12);
+      mp_assert_close (mem.optimizer_bytes, forms[i].o * p, 1e-12);
+      /* the search's floor stays below what the stage holds */
+      double floor = mp_cost_memory_floor (ctx, &cfg, NULL);
+      assert_true (floor <= mem.total_bytes - (mem.capacity_bytes - mem.headroom_bytes)
+                            + 1e-6 * mem.total_bytes);
+    }
+  /* An fp32 model has no master copy under any stack: 4 + 4 + 8. */
+  g_autoptr(MpModel) m32 = model_ok ("gpt3-1.3b");
+  m32->precision = MP_DTYPE_FP32;
+  g_autoptr(MpCostContext) ctx32 = mp_cost_context_new (m32, c, NULL);
+  cfg.zero = 0;
+  for (MpStack st = 0; st < MP_STACK_N; st++)
+    {
+      cfg.stack = st;
+      mp_cost_stage_memory (ctx32, &cfg, 0, &mem);
+      mp_assert_close (mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes, 16 * p, 1e-12);
+      mp_assert_close (mem.optimizer_bytes, 8 * p, 1e-12);
+    }
+}
+
 /* HSDP (fsdp17) on 2 x 8 A100, dp = 16: zero_shard = dp is plain ZeRO, to the bit; the
  * sharded state grows as the shard group shrinks (optimizer state 12 / zero_shard bytes a
  * parameter); a node-sized shard group is inside a node and its replicate group crosses
@@ -1679,6 +1739,67 @@ test_costmodel_grouped_gemm_small_experts (void **state)
   mp_assert_close (oc.batch, 16, 0);
   mp_assert_close (oc.m, 4096.0 * 8 * 8 / 128, 1e-12);
   mp_assert_close (oc.n, 2 * 1536, 0);
+}
+
+/* Megatron-Core's experts (mp_stack_per_expert_gemm_calls) run as one cuBLASLt call per
+ * local expert, each ~33 us on the host (TE PR #3134: 8 calls in 0.267 ms on SM100), and
+ * the dropless dispatcher's sync leaves the host no lead there: a group of E local
+ * experts takes at least E calls forward and E for each backward GEMM. Qwen3-30B-A3B as
+ * Megatron-Bridge's B200 row runs it (ep 8: 16 local experts, 2048 rows each, bf16 here
+ * so that no FP8 cast kernel adds to the GEMMs): the calls, not the GPU, set the time;
+ * a stack without the trait keeps the GPU's figure; a CPU device keeps its own calls. */
+static void
+test_costmodel_expert_gemm_call_floor (void **state)
+{
+  (void) state;
+  const double call = 0.267e-3 / 8;
+  g_autoptr(MpModel) m = model_ok ("qwen3-30b-a3b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-b200:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 8;
+  cfg.ep = 8;
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  guint fc1 = op_index (m, 1, "expert_fc1"), qkv = op_index (m, 1, "qkv");
+  MpOpCost te, titan, dense_te, dense_titan;
+  mp_cost_op (ctx, &cfg, &sp, 1, fc1, &te);
+  mp_cost_op (ctx, &cfg, &sp, 1, qkv, &dense_te);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_op (ctx, &cfg, &sp, 1, fc1, &titan);
+  mp_cost_op (ctx, &cfg, &sp, 1, qkv, &dense_titan);
+  assert_true (titan.fwd.time_s < 16 * call && titan.dgrad_s < 16 * call);
+  mp_assert_close (te.fwd.time_s, 16 * call, 1e-12);
+  mp_assert_close (te.dgrad_s, 16 * call, 1e-12);
+  mp_assert_close (te.bwd.time_s, 32 * call, 1e-12);
+  assert_int_equal (te.fwd.kernels, 16);
+  mp_assert_close (te.fwd.flops, titan.fwd.flops, 1e-12);
+  /* A dense GEMM is one call whichever stack. */
+  mp_assert_close (dense_te.fwd.time_s, dense_titan.fwd.time_s, 1e-15);
+  /* Twice the expert-parallel ranks, half the local experts: half the calls. */
+  cfg.stack = MP_STACK_MEGATRON;
+  cfg.dp = 16;
+  cfg.ep = 16;
+  g_autoptr(MpCluster) c2 = cluster_ok ("dgx-b200:2");
+  g_autoptr(MpCostContext) ctx2 = mp_cost_context_new (m, c2, NULL);
+  mp_cost_stage_spans (ctx2, &cfg, 0, &sp);
+  mp_cost_op (ctx2, &cfg, &sp, 1, fc1, &te);
+  mp_assert_close (te.fwd.time_s, 8 * call, 1e-12);
+  /* The host executor's experts are its own sgemm calls (gemm_group_calls): unchanged. */
+  g_autoptr(MpModel) tiny = model_ok ("tiny-moe");
+  g_autoptr(MpCluster) host = cluster_ok ("host");
+  g_autoptr(MpCostContext) hctx = mp_cost_context_new (tiny, host, NULL);
+  mp_parallel_config_init (&cfg);
+  MpStageSpans hsp;
+  mp_cost_stage_spans (hctx, &cfg, 0, &hsp);
+  guint hfc1 = op_index (tiny, 2, "expert_fc1");
+  MpOpCost h_te, h_titan;
+  mp_cost_op (hctx, &cfg, &hsp, 2, hfc1, &h_te);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_op (hctx, &cfg, &hsp, 2, hfc1, &h_titan);
+  mp_assert_close (h_te.fwd.time_s, h_titan.fwd.time_s, 1e-15);
+  mp_assert_close (h_te.bwd.time_s, h_titan.bwd.time_s, 1e-15);
 }
 
 /* The host runs a grouped GEMM as one sgemm per expert (moev17): E GEMMs of m / E rows
@@ -2861,6 +2982,7 @@ main (void)
     cmocka_unit_test (test_costmodel_korthikanti_layer_times),
     cmocka_unit_test (test_costmodel_korthikanti_end_to_end_mfu),
     cmocka_unit_test (test_costmodel_adam_zero_bytes),
+    cmocka_unit_test (test_costmodel_stack_state_bytes),
     cmocka_unit_test (test_costmodel_hsdp),
     cmocka_unit_test (test_costmodel_korthikanti_activations),
     cmocka_unit_test (test_costmodel_uneven_stage_times),
@@ -2877,6 +2999,7 @@ main (void)
     cmocka_unit_test (test_costmodel_moe_forwarded_dispatch),
     cmocka_unit_test (test_costmodel_moe_a2a_overlap),
     cmocka_unit_test (test_costmodel_grouped_gemm_small_experts),
+    cmocka_unit_test (test_costmodel_expert_gemm_call_floor),
     cmocka_unit_test (test_costmodel_host_grouped_gemm_per_call),
     cmocka_unit_test (test_costmodel_host_cold_weight),
     cmocka_unit_test (test_costmodel_expert_tensor_parallel),
