@@ -52,11 +52,13 @@ append_header (GString *s, const Export *e, const char *comment)
                           comment, PACKAGE_VERSION, e->model->name, e->cluster->name,
                           e->plan->world_size, e->nodes);
   g_string_append_printf (s, "%s plan: dp=%u tp=%u pp=%u vpp=%u cp=%u ep=%u sp=%s zero=%u "
-                          "recompute=%s micro-batch %u x %u, schedule %s\n", comment, c->dp,
+                          "recompute=%s micro-batch %u x %u, schedule %s%s\n", comment, c->dp,
                           c->tp, c->pp, c->vpp, c->cp, c->ep,
                           c->sequence_parallel ? "yes" : "no", c->zero,
                           mp_recompute_name (c->recompute), c->micro_batch_size,
-                          c->num_micro_batches, mp_plan_schedule_name (c->schedule));
+                          c->num_micro_batches, mp_plan_schedule_name (c->schedule),
+                          c->zero == 3 && c->no_reshard ? ", weights kept from forward to backward"
+                                                        : "");
   g_string_append_printf (s, "%s predicted: step %s, %.0f tokens/s, %s per GPU\n", comment,
                           step, e->plan->tokens_per_s, mem);
   g_string_append_printf (s, "%s precision: %s, fp8=%s\n", comment,

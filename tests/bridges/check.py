@@ -61,6 +61,7 @@ def plan_of(text):
         if plan[x].isdigit():
             plan[x] = int(plan[x])
     plan["world"], plan["nodes"] = int(m.group(1)), int(m.group(2))
+    plan["keep"] = "weights kept from forward to backward" in text
     f = re.search(r"precision: (\w+), fp8=(yes|no)", text)
     if not f:
         sys.exit("check.py: no precision line in the header")
@@ -374,7 +375,7 @@ def torchtitan(d, lists):
     if (shard > 1) != (plan["zero"] >= 2 and plan["dp"] > 1) and plan["dp"] > 1:
         bad("mpplan_titan.py: FSDP sharding does not match the plan's ZeRO stage")
     if plan["zero"] >= 2 and v.get("fsdp_reshard_after_forward") != (
-            "always" if plan["zero"] == 3 else "never"):
+            "always" if plan["zero"] == 3 and not plan["keep"] else "never"):
         bad("mpplan_titan.py: fsdp_reshard_after_forward is not the plan's ZeRO stage")
     for k, want in (("tensor_parallel_degree", "tp"), ("pipeline_parallel_degree", "pp"),
                     ("context_parallel_degree", "cp"), ("expert_parallel_degree", "ep")):
