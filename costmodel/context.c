@@ -863,32 +863,35 @@ mp_cost_stage_spans (const MpCostContext *ctx, const MpParallelConfig *cfg, guin
 
 /* ---- the memos ------------------------------------------------------------------------ */
 
-/* An open-addressing table (linear probing, at most half full) of entries, each one block
- * holding its key then its value; a slot keeps the entry's full hash, so that a probe
- * reads only the slots until the entry it compares. Every key of a memo has N_WORDS. */
+/* A GHashTable of entries, each one block holding its key's words then its value. An entry
+ * keeps its key's full hash, which the table's hash function only reads: a layer's key is
+ * about a hundred words, and hashing it once per lookup, not per probe or resize, is what
+ * makes the memo pay. A lookup probes with a MemoKey on the stack, pointing at the caller's
+ * words. Every key of a memo has N_WORDS. */
 typedef struct {
   guint64 hash;
-  guint64 *entry;                 /* NULL: free */
-  gsize bytes;                    /* its size */
-} MemoSlot;
+  guint n_words;
+  const guint64 *words;
+} MemoKey;
+
+typedef struct {
+  MemoKey key;                    /* key.words: data */
+  gsize bytes;                    /* the entry's size */
+  guint64 data[];                 /* the key's words, then the value */
+} MemoEntry;
 
 struct CmMemo {
+  GHashTable *entries;            /* a set of MemoEntry, by their keys */
   guint n_words;
-  guint len;
   gsize bytes;                    /* of the entries */
-  guint64 mask;                   /* slots - 1, slots a power of two */
-  MemoSlot *slots;
 };
-
-#define MEMO_FIRST_SLOTS 1024u
 
 static guint64
 memo_hash (const guint64 *w, guint n)
 {
   /* FNV-1a's step (the 64-bit variant's offset basis and prime) on four interleaved lanes,
-   * so that a long key (a layer's: about a hundred words) is not one chain of dependent
-   * multiplies; then murmur3's 64-bit finaliser, so that every bit of every word reaches
-   * the low bits the table indexes by. */
+   * so that a long key is not one chain of dependent multiplies; then murmur3's 64-bit
+   * finaliser, so that every bit of every word reaches the low bits GLib indexes by. */
   const guint64 prime = 1099511628211ull;
   guint64 a = 1469598103934665603ull, b = a ^ 1, c = a ^ 2, d = a ^ 3;
   guint i = 0;
@@ -910,19 +913,18 @@ memo_hash (const guint64 *w, guint n)
   return x;
 }
 
-/* The slot of KEY (HASH its hash) in MEMO: the one holding it, or the free one where it
- * would go. */
-static MemoSlot *
-memo_find (const CmMemo *memo, const guint64 *key, guint64 hash)
+static guint
+memo_key_hash (gconstpointer key)
 {
-  for (guint64 i = hash & memo->mask;; i = (i + 1) & memo->mask)
-    {
-      MemoSlot *slot = &memo->slots[i];
-      if (slot->entry == NULL
-          || (slot->hash == hash
-              && memcmp (slot->entry, key, memo->n_words * sizeof *key) == 0))
-        return slot;
-    }
+  return (guint) ((const MemoKey *) key)->hash;
+}
+
+static gboolean
+memo_key_equal (gconstpointer a, gconstpointer b)
+{
+  const MemoKey *x = a, *y = b;
+  return x->hash == y->hash && x->n_words == y->n_words
+    && memcmp (x->words, y->words, x->n_words * sizeof *x->words) == 0;
 }
 
 static CmMemo *
@@ -930,28 +932,8 @@ memo_new (guint n_words)
 {
   CmMemo *memo = g_new0 (CmMemo, 1);
   memo->n_words = n_words;
-  memo->mask = MEMO_FIRST_SLOTS - 1;
-  memo->slots = g_new0 (MemoSlot, MEMO_FIRST_SLOTS);
+  memo->entries = g_hash_table_new_full (memo_key_hash, memo_key_equal, g_free, NULL);
   return memo;
-}
-
-/* Twice the slots, the entries moved by their kept hashes. */
-static void
-memo_grow (CmMemo *memo)
-{
-  MemoSlot *old = memo->slots;
-  guint64 n_old = memo->mask + 1;
-  memo->mask = 2 * n_old - 1;
-  memo->slots = g_new0 (MemoSlot, 2 * n_old);
-  for (guint64 i = 0; i < n_old; i++)
-    if (old[i].entry != NULL)
-      {
-        guint64 j = old[i].hash & memo->mask;
-        while (memo->slots[j].entry != NULL)
-          j = (j + 1) & memo->mask;
-        memo->slots[j] = old[i];
-      }
-  g_free (old);
 }
 
 void
@@ -959,9 +941,7 @@ cm_memo_free (CmMemo *memo)
 {
   if (memo == NULL)
     return;
-  for (guint64 i = 0; i <= memo->mask; i++)
-    g_free (memo->slots[i].entry);
-  g_free (memo->slots);
+  g_hash_table_destroy (memo->entries);
   g_free (memo);
 }
 
@@ -971,42 +951,42 @@ cm_memo_get (const CmMemo *memo, const guint64 *key, guint n_words)
   if (memo == NULL)
     return NULL;
   g_assert (n_words == memo->n_words);
-  const MemoSlot *slot = memo_find (memo, key, memo_hash (key, n_words));
-  return slot->entry != NULL ? slot->entry + n_words : NULL;
+  MemoKey probe = { memo_hash (key, n_words), n_words, key };
+  MemoEntry *entry = g_hash_table_lookup (memo->entries, &probe);
+  return entry != NULL ? entry->data + n_words : NULL;
 }
 
 void *
 cm_memo_put (CmMemo **memo, const guint64 *key, guint n_words, const void *value,
              gsize size)
 {
-  gsize entry = n_words * sizeof *key + size;
-  if (*memo == NULL || (*memo)->len >= CM_MEMO_MAX
-      || (*memo)->bytes + entry > CM_MEMO_MAX_BYTES)
+  gsize bytes = sizeof (MemoEntry) + n_words * sizeof *key + size;
+  if (*memo == NULL || g_hash_table_size ((*memo)->entries) >= CM_MEMO_MAX
+      || (*memo)->bytes + bytes > CM_MEMO_MAX_BYTES)
     {
       cm_memo_free (*memo);
       *memo = memo_new (n_words);
     }
   CmMemo *m = *memo;
   g_assert (n_words == m->n_words);
-  if (2 * ((guint64) m->len + 1) > m->mask + 1)
-    memo_grow (m);
-  guint64 hash = memo_hash (key, n_words);
-  MemoSlot *slot = memo_find (m, key, hash);
-  if (slot->entry == NULL)
-    m->len++;
-  else
-    m->bytes -= slot->bytes;
-  g_free (slot->entry);
-  slot->hash = hash;
-  slot->bytes = entry;
-  m->bytes += entry;
-  slot->entry = g_malloc (entry);
-  memcpy (slot->entry, key, n_words * sizeof *key);
+  MemoKey probe = { memo_hash (key, n_words), n_words, key };
+  MemoEntry *old = g_hash_table_lookup (m->entries, &probe);
+  if (old != NULL)
+    {
+      m->bytes -= old->bytes;
+      g_hash_table_remove (m->entries, &probe);       /* frees OLD */
+    }
+  MemoEntry *entry = g_malloc (bytes);
+  memcpy (entry->data, key, n_words * sizeof *key);
+  entry->key = (MemoKey) { probe.hash, n_words, entry->data };
+  entry->bytes = bytes;
   if (value != NULL)
-    memcpy (slot->entry + n_words, value, size);
+    memcpy (entry->data + n_words, value, size);
   else
-    memset (slot->entry + n_words, 0, size);
-  return slot->entry + n_words;
+    memset (entry->data + n_words, 0, size);
+  g_hash_table_add (m->entries, entry);
+  m->bytes += bytes;
+  return entry->data + n_words;
 }
 
 /* ---- one rank's accounting, for programs ------------------------------------------- */
