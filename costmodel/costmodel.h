@@ -542,7 +542,8 @@ typedef struct {
   double weights_bytes;       /* its share of the weights (ZeRO-3: sharded) */
   double grads_bytes;         /* gradients (ZeRO-1: full + its reduced shard; ZeRO-2/3:
                                * the accumulated shard + the buckets in flight) */
-  double optimizer_bytes;     /* optimizer state incl. fp32 master weights (ZeRO >= 1) */
+  double optimizer_bytes;     /* optimizer state, the fp32 master weights included where the
+                               * stack keeps them apart (mp_stack_state_layout) */
   double activations_bytes;   /* saved for backward, all micro-batches in flight */
   double in_flight;           /* micro-batches of this stage's activations held */
   double transient_bytes;     /* logits/loss, recompute and backward buffers, ZeRO-3

@@ -466,6 +466,51 @@ runtime_reserve (const MpCostContext *ctx, const MpParallelConfig *cfg,
     out->overhead_bytes += r[k];
 }
 
+/* ---- training state ------------------------------------------------------------------- */
+
+/* Resident bytes per parameter (weights, gradients besides the buckets in flight,
+ * optimizer) of a tensor whose ZeRO shard spans REPS replicas. */
+typedef struct {
+  double weights, grads, optimizer;
+} StateBytes;
+
+static StateBytes
+state_per_param (const MpCostContext *ctx, const MpParallelConfig *cfg, double reps)
+{
+  double w, o, g = cm_grad_bytes (ctx, cfg), compute_w;
+  mp_model_state_bytes_per_param (ctx->model, &w, NULL, &o);
+  compute_w = w;
+  MpStateLayout layout = mp_stack_state_layout (cfg->stack);
+  if (ctx->model->precision != MP_DTYPE_FP32 && layout != MP_STATE_MASTER)
+    {
+      /* No master copy: the moments alone, o - 4 bytes at fp32 (mp_stack_state_layout). */
+      double moments = o - 4;
+      if (layout == MP_STATE_FP32)
+        w = g = 4, o = moments;
+      else
+        g = w, o = moments * w / 4;
+    }
+  double shard = 1.0 / reps;
+  /* ZeRO-1 (Megatron's distributed optimizer, DeepSpeed stage 1): the full gradients,
+   * reduce-scattered once after the last micro-batch into this rank's shard, which the
+   * optimizer reads (DeepSpeed's fp32 partition; the executor's too). ZeRO-2/3 (DeepSpeed
+   * stage 2, FSDP): each micro-batch's gradients reduce-scattered bucket by bucket into an
+   * accumulated shard (buckets_in_flight). Parameters no other replica holds (an expert
+   * with ep = dp * cp) have nothing to reduce: their full gradients are all they keep (the
+   * executor runs them as ZeRO-0, model-exec.c). */
+  gboolean grouped = cfg->zero >= 1 && reps > 1;
+  StateBytes s = {
+    .weights = w * (cfg->zero >= 3 ? shard : 1),
+    .grads = g * ((grouped && cfg->zero >= 2 ? 0 : 1) + (grouped ? shard : 0)),
+    .optimizer = o * (cfg->zero >= 1 ? shard : 1),
+  };
+  /* FSDP's ZeRO-2 (SHARD_GRAD_OP) shards the fp32 parameter too and keeps its gathered
+   * 16-bit copy from forward through backward. */
+  if (grouped && cfg->zero == 2 && w != compute_w)
+    s.weights = w * shard + compute_w;
+  return s;
+}
+
 /* What one layer asks of the transient budget (per micro-batch, one rank). */
 typedef struct {
   double params;        /* this rank's parameters of the layer (before ZeRO) */
@@ -575,29 +620,17 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   out->in_flight = flight / vpp;
   out->activations_bytes = act;
 
-  /* Training state, ZeRO-sharded over the replicas that hold the same parameters. */
-  double w, g, o;
-  mp_model_state_bytes_per_param (m, &w, NULL, &o);
-  g = cm_grad_bytes (ctx, cfg);
-  /* HSDP (fsdp17): dense state shards over the shard group, dp * cp without it. */
+  /* Training state, ZeRO-sharded over the replicas that hold the same parameters (HSDP,
+   * fsdp17: dense state over the shard group, dp * cp without it). */
+  double w, g = cm_grad_bytes (ctx, cfg);
+  mp_model_state_bytes_per_param (m, &w, NULL, NULL);
   double reps = mp_parallel_config_zero_shard (cfg), ereps = mp_parallel_config_edp (cfg);
   double shard_d = 1.0 / reps, shard_e = 1.0 / ereps;
-  out->weights_bytes = (dense * (cfg->zero >= 3 ? shard_d : 1)
-                        + expert * (cfg->zero >= 3 ? shard_e : 1)) * w;
-  /* ZeRO-1 (Megatron's distributed optimizer, DeepSpeed stage 1): the full gradients,
-   * reduce-scattered once after the last micro-batch into this rank's shard, which the
-   * optimizer reads (DeepSpeed's fp32 partition; the executor's too). ZeRO-2/3 (DeepSpeed
-   * stage 2, FSDP): each micro-batch's gradients reduce-scattered bucket by bucket into an
-   * accumulated shard, with the buckets in flight. Parameters no other replica holds
-   * (an expert with ep = dp * cp) have nothing to reduce: their full gradients are all
-   * they keep (the executor runs them as ZeRO-0, model-exec.c). */
-  gboolean zd = cfg->zero >= 1 && reps > 1, ze = cfg->zero >= 1 && ereps > 1;
-  double full = (zd && cfg->zero >= 2 ? 0 : dense) + (ze && cfg->zero >= 2 ? 0 : expert);
-  double sharded = (zd ? dense * shard_d : 0) + (ze ? expert * shard_e : 0);
-  out->grads_bytes = (full + sharded) * g
+  StateBytes sd = state_per_param (ctx, cfg, reps), se = state_per_param (ctx, cfg, ereps);
+  out->weights_bytes = dense * sd.weights + expert * se.weights;
+  out->grads_bytes = dense * sd.grads + expert * se.grads
                      + (cfg->zero >= 2 ? buckets_in_flight (ctx, cfg, stage, g) : 0);
-  out->optimizer_bytes = (dense * (cfg->zero >= 1 ? shard_d : 1)
-                          + expert * (cfg->zero >= 1 ? shard_e : 1)) * o;
+  out->optimizer_bytes = dense * sd.optimizer + expert * se.optimizer;
   /* FP8 (compute.c): Transformer Engine keeps an FP8 copy of every FP8 GEMM's weight (and
    * its transpose where the device needs one) beside the bf16 weight and the fp32 master,
    * sharded under ZeRO-3 like the weights. */
@@ -735,19 +768,13 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
                  + cm_sum (ctx, CM_SUM_PARAMS_REP, 0, nl)
                  + (cfg->pp > 1 ? ctx->tied_params / t : 0);
   double expert = cm_sum (ctx, CM_SUM_PARAMS_EXPERT, 0, nl) / cm_expert_shards (cfg);
-  double w, o, g = cm_grad_bytes (ctx, cfg);
-  mp_model_state_bytes_per_param (m, &w, NULL, &o);
-  /* dense state over the ZeRO shard group (HSDP's, else dp * cp) */
-  double sd = 1.0 / mp_parallel_config_zero_shard (cfg), se = 1.0 / mp_parallel_config_edp (cfg);
-  double zw = cfg->zero >= 3, zg = cfg->zero >= 2, zo = cfg->zero >= 1;
-  /* gradients as mp_cost_stage_memory holds them: no shard where no other rank holds
-   * the tensor (an expert with ep = dp * cp), then the full gradients alone */
-  gboolean gd = zo && mp_parallel_config_zero_shard (cfg) > 1;
-  gboolean ge = zo && mp_parallel_config_edp (cfg) > 1;
-  double state = dense * (w * (zw ? sd : 1) + g * ((gd && zg ? 0 : 1) + (gd ? sd : 0))
-                          + o * (zo ? sd : 1))
-                 + expert * (w * (zw ? se : 1) + g * ((ge && zg ? 0 : 1) + (ge ? se : 0))
-                             + o * (zo ? se : 1));
+  double w;
+  mp_model_state_bytes_per_param (m, &w, NULL, NULL);
+  /* the state as mp_cost_stage_memory holds it, dense over the ZeRO shard group */
+  StateBytes sd = state_per_param (ctx, cfg, mp_parallel_config_zero_shard (cfg));
+  StateBytes se = state_per_param (ctx, cfg, mp_parallel_config_edp (cfg));
+  double state = dense * (sd.weights + sd.grads + sd.optimizer)
+                 + expert * (se.weights + se.grads + se.optimizer);
   /* ZeRO-3 without resharding (reshard_after_forward = False) holds every layer's
    * gathered weights from its forward to its backward: the stage's, transient */
   if (cfg->zero >= 3 && cfg->no_reshard)

@@ -221,11 +221,12 @@ text_shape (GString *out, const MpModel *m)
                             G_GUINT64_FORMAT " per token\n", m->experts, m->experts_per_token);
   if (m->experts)
     text_moe (out, m);
-  g_string_append_printf (out, "  options          %s, %s, %s positions, %s, %s embeddings\n",
+  g_string_append_printf (out, "  options          %s, %s, %s positions, %s, %s embeddings%s\n",
                           mp_activation_name (m->activation), mp_model_norm_name (m->norm),
                           mp_model_position_name (m->position),
                           m->bias ? "biases" : "no biases",
-                          m->tied_embeddings ? "tied" : "untied");
+                          m->tied_embeddings ? "tied" : "untied",
+                          m->no_dropout ? ", no dropout" : "");
   text_attention (out, m);
 }
 

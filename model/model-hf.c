@@ -422,6 +422,27 @@ get_positive (Reader *r, const char *key)
   return json_node_get_double (n);
 }
 
+/* Trained without dropout unless a residual or embedding dropout rate above 0 is set
+ * (GPT-2's resid_pdrop and embd_pdrop, BERT's hidden_dropout_prob, Falcon's hidden_dropout,
+ * StarCoder2's residual_dropout and embedding_dropout, OPT's dropout): Llama-family configs carry only attention_dropout, and their models apply
+ * no dropout to the residual stream. */
+static void
+read_dropout (Reader *r, MpModel *m)
+{
+  static const char *const keys[] = { "resid_pdrop", "embd_pdrop", "hidden_dropout",
+                                      "hidden_dropout_prob", "residual_dropout",
+                                      "embedding_dropout", "dropout", NULL };
+  m->no_dropout = TRUE;
+  for (guint i = 0; keys[i] != NULL; i++)
+    {
+      JsonNode *n = json_object_get_member (r->root, keys[i]);
+      GType t = n != NULL && JSON_NODE_HOLDS_VALUE (n) ? json_node_get_value_type (n)
+                                                       : G_TYPE_INVALID;
+      if ((t == G_TYPE_INT64 || t == G_TYPE_DOUBLE) && json_node_get_double (n) > 0)
+        m->no_dropout = FALSE;
+    }
+}
+
 /* Multi-head latent attention (DeepSeek-V2/V3, ir14): kv_lora_rank turns it on;
  * q_lora_rank null means q is projected directly (V2-Lite); the head widths are required.
  * K and V are per head: kv_heads = heads, whatever num_key_value_heads says. */
@@ -824,6 +845,7 @@ read_config (Reader *r, MpModel *m)
   read_ffn (r, m);
   read_moe (r, m);
   m->tied_embeddings = get_bool (r, "tie_word_embeddings", f->tied);
+  read_dropout (r, m);
   /* InternLM2 and Falcon say "bias", StarCoder2 "use_bias". */
   gboolean bias = get_bool (r, "use_bias", get_bool (r, "bias", f->bias));
   m->bias = get_bool (r, "mlp_bias", bias);
@@ -979,6 +1001,8 @@ append_attention (GString *s, const MpModel *m)
     g_string_append (s, "post_norms: true\n");
   if (m->embed_scale)
     g_string_append (s, "embed_scale: true\n");
+  if (m->no_dropout)
+    g_string_append (s, "dropout: false\n");
   if (m->logit_softcap > 0)
     g_string_append_printf (s, "logit_softcap: %.17g\n", m->logit_softcap);
 }

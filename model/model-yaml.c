@@ -37,6 +37,7 @@
  *       v_head_dim: 128        # required
  *   post_norms: true           # Gemma 2/3: also normalise attention and MLP outputs
  *   embed_scale: true          # Gemma: embeddings x sqrt(hidden)
+ *   dropout: false             # no hidden/embedding dropout: no masks kept (default true)
  *   logit_softcap: 30          # tanh soft-capping of the output logits (Gemma 2)
  *   moe_ffn_hidden: 1536       # MoE (moe14): routed expert width (default ffn_hidden)
  *   shared_experts: 1          #   experts every token goes through (default 0)
@@ -70,7 +71,7 @@ static const char *const common_keys[] = { "name", "architecture", "layers", "bi
 static const char *const transformer_keys[] = {
   "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "seq_len", "activation",
   "norm", "position", "rope_theta", "tied_embeddings", "experts", "experts_per_token",
-  "attention", "post_norms", "embed_scale", "logit_softcap",
+  "attention", "post_norms", "embed_scale", "logit_softcap", "dropout",
   /* MoE (moe14) */
   "moe_ffn_hidden", "shared_experts", "shared_expert_ffn", "first_k_dense", "capacity_factor",
   "load_imbalance", NULL
@@ -80,7 +81,7 @@ static const char *const all_keys[] = {
   "name", "architecture", "layers", "bias", "training", "hidden", "heads", "kv_heads",
   "head_dim", "ffn_hidden", "vocab", "seq_len", "activation", "norm", "position",
   "rope_theta", "tied_embeddings", "experts", "experts_per_token", "input", "attention",
-  "post_norms", "embed_scale", "logit_softcap",
+  "post_norms", "embed_scale", "logit_softcap", "dropout",
   /* MoE (moe14) */
   "moe_ffn_hidden", "shared_experts", "shared_expert_ffn", "first_k_dense", "capacity_factor",
   "load_imbalance", NULL
@@ -439,6 +440,9 @@ read_transformer (MpYamlReader *r, const MpYamlNode *root, MpModel *m)
   read_attention (r, root, m);
   mp_yaml_get_bool (r, root, "post_norms", FALSE, &m->post_norms);
   mp_yaml_get_bool (r, root, "embed_scale", FALSE, &m->embed_scale);
+  gboolean dropout = TRUE;
+  mp_yaml_get_bool (r, root, "dropout", FALSE, &dropout);
+  m->no_dropout = !dropout;
   if (mp_yaml_lookup (root, "logit_softcap") != NULL)
     mp_yaml_get_quantity (r, root, "logit_softcap", MP_UNIT_COUNT, FALSE, FALSE,
                           &m->logit_softcap);

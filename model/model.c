@@ -79,14 +79,16 @@ add_norm (GArray *ops, const char *name, const MpModel *m, double e)
 }
 
 /* Dropout + residual add: reads two h-wide tensors, writes one and a 1-byte mask; the mask
- * is all it keeps (Korthikanti: sbh per dropout, replicated). */
+ * is all it keeps (Korthikanti: sbh per dropout, replicated). Without dropout there is no
+ * mask: PyTorch's dropout at p = 0 returns its input (ATen's _dropout_impl), and the models
+ * so marked have no dropout module on the residual at all. */
 static MpOp *
 add_residual (GArray *ops, const char *name, const MpModel *m, double e)
 {
-  double h = (double) m->hidden;
+  double h = (double) m->hidden, mask = m->no_dropout ? 0 : h;
   MpOp *op = add_op (ops, name, MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
-  op->fwd_bytes = 3 * e * h + h;
-  op->act_rep_bytes = h;
+  op->fwd_bytes = 3 * e * h + mask;
+  op->act_rep_bytes = mask;
   return op;
 }
 
@@ -459,9 +461,12 @@ build_embedding (const MpModel *m, MpLayer *layer, double e)
       op = add_op (ops, "embed_scale", MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
       op->fwd_bytes = 2 * e * h;                  /* x sqrt(h): read, write */
     }
-  op = add_op (ops, "embed_dropout", MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
-  op->fwd_bytes = 2 * e * h + h;
-  op->act_rep_bytes = h;                        /* the 1-byte mask */
+  if (!m->no_dropout)
+    {
+      op = add_op (ops, "embed_dropout", MP_OP_ELEMENTWISE, MP_SPLIT_NONE);
+      op->fwd_bytes = 2 * e * h + h;
+      op->act_rep_bytes = h;                    /* the 1-byte mask */
+    }
   layer_finish (layer, "embedding", MP_LAYER_EMBEDDING, ops);
 }
 

@@ -157,6 +157,8 @@ struct _MpModel {
   guint64 q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
   gboolean post_norms;          /* Gemma 2/3: attention and MLP outputs normalised too */
   gboolean embed_scale;         /* Gemma: embeddings multiplied by sqrt(hidden) */
+  gboolean no_dropout;          /* trained without dropout (Llama, Qwen, ...): the residuals and
+                                 * the embedding keep no 1-byte masks; zeroed: Korthikanti's */
   double attn_softcap, logit_softcap;  /* Gemma 2: tanh soft-capping (0: none) */
 
   /* mlp hyper-parameters (architecture: mlp) */

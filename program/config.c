@@ -86,6 +86,24 @@ mp_stack_fused_loss (MpStack stack)
   return stack == MP_STACK_LLM_FOUNDRY || stack == MP_STACK_NEMO_AUTOMODEL;
 }
 
+MpStateLayout
+mp_stack_state_layout (MpStack stack)
+{
+  switch (stack)
+    {
+    case MP_STACK_TORCHTITAN:
+    case MP_STACK_LLM_FOUNDRY:
+    case MP_STACK_PYTORCH:
+      return MP_STATE_FP32;
+    case MP_STACK_NEMO_AUTOMODEL:
+      return MP_STATE_16BIT;
+    case MP_STACK_MEGATRON:
+    case MP_STACK_DEEPSPEED:
+    default:
+      return MP_STATE_MASTER;
+    }
+}
+
 gboolean
 mp_stack_fp8_saves_fp8 (MpStack stack)
 {

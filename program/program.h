@@ -263,6 +263,27 @@ gboolean mp_stack_unfused_optimizer (MpStack stack);
  * examples/benchmark/configs/deepseek_v3_te_deepep.yaml and the others so named);
  * DeepEP's README, "Normal kernels with NVLink and RDMA forwarding". */
 gboolean mp_stack_forwarded_dispatch (MpStack stack);
+/* How STACK keeps a mixed-precision model's training state, per parameter (memory.c):
+ *  - MP_STATE_MASTER (megatron, deepspeed): 16-bit weights and gradients; the optimizer
+ *    keeps an fp32 master copy and its fp32 moments (Megatron's distributed optimizer,
+ *    DeepSpeed ZeRO's fp32 partition).
+ *  - MP_STATE_FP32 (torchtitan, llm-foundry, pytorch): the parameters stay fp32 and are
+ *    the master (FSDP's sharded parameter; AMP's), their gradients fp32 (FSDP2 casts the
+ *    reduced shard to the parameter's dtype, _fsdp_collectives.py foreach_reduce; FSDP1's
+ *    MixedPrecision too, keep_low_precision_grads being False by default), fp32 moments; the 16-bit copies exist only gathered for compute
+ *    (MixedPrecisionPolicy param_dtype; torchtitan's mixed_precision_param).
+ *  - MP_STATE_16BIT (nemo-automodel): 16-bit parameters, gradients and moments with no
+ *    master: its benchmark recipes leave model.torch_dtype unset, which from_config resolves
+ *    to bfloat16, and step torch.optim.Adam, whose moments take the parameter's dtype
+ *    (NVIDIA-NeMo/Automodel docs/guides/mixed-precision-training.mdx, "Risky Pattern";
+ *    examples/llm_benchmark/qwen/qwen3_moe_30b_te_deepep.yaml and the other _te_deepep
+ *    recipes). */
+typedef enum {
+  MP_STATE_MASTER,
+  MP_STATE_FP32,
+  MP_STATE_16BIT,
+} MpStateLayout;
+MpStateLayout mp_stack_state_layout (MpStack stack);
 gboolean mp_schedule_from_name (const char *name, MpSchedule *out);
 const char *mp_recompute_method_name (MpRecomputeMethod m);
 gboolean mp_recompute_method_from_name (const char *name, MpRecomputeMethod *out);

@@ -765,6 +765,66 @@ test_costmodel_adam_zero_bytes (void **state)
   mp_assert_close (mem.grads_bytes, 4 * mem.params, 1e-12);
 }
 
+/* The stack's state layout (mp_stack_state_layout) at ZeRO-3 over dp = 16 and ZeRO-2: the
+ * master layout keeps 2 + 2 + 12 bytes a parameter, FSDP's fp32 parameters 4 + 4 + 8 (the
+ * same 16, the master being the parameter), nemo-automodel's bf16 storage with torch Adam
+ * 2 + 2 + 4; FSDP's ZeRO-2 adds the 16-bit copy kept from forward to backward. The
+ * buckets in flight stay at the 16-bit gradients backward makes. */
+static void
+test_costmodel_stack_state_bytes (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:2");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  const double dp = 16;
+  cfg.dp = 16;
+  cfg.zero = 3;
+  MpStageMemory base, mem;
+  mp_cost_stage_memory (ctx, &cfg, 0, &base);
+  double p = base.params, flight = base.grads_bytes - 2 * p / dp;
+  assert_true (flight > 0);
+  const struct { MpStack stack; guint zero; double w, g, o; } forms[] = {
+    { MP_STACK_MEGATRON, 3, 2 / dp, 2 / dp, 12 / dp },
+    { MP_STACK_DEEPSPEED, 3, 2 / dp, 2 / dp, 12 / dp },
+    { MP_STACK_TORCHTITAN, 3, 4 / dp, 4 / dp, 8 / dp },
+    { MP_STACK_LLM_FOUNDRY, 3, 4 / dp, 4 / dp, 8 / dp },
+    { MP_STACK_NEMO_AUTOMODEL, 3, 2 / dp, 2 / dp, 4 / dp },
+    { MP_STACK_MEGATRON, 2, 2, 2 / dp, 12 / dp },
+    { MP_STACK_LLM_FOUNDRY, 2, 2 + 4 / dp, 4 / dp, 8 / dp },
+    { MP_STACK_NEMO_AUTOMODEL, 2, 2, 2 / dp, 4 / dp },
+    { MP_STACK_TORCHTITAN, 0, 4, 4, 8 },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (forms); i++)
+    {
+      cfg.stack = forms[i].stack;
+      cfg.zero = forms[i].zero;
+      mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+      double buckets = cfg.zero >= 2 ? flight : 0;
+      mp_assert_close (mem.weights_bytes, forms[i].w * p, 1e-12);
+      mp_assert_close (mem.grads_bytes - buckets, forms[i].g * p, 1e-12);
+      mp_assert_close (mem.optimizer_bytes, forms[i].o * p, 1e-12);
+      /* the search's floor stays below what the stage holds */
+      double floor = mp_cost_memory_floor (ctx, &cfg, NULL);
+      assert_true (floor <= mem.total_bytes - (mem.capacity_bytes - mem.headroom_bytes)
+                            + 1e-6 * mem.total_bytes);
+    }
+  /* An fp32 model has no master copy under any stack: 4 + 4 + 8. */
+  g_autoptr(MpModel) m32 = model_ok ("gpt3-1.3b");
+  m32->precision = MP_DTYPE_FP32;
+  g_autoptr(MpCostContext) ctx32 = mp_cost_context_new (m32, c, NULL);
+  cfg.zero = 0;
+  for (MpStack st = 0; st < MP_STACK_N; st++)
+    {
+      cfg.stack = st;
+      mp_cost_stage_memory (ctx32, &cfg, 0, &mem);
+      mp_assert_close (mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes, 16 * p, 1e-12);
+      mp_assert_close (mem.optimizer_bytes, 8 * p, 1e-12);
+    }
+}
+
 /* HSDP (fsdp17) on 2 x 8 A100, dp = 16: zero_shard = dp is plain ZeRO, to the bit; the
  * sharded state grows as the shard group shrinks (optimizer state 12 / zero_shard bytes a
  * parameter); a node-sized shard group is inside a node and its replicate group crosses
@@ -2664,6 +2724,7 @@ main (void)
     cmocka_unit_test (test_costmodel_korthikanti_layer_times),
     cmocka_unit_test (test_costmodel_korthikanti_end_to_end_mfu),
     cmocka_unit_test (test_costmodel_adam_zero_bytes),
+    cmocka_unit_test (test_costmodel_stack_state_bytes),
     cmocka_unit_test (test_costmodel_hsdp),
     cmocka_unit_test (test_costmodel_korthikanti_activations),
     cmocka_unit_test (test_costmodel_uneven_stage_times),

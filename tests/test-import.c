@@ -81,6 +81,27 @@ test_import_gpt2_exact (void **state)
   assert_true (m->tied_embeddings && m->bias);
 }
 
+/* Dropout: a config with a residual or embedding rate above 0 keeps Korthikanti's masks;
+ * Llama-family configs (attention_dropout alone) and zero rates import as dropout: false,
+ * and the written YAML says so. */
+static void
+test_import_dropout (void **state)
+{
+  (void) state;
+  static const struct { const char *name; gboolean none; } cases[] = {
+    { "gpt2", FALSE }, { "bert-large-uncased", FALSE }, { "starcoder2-3b", FALSE },
+    { "llama-3-8b", TRUE }, { "phi-3-mini-4k", TRUE }, { "falcon-7b", TRUE },
+  };
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(MpModel) m = import_ok (cases[i].name);
+      assert_int_equal (m->no_dropout, cases[i].none);
+    }
+  g_autoptr(MpModel) llama = import_ok ("llama-3-8b");
+  g_autofree char *yaml = mp_model_to_yaml (llama, NULL);
+  assert_non_null (strstr (yaml, "dropout: false\n"));
+}
+
 static void
 test_import_dense_published_sizes (void **state)
 {
@@ -626,6 +647,7 @@ main (void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_import_gpt2_exact),
+    cmocka_unit_test (test_import_dropout),
     cmocka_unit_test (test_import_new_families_published_sizes),
     cmocka_unit_test (test_import_family_quirks),
     cmocka_unit_test (test_import_refusals_by_name),

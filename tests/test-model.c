@@ -386,6 +386,35 @@ test_model_fp32_activations_double (void **state)
   mp_assert_close (b->act_score_bytes, 9 * a * s, 1e-12);
 }
 
+/* A model trained without dropout (`dropout: false`: Llama, Qwen, ...) keeps no 1-byte
+ * masks: a block keeps 2 h per token less (its two residuals'), the embedding nothing, and
+ * the residuals no longer write the mask; the rest is the same. */
+static void
+test_model_no_dropout_keeps_no_masks (void **state)
+{
+  const char *text = "name: t\nlayers: 2\nhidden: 256\nheads: 4\nvocab: 1000\nseq_len: 128\n"
+                     "activation: swiglu\nnorm: rmsnorm\nposition: rotary\nbias: false\n";
+  g_autofree char *off = g_strconcat (text, "dropout: false\n", NULL);
+  g_autoptr(MpModel) with = load_text (text);
+  g_autoptr(MpModel) without = load_text (off);
+  assert_false (with->no_dropout);
+  assert_true (without->no_dropout);
+  double h = with->hidden;
+  const MpLayer *bw = first_block (with), *bo = first_block (without);
+  mp_assert_close (bw->act_rep_bytes - bo->act_rep_bytes, 2 * h, 1e-12);
+  mp_assert_close (bw->act_bytes, bo->act_bytes, 1e-12);
+  mp_assert_close (bw->act_score_bytes, bo->act_score_bytes, 1e-12);
+  mp_assert_close (bw->fwd_bytes - bo->fwd_bytes, 2 * h, 1e-12);
+  assert_int_equal (with->layers[0].kind, MP_LAYER_EMBEDDING);
+  mp_assert_close (with->layers[0].act_rep_bytes, h, 1e-12);
+  mp_assert_close (without->layers[0].act_rep_bytes, 0, 1e-12);
+  mp_assert_close (with->params_total, without->params_total, 1e-12);
+  /* the zoo's Llama 3 is marked so: 23.75 h split and 8 h replicated a token */
+  g_autoptr(MpModel) llama = load_ok ("llama3-405b");
+  assert_true (llama->no_dropout);
+  mp_assert_close (first_block (llama)->act_rep_bytes, 8 * (double) llama->hidden, 1e-12);
+}
+
 /* ---- structure ---------------------------------------------------------------------- */
 
 static void
@@ -1070,6 +1099,7 @@ main (void)
 {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_model_gpt3_175b_params),
+    cmocka_unit_test (test_model_no_dropout_keeps_no_masks),
     cmocka_unit_test (test_model_gpt3_family_params),
     cmocka_unit_test (test_model_gpt2_124m_params),
     cmocka_unit_test (test_model_llama2_7b_params),
