@@ -83,6 +83,9 @@ int mp_cli_usage (GOptionContext *ctx, const char *message);
 /* Prints ERROR's message (each line prefixed "mpplan: " unless already located) on
  * stderr and returns its exit status. Takes ownership of ERROR. */
 int mp_cli_fail (GError *error);
+/* The plan file PATH, loaded and resolved (mp_plan_file_resolve). Caller owns; NULL with
+ * ERROR set. */
+MpPlanResolved *mp_cli_plan_load (const char *path, GError **error);
 
 /* The largest --batch (sequences per optimizer step) a command takes: a model file's
  * training.global_batch has the same bound (model/). */

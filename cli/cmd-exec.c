@@ -1,7 +1,8 @@
 /* cmd-exec.c - `mpirun -np N mpplan exec -p plan.yaml [--steps S] [--warmup W] [--seed X]
  * [-o measured.json] [--trace trace.json] [--check] [--timeout S]`: run a plan for real (exec/), one
  * process per rank (without mpirun, a world of one); rank 0 prints what it measured and
- * writes measured.json and the trace (report/ draws it).
+ * writes measured.json and the trace (report/ draws it). `mpplan exec -p plan.yaml
+ * --dry-run` checks a plan of any size the same way, runs nothing.
  *
  * Every rank reads the plan and reaches the same verdict on bad input, so each exits 2
  * with no communication; only rank 0 prints the message. */
@@ -31,21 +32,6 @@ fail_once (int rank, GError *error)
   g_error_free (error);
   return status;
 }
-
-/* What the executor does not run yet (exec/model-exec.c check_supported,
- * mp_model_attention_extras and exec/model-attn.c refuse each by name); --help must list
- * them all. */
-#define EXEC_LIMITS                                                                      \
-  "Not run yet, refused by name (exit 2): multi-head latent attention with attention "   \
-  "biases, qk-norm or layernorm (DeepSeek's MLA runs: RMSNorm latents, no biases; so "   \
-  "do sliding windows, soft-capped scores, sinks, qk-norm, logit soft-capping, "          \
-  "post-norms, scaled embeddings and geglu, on both backends), "                         \
-  "uniform recompute in groups of blocks "                                               \
-  "(recompute_method=uniform) on an mlp model or under ZeRO-3, selective recompute of "  \
-  "modules other than "                                                                  \
-  "core_attn, layernorm and mlp (mlp: the dense MLPs; an MoE block keeps its MLP's "     \
-  "activations, as Megatron-Core). An fp8 plan runs its GEMMs at the backend's "           \
-  "precision (host: fp32; cuda: bf16), said on stderr.\n\n"
 
 /* The summary line of a run (rank 0's result). */
 static void
@@ -122,6 +108,39 @@ report_run (const MpExecResult *r, const MpPlanResolved *res, const ExecFiles *f
   return TRUE;
 }
 
+/* What the backend runs otherwise than the plan says (exec's --help lists them too). */
+static void
+print_notes (const char *plan_path, const MpParallelConfig *cfg, const char *backend)
+{
+  if (cfg->fp8)
+    fprintf (stderr, "mpplan: note: %s: the plan's fp8 GEMMs run at the %s backend's "
+             "precision (no FP8 kernels yet)\n", plan_path, backend ? backend : "host");
+  if (cfg->moe_a2a_overlap)
+    fprintf (stderr, "mpplan: note: %s: moe_a2a_overlap: the MoE dispatch and combine run "
+             "without the overlap (the executor runs micro-batches one at a time)\n",
+             plan_path);
+}
+
+/* --dry-run: the plan checked as every rank checks it before a run, with no world. */
+static int
+dry_run (const char *plan_path, const char *backend)
+{
+  GError *error = NULL;
+  g_autoptr(MpPlanResolved) res = mp_cli_plan_load (plan_path, &error);
+  if (res == NULL)
+    return mp_cli_fail (error);
+  if (!mp_exec_check_plan (res->model, &res->plan->cfg, &error))
+    return mp_cli_fail (error);
+  print_notes (plan_path, &res->plan->cfg, backend);
+  guint n = res->plan->world_size;
+  if (n == 1)
+    printf ("%s: exec runs this plan on one rank: mpplan exec -p %s\n", plan_path, plan_path);
+  else
+    printf ("%s: exec runs this plan on %u ranks: mpirun -np %u mpplan exec -p %s\n",
+            plan_path, n, n, plan_path);
+  return 0;
+}
+
 static int
 run (int *argc, char ***argv, const char *plan_path, const MpExecOptions *opts,
      const ExecFiles *files)
@@ -131,16 +150,11 @@ run (int *argc, char ***argv, const char *plan_path, const MpExecOptions *opts,
   if (world == NULL)
     return mp_cli_fail (error);
   int rank = mp_world_rank (world);
-  g_autoptr(MpPlanFile) file = mp_plan_file_load (plan_path, &error);
-  if (file == NULL)
-    return fail_once (rank, error);
-  g_autoptr(MpPlanResolved) res = mp_plan_file_resolve (file, &error);
+  g_autoptr(MpPlanResolved) res = mp_cli_plan_load (plan_path, &error);
   if (res == NULL)
     return fail_once (rank, error);
-  if (rank == 0 && res->plan->cfg.fp8)
-    fprintf (stderr, "mpplan: note: %s: the plan's fp8 GEMMs run at the %s backend's "
-             "precision (no FP8 kernels yet)\n", plan_path,
-             opts->backend ? opts->backend : "host");
+  if (rank == 0)
+    print_notes (plan_path, &res->plan->cfg, opts->backend);
   g_autoptr(MpExecResult) result = mp_exec_plan (world, res, opts, &error);
   if (result == NULL)
     return fail_once (rank, error);
@@ -156,7 +170,7 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
 {
   g_autofree char *plan_path = NULL, *output = NULL, *trace = NULL;
   gint64 steps = 5, warmup = 1, seed = 1234;
-  gboolean check = FALSE;
+  gboolean check = FALSE, dry = FALSE;
   double timeout = -1;
   g_autofree char *backend = NULL;
   const GOptionEntry entries[] = {
@@ -175,6 +189,9 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
       "Stall watchdog: a rank that spends more than S seconds in one instruction prints "
       "where it waits and the job ends, exit 1 (default: 100 predicted steps, at least 60 "
       "s; 0: none)", "S" },
+    { "dry-run", 0, 0, G_OPTION_ARG_NONE, &dry,
+      "Check the plan as every rank does before a run (what exec refuses, exit 2) and "
+      "print the mpirun line, without running it (no MPI)", NULL },
     { "backend", 0, 0, G_OPTION_ARG_STRING, &backend,
       "host (default: OpenBLAS and MPI), cuda (one GPU per rank: CUDA kernels, cuBLAS with "
       "bf16 inputs and fp32 accumulation, NCCL) or cuda-fp32 (the same in fp32)", "NAME" },
@@ -189,7 +206,9 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
            "split, ZeRO stage and recomputation (host backend: OpenBLAS and MPI), measures "
            "each instruction, and prints the median step time (and for an MoE model the "
            "token choices dropped over the experts' capacity).");
-  g_option_context_set_description (ctx, EXEC_LIMITS MP_CLI_EXIT_CODES);
+  g_autofree char *limits = mp_exec_limits_text ();
+  g_autofree char *description = g_strconcat (limits, "\n\n", MP_CLI_EXIT_CODES, NULL);
+  g_option_context_set_description (ctx, description);
   g_option_context_add_main_entries (ctx, entries, NULL);
   int status = mp_cli_parse (ctx, &argc, &argv, do_help);
   if (status >= 0)
@@ -206,6 +225,8 @@ mp_cmd_exec (int argc, char **argv, gboolean do_help)
     }
   if (timeout != -1 && !(timeout >= 0 && timeout <= 1e6))
     return mp_cli_usage (ctx, "--timeout must be from 0 (no watchdog) to 1000000 seconds");
+  if (dry)
+    return dry_run (plan_path, backend);
   MpExecOptions opts = { (guint) steps, (guint) warmup, (guint64) seed, check, backend,
                          timeout };
   ExecFiles files = { output, trace };

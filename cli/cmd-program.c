@@ -14,10 +14,7 @@ static int
 print_program (const char *plan_path, gint64 rank, gboolean as_json)
 {
   GError *error = NULL;
-  g_autoptr(MpPlanFile) file = mp_plan_file_load (plan_path, &error);
-  if (file == NULL)
-    return mp_cli_fail (error);
-  g_autoptr(MpPlanResolved) res = mp_plan_file_resolve (file, &error);
+  g_autoptr(MpPlanResolved) res = mp_cli_plan_load (plan_path, &error);
   if (res == NULL)
     return mp_cli_fail (error);
   guint world = res->plan->world_size;

@@ -103,6 +103,13 @@ mp_cli_fail (GError *error)
   return status;
 }
 
+MpPlanResolved *
+mp_cli_plan_load (const char *path, GError **error)
+{
+  g_autoptr(MpPlanFile) file = mp_plan_file_load (path, error);
+  return file != NULL ? mp_plan_file_resolve (file, error) : NULL;
+}
+
 /* What the command printed must have reached standard output (a full disk, a closed
  * pipe): else exit 1 with the reason, never 0 over a truncated result. */
 static int

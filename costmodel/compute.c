@@ -618,6 +618,30 @@ cold_weight (const MpCostDevice *dev, double bytes, MpKernelCost *k)
     k->time_s += bytes / bw;
 }
 
+/* Transformer Engine's grouped GEMM (mp_stack_per_expert_gemm_calls): one cuBLASLt call
+ * per local expert, each preceded on the host by its descriptors and a heuristic query
+ * (cublas_gemm in TE's cublaslt_gemm.cu calls cublasLtMatmulAlgoGetHeuristic every time).
+ * Measured on SM100 (B200 class), TE PR #3134 (NVIDIA/TransformerEngine, "Single-launch
+ * CUTLASS grouped GEMM for per-tensor NVFP4", benchmarks/linear/benchmark_grouped_linear.py):
+ * 8 experts of 128 tokens, N = K = 2048, take 0.267 ms through the multi-stream path with
+ * operands prepared ("pure"), where one grouped kernel does the same arithmetic in
+ * 0.069 ms: 0.267 / 8 = 33 us a call, paid in series on the host. Megatron-Core's dropless
+ * alltoall dispatcher synchronizes the host with the GPU once per MoE layer forward,
+ * before the experts (token_dispatcher.py, MoEAlltoAllTokenDispatcher: cuda_sync_point
+ * "before_ep_alltoall", or "before_finish" without ep and tp; the counts move to the host
+ * for the all-to-all splits and GroupedLinear's m_splits), so the host is not ahead of
+ * the GPU there: a group cannot end before its last call is issued. In backward the host
+ * may be ahead by what the GPU still has queued; the same floor there is an upper bound. */
+#define TE_GROUPED_CALL_S (0.267e-3 / 8)
+
+/* The host's floor under CALLS sequential GEMM calls, applied to K (a group of them). */
+static void
+expert_call_floor (double calls, MpKernelCost *k)
+{
+  k->time_s = MAX (k->time_s, calls * TE_GROUPED_CALL_S);
+  k->kernels = MAX (k->kernels, (guint) ceil (calls));
+}
+
 /* A GEMM (or the router's) at its split shape. MoE experts (moe14): each rank holds
  * experts / ep of them, tensor-split over etp, and after the dispatch (and the etp
  * all-gather) computes tokens * top-k * etp / tp token copies (its tp peers hold the
@@ -671,6 +695,13 @@ cost_gemm_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCos
   cold_weight (dev, wbytes, &out->fwd);
   cold_weight (dev, wbytes, &dgrad);
   cold_weight (dev, wbytes, &wgrad);
+  if (r->expert && op->kind == MP_OP_GEMM && mp_stack_per_expert_gemm_calls (cfg->stack)
+      && dev->curve->klass != MP_DEVICE_CLASS_CPU)
+    {
+      expert_call_floor (batch, &out->fwd);
+      expert_call_floor (batch, &dgrad);
+      expert_call_floor (batch, &wgrad);
+    }
   out->dgrad_s = dgrad.time_s;
   out->wgrad_s = wgrad.time_s;
   out->bwd = dgrad;

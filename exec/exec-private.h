@@ -264,6 +264,10 @@ gboolean mp_exec_moe_forward (MpExec *ex, const ExLayer *L, guint first, Acts *a
 /* DH (N, C) += the input gradient (partial over tp) from DOUT (N, C); weight gradients. */
 gboolean mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a,
                                const float *dout, const float *h, float *dh, GError **error);
+/* Selective recompute's MoE modules (MODULES: MpRecomputeModule bits): moe_act lets go of
+ * the experts' activation outputs, shared_experts of the shared experts' fc1 and
+ * activation, after the forward; mp_exec_moe_backward rebuilds them first. */
+void mp_exec_moe_selective_drop (MpExec *ex, Acts *a, guint modules);
 void mp_exec_route_free (ExRoute *route);            /* NULL-safe */
 /* The model's activation on FC1 (R, f1) -> ACT (R, Fl); backward accumulates into DFC1. */
 void mp_exec_act_forward (MpExec *ex, float *act, const float *fc1, int R, int Fl);

@@ -61,6 +61,17 @@ struct _MpCostProfile;
 struct _MpCostProfile *mp_calibrate (MpWorld *world, const MpCalibrateOptions *opts,
                                      GError **error);
 
+/* ---- what the executor runs (limits.c) ---------------------------------------------- */
+
+/* Whether this executor runs MODEL under CFG, as every rank of mp_exec_plan decides it
+ * before the run (no world or backend needed: exec --dry-run): FALSE with MP_ERROR_INPUT
+ * naming the form it does not run, or the shape rule the plan breaks. */
+gboolean mp_exec_check_plan (const MpModel *model, const MpParallelConfig *cfg,
+                             GError **error);
+/* --help's paragraph: every form mp_exec_check_plan refuses by name, in its words, and
+ * what runs otherwise than the plan says. Caller owns. */
+char *mp_exec_limits_text (void);
+
 /* ---- running a plan (driver.c; backends in backend.h) ----------------------------- */
 
 typedef struct {

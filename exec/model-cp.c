@@ -32,15 +32,7 @@ mp_exec_cp_setup (MpExec *ex, const MpParallelConfig *cfg, guint tp_rank, guint 
   ex->cp_rank = cp_rank;
   if (ex->cp == 1)
     return TRUE;
-  if (ex->model->arch == MP_ARCH_MLP || ex->model->seq_len % (2 * ex->cp) != 0)
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
-                   "mpplan exec: context parallelism splits each sequence into 2 cp = %u "
-                   "equal chunks, which seq_len %" G_GUINT64_FORMAT " of model %s is not: "
-                   "plan another cp",
-                   2 * ex->cp, ex->model->seq_len, ex->model->name);
-      return FALSE;
-    }
+  /* seq_len splits into 2 cp chunks: mp_exec_check_plan */
   int T = (int) ex->model->seq_len, Tl = T / (int) ex->cp;
   ex->cp_pos = g_new (int, (gsize) ex->cp * Tl);
   for (guint r = 0; r < ex->cp; r++)

@@ -10,6 +10,7 @@
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/exec-private.h"
+#include "exec/exec.h"
 #include "common/error.h"
 
 #include <math.h>
@@ -376,66 +377,7 @@ mp_exec_dense_setup (MpExec *ex, guint l, GError **error)
   return l + 1 < ex->n_layers || setup_teacher (ex, l, error);
 }
 
-/* The widths tp splits (the column-parallel outputs) and, under sequence parallelism, the
- * rows of a micro-batch must divide evenly. */
-static gboolean
-check_dense (const MpModel *m, const MpParallelConfig *cfg, GError **error)
-{
-  for (guint l = 0; l < m->n_mlp_layers; l += 2)
-    if (m->mlp_layers[l].out % cfg->tp != 0)
-      {
-        g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
-                     "mpplan exec: tp=%u does not divide the %" G_GUINT64_FORMAT
-                     " outputs of dense layer %u (column-parallel): plan another tp",
-                     cfg->tp, m->mlp_layers[l].out, l);
-        return FALSE;
-      }
-  if (cfg->sequence_parallel && cfg->tp > 1 && cfg->micro_batch_size % cfg->tp != 0)
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
-                   "mpplan exec: sequence parallelism splits a micro-batch's %u samples "
-                   "over tp=%u, which does not divide them", cfg->micro_batch_size, cfg->tp);
-      return FALSE;
-    }
-  return TRUE;
-}
-
 /* ---- the rank ---------------------------------------------------------------------- */
-
-/* Refuses what this executor does not run, naming it. */
-static gboolean
-check_supported (const MpModel *model, const MpParallelConfig *cfg, GError **error)
-{
-  const char *what = NULL;
-  if (model->arch == MP_ARCH_MLP && !check_dense (model, cfg, error))
-    return FALSE;
-  /* The planner and the simulator cost it; the executor does not run it yet. */
-  const char *extra = mp_model_attention_extras (model);
-  if (extra != NULL)
-    {
-      g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "mpplan exec does not run %s (model "
-                   "%s) yet: execute a model without it", extra, model->name);
-      return FALSE;
-    }
-  if (cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 1
-           && cfg->recompute_method == MP_RECOMPUTE_METHOD_UNIFORM
-           && (model->arch == MP_ARCH_MLP || (cfg->zero >= 3 && cfg->dp * cfg->cp > 1)))
-    what = model->arch == MP_ARCH_MLP
-               ? "uniform recompute in groups of dense layers (recompute_method=uniform)"
-               : "uniform recompute (recompute_method=uniform) under ZeRO-3 (the program "
-                 "gathers one block's weights at a time, a group needs all of its own)";
-  else if (cfg->recompute == MP_RECOMPUTE_SELECTIVE
-           && (mp_recompute_modules_of (cfg) & ~(guint) (MP_RECOMPUTE_CORE_ATTN
-                                                          | MP_RECOMPUTE_LAYERNORM
-                                                          | MP_RECOMPUTE_MLP)) != 0)
-    what = "selective recompute of modules other than core_attn, layernorm and mlp "
-           "(recompute_modules)";
-  if (what == NULL)
-    return TRUE;
-  g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
-               "mpplan exec does not run %s yet: plan without it", what);
-  return FALSE;
-}
 
 static void
 set_shapes (MpExec *ex)
@@ -552,7 +494,7 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
              guint global_batch, guint tp_rank, guint cp_rank, guint dp_rank, guint pp_rank,
              const guint *stage_of_layer, guint64 seed, GError **error)
 {
-  if (!check_supported (model, cfg, error))
+  if (!mp_exec_check_plan (model, cfg, error))
     return NULL;
   if (!mp_exec_attn_check_backend (model, be, error))
     return NULL;

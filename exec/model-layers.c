@@ -512,11 +512,12 @@ release_gathers (MpExec *ex, Acts *a)
 /* Selective recompute (recompute_modules) beyond the attention core, as Megatron's
  * --recompute-modules: layernorm lets go of the norms' outputs (and their gathers under
  * sequence parallelism), mlp of fc1's output and the activation; both are rebuilt from
- * what the block keeps just before its backward. mlp is the dense MLP's only: an MoE
- * block keeps its MLP's activations (Megatron-Core's TransformerLayer recomputes an
- * MoELayer only for the moe module). */
+ * what the block keeps just before its backward. mlp is the dense MLP's only; in an MoE
+ * block moe_act and shared_experts let go of the experts' activations and the shared
+ * experts' fc1 and activation (model-moe.c), and the whole MoE layer (moe) is not
+ * recomputed (exec/limits.c). */
 static void
-selective_drop (MpExec *ex, Acts *a)
+selective_drop (MpExec *ex, const ExLayer *L, Acts *a)
 {
   static const int norms[] = { A_LN1, A_H1, A_LN2, A_H2 }, mlp[] = { A_FC1, A_ACT };
   guint m = selective_modules (ex);
@@ -524,6 +525,8 @@ selective_drop (MpExec *ex, Acts *a)
     drop (ex, &a->buf[norms[i]]);
   for (guint i = 0; i < G_N_ELEMENTS (mlp) && (m & MP_RECOMPUTE_MLP); i++)
     drop (ex, &a->buf[mlp[i]]);
+  if (L->ir->moe)
+    mp_exec_moe_selective_drop (ex, a, m);
 }
 
 static gboolean
@@ -572,7 +575,7 @@ block_forward (MpExec *ex, guint l, guint mb, GError **error)
   else
     {
       release_gathers (ex, a);
-      selective_drop (ex, a);
+      selective_drop (ex, L, a);
       ex->layers[l].acts[mb] = a;
     }
   return TRUE;

@@ -253,14 +253,21 @@ ffn_at (const MpExec *ex, const ExTensor *w1, const ExTensor *b1, const ExTensor
   return f;
 }
 
+/* fc1 (R, f1) = fc1 (x) and act (R, Fl) = act (fc1). */
+static void
+ffn_fc1 (MpExec *ex, const float *x, const Ffn *w, int R, int Fl, float *fc1, float *act)
+{
+  int f1 = ex->swiglu ? 2 * Fl : Fl;
+  ex->k->matmul_forward (ex->be, fc1, x, w->w1, w->b1, R, ex->C, f1);
+  mp_exec_act_forward (ex, act, fc1, R, Fl);
+}
+
 /* out (R, C) = fc2 (act (fc1 (x))), keeping fc1 (R, f1) and act (R, Fl). */
 static void
 ffn_forward (MpExec *ex, const float *x, const Ffn *w, int R, int Fl, float *fc1, float *act,
              float *out)
 {
-  int f1 = ex->swiglu ? 2 * Fl : Fl;
-  ex->k->matmul_forward (ex->be, fc1, x, w->w1, w->b1, R, ex->C, f1);
-  mp_exec_act_forward (ex, act, fc1, R, Fl);
+  ffn_fc1 (ex, x, w, R, Fl, fc1, act);
   ex->k->matmul_forward (ex->be, out, act, w->w2, w->b2, R, Fl, ex->C);
 }
 
@@ -763,6 +770,54 @@ gathered_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a,
   return ok;
 }
 
+/* ---- selective recompute ------------------------------------------------------------ */
+
+void
+mp_exec_moe_selective_drop (MpExec *ex, Acts *a, guint modules)
+{
+  static const int experts[] = { M_E_ACT }, shared[] = { M_S_FC1, M_S_ACT };
+  for (gsize i = 0; i < G_N_ELEMENTS (experts) && (modules & MP_RECOMPUTE_MOE_ACT); i++)
+    {
+      ex->be->ops->release (ex->be, a->buf[experts[i]]);
+      a->buf[experts[i]] = NULL;
+    }
+  for (gsize i = 0; i < G_N_ELEMENTS (shared) && (modules & MP_RECOMPUTE_SHARED_EXPERTS); i++)
+    {
+      ex->be->ops->release (ex->be, a->buf[shared[i]]);
+      a->buf[shared[i]] = NULL;
+    }
+}
+
+/* What mp_exec_moe_selective_drop let go, rebuilt before the backward: the experts'
+ * activations from their fc1 outputs (one call over the rows of every local expert, which
+ * lie in expert order), the shared experts' fc1 and activation from the MLP's input H. */
+static gboolean
+selective_restore (MpExec *ex, const MoeShape *s, const MoeTensors *w, Acts *a,
+                   const float *h, GError **error)
+{
+  const ExRoute *r = a->route;
+  if (a->buf[M_E_FC1] != NULL && a->buf[M_E_ACT] == NULL)
+    {
+      int rows = 0;
+      for (int e = 0; e < s->El; e++)
+        rows += r->lcount[e];
+      if (!mp_exec_act_alloc (ex, a, M_E_ACT, (gsize) MAX (r->Rr, 1) * s->Fel, error))
+        return FALSE;
+      if (rows > 0)
+        mp_exec_act_forward (ex, a->buf[M_E_ACT], a->buf[M_E_FC1], rows, s->Fel);
+    }
+  if (s->Fsl > 0 && a->buf[M_S_FC1] == NULL)
+    {
+      gsize N = ex->N;
+      if (!mp_exec_act_alloc (ex, a, M_S_FC1, N * s->f1s, error)
+          || !mp_exec_act_alloc (ex, a, M_S_ACT, N * s->Fsl, error))
+        return FALSE;
+      Ffn f = shared_ffn (ex, s, w, FALSE);
+      ffn_fc1 (ex, h, &f, (int) N, s->Fsl, a->buf[M_S_FC1], a->buf[M_S_ACT]);
+    }
+  return TRUE;
+}
+
 gboolean
 mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const float *dout,
                       const float *h, float *dh, GError **error)
@@ -772,6 +827,8 @@ mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *a, const 
   MpBackend *be = ex->be;
   const ExRoute *r = a->route;
   int N = ex->N;
+  if (!selective_restore (ex, &s, &w, a, h, error))
+    return FALSE;
   if (s.Fsl > 0)
     {
       float *sc = be->ops->alloc (be, (gsize) N * (s.Fsl + s.f1s) * sizeof (float),

@@ -129,6 +129,12 @@ mp_stack_forwarded_dispatch (MpStack stack)
   return stack == MP_STACK_NEMO_AUTOMODEL;
 }
 
+gboolean
+mp_stack_per_expert_gemm_calls (MpStack stack)
+{
+  return stack == MP_STACK_MEGATRON;
+}
+
 static const char *const method_names[] = { "block", "uniform", NULL };
 /* Megatron's --recompute-modules names in its order (MpRecomputeModule bits), then
  * torchtitan's op-level policy. */

@@ -97,7 +97,8 @@ typedef enum {
  * overlap (mp_stack_overlaps_tp_backward), the Triton kernel (mp_stack_triton_attention),
  * the loss's precision (mp_stack_fused_loss), the optimizer's kernels
  * (mp_stack_unfused_optimizer), FP8's saved activations (mp_stack_fp8_saves_fp8) and the
- * MoE dispatch (mp_stack_forwarded_dispatch). On A100 FlashAttention-2 is the native kernel
+ * MoE dispatch (mp_stack_forwarded_dispatch) and the experts' GEMM calls
+ * (mp_stack_per_expert_gemm_calls). On A100 FlashAttention-2 is the native kernel
  * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
   MP_STACK_MEGATRON,
@@ -263,6 +264,18 @@ gboolean mp_stack_unfused_optimizer (MpStack stack);
  * examples/benchmark/configs/deepseek_v3_te_deepep.yaml and the others so named);
  * DeepEP's README, "Normal kernels with NVLink and RDMA forwarding". */
 gboolean mp_stack_forwarded_dispatch (MpStack stack);
+/* Does STACK run a layer's local experts as one cuBLASLt GEMM call per expert (on four
+ * streams), each call building its descriptors and querying cuBLASLt's heuristic on the
+ * host, rather than one grouped kernel? Megatron-Core's TEGroupedMLP does: its
+ * te.GroupedLinear calls general_grouped_gemm, whose nvte_multi_tensor_gemm takes the
+ * CUTLASS grouped kernel only on Hopper with NVTE_USE_CUTLASS_GROUPED_GEMM=1 (off by
+ * default) and otherwise multi_stream_cublas_gemm, a loop of nvte_cublas_gemm_v2 calls
+ * (TransformerEngine transformer_engine/common/gemm/cublaslt_gemm.cu; 4 compute streams,
+ * common/util/multi_stream.cpp), as in TE 2.9-2.10, the 25.11 containers' generation;
+ * TE's later single-launch grouped-tensor path is opted into by
+ * NVTE_GROUPED_LINEAR_USE_FUSED_GROUPED_GEMM (module/grouped_linear.py). The others'
+ * experts are not costed per call. */
+gboolean mp_stack_per_expert_gemm_calls (MpStack stack);
 /* How STACK keeps a mixed-precision model's training state, per parameter (memory.c):
  *  - MP_STATE_MASTER (megatron, deepspeed): 16-bit weights and gradients; the optimizer
  *    keeps an fp32 master copy and its fp32 moments (Megatron's distributed optimizer,

@@ -11,8 +11,9 @@
 #   2. every kernel check (tests/test-kernels-cuda: each kernels/cuda launcher against
 #      kernels/cpu, MoE permutation and ring attention included); a build that finds no
 #      device there fails, as nvidia-smi found one;
-#   3. `exec --check` on one GPU, cuda-fp32 and cuda (bf16), of tiny-gpt and tiny-moe:
-#      each step's loss and gradient norm against the host backend's one rank;
+#   3. `exec --check` on one GPU, cuda-fp32 and cuda (bf16), of tiny-gpt, tiny-moe and
+#      the attention variants (tiny-gemma, tiny-gpt-oss, tiny-mla): each step's loss and
+#      gradient norm against the host backend's one rank;
 #   4. with two GPUs or more, under mpirun: cp2 (ring attention over NCCL) on tiny-gpt
 #      and ep2 on tiny-moe, cuda-fp32 --check;
 #   5. unless --no-perf: calibrate --backend cuda --quick (the profile named for the
@@ -218,8 +219,9 @@ plan () {
   row "plan $1" "FAIL: see plan-$1.txt"
   return 1
 }
-step "exec --check on one GPU: tiny-gpt, tiny-moe"
-for m in tiny-gpt:4 tiny-moe:16; do
+step "exec --check on one GPU: tiny-gpt, tiny-moe, tiny-gemma, tiny-gpt-oss, tiny-mla"
+# the attention variants' kernels (windows, caps, sinks, qk-norm, geglu; MLA's value widths)
+for m in tiny-gpt:4 tiny-moe:16 tiny-gemma:2 tiny-gpt-oss:2 tiny-mla:2; do
   name=${m%:*}
   plan "$name" "$name" "${m#*:}" cluster-host1 || continue
   for b in cuda-fp32 cuda; do

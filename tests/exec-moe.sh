@@ -6,8 +6,8 @@
 # ranks (ep2), with tensor parallelism (ep2 x tp2, experts split over etp = tp), folded
 # over tensor ranks (etp = 1, ep2 over tp2, also inside a sequence; etp2 inside tp4) and
 # with data parallelism beside it (dp4, ep2: two expert-data-parallel replicas); with
-# context parallelism (cp2); selective mlp recompute; biases; dropped tokens counted under
-# a capacity factor; the all-gather dispatcher. One step, no warm-up, the smallest batch
+# context parallelism (cp2); selective recompute of mlp, moe_act and shared_experts;
+# biases; dropped tokens counted under a capacity factor; the all-gather dispatcher. One step, no warm-up, the smallest batch
 # each plan allows, as in exec.sh (CI runs this under ASan on 2 cores).
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/mpi-env.sh"
@@ -33,10 +33,20 @@ ok "ep2 x tp2, experts split over etp = tp" check ep2tp2 4 2 dp=2,tp=2,pp=1,ep=2
 ok "ep2 folded over tp2 (etp = 1)" check etp1 2 2 dp=1,tp=2,pp=1,ep=2,etp=1
 ok "ep2 with dp4 (two expert-data-parallel replicas), ZeRO-1" \
   check ep2dp4 4 4 dp=4,tp=1,pp=1,ep=2,zero=1
-# Selective recompute of the mlp module: the dense first block rebuilds fc1 and its
-# activation before its backward; the MoE blocks keep their MLP's (Megatron-Core's mlp).
-ok "selective recompute, modules mlp, ep2" \
-  check rsmlp 2 2 dp=2,tp=1,pp=1,ep=2,recompute=selective,recompute_modules=mlp
+# Selective recompute of the mlp, moe_act and shared_experts modules (Megatron-Core's):
+# the dense first block rebuilds fc1 and its activation before its backward, the MoE
+# blocks their experts' activations and their shared expert's fc1 and activation.
+ok "selective recompute, modules mlp+moe_act+shared_experts, ep2" \
+  check rsmlp 2 2 dp=2,tp=1,pp=1,ep=2,recompute=selective,recompute_modules=mlp+moe_act+shared_experts
+# ... and they hold less: the executor's activation peak (measured.json) on one rank with
+# moe_act and shared_experts below that with mlp alone.
+moe_saves () {
+  act_peak mlp recompute=selective,recompute_modules=mlp &&
+  act_peak moe recompute=selective,recompute_modules=mlp+moe_act+shared_experts &&
+  echo "# activation peak: mlp $(cat "$tmp/apmlp.v") B, mlp+moe_act+shared_experts $(cat "$tmp/apmoe.v") B" &&
+  [ "$(cat "$tmp/apmoe.v")" -lt "$(cat "$tmp/apmlp.v")" ]
+}
+ok "selective recompute of moe_act and shared_experts holds fewer activation bytes" moe_saves
 # A capacity factor of 1 drops tokens; ep over data ranks routes the same micro-batches as
 # one rank, so the check still holds, and the drops are counted.
 capacity () {

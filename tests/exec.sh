@@ -73,13 +73,6 @@ ok "recompute selective, modules layernorm+mlp, sequence parallel" check rsln 2 
   dp=1,tp=2,pp=1,recompute=selective,recompute_modules=layernorm+mlp,sequence_parallel=true
 # ... and they hold less: the executor's activation peak (measured.json) under
 # recompute_modules=layernorm+mlp below that of no recompute, on one rank.
-act_peak () {
-  "$MPPLAN" plan -q -m "$model" -b 2 -c "$data/cluster-host1.yaml" -o "$tmp/ap$1.yaml" \
-    --fix "$2" >/dev/null &&
-  "$MPPLAN" exec -p "$tmp/ap$1.yaml" --steps 1 --warmup 0 -o "$tmp/ap$1.json" >/dev/null &&
-  awk '/^  "memory_peak_bytes"/ { m = 1 } m && /"activations"/ { print $3 + 0; exit }' \
-    "$tmp/ap$1.json" >"$tmp/ap$1.v"
-}
 selective_saves () {
   act_peak none recompute=none && act_peak sel recompute=selective,recompute_modules=layernorm+mlp &&
   echo "# activation peak: no recompute $(cat "$tmp/apnone.v") B, layernorm+mlp $(cat "$tmp/apsel.v") B" &&
@@ -93,7 +86,11 @@ ok "selective modules it does not run are refused by name" sh -c "
   grep -q 'recompute_modules' '$tmp/rsm.err'"
 # Four micro-batches for interleaving (two chunks per stage), two per data rank below.
 batch=4
-ok "pp2 interleaved" check pp2i 2 dp=1,tp=1,pp=2,vpp=2,schedule=interleaved-1f1b,num_micro_batches=4
+# The balanced interleaved split ([2, 1, 1, 2]: one block a chunk) runs in the plans above
+# and below; this one is uneven in blocks (2, 1, 1, 0: the embedding and two blocks, then
+# the last chunk the head alone), as Megatron-Core's --pipeline-model-parallel-layout.
+ok "pp2 interleaved, uneven split (blocks 2, 1, 1, 0)" check pp2i 2 \
+  dp=1,tp=1,pp=2,vpp=2,schedule=interleaved-1f1b,num_micro_batches=4,layers_per_chunk=3:1:1:1
 ok "pp2 interleaved, first block of each chunk recomputed" check pp2ir 2 \
   dp=1,tp=1,pp=2,vpp=2,num_micro_batches=4,recompute=full,recompute_num_layers=1
 ok "pp2 interleaved, embedding and loss counted in the split (uneven chunks)" check pp2ia 2 \
@@ -201,4 +198,33 @@ refuses () {
 ok "MLA with attention biases is refused by name" refuses mla \
   'attention: {mla: {kv_lora_rank: 8, qk_nope_head_dim: 4, qk_rope_head_dim: 4, v_head_dim: 8}}' \
   'multi-head latent attention with attention biases'
+# --dry-run: a plan of any size checked as the ranks check it, with no MPI: a 256-rank
+# plan's mpirun line; the refusals above, exit 2, the same message.
+dry_run () {
+  "$MPPLAN" plan -q -m gpt3-125m -c dgx-h100 -o "$tmp/big.yaml" >/dev/null &&
+  "$MPPLAN" exec -p "$tmp/big.yaml" --dry-run >"$tmp/dry.out" 2>&1 &&
+  sed 's/^/# /' "$tmp/dry.out" && grep -q 'on 256 ranks: mpirun -np 256 mpplan exec' "$tmp/dry.out" &&
+  { "$MPPLAN" exec -p "$tmp/mla.yaml" --dry-run 2>"$tmp/dry.err"; [ $? -eq 2 ]; } &&
+  cmp -s "$tmp/dry.err" "$tmp/mla.err"
+}
+ok "--dry-run checks a 256-rank plan without MPI, refuses as exec does" dry_run
+# Every refusal in --help's words (exec/limits.c is the one list): uniform groups under
+# ZeRO-3 and on an mlp model, checked by --dry-run (no MPI).
+refused_dry () {
+  "$MPPLAN" plan -q -m "$2" -b 4 -c "$data/cluster-host2.yaml" --fix "$3" -o "$tmp/$1.yaml" \
+    >/dev/null || return 1
+  "$MPPLAN" exec -p "$tmp/$1.yaml" --dry-run 2>"$tmp/$1.err"
+  st=$?
+  sed 's/^/# /' "$tmp/$1.err"
+  [ $st -eq 2 ] && grep -qF "does not run $4" "$tmp/$1.err" &&
+    "$MPPLAN" exec --help | grep -qF "$4"
+}
+ok "uniform recompute under ZeRO-3 is refused by name, as --help lists it" refused_dry uz3 \
+  "$top_srcdir/examples/models/tiny-gpt.yaml" \
+  dp=2,tp=1,pp=1,zero=3,recompute=full,recompute_method=uniform,recompute_num_layers=2 \
+  'uniform recompute (recompute_method=uniform) under ZeRO-3'
+ok "uniform recompute of an mlp is refused by name, as --help lists it" refused_dry umlp \
+  "$top_srcdir/examples/models/mlp-1024.yaml" \
+  dp=2,tp=1,pp=1,recompute=full,recompute_method=uniform,recompute_num_layers=2 \
+  "uniform recompute in groups of an mlp model's dense layers"
 tap_done

@@ -49,3 +49,12 @@ phase_reported () {
   grep "^  $2 " "$tmp/$1.r.txt" | sed 's/^/# /'
   grep "^  $2 " "$tmp/$1.r.txt" | awk '{ exit !($4 + 0 > 0) }' && grep -q "$2" "$tmp/$1.html"
 }
+# act_peak NAME PINS: the peak of the executor's activation ledger (measured.json) of the
+# best plan for $model, 2 sequences on one host core, honouring PINS, into $tmp/apNAME.v.
+act_peak () {
+  "$MPPLAN" plan -q -m "$model" -b 2 -c "$data/cluster-host1.yaml" -o "$tmp/ap$1.yaml" \
+    --fix "$2" >/dev/null &&
+  "$MPPLAN" exec -p "$tmp/ap$1.yaml" --steps 1 --warmup 0 -o "$tmp/ap$1.json" >/dev/null &&
+  awk '/^  "memory_peak_bytes"/ { m = 1 } m && /"activations"/ { print $3 + 0; exit }' \
+    "$tmp/ap$1.json" >"$tmp/ap$1.v"
+}

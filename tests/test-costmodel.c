@@ -1741,6 +1741,67 @@ test_costmodel_grouped_gemm_small_experts (void **state)
   mp_assert_close (oc.n, 2 * 1536, 0);
 }
 
+/* Megatron-Core's experts (mp_stack_per_expert_gemm_calls) run as one cuBLASLt call per
+ * local expert, each ~33 us on the host (TE PR #3134: 8 calls in 0.267 ms on SM100), and
+ * the dropless dispatcher's sync leaves the host no lead there: a group of E local
+ * experts takes at least E calls forward and E for each backward GEMM. Qwen3-30B-A3B as
+ * Megatron-Bridge's B200 row runs it (ep 8: 16 local experts, 2048 rows each, bf16 here
+ * so that no FP8 cast kernel adds to the GEMMs): the calls, not the GPU, set the time;
+ * a stack without the trait keeps the GPU's figure; a CPU device keeps its own calls. */
+static void
+test_costmodel_expert_gemm_call_floor (void **state)
+{
+  (void) state;
+  const double call = 0.267e-3 / 8;
+  g_autoptr(MpModel) m = model_ok ("qwen3-30b-a3b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-b200:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 8;
+  cfg.ep = 8;
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  guint fc1 = op_index (m, 1, "expert_fc1"), qkv = op_index (m, 1, "qkv");
+  MpOpCost te, titan, dense_te, dense_titan;
+  mp_cost_op (ctx, &cfg, &sp, 1, fc1, &te);
+  mp_cost_op (ctx, &cfg, &sp, 1, qkv, &dense_te);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_op (ctx, &cfg, &sp, 1, fc1, &titan);
+  mp_cost_op (ctx, &cfg, &sp, 1, qkv, &dense_titan);
+  assert_true (titan.fwd.time_s < 16 * call && titan.dgrad_s < 16 * call);
+  mp_assert_close (te.fwd.time_s, 16 * call, 1e-12);
+  mp_assert_close (te.dgrad_s, 16 * call, 1e-12);
+  mp_assert_close (te.bwd.time_s, 32 * call, 1e-12);
+  assert_int_equal (te.fwd.kernels, 16);
+  mp_assert_close (te.fwd.flops, titan.fwd.flops, 1e-12);
+  /* A dense GEMM is one call whichever stack. */
+  mp_assert_close (dense_te.fwd.time_s, dense_titan.fwd.time_s, 1e-15);
+  /* Twice the expert-parallel ranks, half the local experts: half the calls. */
+  cfg.stack = MP_STACK_MEGATRON;
+  cfg.dp = 16;
+  cfg.ep = 16;
+  g_autoptr(MpCluster) c2 = cluster_ok ("dgx-b200:2");
+  g_autoptr(MpCostContext) ctx2 = mp_cost_context_new (m, c2, NULL);
+  mp_cost_stage_spans (ctx2, &cfg, 0, &sp);
+  mp_cost_op (ctx2, &cfg, &sp, 1, fc1, &te);
+  mp_assert_close (te.fwd.time_s, 8 * call, 1e-12);
+  /* The host executor's experts are its own sgemm calls (gemm_group_calls): unchanged. */
+  g_autoptr(MpModel) tiny = model_ok ("tiny-moe");
+  g_autoptr(MpCluster) host = cluster_ok ("host");
+  g_autoptr(MpCostContext) hctx = mp_cost_context_new (tiny, host, NULL);
+  mp_parallel_config_init (&cfg);
+  MpStageSpans hsp;
+  mp_cost_stage_spans (hctx, &cfg, 0, &hsp);
+  guint hfc1 = op_index (tiny, 2, "expert_fc1");
+  MpOpCost h_te, h_titan;
+  mp_cost_op (hctx, &cfg, &hsp, 2, hfc1, &h_te);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_op (hctx, &cfg, &hsp, 2, hfc1, &h_titan);
+  mp_assert_close (h_te.fwd.time_s, h_titan.fwd.time_s, 1e-15);
+  mp_assert_close (h_te.bwd.time_s, h_titan.bwd.time_s, 1e-15);
+}
+
 /* The host runs a grouped GEMM as one sgemm per expert (moev17): E GEMMs of m / E rows
  * each cost a call of their own shape, so they take longer than one GEMM of m rows, by the
  * calibrated per-call term (a profile measured with a fixed cost per call) or by the
@@ -2741,6 +2802,7 @@ main (void)
     cmocka_unit_test (test_costmodel_moe_forwarded_dispatch),
     cmocka_unit_test (test_costmodel_moe_a2a_overlap),
     cmocka_unit_test (test_costmodel_grouped_gemm_small_experts),
+    cmocka_unit_test (test_costmodel_expert_gemm_call_floor),
     cmocka_unit_test (test_costmodel_host_grouped_gemm_per_call),
     cmocka_unit_test (test_costmodel_host_cold_weight),
     cmocka_unit_test (test_costmodel_expert_tensor_parallel),
