@@ -2,10 +2,11 @@
  * configurations fully costed, pruned by the bounds and feasible, and the median wall and
  * CPU time of five searches (CPU time: what one core spends, whatever else the machine
  * runs), for the issue's targets (GPT-3 175B on 1024 A100s: < 1 s; Llama-3 405B on 16384
- * H100s: < 2 s) and any MODEL CLUSTER pairs given as arguments; with --whole first, in
- * the whole space (MpSearchOptions.whole_space), its best plans' table once (five searches
- * each either way; MPPLAN_BENCH_RUNS=N for N). Build and run:
- *   make bench/bench-planner && MPPLAN_DATADIR=examples bench/bench-planner [--whole | --moe]
+ * H100s: < 2 s) and any MODEL CLUSTER pairs given as arguments, in the whole space (the
+ * default), with its best plans' table once; with --limited first, in the smaller space of
+ * earlier releases (MpSearchOptions.limited_space), for comparison (five searches each
+ * either way; MPPLAN_BENCH_RUNS=N for N). Build and run:
+ *   make bench/bench-planner && MPPLAN_DATADIR=examples bench/bench-planner [--limited | --moe]
  * With MPPLAN_BENCH_SHARDS=N (N >= 2) it also runs the search as N shards one after the
  * other (what N ranks of `mpirun -np N mpplan plan` each run) and merges them: the median
  * CPU time of the slowest shard and of the merge, and whole / (slowest + merge), the
@@ -32,7 +33,7 @@ cpu_seconds (void)
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static gboolean whole;
+static gboolean limited;
 
 /* One search, its CPU time into *CPU; NULL (said on stderr) when it fails. */
 static MpSearchResult *
@@ -59,7 +60,7 @@ bench_shards (const MpCostContext *ctx, guint n_shards, int runs, double whole_c
   g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
   for (guint sh = 0; sh < n_shards; sh++)
     {
-      MpSearchOptions opts = { .top_k = 5, .whole_space = whole, .shard = sh, .n_shards = n_shards };
+      MpSearchOptions opts = { .top_k = 5, .limited_space = limited, .shard = sh, .n_shards = n_shards };
       double cpu[16];
       for (int r = 0; r < runs; r++)
         {
@@ -109,7 +110,7 @@ bench (const char *model_name, const char *cluster_name, int runs, double *media
       return FALSE;
     }
   g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, cluster, NULL);
-  MpSearchOptions opts = { .top_k = 5, .whole_space = whole };
+  MpSearchOptions opts = { .top_k = 5, .limited_space = limited };
   double seconds[16], cpu[16];
   guint64 space = 0, evaluated = 0, pruned = 0, feasible = 0;
   double best = 0;
@@ -124,7 +125,7 @@ bench (const char *model_name, const char *cluster_name, int runs, double *media
       pruned = res->stats.pruned;
       feasible = res->stats.feasible;
       best = res->plans->len ? ((MpPlan *) g_ptr_array_index (res->plans, 0))->step_s : 0;
-      if (whole && r == runs - 1)
+      if (!limited && r == runs - 1)
         {
           /* the plans the whole space ranks first */
           g_autofree char *table = mp_plan_table_text (res->plans);
@@ -173,8 +174,8 @@ main (int argc, char **argv)
   int first = 1;
   if (argc > 1 && strcmp (argv[1], "--moe") == 0)
     return bench_moe () ? 0 : 1;
-  if (argc > 1 && strcmp (argv[1], "--whole") == 0)
-    whole = TRUE, first = 2;
+  if (argc > 1 && strcmp (argv[1], "--limited") == 0)
+    limited = TRUE, first = 2;
   const char *n_runs = g_getenv ("MPPLAN_BENCH_RUNS");
   const int runs = n_runs ? CLAMP (atoi (n_runs), 1, 15) : 5;
   if (argc > first)

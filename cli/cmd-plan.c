@@ -410,8 +410,10 @@ mp_cmd_plan (int argc, char **argv, gboolean do_help)
       ctx, "Search data, tensor, pipeline and hybrid plans (with ZeRO, recompute, sequence "
            "parallelism, micro-batching, interleaved stages and expert parallelism for MoE) "
            "and recommend the fastest that fits in memory.\n"
-           "Context parallelism is searched as powers of two that leave each rank at least "
-           "4096 tokens (so for sequences of 8192 tokens or more); --fix cp=N pins any other.");
+           "The whole space is searched, exactly: every context-parallel size that divides the "
+           "devices and splits each sequence in 2 cp pieces, every vpp that leaves each chunk "
+           "a block (uneven splits too), every micro-batch up to a replica's share; lower "
+           "bounds on step time and memory prune only what cannot rank or fit.");
   g_option_context_set_description (
       ctx, MP_CLI_PROFILE_HELP "\n\n"
            "Exit status: 0 success, 1 runtime failure, 2 bad usage or bad input, 3 no plan "

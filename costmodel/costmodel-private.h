@@ -80,6 +80,7 @@ typedef enum {
 } CmSum;
 
 typedef struct CmBucketSlot CmBucketSlot;
+typedef struct CmFloorSlot CmFloorSlot;
 typedef struct CmMemo CmMemo;
 typedef struct CmLayerRow CmLayerRow;
 
@@ -112,11 +113,13 @@ struct _MpCostContext {
   CmMemo *gemm_memo;              /* ... for a GEMM shape on a device of devices (compute.c) */
   CmMemo *coll_memo;              /* ... for a collective's time from one (compute.c) */
   CmBucketSlot *bucket_slots;     /* the last buckets of each stage (memory.c) */
+  CmFloorSlot *floor_slot;        /* the memory floor's last layer terms (memory.c) */
 };
 
 /* cm_stage_buckets's last answers, CM_BUCKET_SLOTS of them (by stage, kind, cap or none). */
 #define CM_BUCKET_SLOTS 512u
 void cm_bucket_slots_free (CmBucketSlot *slots);
+void cm_floor_slot_free (CmFloorSlot *slot);
 
 /* Entries and bytes a memo holds at most; a full one starts again (bounds a long search's
  * memory). */

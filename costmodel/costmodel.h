@@ -575,8 +575,11 @@ guint mp_cost_memory (const MpCostContext *ctx, const MpParallelConfig *cfg,
  * lower bound on mp_cost_memory's binding stage's total_bytes. */
 double mp_cost_memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg,
                              double *peak);
-/* The same floor for the configs that also share CFG's schedule and vpp (any split, rank
- * order): the stages' micro-batches in flight count (at least the unscheduled floor). */
+/* The same floor for the configs that also share CFG's schedule and vpp and whose every
+ * stage holds a block (CFG's split where it has one, else any split the search makes:
+ * each chunk a block or more; any rank order): the stages' micro-batches in flight count,
+ * each layer's state with its activations, and what a block brings to every stage
+ * (ZeRO-3's gathers, ZeRO-2/3's buckets); at least the unscheduled floor. */
 double mp_cost_memory_floor_scheduled (const MpCostContext *ctx, const MpParallelConfig *cfg,
                                        double *peak);
 /* Activation bytes one transformer layer keeps per micro-batch on one rank under CFG

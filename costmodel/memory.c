@@ -373,8 +373,8 @@ buckets_in_flight (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
   for (int e = 0; e < 2; e++)
     {
       double reps = e ? mp_parallel_config_edp (cfg) : mp_parallel_config_zero_shard (cfg);
-      if (!(reps > 1))
-        continue;
+      if (!(reps > 1) || (e && ctx->model->experts == 0))
+        continue;                       /* a dense model's expert buckets are empty */
       /* the two largest in parameters, then in bytes: x -> x g keeps their order */
       const CmBucketSlot *slot = bucket_slot (ctx, cfg, stage, e, cap);
       double top[2] = { slot->top[0] * g, slot->top[1] * g };
@@ -719,6 +719,159 @@ kept_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, 
   return kept_full (ctx, cfg, first, n, group > 1 ? 1.0 / group : 1);
 }
 
+/* memory_floor's terms that its config's ZeRO stage, shard group, schedule, vpp and
+ * rank order do not change, kept for the next call with the same key (the search asks
+ * for those of one layer-cost choice in a row): the layers' kept activations and
+ * buffers, and the schedule's in-flight counts (scheduled_tensors). */
+struct CmFloorSlot {
+  gboolean valid, flight_valid;
+  guint key[17];               /* what the layer terms read of the config (floor_layer_terms) */
+  double act_pos, act_neg, least_buffers;
+  double block_dense, block_expert;  /* the least block's parameters (block_terms) */
+  /* the layers as runs of equal ones (tied_tensors): parameters (dense, expert), kept
+   * activations of one micro-batch, count, and whether the head is among them */
+  guint n_runs;
+  double *run_dense, *run_expert, *run_act;
+  guint *run_count;
+  gboolean *run_head;
+  guint flight_key[4];         /* schedule, pp, vpp, micro-batches */
+  double kmin, kmax, inv;
+  double *stage_kmin, *stage_kmax;   /* each stage's fewest and most in flight of a chunk */
+  guint n_stages;              /* room in stage_kmin, stage_kmax */
+};
+
+static CmFloorSlot *
+floor_slot (const MpCostContext *ctx)
+{
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  if (memo->floor_slot == NULL)
+    memo->floor_slot = g_new0 (CmFloorSlot, 1);
+  return memo->floor_slot;
+}
+
+void
+cm_floor_slot_free (CmFloorSlot *slot)
+{
+  if (slot == NULL)
+    return;
+  g_free (slot->run_dense);
+  g_free (slot->run_expert);
+  g_free (slot->run_act);
+  g_free (slot->run_count);
+  g_free (slot->run_head);
+  g_free (slot->stage_kmin);
+  g_free (slot->stage_kmax);
+  g_free (slot);
+}
+
+/* Appends layer L's figures to SLOT's runs, into the last run when they are the same. */
+static void
+add_run (CmFloorSlot *slot, guint n_layers, double dense, double expert, double act,
+         gboolean head)
+{
+  guint r = slot->n_runs;
+  if (r > 0 && !head && !slot->run_head[r - 1] && slot->run_dense[r - 1] == dense
+      && slot->run_expert[r - 1] == expert && slot->run_act[r - 1] == act)
+    {
+      slot->run_count[r - 1]++;
+      return;
+    }
+  if (r == 0)
+    {
+      slot->run_dense = g_renew (double, slot->run_dense, n_layers);
+      slot->run_expert = g_renew (double, slot->run_expert, n_layers);
+      slot->run_act = g_renew (double, slot->run_act, n_layers);
+      slot->run_count = g_renew (guint, slot->run_count, n_layers);
+      slot->run_head = g_renew (gboolean, slot->run_head, n_layers);
+    }
+  slot->run_dense[r] = dense;
+  slot->run_expert[r] = expert;
+  slot->run_act[r] = act;
+  slot->run_count[r] = 1;
+  slot->run_head[r] = head;
+  slot->n_runs++;
+}
+
+/* The layers' part of memory_floor: kept activations per token of one micro-batch in
+ * flight, *ACT_POS (the head's negative part of a fused loss aside, into *ACT_NEG at the
+ * m micro-batches it may hold; both times the tokens), and the least layer's gradient
+ * buffers. */
+static void
+floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean fp8_saved,
+                   double *act_pos, double *act_neg, double *least_buffers)
+{
+  CmFloorSlot *slot = floor_slot (ctx);
+  guint key[] = { cfg->dp, cfg->tp, cfg->pp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
+                  cfg->sequence_parallel, cfg->recompute, cfg->recompute_method,
+                  cfg->recompute_num_layers, cfg->recompute_modules, cfg->micro_batch_size,
+                  cfg->num_micro_batches, cfg->flash_attention, cfg->fp8, cfg->stack,
+                  fp8_saved };
+  G_STATIC_ASSERT (sizeof key == sizeof slot->key);
+  if (slot->valid && memcmp (slot->key, key, sizeof key) == 0)
+    {
+      *act_pos = slot->act_pos;
+      *act_neg = slot->act_neg;
+      *least_buffers = slot->least_buffers;
+      return;
+    }
+  const MpModel *m = ctx->model;
+  guint nl = m->n_layers;
+  double t = cfg->tp, e = ctx->elt, tokens = cm_tokens (ctx, cfg);
+  /* Every layer but the head at one micro-batch; the head's part may be negative with a
+   * fused loss (its fp32 softmax not kept), then at the m micro-batches it may hold. */
+  guint head = nl;
+  for (guint l = 0; l < nl; l++)
+    if (m->layers[l].kind == MP_LAYER_HEAD)
+      head = l;
+  double pos = 0, neg = 0;
+  slot->n_runs = 0;
+  for (guint l = 0; l < nl; l++)
+    {
+      double k = kept_floor (ctx, cfg, l, 1)
+                 - (fp8_saved ? fp8_saved_less (ctx, cfg, l, 1) : 0);
+      if (l == head && mp_stack_fused_loss (cfg->stack))
+        k -= (double) m->vocab / t * (4 - e);
+      if (k >= 0)
+        pos += k;
+      else
+        neg += k * cfg->num_micro_batches;
+      const CmLayer *cl = &ctx->layers[l];
+      add_run (slot, nl, cl->params_split / t + cl->params_rep,
+               cl->params_expert / cm_expert_shards (cfg), k * tokens, l == head);
+    }
+  /* Every stage's backward allocates at least its largest op's gradient buffers
+   * (mp_cost_stage_memory's transient), so at least the least layer's. */
+  guint nc = MAX (ctx->n_classes, 1u);
+  gboolean have[nc];
+  memset (have, 0, sizeof have);
+  double least = G_MAXDOUBLE;
+  for (guint l = 0; l < nl; l++)
+    if (!have[ctx->layers[l].class_id])
+      {
+        LayerNeeds n;
+        layer_needs (ctx, cfg, l, &n);
+        have[ctx->layers[l].class_id] = TRUE;
+        least = MIN (least, n.grad_buffers);
+      }
+  memcpy (slot->key, key, sizeof key);
+  slot->act_pos = *act_pos = pos * tokens;
+  slot->act_neg = *act_neg = neg * tokens;
+  slot->least_buffers = *least_buffers = least;
+  /* the least block's parameters, dense and expert, on this rank */
+  slot->block_dense = slot->block_expert = G_MAXDOUBLE;
+  for (guint l = 0; l < nl; l++)
+    if (m->layers[l].kind == MP_LAYER_BLOCK)
+      {
+        double d, x;
+        mp_cost_layer_params (ctx, cfg, l, &d, &x);
+        slot->block_dense = MIN (slot->block_dense, d);
+        slot->block_expert = MIN (slot->block_expert, x);
+      }
+  if (slot->block_dense == G_MAXDOUBLE)
+    slot->block_dense = slot->block_expert = 0;
+  slot->valid = TRUE;
+}
+
 /* The least of mp_cost_stage_memory's tensors over CFG's stages under its own schedule
  * and vpp, whatever the split, for STATE and ACT_POS (the summed stages' states and kept
  * activations per micro-batch in flight, act_neg's fused head kept aside) and ACT_NEG
@@ -730,24 +883,135 @@ kept_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, 
  * a 1F1B or interleaved pipeline's activations at 1 / sum (1 / k_i) instead of 1 / p
  * (issue 15: the search then drops the plans that cannot fit before their memory). */
 static double
-scheduled_tensors (const MpParallelConfig *cfg, double state, double act_pos, double act_neg)
+scheduled_tensors (const MpCostContext *ctx, const MpParallelConfig *cfg, double state,
+                   double act_pos, double act_neg)
 {
+  CmFloorSlot *slot = floor_slot (ctx);
   guint pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg);
-  double counts[vpp], kmin = G_MAXDOUBLE, kmax = 0, inv = 0;
-  for (guint i = 0; i < pp; i++)
+  guint key[4] = { cfg->schedule, pp, vpp, cfg->num_micro_batches };
+  if (!slot->flight_valid || memcmp (slot->flight_key, key, sizeof key) != 0)
     {
-      chunk_in_flight (cfg, i, vpp, counts);
-      double k = counts[0];
-      for (guint c = 1; c < vpp; c++)
-        k = MIN (k, counts[c]);
-      kmin = MIN (kmin, k);
-      kmax = MAX (kmax, k);
-      inv += k > 0 ? 1 / k : 0;
+      /* the in-flight counts depend on the schedule alone: its ZeRO stages and shard
+       * groups ask in a row */
+      double counts[vpp], kmin = G_MAXDOUBLE, kmax = 0, inv = 0;
+      if (slot->n_stages < pp)
+        {
+          slot->stage_kmin = g_renew (double, slot->stage_kmin, pp);
+          slot->stage_kmax = g_renew (double, slot->stage_kmax, pp);
+          slot->n_stages = pp;
+        }
+      for (guint i = 0; i < pp; i++)
+        {
+          chunk_in_flight (cfg, i, vpp, counts);
+          double k = counts[0], most = counts[0];
+          for (guint c = 1; c < vpp; c++)
+            {
+              k = MIN (k, counts[c]);
+              most = MAX (most, counts[c]);
+            }
+          slot->stage_kmin[i] = k;
+          slot->stage_kmax[i] = most;
+          kmin = MIN (kmin, k);
+          kmax = MAX (kmax, k);
+          inv += k > 0 ? 1 / k : 0;
+        }
+      memcpy (slot->flight_key, key, sizeof key);
+      slot->kmin = kmin;
+      slot->kmax = kmax;
+      slot->inv = inv;
+      slot->flight_valid = TRUE;
     }
+  double kmin = slot->kmin, kmax = slot->kmax, inv = slot->inv;
   double even = (state + kmin * act_pos + act_neg) / pp;
   if (!(kmin > 0))
     return even;
   return MAX (even, state / (kmax * inv) + act_pos / inv + act_neg / (kmin * inv));
+}
+
+/* A floor like scheduled_tensors' that keeps each layer's state and activations together:
+ * a stage holds its layers' state (FD, FE bytes per dense and expert parameter; the tied
+ * embedding copy, TIED bytes, where the head is when pp > 1) and their kept activations
+ * at its chunks' micro-batches in flight, between the stage's fewest and most. So for
+ * weights l_i >= 0 summing to 1 the largest stage holds at least sum_i l_i X_i >=
+ * sum over layers of min_i l_i (s + k_i a), k_i the fewest in flight of stage i where the
+ * layer keeps a >= 0, the most where a < 0 (a fused loss's head). Weights l_i ~ 1 /
+ * (s + k_i a) at the layers' mean s and a even each stage's share out: where activations
+ * dominate, 1 / sum (1 / k_i) of them; where state does, 1 / p of it, both at once. Call
+ * after scheduled_tensors for the same config (its in-flight counts). */
+static double
+tied_tensors (const MpCostContext *ctx, const MpParallelConfig *cfg, double fd, double fe,
+              double tied)
+{
+  const CmFloorSlot *slot = floor_slot (ctx);
+  guint pp = cfg->pp, n = 0;
+  double s_sum = 0, a_sum = 0;
+  for (guint r = 0; r < slot->n_runs; r++)
+    {
+      s_sum += slot->run_count[r] * (slot->run_dense[r] * fd + slot->run_expert[r] * fe);
+      a_sum += slot->run_count[r] * MAX (slot->run_act[r], 0);
+      n += slot->run_count[r];
+    }
+  double s_mean = s_sum / MAX (n, 1u), a_mean = a_sum / MAX (n, 1u), norm = 0;
+  double l[pp];
+  for (guint i = 0; i < pp; i++)
+    {
+      double x = s_mean + slot->stage_kmin[i] * a_mean;
+      l[i] = x > 0 ? 1 / x : 1;
+      norm += l[i];
+    }
+  double bound = 0;
+  for (guint r = 0; r < slot->n_runs; r++)
+    {
+      double s = slot->run_dense[r] * fd + slot->run_expert[r] * fe
+                 + (slot->run_head[r] && pp > 1 ? tied : 0);
+      double a = slot->run_act[r], least = G_MAXDOUBLE;
+      for (guint i = 0; i < pp; i++)
+        least = MIN (least, l[i] * (s + (a >= 0 ? slot->stage_kmin[i] : slot->stage_kmax[i]) * a));
+      bound += slot->run_count[r] * least;
+    }
+  return bound / norm;
+}
+
+/* What every stage holds besides its share of the state and activations, once it holds a
+ * block (every split the search makes: each chunk a block or more): ZeRO-3's gathered
+ * layer and the next one prefetched, at least the least block's weights twice; ZeRO-2/3's
+ * gradient buckets in flight, the largest at least the least block's gradients (a bucket
+ * holds whole layers), with its result shard. W, G: bytes per weight and gradient. */
+static double
+block_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, double w, double g)
+{
+  const CmFloorSlot *slot = floor_slot (ctx);
+  double d = slot->block_dense, x = slot->block_expert, terms = 0;
+  if (cfg->zero >= 3 && !cfg->no_reshard)
+    terms += (d + x) * 2 * w;
+  if (cfg->zero >= 2)
+    {
+      double reps = mp_parallel_config_zero_shard (cfg), ereps = mp_parallel_config_edp (cfg);
+      gboolean dense = reps > 1, expert = ereps > 1 && ctx->model->experts > 0;
+      terms += ((dense ? d : 0) + (expert ? x : 0)) * g
+               + MAX (dense ? d * g / reps : 0, expert ? x * g / ereps : 0);
+    }
+  return terms;
+}
+
+/* Does every stage of CFG's split hold a block? TRUE without a split (those the search
+ * makes give each chunk a block or more). */
+static gboolean
+stages_hold_blocks (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  if (cfg->chunk_layers == NULL)
+    return TRUE;
+  guint pp = cfg->pp, chunks = pp * mp_parallel_config_vpp (cfg), first[chunks], count[chunks];
+  gboolean held[pp];
+  memset (held, 0, sizeof held);
+  cm_chunk_layers (ctx, cfg, first, count);
+  for (guint c = 0; c < chunks; c++)
+    for (guint l = first[c]; l < first[c] + count[c]; l++)
+      held[c % pp] |= ctx->model->layers[l].kind == MP_LAYER_BLOCK;
+  for (guint i = 0; i < pp; i++)
+    if (!held[i])
+      return FALSE;
+  return TRUE;
 }
 
 /* mp_cost_memory_floor, and with SCHEDULED its floor for CFG's schedule and vpp. */
@@ -763,7 +1027,7 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
    * <= m). The transient buffers and the FP8 weight copies count as nothing. */
   const MpModel *m = ctx->model;
   guint nl = m->n_layers;
-  double t = cfg->tp, e = ctx->elt, pp = cfg->pp, tokens = cm_tokens (ctx, cfg);
+  double t = cfg->tp, pp = cfg->pp;
   double dense = cm_sum (ctx, CM_SUM_PARAMS_SPLIT, 0, nl) / t
                  + cm_sum (ctx, CM_SUM_PARAMS_REP, 0, nl)
                  + (cfg->pp > 1 ? ctx->tied_params / t : 0);
@@ -779,13 +1043,11 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
    * gathered weights from its forward to its backward: the stage's, transient */
   if (cfg->zero >= 3 && cfg->no_reshard)
     state += (dense + expert) * w;
+  /* the same per dense and expert parameter (tied_tensors) */
+  double kept_w = cfg->zero >= 3 && cfg->no_reshard ? w : 0;
+  double fd = sd.weights + sd.grads + sd.optimizer + kept_w;
+  double fe = se.weights + se.grads + se.optimizer + kept_w;
 
-  /* Every layer but the head at one micro-batch; the head's part may be negative with a
-   * fused loss (its fp32 softmax not kept), then at the m micro-batches it may hold. */
-  guint head = nl;
-  for (guint l = 0; l < nl; l++)
-    if (m->layers[l].kind == MP_LAYER_HEAD)
-      head = l;
   gboolean fp8_saved = FALSE, fp8 = FALSE;
   double workspace = G_MAXDOUBLE, spare_lo = G_MAXDOUBLE, spare_hi = -G_MAXDOUBLE;
   for (guint gi = 0; gi < ctx->cluster->n_groups; gi++)
@@ -802,40 +1064,21 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
               && (cfg->recompute == MP_RECOMPUTE_NONE
                   || (cfg->recompute == MP_RECOMPUTE_SELECTIVE
                       && mp_recompute_modules_of (cfg) == MP_RECOMPUTE_CORE_ATTN));
-  double act_pos = 0, act_neg = 0;
-  for (guint l = 0; l < nl; l++)
-    {
-      double k = kept_floor (ctx, cfg, l, 1)
-                 - (fp8_saved ? fp8_saved_less (ctx, cfg, l, 1) : 0);
-      if (l == head && mp_stack_fused_loss (cfg->stack))
-        k -= (double) m->vocab / t * (4 - e);
-      if (k >= 0)
-        act_pos += k;
-      else
-        act_neg += k * cfg->num_micro_batches;
-    }
-  act_pos *= tokens;
-  act_neg *= tokens;
+  double act_pos, act_neg, least_buffers;
+  floor_layer_terms (ctx, cfg, fp8_saved, &act_pos, &act_neg, &least_buffers);
   double act = act_pos + act_neg;
 
-  /* Every stage's backward allocates at least its largest op's gradient buffers
-   * (mp_cost_stage_memory's transient), so at least the least layer's. */
-  guint nc = MAX (ctx->n_classes, 1u);
-  gboolean have[nc];
-  memset (have, 0, sizeof have);
-  double least_buffers = G_MAXDOUBLE;
-  for (guint l = 0; l < nl; l++)
-    if (!have[ctx->layers[l].class_id])
-      {
-        LayerNeeds n;
-        layer_needs (ctx, cfg, l, &n);
-        have[ctx->layers[l].class_id] = TRUE;
-        least_buffers = MIN (least_buffers, n.grad_buffers);
-      }
   double tensors = (state + act) / pp + least_buffers;
   if (scheduled)
-    tensors = MAX (tensors, scheduled_tensors (cfg, state, act_pos, act_neg)
-                            + least_buffers);
+    {
+      tensors = MAX (tensors, scheduled_tensors (ctx, cfg, state, act_pos, act_neg)
+                              + least_buffers);
+      tensors = MAX (tensors, tied_tensors (ctx, cfg, fd, fe, ctx->tied_params / t * fd)
+                              + least_buffers
+                              + (stages_hold_blocks (ctx, cfg) ? block_terms (ctx, cfg, w,
+                                                                            cm_grad_bytes (ctx, cfg))
+                                                               : 0));
+    }
   double reserve = workspace;
   if (ctx->cluster->device_overhead_given)
     reserve += ctx->cluster->device_overhead_bytes;

@@ -236,8 +236,12 @@ static guint
 balanced_groups (const Units *us, double limit, guint n, guint *counts)
 {
   guint n_units = us->n_units;
-  g_autofree double *left = g_new0 (double, us->n_groups);
-  g_autofree guint *need = us->stage_group == NULL ? g_new0 (guint, n_units + 1) : NULL;
+  /* on the stack: the search makes tens of thousands of splits */
+  double left[us->n_groups];
+  guint need_room[us->stage_group == NULL ? n_units + 1 : 1];
+  guint *need = us->stage_group == NULL ? need_room : NULL;
+  memset (left, 0, sizeof left);
+  memset (need_room, 0, sizeof need_room);
   for (guint g = 0; g < us->n_groups; g++)
     for (guint u = 0; u < n_units; u++)
       left[g] += us->units[(gsize) g * n_units + u];
@@ -337,8 +341,8 @@ split_score (const Units *us, const guint *counts, guint chunks, double *stage_m
              double *rounds)
 {
   guint pp = us->pp;
-  g_autofree double *stage = g_new0 (double, pp);
-  double round_max = 0;
+  double stage[pp], round_max = 0;
+  memset (stage, 0, sizeof stage);
   *stage_max = *rounds = 0;
   for (guint c = 0, u = 0; c < chunks; c++)
     {
@@ -398,7 +402,7 @@ pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const dou
   g_autofree guint *groups = stage_groups (ctx, cfg);
   Units us = { .n_units = n_units, .n_groups = groups ? mp_cost_context_cluster (ctx)->n_groups : 1,
                .pp = pp, .stage_group = groups };
-  g_autofree double *units = g_new (double, (gsize) us.n_groups * n_units);
+  double units[(gsize) us.n_groups * n_units];
   us.units = units;
   for (guint g = 0; g < us.n_groups; g++)
     for (guint u = 0; u < n_units; u++)
@@ -458,7 +462,8 @@ pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const dou
   /* Two fills meet that bottleneck: the greedy one (its slack in the last chunks) and the
    * balanced one; the pipeline keeps the better (split_better), the balanced one on a tie
    * (lighter first stages, which hold the most micro-batches in flight). */
-  g_autofree guint *greedy = g_new0 (guint, chunks);
+  guint greedy[chunks];
+  memset (greedy, 0, sizeof greedy);
   guint used = balanced_groups (&us, hi, chunks, chunk_layers);
   guint used_greedy = greedy_groups (&us, 0, 0, hi, chunks, greedy);
   if (used_greedy == chunks && used == chunks
@@ -634,11 +639,18 @@ typedef struct {
  * than its backward (they fall behind the backwards that make them, most in the drain,
  * which runs backwards only). chunk_by_chunk: whether the chunks' times are needed to
  * tell; steps_needed, given them (CHUNK, mp_cost_chunk_times). */
+gboolean
+pl_rounds_differ (const MpParallelConfig *cfg, gboolean transformer)
+{
+  return cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->vpp > 1
+         && !rounds_alike (cfg, transformer);
+}
+
 static gboolean
 steps_needed (const MpParallelConfig *cfg, gboolean transformer, const double *chunk)
 {
   guint chunks = cfg->pp * mp_parallel_config_vpp (cfg);
-  if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->vpp > 1 && !rounds_alike (cfg, transformer))
+  if (pl_rounds_differ (cfg, transformer))
     return TRUE;
   for (guint c = 0; c < chunks && cfg->zero == 2; c++)
     if (chunk[2 * chunks + c] > chunk[chunks + c])
@@ -651,7 +663,7 @@ chunk_by_chunk (const MpParallelConfig *cfg, gboolean transformer)
 {
   if (cfg->pp < 2)
     return FALSE;
-  if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->vpp > 1 && !rounds_alike (cfg, transformer))
+  if (pl_rounds_differ (cfg, transformer))
     return TRUE;
   return cfg->zero == 2 && (cfg->schedule == MP_SCHEDULE_INTERLEAVED
                             || cfg->schedule == MP_SCHEDULE_1F1B);

@@ -16,6 +16,11 @@ void pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, doub
 gboolean pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg,
                          const double *cost, double *limits, guint *chunk_layers);
 
+/* Does CFG's interleaved pipeline run rounds whose chunks differ from stage to stage
+ * (TRANSFORMER: the end chunks' embedding and head aside)? Then the closed form times it
+ * step by step (schedule_run), whatever its ZeRO stage. */
+gboolean pl_rounds_differ (const MpParallelConfig *cfg, gboolean transformer);
+
 /* One chunk's forward or backward for one micro-batch; V is the chunk's index on the
  * stage (model chunk stage + v * pp). */
 typedef struct {

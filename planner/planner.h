@@ -132,11 +132,14 @@ typedef struct {
   gpointer progress_data;
   gboolean no_bounds;          /* cost every config fully (the brute force the bounds are
                                 * tested against); FALSE: prune by lower bounds */
-  gboolean whole_space;        /* every vpp the blocks allow (uneven chunks too), every cp
-                                * that splits the sequence, every micro-batch up to a
-                                * replica's share; FALSE: the default space (vpp <= 8
-                                * dividing a stage's blocks, cp only with >= 4096 tokens a
-                                * rank, mp_planner_max_micro_batch) */
+  gboolean limited_space;      /* the smaller space of earlier releases (vpp <= 8 dividing a
+                                * stage's blocks, cp powers of two with >= 4096 tokens a
+                                * rank, mp_planner_max_micro_batch), for the tests whose
+                                * exhaustive searches of 8-16 GPUs the whole space would
+                                * make slow; FALSE (the default): the whole space, every
+                                * vpp the blocks allow (uneven chunks too), every cp that
+                                * splits the sequence, every micro-batch up to a
+                                * replica's share */
 } MpSearchOptions;
 
 /* Every config in the space is costed for memory; one that fits is then timed, unless a

@@ -17,7 +17,7 @@
 
 #include <string.h>
 
-/* The default space's sizes (MpSearchOptions.whole_space lifts them). */
+/* The limited space's sizes (MpSearchOptions.limited_space; the default is the whole). */
 #define MAX_VPP 8
 
 guint
@@ -45,6 +45,8 @@ typedef struct {
   double *split_limits;        /* its splits' bottlenecks by chunks (pl_split_costs) */
   double floor_s;              /* its kernels' time per micro-batch (kernel_floor); < 0:
                                 * no bound */
+  const double *layer_floor;   /* its layers' shares of it (uneven_bound), or NULL */
+  double uneven_s;             /* uneven_bound of the current split; < 0: not yet */
   guint *split;                /* chunk_layers for the current pp * vpp */
   const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
   guint split_pp, split_vpp;
@@ -150,8 +152,10 @@ pp_inner_tried (const MpCluster *cluster, const MpParallelConfig *cfg)
   return cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < cluster->groups[0].devices_per_node;
 }
 
-double
-mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
+/* mp_planner_kernel_floor, and each layer's share of it into LAYERS (n_layers; may be
+ * NULL): a floor on that layer's forward plus backward on any stage. */
+static double
+kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *layers)
 {
   /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is the sum of its
    * layers' costs (mp_cost_layer's total_s: kernels, recomputation, exposed collectives)
@@ -210,8 +214,18 @@ mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
     }
   double sum = 0;
   for (guint l = 0; l < n; l++)
-    sum += best[rep[l]];
+    {
+      sum += best[rep[l]];
+      if (layers != NULL)
+        layers[l] = best[rep[l]];
+    }
   return sum;
+}
+
+double
+mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  return kernel_floor (ctx, cfg, NULL);
 }
 
 /* Does every chunk of CFG's split hold as many blocks (the end chunks' embedding and
@@ -285,12 +299,52 @@ may_beat (const MpPlan *slot, double bound)
  * (ties are kept by memory, so a bound equal to a kept time may). */
 /* CFG's step bound; an interleaved split not yet made (split_pending) may be uneven, so
  * its bound is that of any split (depth_bound's S m / p). */
+/* The step bound of CFG's split where its interleaved rounds differ (pl_rounds_differ,
+ * timed step by step), from LAYERS (kernel_floor's share of each layer; chunk j's floor
+ * f_j, stage i's c_i = the sum of its chunks'): stage i's first forward waits for
+ * micro-batch 0 through chunks 0 .. i - 1, then it runs its m micro-batches' work one
+ * step after the other, its last step the backward of its first chunk (chunk i), after
+ * which that micro-batch's backward runs through chunks i - 1 .. 0. So the step is at
+ * least m c_i + sum_{j < i} f_j for every i (0 where the rounds are alike). */
+static double
+uneven_bound (const MpModel *model, const MpParallelConfig *cfg, const double *layers)
+{
+  guint p = cfg->pp, chunks = p * MAX (cfg->vpp, 1u);
+  if (layers == NULL || cfg->chunk_layers == NULL
+      || !pl_rounds_differ (cfg, model->arch == MP_ARCH_TRANSFORMER))
+    return 0;
+  double stage[p], first[p], bound = 0, lead = 0;
+  memset (stage, 0, sizeof stage);
+  for (guint c = 0, l = 0; c < chunks; c++)
+    {
+      double f = 0;
+      for (guint k = 0; k < cfg->chunk_layers[c]; k++)
+        f += layers[l++];
+      stage[c % p] += f;
+      if (c < p)
+        first[c] = f;
+    }
+  for (guint i = 0; i < p; i++)
+    {
+      bound = MAX (bound, cfg->num_micro_batches * stage[i] + lead);
+      lead += first[i];
+    }
+  return bound * (1 - 1e-9);
+}
+
 static double
 config_bound (const Search *s, const MpParallelConfig *cfg)
 {
   if (cfg->schedule == MP_SCHEDULE_INTERLEAVED && cfg->chunk_layers == NULL)
     return depth_bound (cfg, s->floor_s);
-  return mp_planner_step_bound (s->model, cfg, s->floor_s);
+  double bound = mp_planner_step_bound (s->model, cfg, s->floor_s);
+  if (bound <= 0)
+    return bound;
+  /* once per split: its ZeRO stages and rank orders ask again (with_split resets it) */
+  Search *memo = (Search *) s;
+  if (memo->uneven_s < 0)
+    memo->uneven_s = uneven_bound (s->model, cfg, s->layer_floor);
+  return MAX (bound, s->uneven_s);
 }
 
 static gboolean
@@ -454,7 +508,8 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
   if (s->sched_peak[z] < 0 || s->cluster->n_groups > 1)
     {
       MpParallelConfig probe = *cfg;
-      probe.chunk_layers = NULL;
+      /* the pinned split, whose stages may hold no block; else any the search makes */
+      probe.chunk_layers = cfg->chunk_layers == s->pinned_split ? s->pinned_split : NULL;
       s->sched_excess[z] = mp_cost_memory_floor_scheduled (s->ctx, &probe, &s->sched_peak[z]);
     }
   if (rank && !(s->sched_excess[z] > 0))
@@ -729,6 +784,7 @@ with_split (Search *s, MpParallelConfig *cfg)
     }
   for (guint z = 0; z < G_N_ELEMENTS (s->sched_peak); z++)
     s->sched_peak[z] = -1;
+  s->uneven_s = -1;
   if (mp_parallel_config_check (cfg, s->model, s->cluster, NULL))
     {
       /* this schedule bounds every ZeRO stage and rank order of it */
@@ -766,7 +822,7 @@ loop_schedule (Search *s, MpParallelConfig *cfg)
     least = most;
   if (cfg->num_micro_batches % cfg->pp == 0)
     for (guint v = MAX (least, 2u); v <= most; v++)
-      if (least == most || s->opts->whole_space
+      if (least == most || !s->opts->limited_space
           || (v <= MAX_VPP && (n_blocks (s->model) / cfg->pp) % v == 0))
       {
         cfg->schedule = MP_SCHEDULE_INTERLEAVED;
@@ -784,6 +840,7 @@ typedef struct {
   guint64 outer;               /* its place in the enumeration (the sharding's) */
   double floor_s, bound;       /* kernel_floor and depth_bound; bound G_MAXDOUBLE: its
                                 * memory floor shows nothing fits */
+  double *layer_floor;         /* kernel_floor's layers, with floor_s (owned), or NULL */
   double floor_peak[4], floor_excess[4];   /* branch_floor's, as far as computed */
 } Branch;
 
@@ -834,7 +891,8 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
       && !(branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak) > 0))
     {
       /* on this pp's stages: not shared with the other depths */
-      b.floor_s = mp_planner_kernel_floor (s->ctx, cfg);
+      b.layer_floor = g_new (double, s->model->n_layers);
+      b.floor_s = kernel_floor (s->ctx, cfg, b.layer_floor);
       b.bound = b.floor_s > 0 ? depth_bound (cfg, b.floor_s) : 0;
     }
   memcpy (b.floor_peak, s->floor_peak, sizeof b.floor_peak);
@@ -853,8 +911,14 @@ search_branch (Search *s, Branch *b)
   s->dropped = memory_drops (s, cfg, TRUE);
   if (!s->dropped)
     {
-      s->floor_s = b->floor_s >= 0 || s->opts->no_bounds ? b->floor_s
-                                                         : mp_planner_kernel_floor (s->ctx, cfg);
+      if (b->floor_s < 0 && !s->opts->no_bounds)
+        {
+          if (b->layer_floor == NULL)
+            b->layer_floor = g_new (double, s->model->n_layers);
+          b->floor_s = kernel_floor (s->ctx, cfg, b->layer_floor);
+        }
+      s->floor_s = b->floor_s;
+      s->layer_floor = b->floor_s > 0 ? b->layer_floor : NULL;
       s->dropped = branch_drops (s, cfg, depth_bound (cfg, s->floor_s), FALSE);
     }
   if (!s->dropped)
@@ -881,6 +945,8 @@ search_branch (Search *s, Branch *b)
     }
   loop_schedule (s, cfg);
   s->dropped = FALSE;
+  s->layer_floor = NULL;
+  g_clear_pointer (&b->layer_floor, g_free);
 }
 
 /* Searches the branches noted, best bound first. */
@@ -935,6 +1001,27 @@ loop_ep (Search *s, MpParallelConfig *cfg)
   cfg->dispatcher = MP_DISPATCH_ALLTOALL;
 }
 
+/* The most divisors a 32-bit number has (1344, of 3,491,888,400). */
+#define DIVISORS_MAX 1344
+
+/* N's divisors in ascending order into OUT (DIVISORS_MAX entries); returns how many. In
+ * sqrt (N) steps: a batch of 10^9 sequences has 100 micro-batch sizes, not 10^9 to try. */
+static guint
+divisors (guint n, guint *out)
+{
+  guint small = 0, large = 0, high[DIVISORS_MAX];
+  for (guint d = 1; d <= n / d; d++)
+    if (n % d == 0)
+      {
+        out[small++] = d;
+        if (d != n / d)
+          high[large++] = n / d;
+      }
+  while (large > 0)
+    out[small++] = high[--large];
+  return small;
+}
+
 static void
 loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
 {
@@ -949,13 +1036,13 @@ loop_pp (Search *s, MpParallelConfig *cfg, guint rest)
       /* Every micro-batch up to the replica's share: the large ones' activations are
        * what the memory floor drops first (with_layer_costs). */
       guint local = s->global_batch / cfg->dp;
-      guint most = s->opts->whole_space || mp_plan_pins_get (s->opts->pins, "micro_batch_size",
+      guint most = !s->opts->limited_space || mp_plan_pins_get (s->opts->pins, "micro_batch_size",
                                                              NULL)
                    ? local : mp_planner_max_micro_batch (s->model);
-      for (guint mbs = 1; mbs <= local && mbs <= most; mbs++)
+      guint mbs_of[DIVISORS_MAX], n_mbs = divisors (local, mbs_of);
+      for (guint d = 0; d < n_mbs && mbs_of[d] <= most; d++)
         {
-          if (local % mbs != 0)
-            continue;
+          guint mbs = mbs_of[d];
           cfg->micro_batch_size = mbs;
           cfg->num_micro_batches = local / mbs;
           loop_ep (s, cfg);
@@ -1031,9 +1118,9 @@ loop_cp (Search *s, MpParallelConfig *cfg, guint rest)
       g_autofree char *broken = rest % cp == 0 ? cp_rule (s->model, cp) : NULL;
       if (rest % cp != 0 || broken != NULL)
         continue;
-      /* the default space: powers of two keeping >= 4096 tokens a rank, or the pinned cp */
+      /* the limited space: powers of two keeping >= 4096 tokens a rank, or the pinned cp */
       gboolean pinned = mp_plan_pins_get (s->opts->pins, "cp", &pin) && pin == cp;
-      if (!s->opts->whole_space && !pinned && cp > 1
+      if (s->opts->limited_space && !pinned && cp > 1
           && ((cp & (cp - 1)) != 0 || s->model->seq_len / cp < 4096))
         continue;
       cfg->cp = cp;

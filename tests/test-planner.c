@@ -46,7 +46,8 @@ static MpSearchResult *
 search_ok (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins)
 {
   g_autoptr(GError) error = NULL;
-  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins };
+  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins,
+                           .limited_space = TRUE };
   MpSearchResult *res = mp_planner_search (p->ctx, &opts, &error);
   if (res == NULL)
     fail_msg ("search %s on %s: %s", p->model->name, p->cluster->name, error->message);
@@ -610,7 +611,8 @@ static MpSearchResult *
 search_sharded (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins, guint n)
 {
   g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins };
+  MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins,
+                           .limited_space = TRUE };
   for (guint s = 0; s < n; s++)
     {
       opts.shard = s;
@@ -957,13 +959,19 @@ static void
 test_planner_indivisible_batch_refused (void **state)
 {
   (void) state;
-  /* 4 heads and 4 blocks on 64 GPUs: dp is at least 4, so a batch of 2 has no split. */
+  /* 4 heads and 4 blocks on 64 GPUs: dp is at least 4 in the limited space (cp only
+   * with >= 4096 tokens a rank), so a batch of 2 has no split there; the whole space has
+   * some (dp 1 or 2 with a larger cp). */
   g_autoptr(Pair) p = pair_load ("tiny-gpt", "dgx-a100-80g:8");
-  MpSearchOptions opts = { .global_batch = 2, .top_k = 5 };
+  MpSearchOptions opts = { .global_batch = 2, .top_k = 5, .limited_space = TRUE };
   g_autoptr(GError) error = NULL;
   g_autoptr(MpSearchResult) res = mp_planner_search (p->ctx, &opts, &error);
   assert_null (res);
   assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
+  opts.limited_space = FALSE;
+  g_autoptr(MpSearchResult) whole = mp_planner_search (p->ctx, &opts, NULL);
+  assert_non_null (whole);
+  assert_true (whole->stats.space > 0);
 }
 
 /* Horovod fuses up to 128 MB (its default since 0.21), so compare prices its gradient

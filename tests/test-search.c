@@ -24,14 +24,15 @@ search_in (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins,
 {
   g_autoptr(GError) error = NULL;
   MpSearchOptions opts = { .global_batch = batch, .top_k = top_k, .pins = pins,
-                           .no_bounds = no_bounds, .whole_space = whole };
+                           .no_bounds = no_bounds, .limited_space = !whole };
   MpSearchResult *res = mp_planner_search (p->ctx, &opts, &error);
   if (res == NULL)
     fail_msg ("search %s on %s: %s", p->model->name, p->cluster->name, error->message);
   return res;
 }
 
-/* The same in the default space. */
+/* The same in the limited space (MpSearchOptions.limited_space: the exhaustive searches
+ * of 8-16 GPUs stay fast). */
 static MpSearchResult *
 search (const Pair *p, guint batch, guint top_k, const MpPlanPins *pins, gboolean no_bounds)
 {
@@ -195,7 +196,8 @@ test_search_memory_floor_below_memory (void **state)
       fc.tightest = 0;
       g_autoptr(GError) error = NULL;
       MpSearchOptions opts = { .global_batch = pairs[i].batch, .top_k = 1, .pins = pins,
-                               .no_bounds = TRUE, .accept = check_floor, .accept_data = &fc };
+                               .no_bounds = TRUE, .accept = check_floor, .accept_data = &fc,
+                               .limited_space = TRUE };
       g_autoptr(MpSearchResult) res = mp_planner_search (p->ctx, &opts, &error);
       assert_non_null (res);
       tightest = MAX (tightest, fc.tightest);
@@ -319,7 +321,7 @@ assert_shards_merge (const Pair *p, guint top_k, gboolean whole_space, guint n,
                      const MpSearchResult *whole)
 {
   g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
-  MpSearchOptions opts = { .top_k = top_k, .n_shards = n, .whole_space = whole_space };
+  MpSearchOptions opts = { .top_k = top_k, .n_shards = n, .limited_space = !whole_space };
   guint64 most = 0, costed = 0;
   for (guint s = 0; s < n; s++)
     {
