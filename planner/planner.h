@@ -116,8 +116,9 @@ typedef struct {
   const MpPlanPins *pins;      /* NULL: none */
   guint shard, n_shards;       /* this process costs the configs of its share of the
                                 * layer-cost choices (tp, cp, sp, recompute, pp,
-                                * micro-batch, experts' grid), dealt by their configs
-                                * alike on every process (MPI split); 0/0 or 0/1: all */
+                                * micro-batch, experts' grid), dealt by their step
+                                * bounds alike on every process (MPI split); 0/0 or
+                                * 0/1: all */
   /* Constraints beyond pins (what a framework can express, planner/framework.c): a config
    * is only considered when ACCEPT (may be NULL) returns TRUE for it. */
   gboolean (*accept) (const MpParallelConfig *cfg, gpointer data);
