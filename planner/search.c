@@ -1149,6 +1149,14 @@ loop_tp (Search *s, MpParallelConfig *cfg)
     }
 }
 
+/* Is the on/off setting KEY pinned on (--fix KEY=true)? Settings the search never tries. */
+static gboolean
+pinned_on (const Search *s, const char *key)
+{
+  guint on = 0;
+  return mp_plan_pins_get (s->opts->pins, key, &on) && on != 0;
+}
+
 static void
 run (Search *s)
 {
@@ -1160,18 +1168,13 @@ run (Search *s)
   guint stack = s->opts->stack;
   mp_plan_pins_get (s->opts->pins, "stack", &stack);
   cfg.stack = (MpStack) stack;
-  guint a2a_overlap = 0;                        /* MoE: pinned only, as the stack */
-  mp_plan_pins_get (s->opts->pins, "moe_a2a_overlap", &a2a_overlap);
-  cfg.moe_a2a_overlap = a2a_overlap != 0;
-  guint compiled = 0;                           /* torch.compile: the user's, as the stack */
-  mp_plan_pins_get (s->opts->pins, "compile", &compiled);
-  cfg.compile = compiled != 0;
+  cfg.moe_a2a_overlap = pinned_on (s, "moe_a2a_overlap");     /* MoE: pinned only */
+  cfg.compile = pinned_on (s, "compile");       /* torch.compile: the user's, as the stack */
   s->index = s->outer = s->accepted = s->pinned = 0;
   s->dropped = FALSE;
   /* FP8 changes the numerics, so the search tries it only when the user pins it
    * (--fix fp8=true), and then bf16 too for the best plan without the pins. */
-  guint fp8 = 0;
-  gboolean with_fp8 = mp_plan_pins_get (s->opts->pins, "fp8", &fp8) && fp8;
+  gboolean with_fp8 = pinned_on (s, "fp8");
   for (guint f = 0; f <= (with_fp8 ? 1u : 0u); f++)
     {
       cfg.fp8 = f;
