@@ -36,12 +36,13 @@ acc_runs_free (AccRuns *runs)
 
 static const char *const run_keys[] = {
   "id", "source", "family", "stack", "model", "seq_len", "gpus", "cluster", "precision",
-  "global_batch", "plan", "measured", "note", NULL
+  "global_batch", "plan", "measured", "note", "routing", NULL
 };
 static const char *const measured_keys[] = {
   "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "step_s", "memory_gib", NULL
 };
 static const char *const precisions[] = { "bf16", "fp16", "fp8", "mxfp8", NULL };
+static const char *const routings[] = { "spread", "blocked", NULL };   /* MpRouting */
 
 /* A non-negative number of MAP's KEY into *OUT (left alone when absent). */
 static void
@@ -118,6 +119,9 @@ read_run (MpYamlReader *r, const MpYamlNode *node)
   int prec = 0;
   mp_yaml_get_enum (r, node, "precision", TRUE, precisions, &prec);
   run->precision = g_strdup (precisions[prec]);
+  int routing = MP_ROUTING_SPREAD;
+  mp_yaml_get_enum (r, node, "routing", FALSE, routings, &routing);
+  run->routing = (MpRouting) routing;
   mp_yaml_get_uint (r, node, "seq_len", TRUE, 1, 10000000, &run->seq_len);
   mp_yaml_get_uint (r, node, "gpus", TRUE, 1, 1000000, &run->gpus);
   mp_yaml_get_uint (r, node, "global_batch", TRUE, 1, 1000000000, &run->global_batch);
@@ -193,6 +197,8 @@ acc_run_model (const AccRuns *runs, const AccRun *run, GError **error)
                              : mp_model_load (run->model, error);
   if (m == NULL || !mp_model_set_seq_len (m, run->seq_len, error))
     return NULL;
+  if (m->experts > 0)
+    m->routing = run->routing;
   return g_steal_pointer (&m);
 }
 

@@ -3,7 +3,8 @@
  * prints and tests/test-accuracy checks loads.
  *
  * A run names a model (a zoo name, or a file of the runs file's models/ folder) trained at
- * its own seq_len (mp_model_set_seq_len), a cluster (a zoo name, or a file of its
+ * its own seq_len (mp_model_set_seq_len) and, for an MoE model, the run's `routing:`
+ * (MpRouting: blocked where the benchmark fakes a balanced gate), a cluster (a zoo name, or a file of its
  * clusters/ folder: the machine the source ran on where the zoo has none) holding `gpus`
  * devices ("CLUSTER:<gpus>g"), the global batch and the plan keys the source states (pinned with
  * `--fix` semantics; fp8 and mxfp8 precision pin fp8=true). Its measured figure is tokens/s
@@ -22,6 +23,7 @@ G_BEGIN_DECLS
 typedef struct {
   char *id, *source, *family, *stack, *model, *cluster, *precision;
   guint64 seq_len, gpus, global_batch;
+  MpRouting routing;           /* the MoE model's routing (`routing:`, default spread) */
   char *pins;                  /* the plan as --fix text, fp8=true added for fp8 precisions */
   /* measured; 0 where the source does not give it */
   double tokens_per_s_per_gpu, tflops_per_gpu, mfu, step_s, memory_gib;

@@ -306,8 +306,67 @@ direct_time (MpCollKind kind, double size, const MpAlphaBeta *ab)
   return a2a_latency (ab) + MAX (intra, inter);
 }
 
+/* Groups a run of K consecutive experts from START covers, of GROUPS runs of
+ * EXPERTS / GROUPS (expert e in group e * groups / experts), wrapping past the last. */
+static double
+run_groups (guint64 start, guint64 k, guint64 experts, guint64 groups)
+{
+  if (k >= experts)
+    return (double) groups;
+  guint64 first = start * groups / experts, end = start + k - 1;
+  if (end < experts)
+    return (double) (end * groups / experts - first + 1);
+  guint64 last = (end - experts) * groups / experts;
+  return (double) MIN (groups - first + last + 1, groups);
+}
+
 double
-mp_coll_forwarded_a2a_time (double size, double copies, double experts,
+mp_coll_remote_groups (double experts, guint k, guint groups, MpRouting routing)
+{
+  if (groups <= 1 || k == 0 || !(experts >= 1))
+    return 0;
+  double g = groups, covered = 0;
+  if (routing == MP_ROUTING_BLOCKED)
+    {
+      /* FakeBalancedGate: token t takes experts t*k .. t*k+k-1 (mod E); the starts cycle
+       * through the multiples of gcd(k, E), each as often. */
+      guint64 e = (guint64) experts, a = e, b = k;
+      while (b != 0)
+        {
+          guint64 t = a % b;
+          a = b;
+          b = t;
+        }
+      for (guint64 s = 0; s < e; s += a)
+        covered += run_groups (s, k, e, groups);
+      covered /= (double) (e / a);
+    }
+  else
+    {
+      /* k distinct of the E, E / g in each group: a group holds none of them with
+       * probability C(E - E / g, k) / C(E, k). */
+      double miss = 1;
+      for (guint j = 0; j < k; j++)
+        miss *= MAX (experts - experts / g - j, 0.0) / (experts - j);
+      covered = g * (1 - miss);
+    }
+  return covered * (g - 1) / g;
+}
+
+double
+mp_coll_dedup_a2a_size (double size, double copies, double experts, MpRouting routing,
+                        guint n)
+{
+  guint k = (guint) MAX (round (copies), 1.0);
+  if (n <= 1 || !(experts >= k))
+    return size;
+  /* direct_time sends (n - 1) / n of its size away: size' (n - 1) / n = bytes per token
+   * x the other ranks the token goes to. */
+  return size / k * mp_coll_remote_groups (experts, k, n, routing) * n / (n - 1.0);
+}
+
+double
+mp_coll_forwarded_a2a_time (double size, double copies, double experts, MpRouting routing,
                             const MpAlphaBeta *group)
 {
   g_return_val_if_fail (group != NULL, -1);
@@ -318,18 +377,20 @@ mp_coll_forwarded_a2a_time (double size, double copies, double experts,
     return 0;
   double n = ab->n_ranks, rd = ab->ranks_per_domain, nd = ab->n_domains;
   guint k = (guint) MAX (round (copies), 1.0);
-  if (nd <= 1 || !(experts >= k))
+  if (!(experts >= k))
     return direct_time (MP_COLL_ALL_TO_ALL, size, ab);
-  /* A token's k experts are k distinct of the E, E / nd in each domain (balanced
-   * routing): another domain holds none of them with probability
-   * C(E - E / nd, k) / C(E, k), and gets one RDMA copy of the token otherwise. */
-  double miss = 1;
-  for (guint j = 0; j < k; j++)
-    miss *= MAX (experts - experts / nd - j, 0.0) / (experts - j);
-  double rdma = size / k * (nd - 1) * (1 - miss);
-  /* Scale-up: the copies for the rank's own domain, and those that arrive for the other
-   * ranks of its domain on its rail, forwarded (the flat exchange's remote copies). */
-  double nvlink = size * (rd - 1) / n + size * (n - rd) / n * (rd - 1) / rd;
+  if (nd <= 1)
+    return direct_time (MP_COLL_ALL_TO_ALL,
+                        mp_coll_dedup_a2a_size (size, copies, experts, routing, ab->n_ranks),
+                        ab);
+  double token = size / k;
+  double rdma = token * mp_coll_remote_groups (experts, k, ab->n_domains, routing);
+  /* p: the chance that a given other rank is one the token goes to (the same for each,
+   * the rank's own place being any of the n alike). Scale-up: the rd - 1 others of its
+   * domain directly, and in each of the nd - 1 others the rd - 1 ranks beside the rail
+   * rank that the RDMA copy is forwarded to (the rail rank keeps its own). */
+  double p = mp_coll_remote_groups (experts, k, ab->n_ranks, routing) / (n - 1);
+  double nvlink = token * (rd - 1) * p * nd;
   return a2a_latency (ab)
          + MAX (scale_up_time (nvlink, ab), rdma / ab->bw_Bps[MP_TIER_CLUSTER]);
 }

@@ -1021,20 +1021,26 @@ mp_cost_moe_dispatch_bytes (const MpCostContext *ctx, const MpParallelConfig *cf
          * cm_expert_load (ctx->model) * (ep - 1) / ep;
 }
 
-/* One MoE dispatch (or combine) all-to-all of SIZE bytes over EP: DeepEP's forwarded
- * kernels under a stack that runs them (mp_stack_forwarded_dispatch) when the group
- * spans NVLink domains, else NCCL's flat all-to-all. */
+/* One MoE dispatch (or combine) all-to-all of SIZE bytes over EP: under a stack that runs
+ * DeepEP (mp_stack_forwarded_dispatch) a token goes once per destination rank, forwarded
+ * over RDMA once per NVLink domain when the group spans domains; else NCCL's flat
+ * all-to-all of every copy. */
 static double
 dispatch_a2a (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
               double size, const MpGroupSpan *ep)
 {
-  if (!mp_stack_forwarded_dispatch (cfg->stack) || ep->n_domains <= 1
-      || dev->curve->klass == MP_DEVICE_CLASS_CPU)
+  const MpModel *m = ctx->model;
+  if (!mp_stack_forwarded_dispatch (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
     return coll (ctx, dev, MP_COLL_ALL_TO_ALL, size, ep);
+  if (ep->n_domains <= 1)
+    return coll (ctx, dev, MP_COLL_ALL_TO_ALL,
+                 mp_coll_dedup_a2a_size (size, (double) m->experts_per_token,
+                                         (double) m->experts, m->routing, cfg->ep),
+                 ep);
   MpAlphaBeta ab;
   mp_cost_alpha_beta (ctx, dev, ep, &ab);
-  return mp_coll_forwarded_a2a_time (size, (double) ctx->model->experts_per_token,
-                                     (double) ctx->model->experts, &ab);
+  return mp_coll_forwarded_a2a_time (size, (double) m->experts_per_token,
+                                     (double) m->experts, m->routing, &ab);
 }
 
 /* MoE (moe14): the token dispatch before the experts of op R and the combine after,

@@ -54,15 +54,31 @@ typedef struct {
  * Ring all-reduce, Simple: base + 2(n-1)/n S / B + 2(n-1) alpha over one tier. */
 double mp_coll_time (MpCollKind kind, MpCollAlgo algo, MpCollProto proto, double size,
                      const MpAlphaBeta *ab);
+/* The expected number of GROUPS (equal runs of consecutive experts: the EP ranks, or the
+ * NVLink domains they fill) other than the token's own that hold at least one of its K
+ * experts out of EXPERTS under ROUTING: spread, (g - 1) (1 - C(E - E/g, k) / C(E, k));
+ * blocked, the groups a run of k consecutive experts starting at t*k (mod E) covers,
+ * averaged over t, times (g - 1) / g (a rank's own group is any of the g alike). 0 for
+ * one group. */
+double mp_coll_remote_groups (double experts, guint k, guint groups, MpRouting routing);
 /* MoE dispatch (or combine) as DeepEP's normal kernels run it over AB (DeepEP README,
  * "Normal kernels with NVLink and RDMA forwarding"; DeepSeek-V3 report sec. 3.2.2): each
- * rank's SIZE bytes are COPIES copies of each of its tokens for experts of EXPERTS spread
- * evenly over the group; a token crosses to another NVLink domain once, over RDMA, if
- * any of its experts is there (by balanced routing: 1 - C(E - E/d, k) / C(E, k) of the
- * d - 1 others), and is fanned out there over NVLink by the rank on its rail. The latency
- * is the flat all-to-all's; inside one domain it is the flat all-to-all. */
+ * rank's SIZE bytes are COPIES copies of each of its tokens for experts of EXPERTS laid
+ * out in order over the group's ranks, routed by ROUTING. A token goes once to each rank
+ * holding any of its experts, not once per expert (deep_ep get_dispatch_layout's
+ * is_token_in_rank, [num_tokens, num_ranks]: "whether a token be sent to a rank";
+ * deep_ep/buffers/legacy.py, formerly buffer.py); it crosses to another NVLink domain
+ * once, over RDMA, if any of its experts is there (mp_coll_remote_groups), and is fanned
+ * out there over NVLink by the rank on its rail to the other ranks it goes to. The
+ * latency is the flat all-to-all's; inside one domain it is the flat all-to-all of the
+ * deduplicated bytes. */
 double mp_coll_forwarded_a2a_time (double size, double copies, double experts,
-                                   const MpAlphaBeta *ab);
+                                   MpRouting routing, const MpAlphaBeta *ab);
+/* The bytes of a flat all-to-all that carries the same tokens as SIZE bytes of COPIES
+ * copies each, when each token goes once per destination rank of a group of N (as
+ * mp_coll_forwarded_a2a_time counts them). */
+double mp_coll_dedup_a2a_size (double size, double copies, double experts,
+                               MpRouting routing, guint n);
 /* NCCL's per-call base latency of ALGO with PROTO (tuning.cc baseLat). */
 double mp_coll_base_latency (MpCollAlgo algo, MpCollProto proto);
 

@@ -187,6 +187,8 @@ text_moe (GString *out, const MpModel *m)
     g_string_append_printf (s, ", capacity factor %g", m->capacity_factor);
   if (m->load_imbalance > 1)
     g_string_append_printf (s, ", load imbalance %g", m->load_imbalance);
+  if (m->routing != MP_ROUTING_SPREAD)
+    g_string_append_printf (s, ", %s routing", mp_routing_name (m->routing));
   if (s->len > 0)
     g_string_append_printf (out, "  moe              %s\n", s->str + 2);
   g_string_free (s, TRUE);

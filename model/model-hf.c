@@ -1022,6 +1022,8 @@ append_moe (GString *s, const MpModel *m)
     g_string_append_printf (s, "capacity_factor: %.17g\n", m->capacity_factor);
   if (m->load_imbalance > 1)
     g_string_append_printf (s, "load_imbalance: %.17g\n", m->load_imbalance);
+  if (m->routing != MP_ROUTING_SPREAD)
+    g_string_append_printf (s, "routing: %s\n", mp_routing_name (m->routing));
 }
 
 static void

@@ -45,6 +45,7 @@
  *   first_k_dense: 3           #   leading blocks with a dense ffn_hidden MLP (default 0)
  *   capacity_factor: 1.25      #   expert capacity over its mean load (default 0: dropless)
  *   load_imbalance: 1.1        #   busiest expert rank's tokens over the mean (default 1)
+ *   routing: spread            #   a token's experts: spread (default) | blocked (MpRouting)
  *   training:                  # optional
  *     global_batch: 1536       # sequences per step; default ~1M tokens (2^20 / seq_len),
  *                              # 256 samples for an mlp
@@ -74,7 +75,7 @@ static const char *const transformer_keys[] = {
   "attention", "post_norms", "embed_scale", "logit_softcap", "dropout",
   /* MoE (moe14) */
   "moe_ffn_hidden", "shared_experts", "shared_expert_ffn", "first_k_dense", "capacity_factor",
-  "load_imbalance", NULL
+  "load_imbalance", "routing", NULL
 };
 static const char *const mlp_keys[] = { "input", NULL };
 static const char *const all_keys[] = {
@@ -84,7 +85,7 @@ static const char *const all_keys[] = {
   "post_norms", "embed_scale", "logit_softcap", "dropout",
   /* MoE (moe14) */
   "moe_ffn_hidden", "shared_experts", "shared_expert_ffn", "first_k_dense", "capacity_factor",
-  "load_imbalance", NULL
+  "load_imbalance", "routing", NULL
 };
 static const char *const training_keys[] = { "global_batch", "precision", "optimizer", NULL };
 static const char *const mlp_layer_keys[] = { "out", "activation", NULL };
@@ -101,6 +102,7 @@ static const char *const arch_names[] = { "transformer", "mlp", NULL };
 static const char *const act_names[] = { "gelu", "swiglu", "relu", "geglu", NULL }; /* MpActivation */
 static const char *const norm_names[] = { "layernorm", "rmsnorm", NULL };    /* MpNorm */
 static const char *const pos_names[] = { "learned", "rotary", NULL };        /* MpPosition */
+static const char *const routing_names[] = { "spread", "blocked", NULL }; /* MpRouting */
 static const char *const optim_names[] = { "adam", "sgd", NULL };            /* MpOptimizer */
 static const char *const precision_names[] = { "fp32", "fp16", "bf16", NULL };
 static const MpDtype precision_dtypes[] = { MP_DTYPE_FP32, MP_DTYPE_FP16, MP_DTYPE_BF16 };
@@ -366,7 +368,8 @@ read_moe (MpYamlReader *r, const MpYamlNode *root, MpModel *m)
 {
   static const char *const keys[] = { "moe_ffn_hidden", "shared_experts",
                                       "shared_expert_ffn", "first_k_dense",
-                                      "capacity_factor", "load_imbalance", NULL };
+                                      "capacity_factor", "load_imbalance", "routing",
+                                      NULL };
   for (guint i = 0; keys[i] != NULL; i++)
     if (m->experts == 0 && mp_yaml_lookup (root, keys[i]) != NULL)
       {
@@ -395,6 +398,9 @@ read_moe (MpYamlReader *r, const MpYamlNode *root, MpModel *m)
       && (m->load_imbalance < 1 || m->load_imbalance > m->experts))
     mp_yaml_problem (r, b, "'load_imbalance' = %s must be from 1 (balanced) to 'experts' "
                      "(every token on one expert)", b->value);
+  int routing;
+  if (mp_yaml_get_enum (r, root, "routing", FALSE, routing_names, &routing))
+    m->routing = (MpRouting) routing;
 }
 
 /* Swiglu's customary width (Llama): 2/3 of 4h, rounded up to a multiple of 256. */

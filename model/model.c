@@ -768,6 +768,26 @@ mp_activation_name (MpActivation act)
   return (guint) act < G_N_ELEMENTS (names) ? names[act] : "?";
 }
 
+static const char *const routing_names[] = { "spread", "blocked" };  /* MpRouting */
+
+const char *
+mp_routing_name (MpRouting routing)
+{
+  return (guint) routing < G_N_ELEMENTS (routing_names) ? routing_names[routing] : "?";
+}
+
+gboolean
+mp_routing_from_name (const char *name, MpRouting *out)
+{
+  for (guint i = 0; name != NULL && i < G_N_ELEMENTS (routing_names); i++)
+    if (strcmp (name, routing_names[i]) == 0)
+      {
+        *out = (MpRouting) i;
+        return TRUE;
+      }
+  return FALSE;
+}
+
 const char *
 mp_model_arch_name (MpArch arch)
 {

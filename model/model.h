@@ -18,6 +18,15 @@ typedef enum { MP_ACT_GELU, MP_ACT_SWIGLU, MP_ACT_RELU, MP_ACT_GEGLU, MP_ACT_NON
 typedef enum { MP_NORM_LAYERNORM, MP_NORM_RMSNORM } MpNorm;
 typedef enum { MP_POS_LEARNED, MP_POS_ROTARY } MpPosition;
 typedef enum { MP_OPTIM_ADAM, MP_OPTIM_SGD } MpOptimizer;
+/* MoE: where a token's top-k experts sit among the experts (and so the EP ranks and NVLink
+ * domains its dispatch reaches). SPREAD: k distinct experts drawn evenly over all of them,
+ * as a trained router's balanced optimum. BLOCKED: k consecutive experts, token t taking
+ * t*k .. t*k+k-1 (mod experts), as NeMo AutoModel's FakeBalancedGate routes
+ * (nemo_automodel/components/moe/layers.py, FakeBalancedGate.forward: indices =
+ * arange(n_tokens * k).view(-1, k) % experts), which its benchmarks enable
+ * (docs/performance-summary.mdx: "Fake balanced gate is enabled to simulate ideal expert
+ * routing"; the examples/llm_benchmark _te_deepep recipes: fake_balanced_gate: true). */
+typedef enum { MP_ROUTING_SPREAD, MP_ROUTING_BLOCKED } MpRouting;
 /* attention (ir14): biases of the attention projections. AS_MODEL (0) follows `bias`;
  * QKV: on q, k and v only (Qwen2). */
 typedef enum { MP_ATTN_BIAS_AS_MODEL, MP_ATTN_BIAS_NONE, MP_ATTN_BIAS_QKV, MP_ATTN_BIAS_ALL }
@@ -139,6 +148,7 @@ struct _MpModel {
                                 * measured imbalance is the user's to set. The
                                 * expert GEMMs and dispatch run at this, capped by the
                                 * capacity factor (the rest is dropped) */
+  MpRouting routing;           /* which experts a token's top-k are (default spread) */
 
   /* attention (ir14). head_dim is the query/key head width, independent of hidden /
    * heads (Qwen3, Gemma). Sliding windows: a windowed block's query sees the last
@@ -271,6 +281,9 @@ gboolean mp_model_out_bias (const MpModel *model);
 const char *mp_op_kind_name (MpOpKind kind);
 const char *mp_split_name (MpSplit split);
 const char *mp_activation_name (MpActivation act);
+/* "spread" / "blocked", and back; FALSE (OUT unchanged) on another name. */
+const char *mp_routing_name (MpRouting routing);
+gboolean mp_routing_from_name (const char *name, MpRouting *out);
 
 /* `mpplan describe`: name, shape, parameters, FLOPs per token, activation bytes per layer
  * (Korthikanti breakdown), training-state bytes and a per-layer table. Caller owns. */
