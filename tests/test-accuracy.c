@@ -1,8 +1,8 @@
 /* test-accuracy.c - bench/data/published-runs.yaml, the input of bench/bench-accuracy:
  * it parses, it holds the issue's 50 or more runs, and every run's model (at its seq_len),
  * cluster (its device count) and pins load; a malformed runs file is refused with its
- * location; the rows placed on segmented GB200 racks keep their expert groups in one
- * NVLink domain. Not a timing test: the predictions themselves are the benchmark's. */
+ * location; a run's routing reaches its model; the rows placed on segmented GB200 racks
+ * keep their expert groups in one NVLink domain. Not a timing test: the predictions themselves are the benchmark's. */
 #include "config.h"
 #include "test-util.h"
 
@@ -82,6 +82,43 @@ test_accuracy_runs_bad (void **state)
   assert_non_null (strstr (error->message, "unknown key 'tokens'"));
 }
 
+/* `routing:` reaches the run's model: the AutoModel MoE rows (its benchmarks fake a
+ * balanced gate) load blocked, the others spread; a dense model is left spread. */
+static void
+test_accuracy_routing_reaches_model (void **state)
+{
+  (void) state;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(AccRuns) runs = published_runs ();
+  guint blocked = 0;
+  for (guint i = 0; i < runs->runs->len; i++)
+    {
+      const AccRun *run = g_ptr_array_index (runs->runs, i);
+      g_autoptr(MpModel) m = acc_run_model (runs, run, &error);
+      assert_non_null (m);
+      gboolean am_moe = strcmp (run->source, "automodel") == 0 && m->experts > 0;
+      assert_int_equal (run->routing, am_moe ? MP_ROUTING_BLOCKED : MP_ROUTING_SPREAD);
+      assert_int_equal (m->routing, run->routing);
+      blocked += m->routing == MP_ROUTING_BLOCKED;
+    }
+  assert_true (blocked >= 4);
+  /* A bad value is refused naming the key. */
+  g_autofree char *path = g_build_filename (g_get_tmp_dir (), "mpplan-acc-XXXXXX.yaml", NULL);
+  int fd = g_mkstemp (path);
+  assert_true (fd >= 0);
+  const char *text = "version: 1\nsources: {a: b}\nruns:\n"
+                     "  - {id: x, source: a, family: f, stack: s, model: tiny-moe,\n"
+                     "     seq_len: 128, gpus: 1, cluster: host, precision: bf16,\n"
+                     "     routing: random, global_batch: 4,\n"
+                     "     measured: {tokens_per_s_per_gpu: 5}}\n";
+  assert_true (write (fd, text, strlen (text)) == (ssize_t) strlen (text));
+  close (fd);
+  g_autoptr(AccRuns) bad = acc_runs_load (path, &error);
+  g_unlink (path);
+  assert_null (bad);
+  assert_non_null (strstr (error->message, "'routing': unknown value 'random'"));
+}
+
 /* The rows on gb200-nvl72-seg16 (bench/data/clusters/: 256-GPU jobs placed by Slurm
  * segment 16, 64 GPUs to a rack): every expert-parallel group of a pinned plan lies in one
  * NVLink domain there, where the same job packed 72 GPUs to a rack would leave some
@@ -127,6 +164,7 @@ main (void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_accuracy_runs_load),
     cmocka_unit_test (test_accuracy_runs_bad),
+    cmocka_unit_test (test_accuracy_routing_reaches_model),
     cmocka_unit_test (test_accuracy_segmented_placement),
   };
   return cmocka_run_group_tests_name ("accuracy", tests, NULL, NULL);

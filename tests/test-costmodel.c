@@ -1599,10 +1599,11 @@ test_costmodel_moe_alltoall_bytes (void **state)
 }
 
 /* DeepEP's forwarded dispatch (mp_stack_forwarded_dispatch): across NVLink domains a
- * token crosses once to each other domain holding one of its experts. DeepSeek-V3's
- * shape over 8 nodes (256 experts, top-8): a domain misses all 8 with probability
- * C(224, 8) / C(256, 8), so 7 (1 - that) = 4.6 RDMA copies of a token leave the node
- * where the flat all-to-all sends 7 of its 8: 0.66 of the bytes. */
+ * token crosses once to each other domain holding one of its experts, and inside one it
+ * goes once to each rank holding one. DeepSeek-V3's shape over 8 nodes (256 experts,
+ * top-8): a domain misses all 8 with probability C(224, 8) / C(256, 8), so 7 (1 - that)
+ * = 4.6 RDMA copies of a token leave the node where the flat all-to-all sends 7 of its
+ * 8: 0.66 of the bytes. */
 static void
 test_costmodel_moe_forwarded_dispatch (void **state)
 {
@@ -1610,20 +1611,24 @@ test_costmodel_moe_forwarded_dispatch (void **state)
   MpAlphaBeta ab = across_nodes (8, 8, 400e9, 45e9);
   double s = 470e6;                               /* 4096 tokens x 8 x 7168 x bf16 */
   double flat = mp_coll_time (MP_COLL_ALL_TO_ALL, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, s, &ab);
-  double fwd = mp_coll_forwarded_a2a_time (s, 8, 256, &ab);
+  double fwd = mp_coll_forwarded_a2a_time (s, 8, 256, MP_ROUTING_SPREAD, &ab);
   double miss = exp (lgamma (225) - lgamma (217) - lgamma (257) + lgamma (249));
   mp_assert_close (flat, s * 56 / 64 / 45e9, 1e-12);            /* no latency here */
   mp_assert_close (fwd, s / 8 * 7 * (1 - miss) / 45e9, 1e-9);
   assert_true (fwd / flat > 0.65 && fwd / flat < 0.67);
   /* One expert per node and k = 8: every token reaches every node, as flat. */
-  mp_assert_close (mp_coll_forwarded_a2a_time (s, 8, 8, &ab), flat, 1e-12);
-  /* Inside one domain it is the flat exchange. */
+  mp_assert_close (mp_coll_forwarded_a2a_time (s, 8, 8, MP_ROUTING_SPREAD, &ab), flat, 1e-12);
+  /* Inside one domain it is the flat exchange of a copy per destination rank: 32 experts
+   * a rank, a rank misses the 8 with probability C(224, 8) / C(256, 8) as a node did. */
   MpAlphaBeta node = one_tier (8, 400e9, 1e-6);
-  mp_assert_close (mp_coll_forwarded_a2a_time (s, 8, 256, &node),
-                   mp_coll_time (MP_COLL_ALL_TO_ALL, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, s, &node),
-                   1e-15);
-  /* In a layer: nemo-automodel's dispatch across 4 H100 nodes is faster than Megatron's
-   * NCCL all-to-all; on one node the same. */
+  double once = s / 8 * 7 * (1 - miss) * 8 / 7;
+  mp_assert_close (mp_coll_dedup_a2a_size (s, 8, 256, MP_ROUTING_SPREAD, 8), once, 1e-12);
+  mp_assert_close (mp_coll_forwarded_a2a_time (s, 8, 256, MP_ROUTING_SPREAD, &node),
+                   mp_coll_time (MP_COLL_ALL_TO_ALL, MP_ALGO_DIRECT, MP_PROTO_SIMPLE, once,
+                                 &node),
+                   1e-12);
+  /* In a layer: nemo-automodel's dispatch is faster than Megatron's NCCL all-to-all,
+   * across 4 H100 nodes and on one. */
   g_autoptr(MpModel) m = model_ok ("qwen3-235b-a22b");
   g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:4");
   g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
@@ -1642,11 +1647,65 @@ test_costmodel_moe_forwarded_dispatch (void **state)
       cfg.stack = MP_STACK_NEMO_AUTOMODEL;
       mp_cost_stage_spans (ctx, &cfg, 0, &sp);
       mp_cost_layer (ctx, &cfg, &sp, 1, &fa, &ba);
-      if (ep == 8)
-        mp_assert_close (fa.ep_comm_s, fm.ep_comm_s, 1e-15);
-      else
-        assert_true (fa.ep_comm_s < 0.8 * fm.ep_comm_s && ba.ep_comm_s < 0.8 * bm.ep_comm_s);
+      assert_true (fa.ep_comm_s < 0.8 * fm.ep_comm_s && ba.ep_comm_s < 0.8 * bm.ep_comm_s);
     }
+}
+
+/* routing: blocked (FakeBalancedGate: k consecutive experts) reaches fewer ranks and
+ * NVLink domains than spread. DeepSeek-V3 (256 experts, top-8) over 8 domains of 32: an
+ * aligned run of 8 sits in one domain, so 7/8 of a copy leaves where spread sends 4.6;
+ * over 64 ranks of 4 it sits in 2 of them. A run that wraps past the last expert counts
+ * the groups at both ends. One expert per token is the same either way; inside one
+ * domain nothing crosses domains, either way. */
+static void
+test_costmodel_moe_blocked_routing_domains (void **state)
+{
+  (void) state;
+  double miss = exp (lgamma (225) - lgamma (217) - lgamma (257) + lgamma (249));
+  mp_assert_close (mp_coll_remote_groups (256, 8, 8, MP_ROUTING_SPREAD), 7 * (1 - miss),
+                   1e-12);
+  mp_assert_close (mp_coll_remote_groups (256, 8, 8, MP_ROUTING_BLOCKED), 7.0 / 8, 1e-15);
+  mp_assert_close (mp_coll_remote_groups (256, 8, 64, MP_ROUTING_BLOCKED), 2 * 63.0 / 64,
+                   1e-15);
+  assert_true (mp_coll_remote_groups (256, 8, 64, MP_ROUTING_SPREAD) > 7);
+  /* 6 experts in 3 groups of 2, top-4: starts 0, 2, 4 cover {0,1}, {1,2}, {2,0}. */
+  mp_assert_close (mp_coll_remote_groups (6, 4, 3, MP_ROUTING_BLOCKED), 2 * 2.0 / 3, 1e-15);
+  mp_assert_close (mp_coll_remote_groups (128, 1, 8, MP_ROUTING_BLOCKED),
+                   mp_coll_remote_groups (128, 1, 8, MP_ROUTING_SPREAD), 1e-15);
+  assert_true (mp_coll_remote_groups (256, 8, 1, MP_ROUTING_BLOCKED) == 0
+               && mp_coll_remote_groups (256, 8, 1, MP_ROUTING_SPREAD) == 0);
+  /* The exchange: across 8 nodes blocked is faster; with its RDMA copies alone bounding
+   * it (a slow NIC), by 4.6 / 0.875. */
+  MpAlphaBeta ab = across_nodes (8, 8, 400e9, 45e9);
+  double s = 470e6;
+  double sp = mp_coll_forwarded_a2a_time (s, 8, 256, MP_ROUTING_SPREAD, &ab);
+  double bl = mp_coll_forwarded_a2a_time (s, 8, 256, MP_ROUTING_BLOCKED, &ab);
+  mp_assert_close (bl, s / 8 * 7.0 / 8 / 45e9, 1e-9);
+  mp_assert_close (sp / bl, 7 * (1 - miss) / (7.0 / 8), 1e-9);
+  /* In a layer: the routing reaches the model's dispatch under DeepEP (nemo-automodel)
+   * and leaves NCCL's all-to-all (Megatron), which sends a copy per expert, alone. */
+  g_autoptr(MpModel) m = model_ok ("qwen3-30b-a3b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 8;
+  cfg.ep = 8;
+  cfg.etp = 1;
+  double comm[2][2];
+  for (guint stack = 0; stack < 2; stack++)
+    for (guint routing = 0; routing < 2; routing++)
+      {
+        m->routing = routing ? MP_ROUTING_BLOCKED : MP_ROUTING_SPREAD;
+        g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+        cfg.stack = stack ? MP_STACK_NEMO_AUTOMODEL : MP_STACK_MEGATRON;
+        MpStageSpans spans;
+        MpPhaseCost f, b;
+        mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+        mp_cost_layer (ctx, &cfg, &spans, 1, &f, &b);
+        comm[stack][routing] = f.ep_comm_s;
+      }
+  mp_assert_close (comm[0][1], comm[0][0], 1e-15);
+  assert_true (comm[1][1] < 0.5 * comm[1][0] && comm[1][0] < comm[0][0]);
 }
 
 /* Combined 1F1B (moe_a2a_overlap): paired passes hide each one's dispatch and combine
@@ -2997,6 +3056,7 @@ main (void)
     cmocka_unit_test (test_costmodel_memo_exact),
     cmocka_unit_test (test_costmodel_moe_alltoall_bytes),
     cmocka_unit_test (test_costmodel_moe_forwarded_dispatch),
+    cmocka_unit_test (test_costmodel_moe_blocked_routing_domains),
     cmocka_unit_test (test_costmodel_moe_a2a_overlap),
     cmocka_unit_test (test_costmodel_grouped_gemm_small_experts),
     cmocka_unit_test (test_costmodel_expert_gemm_call_floor),

@@ -304,6 +304,37 @@ test_model_moe_keys_refused_on_bad_input (void **state)
     }
 }
 
+/* routing: spread by default (a trained router's balanced spread), blocked as NeMo
+ * AutoModel's FakeBalancedGate; it reads back from the YAML the model prints, and a value
+ * that is neither, or the key on a dense model, is refused naming the key. */
+static void
+test_model_moe_routing_key (void **state)
+{
+  (void) state;
+  static const char moe[] = "layers: 2\nhidden: 64\nheads: 4\nvocab: 10\nseq_len: 8\n"
+                            "experts: 8\nexperts_per_token: 2\n";
+  g_autoptr(MpModel) spread = load_text (moe);
+  assert_int_equal (spread->routing, MP_ROUTING_SPREAD);
+  g_autofree char *text = g_strconcat (moe, "routing: blocked\n", NULL);
+  g_autoptr(MpModel) blocked = load_text (text);
+  assert_int_equal (blocked->routing, MP_ROUTING_BLOCKED);
+  g_autofree char *yaml = mp_model_to_yaml (blocked, NULL);
+  g_autoptr(MpModel) back = load_text (yaml);
+  assert_int_equal (back->routing, MP_ROUTING_BLOCKED);
+  MpRouting r = MP_ROUTING_BLOCKED;
+  assert_true (mp_routing_from_name ("spread", &r) && r == MP_ROUTING_SPREAD);
+  assert_false (mp_routing_from_name ("random", &r));
+  assert_string_equal (mp_routing_name (MP_ROUTING_BLOCKED), "blocked");
+  g_autofree char *bad = g_strconcat (moe, "routing: random\n", NULL);
+  g_autofree char *msg = load_text_error (bad);
+  if (strstr (msg, "'routing': unknown value 'random'") == NULL)
+    fail_msg ("'%s' does not name the key and value", msg);
+  g_autofree char *dense = load_text_error ("layers: 2\nhidden: 64\nheads: 4\nvocab: 10\n"
+                                            "seq_len: 8\nrouting: blocked\n");
+  if (strstr (dense, "'routing' needs 'experts' > 0") == NULL)
+    fail_msg ("'%s' lacks the dense refusal", dense);
+}
+
 static void
 test_model_bert_large_params (void **state)
 {
@@ -1114,6 +1145,7 @@ main (void)
     cmocka_unit_test (test_model_deepseek_v3_published),
     cmocka_unit_test (test_model_shared_experts_and_first_k_dense),
     cmocka_unit_test (test_model_moe_keys_refused_on_bad_input),
+    cmocka_unit_test (test_model_moe_routing_key),
     cmocka_unit_test (test_model_bert_large_params),
     cmocka_unit_test (test_model_mlp_params),
     cmocka_unit_test (test_model_narayanan_param_formula),
