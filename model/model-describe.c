@@ -495,6 +495,7 @@ json_shape (JsonBuilder *b, const MpModel *m)
           mp_json_add_int (b, "first_k_dense", m->first_k_dense);
           mp_json_add_double (b, "capacity_factor", m->capacity_factor);
           mp_json_add_double (b, "load_imbalance", m->load_imbalance);
+          mp_json_add_string (b, "routing", mp_routing_name (m->routing));
         }
     }
   json_builder_end_object (b);
