@@ -59,22 +59,32 @@ test_accuracy_runs_load (void **state)
     }
 }
 
+/* TEXT as a runs file, loaded: NULL with ERROR set, *PATH_OUT (caller owns) its name. */
+static AccRuns *
+runs_from_text (const char *text, char **path_out, GError **error)
+{
+  char *path = g_build_filename (g_get_tmp_dir (), "mpplan-acc-XXXXXX.yaml", NULL);
+  int fd = g_mkstemp (path);
+  assert_true (fd >= 0);
+  assert_true (write (fd, text, strlen (text)) == (ssize_t) strlen (text));
+  close (fd);
+  AccRuns *runs = acc_runs_load (path, error);
+  g_unlink (path);
+  *path_out = path;
+  return runs;
+}
+
 static void
 test_accuracy_runs_bad (void **state)
 {
   (void) state;
-  g_autofree char *path = g_build_filename (g_get_tmp_dir (), "mpplan-acc-XXXXXX.yaml", NULL);
-  int fd = g_mkstemp (path);
-  assert_true (fd >= 0);
   const char *text = "version: 1\nsources: {a: b}\nruns:\n"
                      "  - {id: x, source: a, family: f, stack: s, model: tiny-gpt,\n"
                      "     seq_len: 128, gpus: 1, cluster: host, precision: bf16,\n"
                      "     global_batch: 4, measured: {tokens: 5}}\n";
-  assert_true (write (fd, text, strlen (text)) == (ssize_t) strlen (text));
-  close (fd);
   g_autoptr(GError) error = NULL;
-  g_autoptr(AccRuns) runs = acc_runs_load (path, &error);
-  g_unlink (path);
+  g_autofree char *path = NULL;
+  g_autoptr(AccRuns) runs = runs_from_text (text, &path, &error);
   assert_null (runs);
   assert_true (g_error_matches (error, MP_ERROR, MP_ERROR_INPUT));
   g_autofree char *where = g_strdup_printf ("%s:6:", path);
@@ -103,18 +113,13 @@ test_accuracy_routing_reaches_model (void **state)
     }
   assert_true (blocked >= 4);
   /* A bad value is refused naming the key. */
-  g_autofree char *path = g_build_filename (g_get_tmp_dir (), "mpplan-acc-XXXXXX.yaml", NULL);
-  int fd = g_mkstemp (path);
-  assert_true (fd >= 0);
   const char *text = "version: 1\nsources: {a: b}\nruns:\n"
                      "  - {id: x, source: a, family: f, stack: s, model: tiny-moe,\n"
                      "     seq_len: 128, gpus: 1, cluster: host, precision: bf16,\n"
                      "     routing: random, global_batch: 4,\n"
                      "     measured: {tokens_per_s_per_gpu: 5}}\n";
-  assert_true (write (fd, text, strlen (text)) == (ssize_t) strlen (text));
-  close (fd);
-  g_autoptr(AccRuns) bad = acc_runs_load (path, &error);
-  g_unlink (path);
+  g_autofree char *path = NULL;
+  g_autoptr(AccRuns) bad = runs_from_text (text, &path, &error);
   assert_null (bad);
   assert_non_null (strstr (error->message, "'routing': unknown value 'random'"));
 }
