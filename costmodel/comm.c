@@ -350,6 +350,9 @@ mp_coll_remote_groups (double experts, guint k, guint groups, MpRouting routing)
         miss *= MAX (experts - experts / g - j, 0.0) / (experts - j);
       covered = g * (1 - miss);
     }
+  /* k experts lie in at most k groups (the form above overcounts groups of under one
+   * expert each). */
+  covered = MIN (covered, MIN ((double) k, g));
   return covered * (g - 1) / g;
 }
 

@@ -1672,6 +1672,10 @@ test_costmodel_moe_blocked_routing_domains (void **state)
   mp_assert_close (mp_coll_remote_groups (6, 4, 3, MP_ROUTING_BLOCKED), 2 * 2.0 / 3, 1e-15);
   mp_assert_close (mp_coll_remote_groups (128, 1, 8, MP_ROUTING_BLOCKED),
                    mp_coll_remote_groups (128, 1, 8, MP_ROUTING_SPREAD), 1e-15);
+  /* Fewer experts than groups: a token's 8 reach at most 8 of the 64. */
+  mp_assert_close (mp_coll_remote_groups (8, 8, 64, MP_ROUTING_SPREAD), 8 * 63.0 / 64, 1e-12);
+  mp_assert_close (mp_coll_remote_groups (8, 8, 64, MP_ROUTING_BLOCKED), 8 * 63.0 / 64,
+                   1e-12);
   assert_true (mp_coll_remote_groups (256, 8, 1, MP_ROUTING_BLOCKED) == 0
                && mp_coll_remote_groups (256, 8, 1, MP_ROUTING_SPREAD) == 0);
   /* The exchange: across 8 nodes blocked is faster; with its RDMA copies alone bounding
