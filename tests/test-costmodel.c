@@ -418,7 +418,8 @@ h100_at (double limit_w)
  * that is the measured sustained / burst ratio of A100's 8192^3 GEMM (230 / 267.9), the
  * fraction Hopper's sustained GEMM anchor takes of its short run; a kernel that keeps the
  * tensor cores less busy keeps more (linearly, 1 when idle), one busier no less than the
- * GEMM. The host and Blackwell, whose figures carry no such model, keep all. Under it an
+ * GEMM. The host, whose figures are its own sustained runs, keeps all; Blackwell's short
+ * runs (MAMF, FA4's plateau) take the same cut as Hopper's. Under it an
  * H100's FA3 attention core at 32k keys runs below the 0.64 x s / (s + 240) of its
  * short benchmark, and FA2's keeps more of its 0.35. */
 static void
@@ -443,8 +444,11 @@ test_costmodel_sustained_rate (void **state)
       prev = r;
     }
   assert_true (mp_cost_sustained_rate (mp_device_curve (MP_DEVICE_CLASS_CPU), 1.0) == 1.0);
-  assert_true (mp_cost_sustained_rate (mp_device_curve (MP_DEVICE_CLASS_BLACKWELL), 0.7)
-               == 1.0);
+  const MpDeviceCurve *b200 = mp_device_curve (MP_DEVICE_CLASS_BLACKWELL);
+  mp_assert_close (mp_cost_sustained_rate (b200, 1745.0 / 2250.0), kept, 1e-12);
+  mp_assert_close (b200->gemm_anchor_eff, 1745.0 / 2250.0 * kept, 1e-12);
+  double fa4 = mp_cost_sustained_rate (b200, 1613.0 / 2250.0);
+  assert_true (fa4 > kept && fa4 < 1);
 
   g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
   g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
