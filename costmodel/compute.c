@@ -1283,6 +1283,9 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
                * while the current block is computed; backward passes K, V and their
                * gradients. Only the part the computation does not hide counts. */
               double cp = cfg->cp, kv = MAX (op->kv_heads / cfg->tp, 1.0);
+              /* A stack that repeats K/V heads before the kernel sends them repeated. */
+              if (mp_stack_repeats_kv (cfg->stack) && op->kv_heads > 0)
+                kv = MAX (op->heads / cfg->tp, 1.0);
               double chunk = (double) ctx->model->seq_len / cp;
               double width = op->v_head_dim > 0 ? op->head_dim + op->v_head_dim
                                                 : 2 * op->head_dim;
@@ -1293,7 +1296,15 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
               double steps = cp - 1;
               if (op->window > 0)
                 steps = MIN (steps, ceil (op->window / chunk));
-              fwd->cp_comm_s += MAX (0, steps * (step - oc.fwd.time_s / cp));
+              if (mp_stack_cp_allgather (cfg->stack) && op->window == 0)
+                {
+                  /* One all-gather of every rank's block, hidden only behind the
+                   * local block's sub-attention; the rest waits for it. */
+                  double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, cp * block, &spans->cp);
+                  fwd->cp_comm_s += MAX (0, ag - oc.fwd.time_s / cp);
+                }
+              else
+                fwd->cp_comm_s += MAX (0, steps * (step - oc.fwd.time_s / cp));
               bwd->cp_comm_s += MAX (0, steps * (step2 - oc.bwd.time_s / cp));
             }
         }

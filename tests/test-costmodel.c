@@ -2062,6 +2062,40 @@ test_costmodel_context_parallel (void **state)
   assert_true (f2.total_s < f1.total_s);
 }
 
+/* torchtitan's context parallelism (mp_stack_cp_allgather) all-gathers every rank's K/V
+ * after the local block's sub-attention, so all but that block's compute waits for the
+ * gather; Megatron's ring hides each step behind a block. Across nodes (cp over 8 DGX
+ * H100s, 128k tokens) the gather is exposed where the ring is hidden, and more so the
+ * wider the K/V it sends: torchtitan repeats K/V heads first (mp_stack_repeats_kv). */
+static void
+test_costmodel_cp_allgather (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("llama3-8b");
+  g_autoptr(GError) error = NULL;
+  assert_true (mp_model_set_seq_len (m, 131072, &error));
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:8");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig mega, titan;
+  mp_parallel_config_init (&mega);
+  mega.tp = 8;
+  mega.cp = 8;
+  mega.stack = MP_STACK_MEGATRON;
+  titan = mega;
+  titan.stack = MP_STACK_TORCHTITAN;
+  assert_true (mp_parallel_config_check (&titan, m, c, NULL));
+  assert_true (mp_stack_cp_allgather (MP_STACK_TORCHTITAN));
+  assert_false (mp_stack_cp_allgather (MP_STACK_MEGATRON));
+  MpStageSpans s;
+  mp_cost_stage_spans (ctx, &titan, 0, &s);
+  assert_int_equal (s.cp.n_ranks, 8);
+  MpPhaseCost fm, bm, ft, bt;
+  mp_cost_layer (ctx, &mega, &s, 1, &fm, &bm);
+  mp_cost_layer (ctx, &titan, &s, 1, &ft, &bt);
+  assert_true (ft.cp_comm_s > 0);
+  assert_true (ft.cp_comm_s > fm.cp_comm_s);
+}
+
 static void
 test_costmodel_heterogeneous_stages (void **state)
 {
@@ -3009,6 +3043,7 @@ main (void)
     cmocka_unit_test (test_costmodel_expert_tensor_parallel),
     cmocka_unit_test (test_costmodel_moe_dispatchers),
     cmocka_unit_test (test_costmodel_context_parallel),
+    cmocka_unit_test (test_costmodel_cp_allgather),
     cmocka_unit_test (test_costmodel_heterogeneous_stages),
     cmocka_unit_test (test_costmodel_rank_order_decides_tiers),
     cmocka_unit_test (test_costmodel_config_check),
