@@ -1299,9 +1299,14 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
               if (mp_stack_cp_allgather (cfg->stack) && op->window == 0)
                 {
                   /* One all-gather of every rank's block, hidden only behind the
-                   * local block's sub-attention; the rest waits for it. */
+                   * local block's sub-attention; the rest waits for it. Backward gathers
+                   * K, V so again, and rings dK, dV (all-to-all rotater) in fp32
+                   * (convert_to_f32): 2 blocks' bytes a step, as the ring's K, V + dK,
+                   * dV (torch/distributed/tensor/experimental/_attention.py,
+                   * _templated_ring_attention_backward: kv_rotater, dkv_rotater). */
                   double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, cp * block, &spans->cp);
                   fwd->cp_comm_s += MAX (0, ag - oc.fwd.time_s / cp);
+                  bwd->cp_comm_s += MAX (0, ag - oc.bwd.time_s / cp);
                 }
               else
                 fwd->cp_comm_s += MAX (0, steps * (step - oc.fwd.time_s / cp));
