@@ -2096,6 +2096,44 @@ test_costmodel_cp_allgather (void **state)
   assert_true (ft.cp_comm_s > fm.cp_comm_s);
 }
 
+/* Under torchtitan's all-gathering CP a rank's attention backward holds every rank's K/V
+ * (at the repeated head count), fp32 dQ, dK, dV accumulators and the fp32 dK, dV block in
+ * flight on top of what Megatron's ring holds: on a stage without the loss (pp 2, stage
+ * 0), llama3-8b at 128k over cp 8: 16k tokens a rank, K/V 32 heads x 256 wide. */
+static void
+test_costmodel_cp_gather_memory (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("llama3-8b");
+  g_autoptr(GError) error = NULL;
+  assert_true (mp_model_set_seq_len (m, 131072, &error));
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:2");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig mega, titan;
+  mp_parallel_config_init (&mega);
+  mega.cp = 8;
+  mega.pp = 2;
+  mega.num_micro_batches = 2;
+  mega.stack = MP_STACK_MEGATRON;
+  titan = mega;
+  titan.stack = MP_STACK_TORCHTITAN;
+  assert_true (mp_parallel_config_check (&titan, m, c, NULL));
+  MpStageMemory sm, st;
+  mp_cost_stage_memory (ctx, &mega, 0, &sm);
+  mp_cost_stage_memory (ctx, &titan, 0, &st);
+  double tokens = 131072.0 / 8, block = tokens * 32 * 256, q = tokens * 32 * 128;
+  mp_assert_close (st.transient_bytes - sm.transient_bytes,
+                   8 * block * 2 + 4 * (q + block) + 4 * block, 1e-9);
+  titan.cp = 1;
+  titan.dp = 8;
+  MpStageMemory s1;
+  mp_cost_stage_memory (ctx, &titan, 0, &s1);
+  mega.cp = 1;
+  mega.dp = 8;
+  mp_cost_stage_memory (ctx, &mega, 0, &sm);
+  mp_assert_close (s1.transient_bytes, sm.transient_bytes, 1e-12);
+}
+
 static void
 test_costmodel_heterogeneous_stages (void **state)
 {
@@ -3044,6 +3082,7 @@ main (void)
     cmocka_unit_test (test_costmodel_moe_dispatchers),
     cmocka_unit_test (test_costmodel_context_parallel),
     cmocka_unit_test (test_costmodel_cp_allgather),
+    cmocka_unit_test (test_costmodel_cp_gather_memory),
     cmocka_unit_test (test_costmodel_heterogeneous_stages),
     cmocka_unit_test (test_costmodel_rank_order_decides_tiers),
     cmocka_unit_test (test_costmodel_config_check),
