@@ -2094,6 +2094,27 @@ test_costmodel_cp_allgather (void **state)
   mp_cost_layer (ctx, &titan, &s, 1, &ft, &bt);
   assert_true (ft.cp_comm_s > 0);
   assert_true (ft.cp_comm_s > fm.cp_comm_s);
+
+  /* Each step past the first merges its output in eager fp32 ops (cp_merges): 5 more
+   * kernels a step forward and backward, none under Megatron's fused ring. */
+  guint att = 0;
+  while (m->layers[1].ops[att].kind != MP_OP_ATTENTION)
+    att++;
+  MpParallelConfig two = titan, mega2 = mega;
+  two.cp = 2;
+  two.dp = 4;
+  mega2.cp = 2;
+  mega2.dp = 4;
+  MpStageSpans s2;
+  mp_cost_stage_spans (ctx, &two, 0, &s2);
+  MpOpCost o8, o2, m8, m2;
+  mp_cost_op (ctx, &titan, &s, 1, att, &o8);
+  mp_cost_op (ctx, &two, &s2, 1, att, &o2);
+  mp_cost_op (ctx, &mega, &s, 1, att, &m8);
+  mp_cost_op (ctx, &mega2, &s2, 1, att, &m2);
+  assert_int_equal (o8.fwd.kernels - o2.fwd.kernels, 5 * (7 - 1));
+  assert_int_equal (o8.bwd.kernels - o2.bwd.kernels, 5 * (7 - 1));
+  assert_int_equal (m8.fwd.kernels, m2.fwd.kernels);
 }
 
 /* Under torchtitan's all-gathering CP a rank's attention backward holds every rank's K/V
