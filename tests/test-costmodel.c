@@ -2067,23 +2067,35 @@ test_costmodel_context_parallel (void **state)
  * gather; Megatron's ring hides each step behind a block. Across nodes (cp over 8 DGX
  * H100s, 128k tokens) the gather is exposed where the ring is hidden, and more so the
  * wider the K/V it sends: torchtitan repeats K/V heads first (mp_stack_repeats_kv). */
+/* Llama-3 8B at 128k tokens, and MEGA / TITAN: the same plan (tp TP, cp 8, pp PP) under
+ * Megatron and under torchtitan, valid on C. */
+static MpModel *
+cp8_plans (const MpCluster *c, guint tp, guint pp, MpParallelConfig *mega,
+           MpParallelConfig *titan)
+{
+  MpModel *m = model_ok ("llama3-8b");
+  g_autoptr(GError) error = NULL;
+  assert_true (mp_model_set_seq_len (m, 131072, &error));
+  mp_parallel_config_init (mega);
+  mega->tp = tp;
+  mega->cp = 8;
+  mega->pp = pp;
+  mega->num_micro_batches = pp;
+  mega->stack = MP_STACK_MEGATRON;
+  *titan = *mega;
+  titan->stack = MP_STACK_TORCHTITAN;
+  assert_true (mp_parallel_config_check (titan, m, c, NULL));
+  return m;
+}
+
 static void
 test_costmodel_cp_allgather (void **state)
 {
   (void) state;
-  g_autoptr(MpModel) m = model_ok ("llama3-8b");
-  g_autoptr(GError) error = NULL;
-  assert_true (mp_model_set_seq_len (m, 131072, &error));
-  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:8");
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
   MpParallelConfig mega, titan;
-  mp_parallel_config_init (&mega);
-  mega.tp = 8;
-  mega.cp = 8;
-  mega.stack = MP_STACK_MEGATRON;
-  titan = mega;
-  titan.stack = MP_STACK_TORCHTITAN;
-  assert_true (mp_parallel_config_check (&titan, m, c, NULL));
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:8");
+  g_autoptr(MpModel) m = cp8_plans (c, 8, 1, &mega, &titan);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
   assert_true (mp_stack_cp_allgather (MP_STACK_TORCHTITAN));
   assert_false (mp_stack_cp_allgather (MP_STACK_MEGATRON));
   MpStageSpans s;
@@ -2125,20 +2137,10 @@ static void
 test_costmodel_cp_gather_memory (void **state)
 {
   (void) state;
-  g_autoptr(MpModel) m = model_ok ("llama3-8b");
-  g_autoptr(GError) error = NULL;
-  assert_true (mp_model_set_seq_len (m, 131072, &error));
-  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:2");
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
   MpParallelConfig mega, titan;
-  mp_parallel_config_init (&mega);
-  mega.cp = 8;
-  mega.pp = 2;
-  mega.num_micro_batches = 2;
-  mega.stack = MP_STACK_MEGATRON;
-  titan = mega;
-  titan.stack = MP_STACK_TORCHTITAN;
-  assert_true (mp_parallel_config_check (&titan, m, c, NULL));
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:2");
+  g_autoptr(MpModel) m = cp8_plans (c, 1, 2, &mega, &titan);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
   MpStageMemory sm, st;
   mp_cost_stage_memory (ctx, &mega, 0, &sm);
   mp_cost_stage_memory (ctx, &titan, 0, &st);
