@@ -817,6 +817,45 @@ repeated_kv (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCost
     }
 }
 
+/* torch's context parallelism (the stacks of mp_stack_cp_allgather) runs each of its cp
+ * steps as its own SDPA call and keeps what joins them in eager element-wise ops
+ * (torch/distributed/tensor/experimental/_attention.py): after each step past the first,
+ * _SDPAMerger (convert_to_f32) casts the step's output to fp32 and folds it into the
+ * running output, out - sigmoid(lse_step - lse) * (out - out_step): 4 kernels, ~38 bytes
+ * per output element; every step but the last concatenates K and V for the rotater (2
+ * bytes each way per element). Backward adds each step's dQ, dK, dV into fp32
+ * accumulators (read 4 + 2, write 4) and concatenates the fp32 dK, dV it sends on (read
+ * and write 4 each) and K, V again. The published runs are compiled; whether Dynamo
+ * traces this wrapper and Inductor fuses the merge into fewer passes is not established
+ * here, so the eager ops are counted: an upper bound on this cost. */
+static void
+cp_merges (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+           const MpOp *op, MpOpCost *out)
+{
+  if (cfg->cp < 2 || !mp_stack_cp_allgather (cfg->stack) || op->window > 0
+      || dev->curve->klass == MP_DEVICE_CLASS_CPU)
+    return;
+  double tokens = cm_tokens (ctx, cfg), e = ctx->elt, steps = cfg->cp - 1;
+  double kv_heads = op->kv_heads > 0 && !mp_stack_repeats_kv (cfg->stack) ? op->kv_heads
+                                                                           : op->heads;
+  double width = op->v_head_dim > 0 ? op->head_dim + op->v_head_dim : 2 * op->head_dim;
+  double vd = op->v_head_dim > 0 ? op->v_head_dim : op->head_dim;
+  double o = tokens * MAX (op->heads / cfg->tp, 1.0) * vd;
+  double q = tokens * MAX (op->heads / cfg->tp, 1.0) * op->head_dim;
+  double kv = tokens * MAX (kv_heads / cfg->tp, 1.0) * width;
+  MpKernelCost f, b;
+  mp_cost_elementwise_kernel (dev, MP_EW_NONE, FALSE, steps * (38 * o + 2 * e * kv), &f);
+  mp_cost_elementwise_kernel (dev, MP_EW_NONE, TRUE,
+                              steps * (10 * (q + kv) + 16 * kv + 2 * e * kv), &b);
+  kernel_add (&out->fwd, &f);
+  kernel_add (&out->bwd, &b);
+  double each = dev->curve->launch_s + dev->curve->mem_latency_s;
+  out->fwd.time_s += (5 * steps - 1) * each;
+  out->fwd.kernels += 5 * steps - 1;
+  out->bwd.time_s += (5 * steps - 1) * each;
+  out->bwd.kernels += 5 * steps - 1;
+}
+
 /* The launches and DRAM round trips of an eager op's KERNELS beyond the one that
  * mp_cost_elementwise_kernel charged, forward, and as many again twice backward. */
 static void
@@ -852,6 +891,7 @@ mp_cost_op (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
     case MP_OP_ATTENTION:
       cost_attention (ctx, cfg, dev, op, out);
       repeated_kv (ctx, cfg, dev, op, out);
+      cp_merges (ctx, cfg, dev, op, out);
       break;
     case MP_OP_NORM:
     case MP_OP_ELEMENTWISE:
@@ -1289,6 +1329,9 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
                * while the current block is computed; backward passes K, V and their
                * gradients. Only the part the computation does not hide counts. */
               double cp = cfg->cp, kv = MAX (op->kv_heads / cfg->tp, 1.0);
+              /* A stack that repeats K/V heads before the kernel sends them repeated. */
+              if (mp_stack_repeats_kv (cfg->stack) && op->kv_heads > 0)
+                kv = MAX (op->heads / cfg->tp, 1.0);
               double chunk = (double) ctx->model->seq_len / cp;
               double width = op->v_head_dim > 0 ? op->head_dim + op->v_head_dim
                                                 : 2 * op->head_dim;
@@ -1299,7 +1342,20 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
               double steps = cp - 1;
               if (op->window > 0)
                 steps = MIN (steps, ceil (op->window / chunk));
-              fwd->cp_comm_s += MAX (0, steps * (step - oc.fwd.time_s / cp));
+              if (mp_stack_cp_allgather (cfg->stack) && op->window == 0)
+                {
+                  /* One all-gather of every rank's block, hidden only behind the
+                   * local block's sub-attention; the rest waits for it. Backward gathers
+                   * K, V so again, and rings dK, dV (all-to-all rotater) in fp32
+                   * (convert_to_f32): 2 blocks' bytes a step, as the ring's K, V + dK,
+                   * dV (torch/distributed/tensor/experimental/_attention.py,
+                   * _templated_ring_attention_backward: kv_rotater, dkv_rotater). */
+                  double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, cp * block, &spans->cp);
+                  fwd->cp_comm_s += MAX (0, ag - oc.fwd.time_s / cp);
+                  bwd->cp_comm_s += MAX (0, ag - oc.bwd.time_s / cp);
+                }
+              else
+                fwd->cp_comm_s += MAX (0, steps * (step - oc.fwd.time_s / cp));
               bwd->cp_comm_s += MAX (0, steps * (step2 - oc.bwd.time_s / cp));
             }
         }

@@ -71,15 +71,18 @@ static const MpGemmTile cpu_tiles[] = { { 1, 1, 1.0 } };
  * bf16 peak:
  *  - SMs: two dies of 74 enabled SMs each, 148 (Chips and Cheese, "Nvidia's B200: Keeping
  *    the CUDA Juggernaut Rolling", 2025).
- *  - GEMM: MAMF B200 SXM bf16, 1745.0 of 2250 TFLOP/s (stas00/ml-engineering, "Maximum
- *    Achievable Matmul FLOPS comparison table"); its best shape is not given there, so a
- *    large cube stands for it. A best-of-a-search figure, like A100's 267.9 there; no
- *    longer sustained B200 measurement is at hand.
+ *  - GEMM: the short-run MAMF row of the device, GEMM_EFF (stas00/ml-engineering,
+ *    "Maximum Achievable Matmul FLOPS comparison table": a mean of 100 calls after 50 of
+ *    warm-up at the best shape of a search, like A100's 267.9 there), sustained at
+ *    SUSTAINED_OF_BURST of it as Hopper's is: no longer-run Blackwell measurement is at
+ *    hand, and a 1000-1200 W board is as power-bound as a 700 W one. A large cube stands
+ *    for the anchor shape, as for the other classes.
  *  - Attention forward: FlashAttention-4 (Zadouri, Shah, Dao et al., "FlashAttention-4:
  *    Algorithm and Kernel Pipelining Co-Design for Asymmetric Hardware Scaling", 2026)
- *    reaches up to 1613 TFLOP/s bf16 on B200, 71% of 2250. Backward: no figure at hand;
- *    Hopper's 0.45 (FA3), which FA4's backward is not reported to fall below. The
- *    sequence curve is Hopper's.
+ *    reaches up to 1613 TFLOP/s bf16 on B200, 71% of 2250, a short benchmark run:
+ *    sustained at mp_cost_sustained_rate of it, as FA3's plateau is on Hopper. Backward:
+ *    no figure at hand; Hopper's 0.45 (FA3), which FA4's backward is not reported to fall
+ *    below. The sequence curve is Hopper's.
  *  - Memory: 0.9 of HBM, as measured on H200 (REFERENCE-DATA.md).
  *  - NVLink 5 (node and domain: the same ports): all_reduce_perf over a full GB200 NVL72
  *    rack, busbw 835-847 GB/s at 4-8 GiB of 900 (coreweave/nccl-tests PR #43) -> 0.93;
@@ -92,8 +95,9 @@ static const MpGemmTile cpu_tiles[] = { { 1, 1, 1.0 } };
     .sms = 148,                                                                          \
     .tiles = gpu_tiles, .n_tiles = G_N_ELEMENTS (gpu_tiles),                             \
     .k_overhead = K_OVERHEAD, .max_split_k = MAX_SPLIT_K,                                \
-    .gemm_anchor_eff = GEMM_EFF,                                                         \
+    .gemm_anchor_eff = (GEMM_EFF) * SUSTAINED_OF_BURST,                                  \
     .gemm_anchor = { 8192, 8192, 8192 },                                                 \
+    .burst_gemm_eff = GEMM_EFF, .sustained_of_burst = SUSTAINED_OF_BURST,                \
     .fp32_simt_eff = 0.9,                                                                \
     .attn_fwd_eff = 1613.0 / 2250.0, .attn_bwd_eff = 0.45, .attn_seq_half = 240,         \
     .attn_fa2_eff = { 0.35, 0.30 },   /* FA2 on Blackwell: no figure; Hopper's (below) */ \
@@ -199,11 +203,11 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
   [MP_DEVICE_CLASS_BLACKWELL] = BLACKWELL_CURVE (MP_DEVICE_CLASS_BLACKWELL, "blackwell",
                                                  1745.0 / 2250.0),
   /* GB200: the same chip at a higher power limit (datasheets: up to 1,200 W against
-   * HGX B200's 1,000 W) and a higher dense peak (2.5 against 2.25 PFLOPS bf16). No
-   * published sustained GEMM measurement on GB200 is at hand, so it is credited with
-   * B200's measured rate, 1745 TFLOP/s, not with a fraction of its higher peak. */
+   * HGX B200's 1,000 W) and a higher dense peak (2.5 against 2.25 PFLOPS bf16). Its own
+   * MAMF row: GB200 SXM bf16 1822.0 of 2500 TFLOP/s (the same table, best shape
+   * 4096x9728x2048, torch 2.10.0.dev20250916+cu130), a short run like B200's. */
   [MP_DEVICE_CLASS_GB200] = BLACKWELL_CURVE (MP_DEVICE_CLASS_GB200, "gb200",
-                                             1745.0 / 2500.0),
+                                             1822.0 / 2500.0),
   [MP_DEVICE_CLASS_GPU] = {
     .klass = MP_DEVICE_CLASS_GPU,
     .name = "gpu",

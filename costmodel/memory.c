@@ -511,6 +511,33 @@ state_per_param (const MpCostContext *ctx, const MpParallelConfig *cfg, double r
   return s;
 }
 
+/* What the attention of LAYER holds beside its backward under an all-gathering context
+ * parallelism (mp_stack_cp_allgather), TOKENS its rank's: every rank's K, V gathered
+ * (cp blocks, at the repeated head count where the stack repeats them), the fp32 dQ, dK,
+ * dV it accumulates over the steps and the fp32 dK, dV block on its way round the ring
+ * (torch/distributed/tensor/experimental/_attention.py, _templated_ring_attention_backward:
+ * zeros_like(..., dtype=float32) under convert_to_f32, kv_rotater, dkv_rotater). */
+static double
+cp_gather_buffers (const MpParallelConfig *cfg, const MpLayer *l, double tokens, double e)
+{
+  if (cfg->cp < 2 || !mp_stack_cp_allgather (cfg->stack))
+    return 0;
+  double most = 0;
+  for (guint i = 0; i < l->n_ops; i++)
+    {
+      const MpOp *op = &l->ops[i];
+      if (op->kind != MP_OP_ATTENTION || op->window > 0)
+        continue;
+      double kv = op->kv_heads > 0 && !mp_stack_repeats_kv (cfg->stack) ? op->kv_heads
+                                                                       : op->heads;
+      double width = op->v_head_dim > 0 ? op->head_dim + op->v_head_dim : 2 * op->head_dim;
+      double block = tokens * MAX (kv / cfg->tp, 1.0) * width;      /* K, V elements */
+      double q = tokens * MAX (op->heads / cfg->tp, 1.0) * op->head_dim;
+      most = MAX (most, cfg->cp * block * e + 4 * (q + block) + 4 * block);
+    }
+  return most;
+}
+
 /* What one layer asks of the transient budget (per micro-batch, one rank). */
 typedef struct {
   double params;        /* this rank's parameters of the layer (before ZeRO) */
@@ -539,6 +566,7 @@ layer_needs (const MpCostContext *ctx, const MpParallelConfig *cfg, guint li, La
     n->grad_buffers += tokens * (double) ctx->model->hidden * e;
   if (!cfg->flash_attention)
     n->grad_buffers += 2 * l->act_score_bytes / (2 * e + 1) * e * tokens / t;
+  n->grad_buffers += cp_gather_buffers (cfg, l, tokens, e);
 }
 
 void

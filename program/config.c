@@ -136,6 +136,12 @@ mp_stack_repeats_kv (MpStack stack)
 }
 
 gboolean
+mp_stack_cp_allgather (MpStack stack)
+{
+  return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_PYTORCH;
+}
+
+gboolean
 mp_stack_fsdp2 (MpStack stack)
 {
   return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_NEMO_AUTOMODEL

@@ -280,6 +280,13 @@ gboolean mp_parallel_config_eager_ops (const MpParallelConfig *cfg);
  * keys and values, an expand then a reshape that copies), eager or compiled, and so do
  * plain PyTorch models written like it; the fused-attention stacks read K/V as they are. */
 gboolean mp_stack_repeats_kv (MpStack stack);
+/* Does STACK exchange context-parallel K/V shards by one all-gather after the first
+ * (local) sub-attention rather than ring send/receives, each overlapping one block?
+ * torchtitan does by default: its parallelism.context_parallel_rotate_method is
+ * "allgather" ("all-gather all kv shards on ranks after the first sub-SDPA computation",
+ * torchtitan config/job_config.py), PyTorch's context_parallel rotate method; plain
+ * PyTorch's context_parallel too. Megatron-Core (Transformer Engine's p2p CP) rings. */
+gboolean mp_stack_cp_allgather (MpStack stack);
 /* Does STACK shard ZeRO-3 parameters with PyTorch's FSDP2 (fully_shard), whose all-gather
  * lands in one flat buffer that foreach_all_gather_copy_out (torch/distributed/fsdp/
  * _fully_shard/_fsdp_collectives.py) then copies into each parameter's own tensor on the

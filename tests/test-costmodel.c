@@ -418,7 +418,8 @@ h100_at (double limit_w)
  * that is the measured sustained / burst ratio of A100's 8192^3 GEMM (230 / 267.9), the
  * fraction Hopper's sustained GEMM anchor takes of its short run; a kernel that keeps the
  * tensor cores less busy keeps more (linearly, 1 when idle), one busier no less than the
- * GEMM. The host and Blackwell, whose figures carry no such model, keep all. Under it an
+ * GEMM. The host, whose figures are its own sustained runs, keeps all; Blackwell's short
+ * runs (MAMF, FA4's plateau) take the same cut as Hopper's. Under it an
  * H100's FA3 attention core at 32k keys runs below the 0.64 x s / (s + 240) of its
  * short benchmark, and FA2's keeps more of its 0.35. */
 static void
@@ -443,8 +444,11 @@ test_costmodel_sustained_rate (void **state)
       prev = r;
     }
   assert_true (mp_cost_sustained_rate (mp_device_curve (MP_DEVICE_CLASS_CPU), 1.0) == 1.0);
-  assert_true (mp_cost_sustained_rate (mp_device_curve (MP_DEVICE_CLASS_BLACKWELL), 0.7)
-               == 1.0);
+  const MpDeviceCurve *b200 = mp_device_curve (MP_DEVICE_CLASS_BLACKWELL);
+  mp_assert_close (mp_cost_sustained_rate (b200, 1745.0 / 2250.0), kept, 1e-12);
+  mp_assert_close (b200->gemm_anchor_eff, 1745.0 / 2250.0 * kept, 1e-12);
+  double fa4 = mp_cost_sustained_rate (b200, 1613.0 / 2250.0);
+  assert_true (fa4 > kept && fa4 < 1);
 
   g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
   g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
@@ -2121,6 +2125,101 @@ test_costmodel_context_parallel (void **state)
   assert_true (f2.total_s < f1.total_s);
 }
 
+/* torchtitan's context parallelism (mp_stack_cp_allgather) all-gathers every rank's K/V
+ * after the local block's sub-attention, so all but that block's compute waits for the
+ * gather; Megatron's ring hides each step behind a block. Across nodes (cp over 8 DGX
+ * H100s, 128k tokens) the gather is exposed where the ring is hidden, and more so the
+ * wider the K/V it sends: torchtitan repeats K/V heads first (mp_stack_repeats_kv). */
+/* Llama-3 8B at 128k tokens, and MEGA / TITAN: the same plan (tp TP, cp 8, pp PP) under
+ * Megatron and under torchtitan, valid on C. */
+static MpModel *
+cp8_plans (const MpCluster *c, guint tp, guint pp, MpParallelConfig *mega,
+           MpParallelConfig *titan)
+{
+  MpModel *m = model_ok ("llama3-8b");
+  g_autoptr(GError) error = NULL;
+  assert_true (mp_model_set_seq_len (m, 131072, &error));
+  mp_parallel_config_init (mega);
+  mega->tp = tp;
+  mega->cp = 8;
+  mega->pp = pp;
+  mega->num_micro_batches = pp;
+  mega->stack = MP_STACK_MEGATRON;
+  *titan = *mega;
+  titan->stack = MP_STACK_TORCHTITAN;
+  assert_true (mp_parallel_config_check (titan, m, c, NULL));
+  return m;
+}
+
+static void
+test_costmodel_cp_allgather (void **state)
+{
+  (void) state;
+  MpParallelConfig mega, titan;
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:8");
+  g_autoptr(MpModel) m = cp8_plans (c, 8, 1, &mega, &titan);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  assert_true (mp_stack_cp_allgather (MP_STACK_TORCHTITAN));
+  assert_false (mp_stack_cp_allgather (MP_STACK_MEGATRON));
+  MpStageSpans s;
+  mp_cost_stage_spans (ctx, &titan, 0, &s);
+  assert_int_equal (s.cp.n_ranks, 8);
+  MpPhaseCost fm, bm, ft, bt;
+  mp_cost_layer (ctx, &mega, &s, 1, &fm, &bm);
+  mp_cost_layer (ctx, &titan, &s, 1, &ft, &bt);
+  assert_true (ft.cp_comm_s > 0);
+  assert_true (ft.cp_comm_s > fm.cp_comm_s);
+
+  /* Each step past the first merges its output in eager fp32 ops (cp_merges): 5 more
+   * kernels a step forward and backward, none under Megatron's fused ring. */
+  guint att = 0;
+  while (m->layers[1].ops[att].kind != MP_OP_ATTENTION)
+    att++;
+  MpParallelConfig two = titan, mega2 = mega;
+  two.cp = 2;
+  two.dp = 4;
+  mega2.cp = 2;
+  mega2.dp = 4;
+  MpStageSpans s2;
+  mp_cost_stage_spans (ctx, &two, 0, &s2);
+  MpOpCost o8, o2, m8, m2;
+  mp_cost_op (ctx, &titan, &s, 1, att, &o8);
+  mp_cost_op (ctx, &two, &s2, 1, att, &o2);
+  mp_cost_op (ctx, &mega, &s, 1, att, &m8);
+  mp_cost_op (ctx, &mega2, &s2, 1, att, &m2);
+  assert_int_equal (o8.fwd.kernels - o2.fwd.kernels, 5 * (7 - 1));
+  assert_int_equal (o8.bwd.kernels - o2.bwd.kernels, 5 * (7 - 1));
+  assert_int_equal (m8.fwd.kernels, m2.fwd.kernels);
+}
+
+/* Under torchtitan's all-gathering CP a rank's attention backward holds every rank's K/V
+ * (at the repeated head count), fp32 dQ, dK, dV accumulators and the fp32 dK, dV block in
+ * flight on top of what Megatron's ring holds: on a stage without the loss (pp 2, stage
+ * 0), llama3-8b at 128k over cp 8: 16k tokens a rank, K/V 32 heads x 256 wide. */
+static void
+test_costmodel_cp_gather_memory (void **state)
+{
+  (void) state;
+  MpParallelConfig mega, titan;
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:2");
+  g_autoptr(MpModel) m = cp8_plans (c, 1, 2, &mega, &titan);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpStageMemory sm, st;
+  mp_cost_stage_memory (ctx, &mega, 0, &sm);
+  mp_cost_stage_memory (ctx, &titan, 0, &st);
+  double tokens = 131072.0 / 8, block = tokens * 32 * 256, q = tokens * 32 * 128;
+  mp_assert_close (st.transient_bytes - sm.transient_bytes,
+                   8 * block * 2 + 4 * (q + block) + 4 * block, 1e-9);
+  titan.cp = 1;
+  titan.dp = 8;
+  MpStageMemory s1;
+  mp_cost_stage_memory (ctx, &titan, 0, &s1);
+  mega.cp = 1;
+  mega.dp = 8;
+  mp_cost_stage_memory (ctx, &mega, 0, &sm);
+  mp_assert_close (s1.transient_bytes, sm.transient_bytes, 1e-12);
+}
+
 static void
 test_costmodel_heterogeneous_stages (void **state)
 {
@@ -3069,6 +3168,8 @@ main (void)
     cmocka_unit_test (test_costmodel_expert_tensor_parallel),
     cmocka_unit_test (test_costmodel_moe_dispatchers),
     cmocka_unit_test (test_costmodel_context_parallel),
+    cmocka_unit_test (test_costmodel_cp_allgather),
+    cmocka_unit_test (test_costmodel_cp_gather_memory),
     cmocka_unit_test (test_costmodel_heterogeneous_stages),
     cmocka_unit_test (test_costmodel_rank_order_decides_tiers),
     cmocka_unit_test (test_costmodel_config_check),
