@@ -1181,6 +1181,31 @@ fsdp2_copy_out (const MpCostContext *ctx, const MpParallelConfig *cfg,
     }
 }
 
+/* FSDP2's copy-in (mp_stack_fsdp2): before each ZeRO-2/3 reduce-scatter, foreach_reduce
+ * (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) copies the layer's unsharded
+ * gradients into one flat buffer of the reduce dtype (foreach_reduce_scatter_copy_in,
+ * torch._chunk_cat) on the compute stream, before the reduce-scatter stream waits for it:
+ * a kernel reading each gradient (e bytes) and writing it at the reduce width
+ * (cm_reduce_bytes), in line with the layer's backward, every micro-batch. */
+static void
+fsdp2_copy_in (const MpCostContext *ctx, const MpParallelConfig *cfg,
+               const MpStageSpans *spans, guint layer, MpPhaseCost *bwd)
+{
+  const MpCostDevice *dev = spans->device;
+  if (cfg->zero < 2 || !mp_stack_fsdp2 (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
+    return;
+  double d, x, w;
+  mp_cost_layer_params (ctx, cfg, layer, &d, &x);
+  mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
+  double reduced = (spans->dp_shard.n_ranks > 1 ? d : 0) + (spans->edp.n_ranks > 1 ? x : 0);
+  if (!(reduced > 0))
+    return;
+  MpKernelCost k;
+  mp_cost_memory_kernel (dev, reduced * (w + cm_reduce_bytes (ctx, cfg)), 0, &k);
+  bwd->compute_s += k.time_s;
+  bwd->bytes += k.bytes;
+}
+
 /* FSDP1's gradient pre-divide factor for a group of N ranks: torch/distributed/fsdp/
  * _init_utils.py, _get_gradient_predivide_factor (factor = 1; while N % factor == 0 and
  * N / factor > factor: factor *= 2); the post-divide is N over it. */
@@ -1386,6 +1411,7 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
     }
   /* After the recompute is priced: a recomputed forward finds its weights gathered. */
   fsdp2_copy_out (ctx, cfg, spans, layer, fwd, bwd);
+  fsdp2_copy_in (ctx, cfg, spans, layer, bwd);
   fsdp1_grad_passes (ctx, cfg, spans, layer, fwd, bwd);
   phase_total (fwd);
   phase_total (bwd);

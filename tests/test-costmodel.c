@@ -2763,7 +2763,8 @@ test_cost_repeated_kv (void **state)
 /* FSDP2's copy-out (fsdp18): under an FSDP2 stack each ZeRO-3 gather of a block is copied
  * into its parameters on the compute stream, a kernel streaming the gathered weights twice
  * (read, write), forward and, resharded, before the backward again; kept weights
- * (reshard_after_forward=false) skip the second. nemo-automodel against megatron (the same
+ * (reshard_after_forward=false) skip the second. And its copy-in (accfsdp19): each
+ * micro-batch's gradients copied into the reduce-scatter buffer, under ZeRO-2 too. nemo-automodel against megatron (the same
  * kernels otherwise) on 8 H100s; no copy without ZeRO-3. */
 /* The block's compute under nemo-automodel less under megatron, forward and backward. */
 static void
@@ -2795,19 +2796,27 @@ test_cost_fsdp2_copy_out (void **state)
   double d, x, w, fwd, bwd;
   mp_cost_layer_params (ctx, &cfg, 1, &d, &x);
   mp_model_state_bytes_per_param (m, &w, NULL, NULL);
-  MpKernelCost copy;
+  MpKernelCost copy, in;
   mp_cost_memory_kernel (sp.device, 2 * (d + x) * w, 0, &copy);
+  /* the copy-in (accfsdp19): the gradients into the 16-bit reduce-scatter buffer, e + e */
+  mp_cost_memory_kernel (sp.device, 2 * (d + x) * w, 0, &in);
   for (int keep = 0; keep < 2; keep++)
     {
       cfg.no_reshard = keep;
       fsdp2_extra (ctx, &cfg, &sp, &fwd, &bwd);
       mp_assert_close (fwd, copy.time_s, 1e-9);
-      mp_assert_close (bwd, keep ? 0 : copy.time_s, 1e-9);
+      mp_assert_close (bwd, (keep ? 0 : copy.time_s) + in.time_s, 1e-9);
     }
   cfg.no_reshard = FALSE;
   cfg.zero = 2;
   fsdp2_extra (ctx, &cfg, &sp, &fwd, &bwd);
   mp_assert_close (fwd, 0, 1e-12);
+  mp_assert_close (bwd, in.time_s, 1e-9);
+  /* none without a shard group to reduce over */
+  cfg.dp = 1;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  fsdp2_extra (ctx, &cfg, &sp, &fwd, &bwd);
+  mp_assert_close (bwd, 0, 1e-12);
 }
 
 /* The time of KIND moving SIZE over SPAN (the fastest algorithm). */
@@ -2857,7 +2866,8 @@ test_cost_fp32_reduce (void **state)
  * post-divide by 2 on the shard (8 / 8), and before each gather the fp32 shard's cast to
  * bf16 (6 / 8), on top of ZeRO-3's overlap (mp_cost_overlap_penalty of the gathers and
  * reduce-scatter under the compute). The same bytes for any micro-batch; no passes under
- * FSDP2 (torchtitan's ZeRO-3 adds only its copy-out and the overlap). The predivide
+ * FSDP2 (torchtitan's ZeRO-3 adds only its copy-out, its copy-in into the fp32 buffer and
+ * the overlap). The predivide
  * factor of torch's _get_gradient_predivide_factor: 2 ranks divide by 2 before and not
  * after, so their shard pass is gone. */
 static void
@@ -2941,9 +2951,10 @@ test_cost_fsdp1_grad_passes (void **state)
   cfg.stack = MP_STACK_TORCHTITAN;
   mp_cost_stage_spans (ctx, &cfg, 0, &sp);
   fsdp1_added (ctx, m, &cfg, &fwd, &bwd, &f0, &b0);
-  MpKernelCost copy;
+  MpKernelCost copy, in;
   mp_cost_memory_kernel (sp.device, 2 * d * w, 0, &copy);
-  mp_assert_close (bwd, copy.time_s, 1e-6);
+  mp_cost_memory_kernel (sp.device, d * (w + 4), 0, &in);
+  mp_assert_close (bwd, copy.time_s + in.time_s, 1e-6);
 }
 
 /* torchao's float8 (fsdp18): under torchtitan each FP8 linear casts at every use, each cast
