@@ -1152,6 +1152,28 @@ zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
   bwd->compute_s += mp_cost_overlap_penalty (share, bwd_gather + reduce, bwd->compute_s);
 }
 
+/* The parameters of LAYER that a ZeRO group of more than one rank shards under CFG (the
+ * dense ones over dp_shard, the experts over edp), and in *W their 16-bit size. */
+static double
+sharded_params (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                const MpStageSpans *spans, guint layer, double *w)
+{
+  double d, x;
+  mp_cost_layer_params (ctx, cfg, layer, &d, &x);
+  mp_model_state_bytes_per_param (ctx->model, w, NULL, NULL);
+  return (spans->dp_shard.n_ranks > 1 ? d : 0) + (spans->edp.n_ranks > 1 ? x : 0);
+}
+
+/* A memory-bound kernel moving BYTES on DEV, in line with PHASE's compute. */
+static void
+memory_pass (const MpCostDevice *dev, double bytes, MpPhaseCost *phase)
+{
+  MpKernelCost k;
+  mp_cost_memory_kernel (dev, bytes, 0, &k);
+  phase->compute_s += k.time_s;
+  phase->bytes += k.bytes;
+}
+
 /* FSDP2's copy-out (mp_stack_fsdp2): after each ZeRO-3 all-gather of a layer's weights
  * the compute stream waits for it and copies the gathered buffer into the parameters
  * (split_with_sizes_copy: the unsharded weights read and written once), a memory-bound
@@ -1164,21 +1186,12 @@ fsdp2_copy_out (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpCostDevice *dev = spans->device;
   if (cfg->zero < 3 || !mp_stack_fsdp2 (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
     return;
-  double d, x, w;
-  mp_cost_layer_params (ctx, cfg, layer, &d, &x);
-  mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
-  double gathered = (spans->dp_shard.n_ranks > 1 ? d : 0) + (spans->edp.n_ranks > 1 ? x : 0);
+  double w, gathered = sharded_params (ctx, cfg, spans, layer, &w);
   if (!(gathered > 0))
     return;
-  MpKernelCost k;
-  mp_cost_memory_kernel (dev, 2 * gathered * w, 0, &k);
-  fwd->compute_s += k.time_s;
-  fwd->bytes += k.bytes;
+  memory_pass (dev, 2 * gathered * w, fwd);
   if (!cfg->no_reshard)
-    {
-      bwd->compute_s += k.time_s;
-      bwd->bytes += k.bytes;
-    }
+    memory_pass (dev, 2 * gathered * w, bwd);
 }
 
 /* FSDP2's copy-in (mp_stack_fsdp2): before each ZeRO-2/3 reduce-scatter, foreach_reduce
@@ -1194,16 +1207,9 @@ fsdp2_copy_in (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpCostDevice *dev = spans->device;
   if (cfg->zero < 2 || !mp_stack_fsdp2 (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
     return;
-  double d, x, w;
-  mp_cost_layer_params (ctx, cfg, layer, &d, &x);
-  mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
-  double reduced = (spans->dp_shard.n_ranks > 1 ? d : 0) + (spans->edp.n_ranks > 1 ? x : 0);
-  if (!(reduced > 0))
-    return;
-  MpKernelCost k;
-  mp_cost_memory_kernel (dev, reduced * (w + cm_reduce_bytes (ctx, cfg)), 0, &k);
-  bwd->compute_s += k.time_s;
-  bwd->bytes += k.bytes;
+  double w, reduced = sharded_params (ctx, cfg, spans, layer, &w);
+  if (reduced > 0)
+    memory_pass (dev, reduced * (w + cm_reduce_bytes (ctx, cfg)), bwd);
 }
 
 /* FSDP1's gradient pre-divide factor for a group of N ranks: torch/distributed/fsdp/
@@ -1259,20 +1265,12 @@ fsdp1_grad_passes (const MpCostContext *ctx, const MpParallelConfig *cfg,
     }
   if (!(unsharded > 0))
     return;
-  MpKernelCost k;
-  mp_cost_memory_kernel (dev, unsharded + shard_b, 0, &k);
-  bwd->compute_s += k.time_s;
-  bwd->bytes += k.bytes;
+  memory_pass (dev, unsharded + shard_b, bwd);
   if (!(shard_f > 0))
     return;
-  mp_cost_memory_kernel (dev, shard_f, 0, &k);
-  fwd->compute_s += k.time_s;
-  fwd->bytes += k.bytes;
+  memory_pass (dev, shard_f, fwd);
   if (!cfg->no_reshard)
-    {
-      bwd->compute_s += k.time_s;
-      bwd->bytes += k.bytes;
-    }
+    memory_pass (dev, shard_f, bwd);
 }
 
 /* ---- the layer memo ------------------------------------------------------------------ */

@@ -2780,17 +2780,61 @@ fsdp2_extra (const MpCostContext *ctx, MpParallelConfig *cfg, const MpStageSpans
   *bwd = ab.compute_s - mb.compute_s;
 }
 
+/* A fixture: MODEL on CLUSTER under ZeRO-3 over all its DP ranks. */
+typedef struct {
+  MpModel *m;
+  MpCluster *c;
+  MpCostContext *ctx;
+  MpParallelConfig cfg;
+} Zero3Node;
+
+static void *
+zero3_fixture (const char *model, const char *cluster, guint dp)
+{
+  Zero3Node *z = g_new0 (Zero3Node, 1);
+  z->m = model_ok (model);
+  z->c = cluster_ok (cluster);
+  z->ctx = mp_cost_context_new (z->m, z->c, NULL);
+  mp_parallel_config_init (&z->cfg);
+  z->cfg.dp = dp;
+  z->cfg.zero = 3;
+  return z;
+}
+
+/* llama3-8b on one 8-H100 node. */
+static int
+zero3_node_setup (void **state)
+{
+  *state = zero3_fixture ("llama3-8b", "dgx-h100:1", 8);
+  return 0;
+}
+
+/* gpt3-1.3b on two 8-A100 nodes (InfiniBand between them). */
+static int
+zero3_pair_setup (void **state)
+{
+  *state = zero3_fixture ("gpt3-1.3b", "dgx-a100-80g:2", 16);
+  return 0;
+}
+
+static int
+zero3_teardown (void **state)
+{
+  Zero3Node *z = *state;
+  mp_cost_context_free (z->ctx);
+  mp_cluster_free (z->c);
+  mp_model_free (z->m);
+  g_free (z);
+  return 0;
+}
+
 static void
 test_cost_fsdp2_copy_out (void **state)
 {
-  (void) state;
-  g_autoptr(MpModel) m = model_ok ("llama3-8b");
-  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
-  MpParallelConfig cfg;
-  mp_parallel_config_init (&cfg);
-  cfg.dp = 8;
-  cfg.zero = 3;
+  Zero3Node *z = *state;
+  const MpModel *m = z->m;
+  const MpCostContext *ctx = z->ctx;
+  MpParallelConfig cfg = z->cfg;
   MpStageSpans sp;
   mp_cost_stage_spans (ctx, &cfg, 0, &sp);
   double d, x, w, fwd, bwd;
@@ -2836,14 +2880,9 @@ coll_s (const MpCostContext *ctx, const MpStageSpans *sp, MpCollKind kind, doubl
 static void
 test_cost_fp32_reduce (void **state)
 {
-  (void) state;
-  g_autoptr(MpModel) m = model_ok ("gpt3-1.3b");
-  g_autoptr(MpCluster) c = cluster_ok ("dgx-a100-80g:2");
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
-  MpParallelConfig cfg;
-  mp_parallel_config_init (&cfg);
-  cfg.dp = 16;
-  cfg.zero = 3;
+  Zero3Node *z = *state;
+  const MpCostContext *ctx = z->ctx;
+  MpParallelConfig cfg = z->cfg;
   MpStageTime st16, st32;
   for (MpStack k = 0; k < MP_STACK_N; k++)
     {
@@ -2899,14 +2938,10 @@ fsdp1_added (const MpCostContext *ctx, const MpModel *m, MpParallelConfig *cfg, 
 static void
 test_cost_fsdp1_grad_passes (void **state)
 {
-  (void) state;
-  g_autoptr(MpModel) m = model_ok ("llama3-8b");
-  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
-  MpParallelConfig cfg;
-  mp_parallel_config_init (&cfg);
-  cfg.dp = 8;
-  cfg.zero = 3;
+  Zero3Node *z = *state;
+  const MpModel *m = z->m;
+  const MpCostContext *ctx = z->ctx;
+  MpParallelConfig cfg = z->cfg;
   cfg.stack = MP_STACK_LLM_FOUNDRY;
   assert_true (mp_stack_fsdp1 (MP_STACK_LLM_FOUNDRY));
   assert_false (mp_stack_fsdp1 (MP_STACK_TORCHTITAN));
@@ -3105,9 +3140,12 @@ main (void)
     cmocka_unit_test (test_cost_stack_unfused_optimizer),
     cmocka_unit_test (test_cost_eager_elementwise),
     cmocka_unit_test (test_cost_repeated_kv),
-    cmocka_unit_test (test_cost_fsdp2_copy_out),
-    cmocka_unit_test (test_cost_fp32_reduce),
-    cmocka_unit_test (test_cost_fsdp1_grad_passes),
+    cmocka_unit_test_setup_teardown (test_cost_fsdp2_copy_out, zero3_node_setup,
+                                     zero3_teardown),
+    cmocka_unit_test_setup_teardown (test_cost_fp32_reduce, zero3_pair_setup,
+                                     zero3_teardown),
+    cmocka_unit_test_setup_teardown (test_cost_fsdp1_grad_passes, zero3_node_setup,
+                                     zero3_teardown),
     cmocka_unit_test (test_cost_torchao_fp8),
     cmocka_unit_test (test_cost_stack_tp_backward_overlap),
     cmocka_unit_test (test_cost_host_tp_backward_serial),
