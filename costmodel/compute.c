@@ -1153,15 +1153,20 @@ zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
 }
 
 /* The parameters of LAYER that a ZeRO group of more than one rank shards under CFG (the
- * dense ones over dp_shard, the experts over edp), and in *W their 16-bit size. */
+ * dense ones over dp_shard, the experts over edp), in *SHARD (may be NULL) the part of
+ * them one rank holds, and in *W their 16-bit size. */
 static double
 sharded_params (const MpCostContext *ctx, const MpParallelConfig *cfg,
-                const MpStageSpans *spans, guint layer, double *w)
+                const MpStageSpans *spans, guint layer, double *shard, double *w)
 {
-  double d, x;
+  double d, x, nd = spans->dp_shard.n_ranks, ne = spans->edp.n_ranks;
   mp_cost_layer_params (ctx, cfg, layer, &d, &x);
   mp_model_state_bytes_per_param (ctx->model, w, NULL, NULL);
-  return (spans->dp_shard.n_ranks > 1 ? d : 0) + (spans->edp.n_ranks > 1 ? x : 0);
+  d = nd > 1 ? d : 0;
+  x = ne > 1 ? x : 0;
+  if (shard)
+    *shard = (d > 0 ? d / nd : 0) + (x > 0 ? x / ne : 0);
+  return d + x;
 }
 
 /* A memory-bound kernel moving BYTES on DEV, in line with PHASE's compute. */
@@ -1178,7 +1183,12 @@ memory_pass (const MpCostDevice *dev, double bytes, MpPhaseCost *phase)
  * the compute stream waits for it and copies the gathered buffer into the parameters
  * (split_with_sizes_copy: the unsharded weights read and written once), a memory-bound
  * kernel in line with the layer's compute, forward and, when the layer was resharded,
- * again before its backward. */
+ * again before its backward. And its copy-in before each gather (accfsdp19):
+ * foreach_all_gather (_fsdp_collectives.py) takes each shard at the compute dtype
+ * (_get_param_all_gather_inputs: a _foreach_copy_ casting the stored shard, 4 + e bytes
+ * an element under fp32 storage, mp_stack_state_layout; none when already 16-bit) and
+ * copies it into the all-gather's input buffer (_foreach_copy_, e + e), on FSDP2's
+ * copy-in stream, charged in line as FSDP1's passes are (fsdp1_grad_passes). */
 static void
 fsdp2_copy_out (const MpCostContext *ctx, const MpParallelConfig *cfg,
                 const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
@@ -1186,12 +1196,19 @@ fsdp2_copy_out (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpCostDevice *dev = spans->device;
   if (cfg->zero < 3 || !mp_stack_fsdp2 (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
     return;
-  double w, gathered = sharded_params (ctx, cfg, spans, layer, &w);
+  double w, shard, gathered = sharded_params (ctx, cfg, spans, layer, &shard, &w);
   if (!(gathered > 0))
     return;
+  gboolean cast = ctx->model->precision != MP_DTYPE_FP32
+                  && mp_stack_state_layout (cfg->stack) == MP_STATE_FP32;
+  double in = shard * ((cast ? 4 + w : 0) + 2 * w);
+  memory_pass (dev, in, fwd);
   memory_pass (dev, 2 * gathered * w, fwd);
   if (!cfg->no_reshard)
-    memory_pass (dev, 2 * gathered * w, bwd);
+    {
+      memory_pass (dev, in, bwd);
+      memory_pass (dev, 2 * gathered * w, bwd);
+    }
 }
 
 /* FSDP2's copy-in (mp_stack_fsdp2): before each ZeRO-2/3 reduce-scatter, foreach_reduce
@@ -1207,7 +1224,7 @@ fsdp2_copy_in (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpCostDevice *dev = spans->device;
   if (cfg->zero < 2 || !mp_stack_fsdp2 (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
     return;
-  double w, reduced = sharded_params (ctx, cfg, spans, layer, &w);
+  double w, reduced = sharded_params (ctx, cfg, spans, layer, NULL, &w);
   if (reduced > 0)
     memory_pass (dev, reduced * (w + cm_reduce_bytes (ctx, cfg)), bwd);
 }

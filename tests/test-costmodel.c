@@ -2840,16 +2840,18 @@ test_cost_fsdp2_copy_out (void **state)
   double d, x, w, fwd, bwd;
   mp_cost_layer_params (ctx, &cfg, 1, &d, &x);
   mp_model_state_bytes_per_param (m, &w, NULL, NULL);
-  MpKernelCost copy, in;
+  MpKernelCost copy, in, gin;
   mp_cost_memory_kernel (sp.device, 2 * (d + x) * w, 0, &copy);
-  /* the copy-in (accfsdp19): the gradients into the 16-bit reduce-scatter buffer, e + e */
+  /* the copy-ins (accfsdp19): the gradients into the 16-bit reduce-scatter buffer, e + e;
+   * the bf16 shard (nemo-automodel's storage) into the all-gather's input, e + e over 8 */
   mp_cost_memory_kernel (sp.device, 2 * (d + x) * w, 0, &in);
+  mp_cost_memory_kernel (sp.device, 2 * (d + x) * w / 8, 0, &gin);
   for (int keep = 0; keep < 2; keep++)
     {
       cfg.no_reshard = keep;
       fsdp2_extra (ctx, &cfg, &sp, &fwd, &bwd);
-      mp_assert_close (fwd, copy.time_s, 1e-9);
-      mp_assert_close (bwd, (keep ? 0 : copy.time_s) + in.time_s, 1e-9);
+      mp_assert_close (fwd, copy.time_s + gin.time_s, 1e-9);
+      mp_assert_close (bwd, (keep ? 0 : copy.time_s + gin.time_s) + in.time_s, 1e-9);
     }
   cfg.no_reshard = FALSE;
   cfg.zero = 2;
@@ -2986,10 +2988,14 @@ test_cost_fsdp1_grad_passes (void **state)
   cfg.stack = MP_STACK_TORCHTITAN;
   mp_cost_stage_spans (ctx, &cfg, 0, &sp);
   fsdp1_added (ctx, m, &cfg, &fwd, &bwd, &f0, &b0);
-  MpKernelCost copy, in;
+  /* torchtitan's fp32 shard cast to bf16 and copied into the gather's input: 4 + 2 + 2 + 2
+   * over 8, before each of its two gathers */
+  MpKernelCost copy, in, gin;
   mp_cost_memory_kernel (sp.device, 2 * d * w, 0, &copy);
   mp_cost_memory_kernel (sp.device, d * (w + 4), 0, &in);
-  mp_assert_close (bwd, copy.time_s + in.time_s, 1e-6);
+  mp_cost_memory_kernel (sp.device, d * (4 + 3 * w) / 8, 0, &gin);
+  mp_assert_close (fwd, copy.time_s + gin.time_s, 1e-6);
+  mp_assert_close (bwd, copy.time_s + gin.time_s + in.time_s, 1e-6);
 }
 
 /* torchao's float8 (fsdp18): under torchtitan each FP8 linear casts at every use, each cast
