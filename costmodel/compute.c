@@ -1179,7 +1179,7 @@ zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
   double share = mp_cost_overlap_share (dev);
   if (cfg->zero < 2 || !(share > 0))
     return;
-  double d, x, w, g = cm_grad_bytes (ctx, cfg);
+  double d, x, w, g = cm_reduce_bytes (ctx, cfg);
   mp_cost_layer_params (ctx, cfg, layer, &d, &x);
   mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
   double gather = 0, reduce = 0;
@@ -1198,11 +1198,43 @@ zero_overlap (const MpCostContext *ctx, const MpParallelConfig *cfg,
   bwd->compute_s += mp_cost_overlap_penalty (share, bwd_gather + reduce, bwd->compute_s);
 }
 
+/* The parameters of LAYER that a ZeRO group of more than one rank shards under CFG (the
+ * dense ones over dp_shard, the experts over edp), in *SHARD (may be NULL) the part of
+ * them one rank holds, and in *W their 16-bit size. */
+static double
+sharded_params (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                const MpStageSpans *spans, guint layer, double *shard, double *w)
+{
+  double d, x, nd = spans->dp_shard.n_ranks, ne = spans->edp.n_ranks;
+  mp_cost_layer_params (ctx, cfg, layer, &d, &x);
+  mp_model_state_bytes_per_param (ctx->model, w, NULL, NULL);
+  d = nd > 1 ? d : 0;
+  x = ne > 1 ? x : 0;
+  if (shard)
+    *shard = (d > 0 ? d / nd : 0) + (x > 0 ? x / ne : 0);
+  return d + x;
+}
+
+/* A memory-bound kernel moving BYTES on DEV, in line with PHASE's compute. */
+static void
+memory_pass (const MpCostDevice *dev, double bytes, MpPhaseCost *phase)
+{
+  MpKernelCost k;
+  mp_cost_memory_kernel (dev, bytes, 0, &k);
+  phase->compute_s += k.time_s;
+  phase->bytes += k.bytes;
+}
+
 /* FSDP2's copy-out (mp_stack_fsdp2): after each ZeRO-3 all-gather of a layer's weights
  * the compute stream waits for it and copies the gathered buffer into the parameters
  * (split_with_sizes_copy: the unsharded weights read and written once), a memory-bound
  * kernel in line with the layer's compute, forward and, when the layer was resharded,
- * again before its backward. */
+ * again before its backward. And its copy-in before each gather (accfsdp19):
+ * foreach_all_gather (_fsdp_collectives.py) takes each shard at the compute dtype
+ * (_get_param_all_gather_inputs: a _foreach_copy_ casting the stored shard, 4 + e bytes
+ * an element under fp32 storage, mp_stack_state_layout; none when already 16-bit) and
+ * copies it into the all-gather's input buffer (_foreach_copy_, e + e), on FSDP2's
+ * copy-in stream, charged in line as FSDP1's passes are (fsdp1_grad_passes). */
 static void
 fsdp2_copy_out (const MpCostContext *ctx, const MpParallelConfig *cfg,
                 const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
@@ -1210,21 +1242,98 @@ fsdp2_copy_out (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpCostDevice *dev = spans->device;
   if (cfg->zero < 3 || !mp_stack_fsdp2 (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
     return;
-  double d, x, w;
-  mp_cost_layer_params (ctx, cfg, layer, &d, &x);
-  mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
-  double gathered = (spans->dp_shard.n_ranks > 1 ? d : 0) + (spans->edp.n_ranks > 1 ? x : 0);
+  double w, shard, gathered = sharded_params (ctx, cfg, spans, layer, &shard, &w);
   if (!(gathered > 0))
     return;
-  MpKernelCost k;
-  mp_cost_memory_kernel (dev, 2 * gathered * w, 0, &k);
-  fwd->compute_s += k.time_s;
-  fwd->bytes += k.bytes;
+  gboolean cast = ctx->model->precision != MP_DTYPE_FP32
+                  && mp_stack_state_layout (cfg->stack) == MP_STATE_FP32;
+  double in = shard * ((cast ? 4 + w : 0) + 2 * w);
+  memory_pass (dev, in, fwd);
+  memory_pass (dev, 2 * gathered * w, fwd);
   if (!cfg->no_reshard)
     {
-      bwd->compute_s += k.time_s;
-      bwd->bytes += k.bytes;
+      memory_pass (dev, in, bwd);
+      memory_pass (dev, 2 * gathered * w, bwd);
     }
+}
+
+/* FSDP2's copy-in (mp_stack_fsdp2): before each ZeRO-2/3 reduce-scatter, foreach_reduce
+ * (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py) copies the layer's unsharded
+ * gradients into one flat buffer of the reduce dtype (foreach_reduce_scatter_copy_in,
+ * torch._chunk_cat) on the compute stream, before the reduce-scatter stream waits for it:
+ * a kernel reading each gradient (e bytes) and writing it at the reduce width
+ * (cm_reduce_bytes), in line with the layer's backward, every micro-batch. */
+static void
+fsdp2_copy_in (const MpCostContext *ctx, const MpParallelConfig *cfg,
+               const MpStageSpans *spans, guint layer, MpPhaseCost *bwd)
+{
+  const MpCostDevice *dev = spans->device;
+  if (cfg->zero < 2 || !mp_stack_fsdp2 (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
+    return;
+  double w, reduced = sharded_params (ctx, cfg, spans, layer, NULL, &w);
+  if (reduced > 0)
+    memory_pass (dev, reduced * (w + cm_reduce_bytes (ctx, cfg)), bwd);
+}
+
+/* FSDP1's gradient pre-divide factor for a group of N ranks: torch/distributed/fsdp/
+ * _init_utils.py, _get_gradient_predivide_factor (factor = 1; while N % factor == 0 and
+ * N / factor > factor: factor *= 2); the post-divide is N over it. */
+static double
+fsdp1_predivide (double n)
+{
+  double f = 1;
+  while (fmod (n, f) == 0 && n / f > f)
+    f *= 2;
+  return f;
+}
+
+/* FSDP1's passes over a unit's gradients (mp_stack_fsdp1), each a memory-bound kernel, per
+ * micro-batch (it reduces every micro-batch, program.c). On the unsharded gradient (P
+ * parameters, e-byte elements; r = cm_reduce_bytes):
+ *  - autograd's backward of the views FlatParamHandle makes with torch.split
+ *    (torch/distributed/fsdp/_flat_param.py, _get_unflat_views_unaligned):
+ *    split_with_sizes_backward cats the parameters' gradients into the flat one: e + e;
+ *  - the cast to the reduce dtype (_runtime_utils.py, _post_backward_hook:
+ *    flat_param.grad.to(handle._reduce_dtype)) when it is wider: e + r;
+ *  - the pre-divide (_reduce_grad: _div_if_needed (padded_unsharded_grad,
+ *    _gradient_predivide_factor)) when the factor exceeds 1: r + r.
+ * On the shard (P / N): the post-divide (r + r) when N over the factor exceeds 1, and under
+ * ZeRO-3 before each all-gather the fp32 shard cast to the 16-bit shard it sends
+ * (FlatParamHandle._use_low_precision_shard: 4 + e). FSDP2 has none of these: its
+ * parameters are their own tensors and NCCL divides (ReduceOp.AVG) for fp32 and bf16.
+ * The cast and divides run on FSDP1's post-backward stream, but each fills the GPU with
+ * blocks (unlike NCCL's few channels, mp_cost_overlap_share), so they are charged in line
+ * with the compute they share the SMs with. Left out: the accumulation of the shard over
+ * micro-batches (_accumulate_sharded_grad, 3 r / N). */
+static void
+fsdp1_grad_passes (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                   const MpStageSpans *spans, guint layer, MpPhaseCost *fwd, MpPhaseCost *bwd)
+{
+  const MpCostDevice *dev = spans->device;
+  if (cfg->zero < 2 || !mp_stack_fsdp1 (cfg->stack) || dev->curve->klass == MP_DEVICE_CLASS_CPU)
+    return;
+  double d, x, w, r = cm_reduce_bytes (ctx, cfg);
+  mp_cost_layer_params (ctx, cfg, layer, &d, &x);
+  mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
+  const MpGroupSpan *group[2] = { &spans->dp_shard, &spans->edp };
+  double params[2] = { d, x }, unsharded = 0, shard_b = 0, shard_f = 0;
+  for (int k = 0; k < 2; k++)
+    {
+      double n = group[k]->n_ranks, pre = fsdp1_predivide (n);
+      if (!(params[k] > 0) || n <= 1)
+        continue;
+      unsharded += params[k] * (2 * w + (r > w ? w + r : 0) + (pre > 1 ? 2 * r : 0));
+      shard_b += n / pre > 1 ? params[k] / n * 2 * r : 0;
+      shard_f += cfg->zero >= 3 ? params[k] / n * (4 + w) : 0;
+    }
+  if (!(unsharded > 0))
+    return;
+  memory_pass (dev, unsharded + shard_b, bwd);
+  if (!(shard_f > 0))
+    return;
+  memory_pass (dev, shard_f, fwd);
+  if (!cfg->no_reshard)
+    memory_pass (dev, shard_f, bwd);
 }
 
 /* ---- the layer memo ------------------------------------------------------------------ */
@@ -1379,6 +1488,8 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
     }
   /* After the recompute is priced: a recomputed forward finds its weights gathered. */
   fsdp2_copy_out (ctx, cfg, spans, layer, fwd, bwd);
+  fsdp2_copy_in (ctx, cfg, spans, layer, bwd);
+  fsdp1_grad_passes (ctx, cfg, spans, layer, fwd, bwd);
   phase_total (fwd);
   phase_total (bwd);
 }
@@ -1547,7 +1658,7 @@ zero3_stage_wait (const MpCostContext *ctx, const MpParallelConfig *cfg,
                   MpGradBucket *const buckets[2], const guint n_buckets[2])
 {
   guint nl = ctx->model->n_layers, pp = cfg->pp, vpp = mp_parallel_config_vpp (cfg);
-  double w, g = cm_grad_bytes (ctx, cfg);
+  double w, g = cm_reduce_bytes (ctx, cfg);
   mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
   g_autofree double *gather = g_new0 (double, 2 * nl);
   double *rs = gather + nl;
@@ -1606,7 +1717,7 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
   const MpCostDevice *dev = sp->device;
   double w, g, o, last_d = 0, last_e = 0, last_r = 0;
   mp_model_state_bytes_per_param (ctx->model, &w, NULL, &o);
-  g = cm_grad_bytes (ctx, cfg);
+  g = cm_reduce_bytes (ctx, cfg);
   /* HSDP (fsdp17): dense state shards over the shard group (dp * cp without HSDP). */
   double reps = mp_parallel_config_zero_shard (cfg), ereps = mp_parallel_config_edp (cfg);
   double cap = cm_bucket_bytes (cfg) / g;
@@ -1656,7 +1767,7 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
    * written, 16-bit weights written (fp32 training: the weights read and written). */
   gboolean mixed = ctx->model->precision != MP_DTYPE_FP32;
   double owned = cfg->zero >= 1 ? dense / reps + expert / ereps : dense + expert;
-  double per_param = g + 2 * o + (mixed ? w : 2 * w);
+  double per_param = cm_grad_bytes (ctx, cfg) + 2 * o + (mixed ? w : 2 * w);
   MpKernelCost k;
   mp_cost_memory_kernel (dev, owned * per_param * optimizer_passes (cfg->stack), 0, &k);
   out->optimizer_s = k.time_s;

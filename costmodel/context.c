@@ -36,6 +36,12 @@ cm_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg)
   return cfg->fp32_grads ? 4.0 : g;
 }
 
+double
+cm_reduce_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  return mp_stack_fp32_reduce (cfg->stack) ? 4.0 : cm_grad_bytes (ctx, cfg);
+}
+
 /* Spreads N items over C slots, the remainder going first to the middle slots, then the
  * last, then the first (which hold the embedding and the head already). */
 static void
@@ -1015,7 +1021,7 @@ double
 mp_cost_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg)
 {
   g_return_val_if_fail (ctx != NULL && cfg != NULL, 0);
-  return cm_grad_bytes (ctx, cfg);
+  return cm_reduce_bytes (ctx, cfg);
 }
 
 double

@@ -233,6 +233,9 @@ const MpCostDevice *cm_stage_device (const MpCostContext *ctx, const MpParallelC
 double cm_bucket_bytes (const MpParallelConfig *cfg);
 /* Gradient bytes per parameter under CFG. */
 double cm_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg);
+/* Bytes per parameter of the data-parallel gradient collectives under CFG: 4 when the
+ * stack reduces in fp32 (mp_stack_fp32_reduce) or with fp32_grads, else cm_grad_bytes. */
+double cm_reduce_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg);
 /* STAGE's gradient buckets (mp_cost_grad_buckets over its chunks, the last chunk first,
  * the tied word-embedding copy with the last stage's head) of its dense (EXPERT FALSE) or
  * expert parameters, closing at CAP_PARAMS (0: one per layer). Caller frees. */

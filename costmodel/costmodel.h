@@ -476,7 +476,8 @@ void mp_cost_layer_params (const MpCostContext *ctx, const MpParallelConfig *cfg
 /* Word-embedding parameters per rank that the first and the last stage share when
  * embeddings are tied and pp > 1 (the last stage keeps a copy for the head); else 0. */
 double mp_cost_tied_params (const MpCostContext *ctx, const MpParallelConfig *cfg);
-/* Gradient bytes per parameter (fp32_grads: 4) and the data-parallel bucket size. */
+/* Gradient bytes per parameter that the data-parallel collectives move (fp32_grads, or a
+ * stack that reduces in fp32, mp_stack_fp32_reduce: 4) and the data-parallel bucket size. */
 double mp_cost_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg);
 double mp_cost_bucket_bytes (const MpParallelConfig *cfg);
 /* One data-parallel gradient bucket: layers [lo, lo + n) of a chunk, holding PARAMS of

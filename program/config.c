@@ -149,6 +149,18 @@ mp_stack_fsdp2 (MpStack stack)
 }
 
 gboolean
+mp_stack_fsdp1 (MpStack stack)
+{
+  return stack == MP_STACK_LLM_FOUNDRY;
+}
+
+gboolean
+mp_stack_fp32_reduce (MpStack stack)
+{
+  return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_LLM_FOUNDRY;
+}
+
+gboolean
 mp_stack_torchao_fp8 (MpStack stack)
 {
   return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_PYTORCH;

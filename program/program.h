@@ -97,8 +97,9 @@ typedef enum {
  * overlap (mp_stack_overlaps_tp_backward), the Triton kernel (mp_stack_triton_attention),
  * the loss's precision (mp_stack_fused_loss), the optimizer's kernels
  * (mp_stack_unfused_optimizer), FP8's saved activations (mp_stack_fp8_saves_fp8) and the
- * MoE dispatch (mp_stack_forwarded_dispatch) and the experts' GEMM calls
- * (mp_stack_per_expert_gemm_calls). On A100 FlashAttention-2 is the native kernel
+ * MoE dispatch (mp_stack_forwarded_dispatch), the experts' GEMM calls
+ * (mp_stack_per_expert_gemm_calls), the gradients' reduce width (mp_stack_fp32_reduce)
+ * and FSDP1's gradient passes (mp_stack_fsdp1). On A100 FlashAttention-2 is the native kernel
  * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
   MP_STACK_MEGATRON,
@@ -293,6 +294,18 @@ gboolean mp_stack_cp_allgather (MpStack stack);
  * compute stream? torchtitan, nemo-automodel and plain PyTorch do; FSDP1 (llm-foundry)
  * and DeepSpeed gather into the buffer the parameters view, Megatron into its own. */
 gboolean mp_stack_fsdp2 (MpStack stack);
+/* Does STACK shard ZeRO-2/3 parameters with PyTorch's FSDP1 (FullyShardedDataParallel and
+ * its FlatParameter)? llm-foundry does (Composer's FSDP). Its backward passes over each
+ * unit's unsharded gradient beside the reduce-scatter (compute.c, fsdp1_grad_passes). */
+gboolean mp_stack_fsdp1 (MpStack stack);
+/* Does STACK reduce its data-parallel gradients in fp32 whatever the compute dtype?
+ * torchtitan does (training.mixed_precision_reduce, default and only choice "float32",
+ * torchtitan/config_manager.py, as of its 2024-12 benchmarks) and so does llm-foundry: its
+ * published benchmarks ran "MP Mode DEFAULT" (scripts/train/benchmarking/README.md, every
+ * table), which Composer's get_mixed_precision (composer/trainer/mosaic_fsdp_utils.py,
+ * the torch 2.0.1-era file) maps to MixedPrecision(param_dtype=bf16,
+ * reduce_dtype=torch.float32, buffer_dtype=bf16). Megatron's is fp32_grads. */
+gboolean mp_stack_fp32_reduce (MpStack stack);
 /* Does STACK train FP8 with torchao's float8 linears (dynamic tensorwise scaling) rather
  * than Transformer Engine's? torchtitan and plain PyTorch do (torchtitan's
  * float8.enable_float8_linear). Each Float8Linear (torchao/float8/float8_linear.py,

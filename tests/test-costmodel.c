@@ -2925,7 +2925,8 @@ test_cost_repeated_kv (void **state)
 /* FSDP2's copy-out (fsdp18): under an FSDP2 stack each ZeRO-3 gather of a block is copied
  * into its parameters on the compute stream, a kernel streaming the gathered weights twice
  * (read, write), forward and, resharded, before the backward again; kept weights
- * (reshard_after_forward=false) skip the second. nemo-automodel against megatron (the same
+ * (reshard_after_forward=false) skip the second. And its copy-in (accfsdp19): each
+ * micro-batch's gradients copied into the reduce-scatter buffer, under ZeRO-2 too. nemo-automodel against megatron (the same
  * kernels otherwise) on 8 H100s; no copy without ZeRO-3. */
 /* The block's compute under nemo-automodel less under megatron, forward and backward. */
 static void
@@ -2941,35 +2942,222 @@ fsdp2_extra (const MpCostContext *ctx, MpParallelConfig *cfg, const MpStageSpans
   *bwd = ab.compute_s - mb.compute_s;
 }
 
+/* A fixture: MODEL on CLUSTER under ZeRO-3 over all its DP ranks. */
+typedef struct {
+  MpModel *m;
+  MpCluster *c;
+  MpCostContext *ctx;
+  MpParallelConfig cfg;
+} Zero3Node;
+
+static void *
+zero3_fixture (const char *model, const char *cluster, guint dp)
+{
+  Zero3Node *z = g_new0 (Zero3Node, 1);
+  z->m = model_ok (model);
+  z->c = cluster_ok (cluster);
+  z->ctx = mp_cost_context_new (z->m, z->c, NULL);
+  mp_parallel_config_init (&z->cfg);
+  z->cfg.dp = dp;
+  z->cfg.zero = 3;
+  return z;
+}
+
+/* llama3-8b on one 8-H100 node. */
+static int
+zero3_node_setup (void **state)
+{
+  *state = zero3_fixture ("llama3-8b", "dgx-h100:1", 8);
+  return 0;
+}
+
+/* gpt3-1.3b on two 8-A100 nodes (InfiniBand between them). */
+static int
+zero3_pair_setup (void **state)
+{
+  *state = zero3_fixture ("gpt3-1.3b", "dgx-a100-80g:2", 16);
+  return 0;
+}
+
+static int
+zero3_teardown (void **state)
+{
+  Zero3Node *z = *state;
+  mp_cost_context_free (z->ctx);
+  mp_cluster_free (z->c);
+  mp_model_free (z->m);
+  g_free (z);
+  return 0;
+}
+
 static void
 test_cost_fsdp2_copy_out (void **state)
 {
-  (void) state;
-  g_autoptr(MpModel) m = model_ok ("llama3-8b");
-  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
-  MpParallelConfig cfg;
-  mp_parallel_config_init (&cfg);
-  cfg.dp = 8;
-  cfg.zero = 3;
+  Zero3Node *z = *state;
+  const MpModel *m = z->m;
+  const MpCostContext *ctx = z->ctx;
+  MpParallelConfig cfg = z->cfg;
   MpStageSpans sp;
   mp_cost_stage_spans (ctx, &cfg, 0, &sp);
   double d, x, w, fwd, bwd;
   mp_cost_layer_params (ctx, &cfg, 1, &d, &x);
   mp_model_state_bytes_per_param (m, &w, NULL, NULL);
-  MpKernelCost copy;
+  MpKernelCost copy, in, gin;
   mp_cost_memory_kernel (sp.device, 2 * (d + x) * w, 0, &copy);
+  /* the copy-ins (accfsdp19): the gradients into the 16-bit reduce-scatter buffer, e + e;
+   * the bf16 shard (nemo-automodel's storage) into the all-gather's input, e + e over 8 */
+  mp_cost_memory_kernel (sp.device, 2 * (d + x) * w, 0, &in);
+  mp_cost_memory_kernel (sp.device, 2 * (d + x) * w / 8, 0, &gin);
   for (int keep = 0; keep < 2; keep++)
     {
       cfg.no_reshard = keep;
       fsdp2_extra (ctx, &cfg, &sp, &fwd, &bwd);
-      mp_assert_close (fwd, copy.time_s, 1e-9);
-      mp_assert_close (bwd, keep ? 0 : copy.time_s, 1e-9);
+      mp_assert_close (fwd, copy.time_s + gin.time_s, 1e-9);
+      mp_assert_close (bwd, (keep ? 0 : copy.time_s + gin.time_s) + in.time_s, 1e-9);
     }
   cfg.no_reshard = FALSE;
   cfg.zero = 2;
   fsdp2_extra (ctx, &cfg, &sp, &fwd, &bwd);
   mp_assert_close (fwd, 0, 1e-12);
+  mp_assert_close (bwd, in.time_s, 1e-9);
+  /* none without a shard group to reduce over */
+  cfg.dp = 1;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  fsdp2_extra (ctx, &cfg, &sp, &fwd, &bwd);
+  mp_assert_close (bwd, 0, 1e-12);
+}
+
+/* The time of KIND moving SIZE over SPAN (the fastest algorithm). */
+static double
+coll_s (const MpCostContext *ctx, const MpStageSpans *sp, MpCollKind kind, double size,
+        const MpGroupSpan *span)
+{
+  MpCollCost c;
+  mp_cost_collective (ctx, sp->device, kind, size, span, MP_ALGO_AUTO, &c);
+  return c.time_s;
+}
+
+/* The fp32 reduction (accfsdp19): torchtitan and llm-foundry reduce their data-parallel
+ * gradients in fp32 (4 bytes a parameter, what the program's collectives move), the
+ * others at the model's 16-bit gradient size; ZeRO-3's reduce-scatter takes the longer
+ * for it on 16 A100s (over InfiniBand), by at least half (alpha aside, twice the bytes). */
+static void
+test_cost_fp32_reduce (void **state)
+{
+  Zero3Node *z = *state;
+  const MpCostContext *ctx = z->ctx;
+  MpParallelConfig cfg = z->cfg;
+  MpStageTime st16, st32;
+  for (MpStack k = 0; k < MP_STACK_N; k++)
+    {
+      cfg.stack = k;
+      gboolean fp32 = k == MP_STACK_TORCHTITAN || k == MP_STACK_LLM_FOUNDRY;
+      assert_int_equal (mp_stack_fp32_reduce (k), fp32);
+      mp_assert_close (mp_cost_grad_bytes (ctx, &cfg), fp32 ? 4.0 : 2.0, 1e-12);
+    }
+  cfg.stack = MP_STACK_MEGATRON;
+  mp_cost_stage_times (ctx, &cfg, &st16);
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_stage_times (ctx, &cfg, &st32);
+  assert_true (st32.dp_reduce_s > 1.5 * st16.dp_reduce_s);
+  assert_true (st32.dp_reduce_s < 2.0 * st16.dp_reduce_s + 1e-9);
+}
+
+/* FSDP1's gradient passes (accfsdp19): under llm-foundry, ZeRO-3 over 8 H100s adds to a
+ * block's backward the kernels over its unsharded gradient (the split's cat 2 + 2 bytes,
+ * the fp32 cast 2 + 4, the pre-divide by 4 (8 ranks) 4 + 4: 18 a parameter) and the
+ * post-divide by 2 on the shard (8 / 8), and before each gather the fp32 shard's cast to
+ * bf16 (6 / 8), on top of ZeRO-3's overlap (mp_cost_overlap_penalty of the gathers and
+ * reduce-scatter under the compute). The same bytes for any micro-batch; no passes under
+ * FSDP2 (torchtitan's ZeRO-3 adds only its copy-out, its copy-in into the fp32 buffer and
+ * the overlap). The predivide
+ * factor of torch's _get_gradient_predivide_factor: 2 ranks divide by 2 before and not
+ * after, so their shard pass is gone. */
+static void
+fsdp1_added (const MpCostContext *ctx, const MpModel *m, MpParallelConfig *cfg, double *fwd,
+             double *bwd, double *fwd0, double *bwd0)
+{
+  MpStageSpans sp;
+  MpPhaseCost f0, b0, f3, b3;
+  guint zero = cfg->zero;
+  cfg->zero = 0;
+  mp_cost_stage_spans (ctx, cfg, 0, &sp);
+  mp_cost_layer (ctx, cfg, &sp, 1, &f0, &b0);
+  cfg->zero = zero;
+  mp_cost_stage_spans (ctx, cfg, 0, &sp);
+  mp_cost_layer (ctx, cfg, &sp, 1, &f3, &b3);
+  double d, x, w;
+  mp_cost_layer_params (ctx, cfg, 1, &d, &x);
+  mp_model_state_bytes_per_param (m, &w, NULL, NULL);
+  double share = mp_cost_overlap_share (sp.device);
+  double gather = zero >= 3 ? coll_s (ctx, &sp, MP_COLL_ALL_GATHER, d * w, &sp.dp_shard) : 0;
+  double rs = coll_s (ctx, &sp, MP_COLL_REDUCE_SCATTER, d * 4, &sp.dp_shard);
+  *fwd = f3.compute_s - f0.compute_s - mp_cost_overlap_penalty (share, gather, f0.compute_s);
+  *bwd = b3.compute_s - b0.compute_s
+         - mp_cost_overlap_penalty (share, gather + rs, b0.compute_s);
+  *fwd0 = f0.compute_s;
+  *bwd0 = b0.compute_s;
+}
+
+static void
+test_cost_fsdp1_grad_passes (void **state)
+{
+  Zero3Node *z = *state;
+  const MpModel *m = z->m;
+  const MpCostContext *ctx = z->ctx;
+  MpParallelConfig cfg = z->cfg;
+  cfg.stack = MP_STACK_LLM_FOUNDRY;
+  assert_true (mp_stack_fsdp1 (MP_STACK_LLM_FOUNDRY));
+  assert_false (mp_stack_fsdp1 (MP_STACK_TORCHTITAN));
+  MpStageSpans sp;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  double d, x, w, fwd, bwd, f0, b0;
+  mp_cost_layer_params (ctx, &cfg, 1, &d, &x);
+  mp_model_state_bytes_per_param (m, &w, NULL, NULL);
+  assert_true (w == 2 && x == 0);
+  MpKernelCost unsharded, cast;
+  mp_cost_memory_kernel (sp.device, d * (18 + 8.0 / 8), 0, &unsharded);
+  mp_cost_memory_kernel (sp.device, d * 6 / 8, 0, &cast);
+  for (guint mb = 1; mb <= 4; mb *= 4)
+    {
+      cfg.micro_batch_size = mb;
+      fsdp1_added (ctx, m, &cfg, &fwd, &bwd, &f0, &b0);
+      mp_assert_close (fwd, cast.time_s, 1e-6);
+      mp_assert_close (bwd, unsharded.time_s + cast.time_s, 1e-6);
+    }
+  /* kept weights are not gathered again, so their shard is not cast again */
+  cfg.micro_batch_size = 1;
+  cfg.no_reshard = TRUE;
+  fsdp1_added (ctx, m, &cfg, &fwd, &bwd, &f0, &b0);
+  mp_cost_memory_kernel (sp.device, d * (18 + 8.0 / 8), 0, &unsharded);
+  double gather = coll_s (ctx, &sp, MP_COLL_ALL_GATHER, d * w, &sp.dp_shard);
+  double rs = coll_s (ctx, &sp, MP_COLL_REDUCE_SCATTER, d * 4, &sp.dp_shard);
+  double share = mp_cost_overlap_share (sp.device);
+  /* fsdp1_added charges the backward gather's overlap, which kept weights do not have */
+  mp_assert_close (bwd + mp_cost_overlap_penalty (share, gather + rs, b0)
+                     - mp_cost_overlap_penalty (share, rs, b0),
+                   unsharded.time_s, 1e-6);
+  cfg.no_reshard = FALSE;
+  /* two ranks: pre-divide 2, post-divide 1 (none on the shard) */
+  cfg.dp = 2;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  fsdp1_added (ctx, m, &cfg, &fwd, &bwd, &f0, &b0);
+  mp_cost_memory_kernel (sp.device, d * 18, 0, &unsharded);
+  mp_cost_memory_kernel (sp.device, d * 6 / 2, 0, &cast);
+  mp_assert_close (bwd, unsharded.time_s + cast.time_s, 1e-6);
+  /* FSDP2 instead: its copy-out (2 w a gathered parameter each pass), no gradient passes */
+  cfg.dp = 8;
+  cfg.stack = MP_STACK_TORCHTITAN;
+  mp_cost_stage_spans (ctx, &cfg, 0, &sp);
+  fsdp1_added (ctx, m, &cfg, &fwd, &bwd, &f0, &b0);
+  /* torchtitan's fp32 shard cast to bf16 and copied into the gather's input: 4 + 2 + 2 + 2
+   * over 8, before each of its two gathers */
+  MpKernelCost copy, in, gin;
+  mp_cost_memory_kernel (sp.device, 2 * d * w, 0, &copy);
+  mp_cost_memory_kernel (sp.device, d * (w + 4), 0, &in);
+  mp_cost_memory_kernel (sp.device, d * (4 + 3 * w) / 8, 0, &gin);
+  mp_assert_close (fwd, copy.time_s + gin.time_s, 1e-6);
+  mp_assert_close (bwd, copy.time_s + gin.time_s + in.time_s, 1e-6);
 }
 
 /* torchao's float8 (fsdp18): under torchtitan each FP8 linear casts at every use, each cast
@@ -3120,7 +3308,12 @@ main (void)
     cmocka_unit_test (test_cost_stack_unfused_optimizer),
     cmocka_unit_test (test_cost_eager_elementwise),
     cmocka_unit_test (test_cost_repeated_kv),
-    cmocka_unit_test (test_cost_fsdp2_copy_out),
+    cmocka_unit_test_setup_teardown (test_cost_fsdp2_copy_out, zero3_node_setup,
+                                     zero3_teardown),
+    cmocka_unit_test_setup_teardown (test_cost_fp32_reduce, zero3_pair_setup,
+                                     zero3_teardown),
+    cmocka_unit_test_setup_teardown (test_cost_fsdp1_grad_passes, zero3_node_setup,
+                                     zero3_teardown),
     cmocka_unit_test (test_cost_torchao_fp8),
     cmocka_unit_test (test_cost_stack_tp_backward_overlap),
     cmocka_unit_test (test_cost_host_tp_backward_serial),
