@@ -473,6 +473,19 @@ test_cuda_optimizer (void **state)
   FREE_ALL (dp, dg, dm, dv, ds);
 }
 
+/* Fails unless the GUARD bytes after SB bytes of SCRATCH still hold 0xa5. */
+static void
+check_guard (const char *what, const void *scratch, size_t sb, size_t guard)
+{
+  unsigned char *g = malloc (guard);
+  assert_int_equal (cudaMemcpy (g, (const char *) scratch + sb, guard, cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+  for (size_t i = 0; i < guard; i++)
+    if (g[i] != 0xa5)
+      fail_msg ("%s wrote guard byte %zu past its %zu-byte scratch", what, i, sb);
+  free (g);
+}
+
 static void
 run_matmul (int precision, double rtol)
 {
@@ -504,14 +517,7 @@ run_matmul (int precision, double rtol)
   check ("matmul_backward dinp", dgx, gx, (size_t) N * C, rtol);
   check ("matmul_backward dweight", dgw, gw, (size_t) OC * C, rtol);
   check ("matmul_backward dbias", dgb, gb, OC, 1e-5);
-  unsigned char *g = malloc (guard);
-  assert_int_equal (cudaMemcpy (g, (char *) scratch + sb, guard, cudaMemcpyDeviceToHost),
-                    cudaSuccess);
-  for (size_t i = 0; i < guard; i++)
-    if (g[i] != 0xa5)
-      fail_msg ("matmul (precision %d) wrote guard byte %zu past its %zu-byte scratch",
-                precision, i, sb);
-  free (g);
+  check_guard (precision ? "matmul (bf16)" : "matmul (fp32)", scratch, sb, guard);
   cublasDestroy (h);
   free (x), free (w), free (b), free (dy), free (gx), free (gw), free (gb), free (out);
   FREE_ALL (dx, dw, db, ddy, dgx, dgw, dgb, dout, scratch);
@@ -560,6 +566,157 @@ test_cuda_moe_permute (void **state)
   check ("rows_dot", ddot, dot, R, RTOL);
   free (idx), free (x), free (gate), free (rows), free (y), free (ref), free (dot);
   FREE_ALL (didx, dx, dgate, drows, dy, dout, ddot);
+}
+
+/* The router: softmax, top-k (indices must match exactly), renormalised gates; backward
+ * with and without the aux loss's probability gradient; the aux loss itself. */
+static void
+test_cuda_router (void **state)
+{
+  need_device ();
+  int B = 3, T = 37, N = B * T, E = 13, K = 3;
+  size_t ne = (size_t) N * E, nk = (size_t) N * K;
+  float *logits = rnd (ne, 70), *dg = rnd (nk, 71), *da = rnd (ne, 72), *dz = rnd (ne, 73);
+  float *probs = malloc (ne * 4), *gates = malloc (nk * 4);
+  int *idx = malloc (nk * sizeof (int)), *hidx = malloc (nk * sizeof (int));
+  for (size_t i = 0; i < ne; i++)
+    logits[i] *= 4;                       /* peaked enough that top-k is not a coin toss */
+  float *dl = dev (logits, ne, 0), *dp = dev (NULL, ne, 1), *dgt = dev (NULL, nk, 1);
+  float *ddg = dev (dg, nk, 0), *dda = dev (da, ne, 0), *ddz = dev (dz, ne, 0);
+  int *di = NULL;
+  assert_int_equal (cudaMalloc ((void **) &di, nk * sizeof (int)), cudaSuccess);
+  mpk_cpu_router_forward (probs, idx, gates, logits, N, E, K);
+  assert_int_equal (mpk_cuda_router_forward (dp, di, dgt, dl, N, E, K, stream), cudaSuccess);
+  check ("router_forward probs", dp, probs, ne, RTOL);
+  check ("router_forward gates", dgt, gates, nk, RTOL);
+  assert_int_equal (cudaMemcpy (hidx, di, nk * sizeof (int), cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+  for (size_t i = 0; i < nk; i++)
+    if (hidx[i] != idx[i])
+      fail_msg ("router_forward idx[%zu]: cuda %d cpu %d", i, hidx[i], idx[i]);
+  /* backward from the device's own routing (identical, checked above) */
+  mpk_cpu_router_backward (dz, probs, idx, gates, dg, da, N, E, K);
+  assert_int_equal (mpk_cuda_router_backward (ddz, dp, di, dgt, ddg, dda, N, E, K, stream),
+                    cudaSuccess);
+  check ("router_backward (+dprobs)", ddz, dz, ne, 1e-4);
+  mpk_cpu_router_backward (dz, probs, idx, gates, dg, NULL, N, E, K);
+  assert_int_equal (mpk_cuda_router_backward (ddz, dp, di, dgt, ddg, NULL, N, E, K, stream),
+                    cudaSuccess);
+  check ("router_backward", ddz, dz, ne, 1e-4);
+  /* aux loss: value and its probability gradient, accumulated into da */
+  double want = mpk_cpu_router_aux (da, probs, idx, B, T, E, K, 1e-2f, 0.5f), got = 0;
+  double *dloss = NULL;
+  assert_int_equal (cudaMalloc ((void **) &dloss, sizeof (double)), cudaSuccess);
+  assert_int_equal (mpk_cuda_router_aux (dloss, dda, dp, di, B, T, E, K, 1e-2f, 0.5f, stream),
+                    cudaSuccess);
+  check ("router_aux dprobs", dda, da, ne, RTOL);
+  assert_int_equal (cudaMemcpy (&got, dloss, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
+  mp_assert_close (got, want, 1e-6);
+  free (logits), free (dg), free (da), free (dz), free (probs), free (gates), free (idx);
+  free (hidx);
+  FREE_ALL (dl, dp, dgt, ddg, dda, ddz, di, dloss);
+}
+
+/* Grouped expert GEMMs (one empty expert, one of a single row) against the CPU's
+ * segment-by-segment matmuls, fp32 and bf16, with and without biases. */
+static void
+run_grouped (int precision, int with_bias, double rtol)
+{
+  int rows[] = { 13, 0, 29, 1, 20 }, G = 5, C = 45, OC = 33, R = 63;
+  size_t nx = (size_t) R * C, nw = (size_t) G * OC * C, ny = (size_t) R * OC;
+  float *x = rnd (nx, 80), *w = rnd (nw, 81), *b = rnd ((size_t) G * OC, 82);
+  float *dy = rnd (ny, 83), *gx = rnd (nx, 84), *gw = rnd (nw, 85), *gb = rnd (G * OC, 86);
+  float *out = malloc (ny * 4);
+  float *dx = dev (x, nx, 0), *dw = dev (w, nw, 0), *db = dev (b, (size_t) G * OC, 0);
+  float *ddy = dev (dy, ny, 0), *dgx = dev (gx, nx, 0), *dgw = dev (gw, nw, 0);
+  float *dgb = dev (gb, (size_t) G * OC, 0), *dout = dev (NULL, ny, 1);
+  size_t sb = mpk_cuda_grouped_matmul_scratch_bytes (rows, G, C, OC, precision), guard = 4096;
+  void *scratch = NULL;
+  assert_int_equal (cudaMalloc (&scratch, sb + guard), cudaSuccess);
+  assert_int_equal (cudaMemset ((char *) scratch + sb, 0xa5, guard), cudaSuccess);
+  cublasHandle_t h;
+  assert_int_equal (cublasCreate (&h), CUBLAS_STATUS_SUCCESS);
+  cublasSetMathMode (h, CUBLAS_PEDANTIC_MATH);
+  const float *bias = with_bias ? b : NULL, *dbias = with_bias ? db : NULL;
+  mpk_cpu_grouped_matmul_forward (out, x, w, bias, rows, G, C, OC);
+  assert_int_equal (mpk_cuda_grouped_matmul_forward (h, precision, scratch, dout, dx, dw, dbias,
+                                                     rows, G, C, OC, stream),
+                    cudaSuccess);
+  check (precision ? "grouped_forward bf16" : "grouped_forward fp32", dout, out, ny, rtol);
+  mpk_cpu_grouped_matmul_backward (gx, gw, with_bias ? gb : NULL, dy, x, w, rows, G, C, OC);
+  assert_int_equal (mpk_cuda_grouped_matmul_backward (h, precision, scratch, dgx, dgw,
+                                                      with_bias ? dgb : NULL, ddy, dx, dw, rows,
+                                                      G, C, OC, stream),
+                    cudaSuccess);
+  check ("grouped_backward dinp", dgx, gx, nx, rtol);
+  check ("grouped_backward dweight", dgw, gw, nw, rtol);   /* the empty expert's untouched */
+  check ("grouped_backward dbias", dgb, gb, (size_t) G * OC, 1e-5);
+  check_guard ("grouped matmul", scratch, sb, guard);
+  cublasDestroy (h);
+  free (x), free (w), free (b), free (dy), free (gx), free (gw), free (gb), free (out);
+  FREE_ALL (dx, dw, db, ddy, dgx, dgw, dgb, dout, scratch);
+}
+
+static void
+test_cuda_grouped_matmul (void **state)
+{
+  need_device ();
+  run_grouped (0, 1, 1e-4);
+  run_grouped (0, 0, 1e-4);
+  run_grouped (1, 1, 5e-2);   /* bf16 inputs: test_cuda_matmul's tolerance, and why */
+}
+
+/* FP8 cast-GEMM-cast against kernels/cpu/fp8.c: both multiply the same FP8 values (the
+ * device's RNE-with-saturation cast is the reference's rounding), so they differ only by
+ * fp32 summation order and the inverse scale's rounding, ~1e-6 relative; 1e-3 leaves room
+ * for an fp32 accumulation of 64 products and the absolute floor covers cancellation. */
+static void
+test_cuda_fp8 (void **state)
+{
+  need_device ();
+  int device = 0;
+  cudaGetDevice (&device);
+  assert_false (mpk_cuda_matmul_fp8_fits (47, 64, 32));   /* cublasLt's FP8 alignment */
+  assert_true (mpk_cuda_matmul_fp8_fits (48, 64, 32));
+  if (mpk_cuda_fp8_supported (device) != cudaSuccess)
+    {
+      print_message ("FP8 GEMMs need compute capability 8.9 or newer\n");
+      skip ();
+    }
+  int N = 48, C = 64, OC = 32;
+  size_t nx = (size_t) N * C, nw = (size_t) OC * C, ny = (size_t) N * OC;
+  float *x = rnd (nx, 90), *w = rnd (nw, 91), *b = rnd (OC, 92), *dy = rnd (ny, 93);
+  float *gx = rnd (nx, 94), *gw = rnd (nw, 95), *gb = rnd (OC, 96), *out = malloc (ny * 4);
+  float *ref = malloc (mpk_cpu_matmul_fp8_scratch (N, C, OC) * sizeof (float));
+  float *dx = dev (x, nx, 0), *dw = dev (w, nw, 0), *db = dev (b, OC, 0), *ddy = dev (dy, ny, 0);
+  float *dgx = dev (gx, nx, 0), *dgw = dev (gw, nw, 0), *dgb = dev (gb, OC, 0);
+  float *dout = dev (NULL, ny, 1);
+  size_t sb = mpk_cuda_matmul_fp8_scratch_bytes (N, C, OC), guard = 4096;
+  void *scratch = NULL;
+  assert_int_equal (cudaMalloc (&scratch, sb + guard), cudaSuccess);
+  assert_int_equal (cudaMemset ((char *) scratch + sb, 0xa5, guard), cudaSuccess);
+  cublasLtHandle_t lt;
+  assert_int_equal (cublasLtCreate (&lt), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, scratch, dout, dx, dw, db, 47, C, OC,
+                                                 stream),
+                    cudaErrorNotSupported);
+  mpk_cpu_matmul_fp8_forward (out, ref, x, w, b, N, C, OC);
+  assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, scratch, dout, dx, dw, db, N, C, OC,
+                                                 stream),
+                    cudaSuccess);
+  check ("matmul_fp8_forward", dout, out, ny, 1e-3);
+  mpk_cpu_matmul_fp8_backward (gx, gw, gb, ref, dy, x, w, N, C, OC);
+  assert_int_equal (mpk_cuda_matmul_fp8_backward (lt, scratch, dgx, dgw, dgb, ddy, dx, dw, N, C,
+                                                  OC, stream),
+                    cudaSuccess);
+  check ("matmul_fp8_backward dinp", dgx, gx, nx, 1e-3);
+  check ("matmul_fp8_backward dweight", dgw, gw, nw, 1e-3);
+  check ("matmul_fp8_backward dbias", dgb, gb, OC, 1e-5);
+  check_guard ("matmul fp8", scratch, sb, guard);
+  cublasLtDestroy (lt);
+  free (x), free (w), free (b), free (dy), free (gx), free (gw), free (gb), free (out);
+  free (ref);
+  FREE_ALL (dx, dw, db, ddy, dgx, dgw, dgb, dout, scratch);
 }
 
 /* The attention variants (attn-extras.cu): qk-norm, sinks (with probs), logit
@@ -645,6 +802,9 @@ main (void)
     cmocka_unit_test (test_cuda_optimizer),
     cmocka_unit_test (test_cuda_matmul),
     cmocka_unit_test (test_cuda_moe_permute),
+    cmocka_unit_test (test_cuda_router),
+    cmocka_unit_test (test_cuda_grouped_matmul),
+    cmocka_unit_test (test_cuda_fp8),
     cmocka_unit_test (test_cuda_attn_extras),
   };
   /* cmocka 1.1's TAP marks a skip() as "not ok # SKIP", which automake's TAP driver counts
