@@ -473,54 +473,90 @@ test_cuda_optimizer (void **state)
   FREE_ALL (dp, dg, dm, dv, ds);
 }
 
-/* Fails unless the GUARD bytes after SB bytes of SCRATCH still hold 0xa5. */
-static void
-check_guard (const char *what, const void *scratch, size_t sb, size_t guard)
+/* One GEMM case's operands, host and device: x (R, C), G weights w (OC, C) and biases b
+ * (OC), dy (R, OC), the gradients' starting values gx, gw, gb (backwards accumulate), the
+ * forward's host result out, its device output dout (poisoned), and a scratch of SB bytes
+ * followed by GUARD bytes of 0xa5 the launcher must not reach. */
+#define GUARD 4096
+typedef struct {
+  size_t nx, nw, nb, ny, sb;
+  float *x, *w, *b, *dy, *gx, *gw, *gb, *out;
+  float *dx, *dw, *db, *ddy, *dgx, *dgw, *dgb, *dout;
+  void *scratch;
+} GemmCase;
+
+static GemmCase
+gemm_case (int R, int G, int C, int OC, size_t sb, uint64_t seed)
 {
-  unsigned char *g = malloc (guard);
-  assert_int_equal (cudaMemcpy (g, (const char *) scratch + sb, guard, cudaMemcpyDeviceToHost),
+  GemmCase g = { (size_t) R * C, (size_t) G * OC * C, (size_t) G * OC, (size_t) R * OC, sb };
+  g.x = rnd (g.nx, seed), g.w = rnd (g.nw, seed + 1), g.b = rnd (g.nb, seed + 2);
+  g.dy = rnd (g.ny, seed + 3), g.gx = rnd (g.nx, seed + 4), g.gw = rnd (g.nw, seed + 5);
+  g.gb = rnd (g.nb, seed + 6), g.out = malloc (MAX (g.ny, 1) * sizeof (float));
+  g.dx = dev (g.x, g.nx, 0), g.dw = dev (g.w, g.nw, 0), g.db = dev (g.b, g.nb, 0);
+  g.ddy = dev (g.dy, g.ny, 0), g.dgx = dev (g.gx, g.nx, 0), g.dgw = dev (g.gw, g.nw, 0);
+  g.dgb = dev (g.gb, g.nb, 0), g.dout = dev (NULL, g.ny, 1);
+  assert_int_equal (cudaMalloc (&g.scratch, sb + GUARD), cudaSuccess);
+  assert_int_equal (cudaMemset ((char *) g.scratch + sb, 0xa5, GUARD), cudaSuccess);
+  return g;
+}
+
+/* The backward's three gradients against the host's (gx, gw, gb after the reference ran),
+ * and the scratch's guard. */
+static void
+gemm_case_check_backward (const GemmCase *g, const char *what, double rtol)
+{
+  char name[64];
+  snprintf (name, sizeof name, "%s dinp", what);
+  check (name, g->dgx, g->gx, g->nx, rtol);
+  snprintf (name, sizeof name, "%s dweight", what);
+  check (name, g->dgw, g->gw, g->nw, rtol);
+  snprintf (name, sizeof name, "%s dbias", what);
+  check (name, g->dgb, g->gb, g->nb, 1e-5);
+  unsigned char *b = malloc (GUARD);
+  assert_int_equal (cudaMemcpy (b, (const char *) g->scratch + g->sb, GUARD,
+                                cudaMemcpyDeviceToHost),
                     cudaSuccess);
-  for (size_t i = 0; i < guard; i++)
-    if (g[i] != 0xa5)
-      fail_msg ("%s wrote guard byte %zu past its %zu-byte scratch", what, i, sb);
-  free (g);
+  for (size_t i = 0; i < GUARD; i++)
+    if (b[i] != 0xa5)
+      fail_msg ("%s wrote guard byte %zu past its %zu-byte scratch", what, i, g->sb);
+  free (b);
+}
+
+static void
+gemm_case_free (GemmCase *g)
+{
+  free (g->x), free (g->w), free (g->b), free (g->dy), free (g->gx), free (g->gw);
+  free (g->gb), free (g->out);
+  FREE_ALL (g->dx, g->dw, g->db, g->ddy, g->dgx, g->dgw, g->dgb, g->dout, g->scratch);
+}
+
+static cublasHandle_t
+blas_new (void)
+{
+  cublasHandle_t h;
+  assert_int_equal (cublasCreate (&h), CUBLAS_STATUS_SUCCESS);
+  cublasSetMathMode (h, CUBLAS_PEDANTIC_MATH);
+  return h;
 }
 
 static void
 run_matmul (int precision, double rtol)
 {
   int N = 67, C = 45, OC = 33;
-  float *x = rnd ((size_t) N * C, 60), *w = rnd ((size_t) OC * C, 61), *b = rnd (OC, 62);
-  float *dy = rnd ((size_t) N * OC, 63), *gx = rnd ((size_t) N * C, 64),
-        *gw = rnd ((size_t) OC * C, 65), *gb = rnd (OC, 66);
-  float *out = malloc ((size_t) N * OC * 4);
-  float *dx = dev (x, (size_t) N * C, 0), *dw = dev (w, (size_t) OC * C, 0), *db = dev (b, OC, 0);
-  float *ddy = dev (dy, (size_t) N * OC, 0), *dgx = dev (gx, (size_t) N * C, 0);
-  float *dgw = dev (gw, (size_t) OC * C, 0), *dgb = dev (gb, OC, 0);
-  float *dout = dev (NULL, (size_t) N * OC, 1);
-  /* the scratch as sized, then a guard the casts must not reach */
-  size_t sb = mpk_cuda_matmul_scratch_bytes (N, C, OC), guard = 4096;
-  void *scratch = NULL;
-  assert_int_equal (cudaMalloc (&scratch, sb + guard), cudaSuccess);
-  assert_int_equal (cudaMemset ((char *) scratch + sb, 0xa5, guard), cudaSuccess);
-  cublasHandle_t h;
-  assert_int_equal (cublasCreate (&h), CUBLAS_STATUS_SUCCESS);
-  cublasSetMathMode (h, CUBLAS_PEDANTIC_MATH);
-  mpk_cpu_matmul_forward (out, x, w, b, N, C, OC);
-  assert_int_equal (mpk_cuda_matmul_forward (h, precision, scratch, dout, dx, dw, db, N, C, OC,
-                                             stream), cudaSuccess);
-  check (precision ? "matmul_forward bf16" : "matmul_forward fp32", dout, out, (size_t) N * OC,
-         rtol);
-  mpk_cpu_matmul_backward (gx, gw, gb, dy, x, w, N, C, OC);
-  assert_int_equal (mpk_cuda_matmul_backward (h, precision, scratch, dgx, dgw, dgb, ddy, dx, dw,
-                                              N, C, OC, stream), cudaSuccess);
-  check ("matmul_backward dinp", dgx, gx, (size_t) N * C, rtol);
-  check ("matmul_backward dweight", dgw, gw, (size_t) OC * C, rtol);
-  check ("matmul_backward dbias", dgb, gb, OC, 1e-5);
-  check_guard (precision ? "matmul (bf16)" : "matmul (fp32)", scratch, sb, guard);
+  GemmCase g = gemm_case (N, 1, C, OC, mpk_cuda_matmul_scratch_bytes (N, C, OC), 60);
+  cublasHandle_t h = blas_new ();
+  mpk_cpu_matmul_forward (g.out, g.x, g.w, g.b, N, C, OC);
+  assert_int_equal (mpk_cuda_matmul_forward (h, precision, g.scratch, g.dout, g.dx, g.dw, g.db,
+                                             N, C, OC, stream),
+                    cudaSuccess);
+  check (precision ? "matmul_forward bf16" : "matmul_forward fp32", g.dout, g.out, g.ny, rtol);
+  mpk_cpu_matmul_backward (g.gx, g.gw, g.gb, g.dy, g.x, g.w, N, C, OC);
+  assert_int_equal (mpk_cuda_matmul_backward (h, precision, g.scratch, g.dgx, g.dgw, g.dgb,
+                                              g.ddy, g.dx, g.dw, N, C, OC, stream),
+                    cudaSuccess);
+  gemm_case_check_backward (&g, "matmul_backward", rtol);
   cublasDestroy (h);
-  free (x), free (w), free (b), free (dy), free (gx), free (gw), free (gb), free (out);
-  FREE_ALL (dx, dw, db, ddy, dgx, dgw, dgb, dout, scratch);
+  gemm_case_free (&g);
 }
 
 static void
@@ -618,43 +654,30 @@ test_cuda_router (void **state)
 }
 
 /* Grouped expert GEMMs (one empty expert, one of a single row) against the CPU's
- * segment-by-segment matmuls, fp32 and bf16, with and without biases. */
+ * segment-by-segment matmuls, fp32 and bf16, with and without biases (the empty expert's
+ * gradients must stay as they were). */
 static void
 run_grouped (int precision, int with_bias, double rtol)
 {
   int rows[] = { 13, 0, 29, 1, 20 }, G = 5, C = 45, OC = 33, R = 63;
-  size_t nx = (size_t) R * C, nw = (size_t) G * OC * C, ny = (size_t) R * OC;
-  float *x = rnd (nx, 80), *w = rnd (nw, 81), *b = rnd ((size_t) G * OC, 82);
-  float *dy = rnd (ny, 83), *gx = rnd (nx, 84), *gw = rnd (nw, 85), *gb = rnd (G * OC, 86);
-  float *out = malloc (ny * 4);
-  float *dx = dev (x, nx, 0), *dw = dev (w, nw, 0), *db = dev (b, (size_t) G * OC, 0);
-  float *ddy = dev (dy, ny, 0), *dgx = dev (gx, nx, 0), *dgw = dev (gw, nw, 0);
-  float *dgb = dev (gb, (size_t) G * OC, 0), *dout = dev (NULL, ny, 1);
-  size_t sb = mpk_cuda_grouped_matmul_scratch_bytes (rows, G, C, OC, precision), guard = 4096;
-  void *scratch = NULL;
-  assert_int_equal (cudaMalloc (&scratch, sb + guard), cudaSuccess);
-  assert_int_equal (cudaMemset ((char *) scratch + sb, 0xa5, guard), cudaSuccess);
-  cublasHandle_t h;
-  assert_int_equal (cublasCreate (&h), CUBLAS_STATUS_SUCCESS);
-  cublasSetMathMode (h, CUBLAS_PEDANTIC_MATH);
-  const float *bias = with_bias ? b : NULL, *dbias = with_bias ? db : NULL;
-  mpk_cpu_grouped_matmul_forward (out, x, w, bias, rows, G, C, OC);
-  assert_int_equal (mpk_cuda_grouped_matmul_forward (h, precision, scratch, dout, dx, dw, dbias,
-                                                     rows, G, C, OC, stream),
+  GemmCase g = gemm_case (R, G, C, OC,
+                          mpk_cuda_grouped_matmul_scratch_bytes (rows, G, C, OC, precision), 80);
+  cublasHandle_t h = blas_new ();
+  const float *bias = with_bias ? g.b : NULL, *dbias = with_bias ? g.db : NULL;
+  mpk_cpu_grouped_matmul_forward (g.out, g.x, g.w, bias, rows, G, C, OC);
+  assert_int_equal (mpk_cuda_grouped_matmul_forward (h, precision, g.scratch, g.dout, g.dx, g.dw,
+                                                     dbias, rows, G, C, OC, stream),
                     cudaSuccess);
-  check (precision ? "grouped_forward bf16" : "grouped_forward fp32", dout, out, ny, rtol);
-  mpk_cpu_grouped_matmul_backward (gx, gw, with_bias ? gb : NULL, dy, x, w, rows, G, C, OC);
-  assert_int_equal (mpk_cuda_grouped_matmul_backward (h, precision, scratch, dgx, dgw,
-                                                      with_bias ? dgb : NULL, ddy, dx, dw, rows,
-                                                      G, C, OC, stream),
+  check (precision ? "grouped_forward bf16" : "grouped_forward fp32", g.dout, g.out, g.ny, rtol);
+  mpk_cpu_grouped_matmul_backward (g.gx, g.gw, with_bias ? g.gb : NULL, g.dy, g.x, g.w, rows, G,
+                                   C, OC);
+  assert_int_equal (mpk_cuda_grouped_matmul_backward (h, precision, g.scratch, g.dgx, g.dgw,
+                                                      with_bias ? g.dgb : NULL, g.ddy, g.dx,
+                                                      g.dw, rows, G, C, OC, stream),
                     cudaSuccess);
-  check ("grouped_backward dinp", dgx, gx, nx, rtol);
-  check ("grouped_backward dweight", dgw, gw, nw, rtol);   /* the empty expert's untouched */
-  check ("grouped_backward dbias", dgb, gb, (size_t) G * OC, 1e-5);
-  check_guard ("grouped matmul", scratch, sb, guard);
+  gemm_case_check_backward (&g, "grouped_backward", rtol);
   cublasDestroy (h);
-  free (x), free (w), free (b), free (dy), free (gx), free (gw), free (gb), free (out);
-  FREE_ALL (dx, dw, db, ddy, dgx, dgw, dgb, dout, scratch);
+  gemm_case_free (&g);
 }
 
 static void
@@ -684,39 +707,26 @@ test_cuda_fp8 (void **state)
       skip ();
     }
   int N = 48, C = 64, OC = 32;
-  size_t nx = (size_t) N * C, nw = (size_t) OC * C, ny = (size_t) N * OC;
-  float *x = rnd (nx, 90), *w = rnd (nw, 91), *b = rnd (OC, 92), *dy = rnd (ny, 93);
-  float *gx = rnd (nx, 94), *gw = rnd (nw, 95), *gb = rnd (OC, 96), *out = malloc (ny * 4);
+  GemmCase g = gemm_case (N, 1, C, OC, mpk_cuda_matmul_fp8_scratch_bytes (N, C, OC), 90);
   float *ref = malloc (mpk_cpu_matmul_fp8_scratch (N, C, OC) * sizeof (float));
-  float *dx = dev (x, nx, 0), *dw = dev (w, nw, 0), *db = dev (b, OC, 0), *ddy = dev (dy, ny, 0);
-  float *dgx = dev (gx, nx, 0), *dgw = dev (gw, nw, 0), *dgb = dev (gb, OC, 0);
-  float *dout = dev (NULL, ny, 1);
-  size_t sb = mpk_cuda_matmul_fp8_scratch_bytes (N, C, OC), guard = 4096;
-  void *scratch = NULL;
-  assert_int_equal (cudaMalloc (&scratch, sb + guard), cudaSuccess);
-  assert_int_equal (cudaMemset ((char *) scratch + sb, 0xa5, guard), cudaSuccess);
   cublasLtHandle_t lt;
   assert_int_equal (cublasLtCreate (&lt), CUBLAS_STATUS_SUCCESS);
-  assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, scratch, dout, dx, dw, db, 47, C, OC,
-                                                 stream),
+  assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, g.scratch, g.dout, g.dx, g.dw, g.db, 47, C,
+                                                 OC, stream),
                     cudaErrorNotSupported);
-  mpk_cpu_matmul_fp8_forward (out, ref, x, w, b, N, C, OC);
-  assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, scratch, dout, dx, dw, db, N, C, OC,
-                                                 stream),
+  mpk_cpu_matmul_fp8_forward (g.out, ref, g.x, g.w, g.b, N, C, OC);
+  assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, g.scratch, g.dout, g.dx, g.dw, g.db, N, C,
+                                                 OC, stream),
                     cudaSuccess);
-  check ("matmul_fp8_forward", dout, out, ny, 1e-3);
-  mpk_cpu_matmul_fp8_backward (gx, gw, gb, ref, dy, x, w, N, C, OC);
-  assert_int_equal (mpk_cuda_matmul_fp8_backward (lt, scratch, dgx, dgw, dgb, ddy, dx, dw, N, C,
-                                                  OC, stream),
+  check ("matmul_fp8_forward", g.dout, g.out, g.ny, 1e-3);
+  mpk_cpu_matmul_fp8_backward (g.gx, g.gw, g.gb, ref, g.dy, g.x, g.w, N, C, OC);
+  assert_int_equal (mpk_cuda_matmul_fp8_backward (lt, g.scratch, g.dgx, g.dgw, g.dgb, g.ddy, g.dx,
+                                                  g.dw, N, C, OC, stream),
                     cudaSuccess);
-  check ("matmul_fp8_backward dinp", dgx, gx, nx, 1e-3);
-  check ("matmul_fp8_backward dweight", dgw, gw, nw, 1e-3);
-  check ("matmul_fp8_backward dbias", dgb, gb, OC, 1e-5);
-  check_guard ("matmul fp8", scratch, sb, guard);
+  gemm_case_check_backward (&g, "matmul_fp8_backward", 1e-3);
   cublasLtDestroy (lt);
-  free (x), free (w), free (b), free (dy), free (gx), free (gw), free (gb), free (out);
   free (ref);
-  FREE_ALL (dx, dw, db, ddy, dgx, dgw, dgb, dout, scratch);
+  gemm_case_free (&g);
 }
 
 /* The attention variants (attn-extras.cu): qk-norm, sinks (with probs), logit

@@ -166,6 +166,28 @@ out:
   return mpk_cuda_from_cublas (st);
 }
 
+/* One operand of a cast GEMM: X (ROWS, COLS) cast into slot SLOT, transposed or not, to
+ * E4M3 or (E5M2) E5M2. */
+typedef struct {
+  const float *x;
+  int slot, rows, cols, transpose, e5m2;
+} CastIn;
+
+/* D (m, n) = A^T B + beta D over K after casting both operands (lt_gemm's layout). */
+static cudaError_t
+cast_gemm (cublasLtHandle_t lt, Fp8Scratch *s, CastIn a, CastIn b, int m, int n, int k,
+           float beta, float *D, cudaStream_t stream)
+{
+  cudaError_t e;
+  if ((e = cast (s, a.slot, a.x, a.rows, a.cols, a.transpose, a.e5m2, stream)) != cudaSuccess
+      || (e = cast (s, b.slot, b.x, b.rows, b.cols, b.transpose, b.e5m2, stream))
+             != cudaSuccess)
+    return e;
+  return lt_gemm (lt, m, n, k, s->q[a.slot], a.e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3,
+                  s->inv + a.slot, s->q[b.slot], b.e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3,
+                  s->inv + b.slot, beta, D, s, stream);
+}
+
 /* FP8 needs sm_89 or newer: Ada's and Hopper's tensor cores (CUDA C++ Programming Guide,
  * compute capabilities table, "FP8" row). */
 extern "C" cudaError_t
@@ -188,14 +210,10 @@ mpk_cuda_matmul_fp8_forward (cublasLtHandle_t lt, void *scratch, float *out, con
   if (!mpk_cuda_matmul_fp8_fits (N, C, OC))
     return cudaErrorNotSupported;
   Fp8Scratch s = carve (scratch, N, C, OC);
-  cudaError_t e;
   /* out^T (OC, N) = W (C, OC stored: W row-major)^T . inp^T (C, N stored: inp row-major) */
-  if ((e = cast (&s, 0, inp, N, C, 0, 0, stream)) != cudaSuccess
-      || (e = cast (&s, 1, weight, OC, C, 0, 0, stream)) != cudaSuccess
-      || (e = lt_gemm (lt, OC, N, C, s.q[1], CUDA_R_8F_E4M3, s.inv + 1, s.q[0], CUDA_R_8F_E4M3,
-                       s.inv + 0, 0.0f, out, &s, stream))
-             != cudaSuccess
-      || bias == NULL)
+  CastIn w = { weight, 1, OC, C, 0, 0 }, x = { inp, 0, N, C, 0, 0 };
+  cudaError_t e = cast_gemm (lt, &s, w, x, OC, N, C, 0.0f, out, stream);
+  if (e != cudaSuccess || bias == NULL)
     return e;
   return mpk_cuda_bias_forward (out, bias, N, OC, stream);
 }
@@ -209,27 +227,16 @@ mpk_cuda_matmul_fp8_backward (cublasLtHandle_t lt, void *scratch, float *dinp, f
     return cudaErrorNotSupported;
   Fp8Scratch s = carve (scratch, N, C, OC);
   cudaError_t e = cudaSuccess;
-  if (dinp != NULL)
-    {
-      /* dinp^T (C, N) += (W^T stored (OC, C) col-major)^T . dout^T (OC, N: dout row-major) */
-      if ((e = cast (&s, 1, weight, OC, C, 1, 0, stream)) != cudaSuccess
-          || (e = cast (&s, 2, dout, N, OC, 0, 1, stream)) != cudaSuccess
-          || (e = lt_gemm (lt, C, N, OC, s.q[1], CUDA_R_8F_E4M3, s.inv + 1, s.q[2],
-                           CUDA_R_8F_E5M2, s.inv + 2, 1.0f, dinp, &s, stream))
-                 != cudaSuccess)
-        return e;
-    }
-  if (dweight != NULL)
-    {
-      /* dW^T (C, OC) += (inp stored (N, C) col-major)^T . (dout stored (N, OC) col-major):
-       * both transposed copies of the row-major tensors */
-      if ((e = cast (&s, 0, inp, N, C, 1, 0, stream)) != cudaSuccess
-          || (e = cast (&s, 2, dout, N, OC, 1, 1, stream)) != cudaSuccess
-          || (e = lt_gemm (lt, C, OC, N, s.q[0], CUDA_R_8F_E4M3, s.inv + 0, s.q[2],
-                           CUDA_R_8F_E5M2, s.inv + 2, 1.0f, dweight, &s, stream))
-                 != cudaSuccess)
-        return e;
-    }
+  /* dinp^T (C, N) += (W^T stored (OC, C) col-major)^T . dout^T (OC, N: dout row-major) */
+  CastIn wt = { weight, 1, OC, C, 1, 0 }, dy = { dout, 2, N, OC, 0, 1 };
+  if (dinp != NULL && (e = cast_gemm (lt, &s, wt, dy, C, N, OC, 1.0f, dinp, stream)) != cudaSuccess)
+    return e;
+  /* dW^T (C, OC) += (inp stored (N, C) col-major)^T . (dout stored (N, OC) col-major):
+   * transposed copies of both row-major tensors */
+  CastIn xt = { inp, 0, N, C, 1, 0 }, dyt = { dout, 2, N, OC, 1, 1 };
+  if (dweight != NULL
+      && (e = cast_gemm (lt, &s, xt, dyt, C, OC, N, 1.0f, dweight, stream)) != cudaSuccess)
+    return e;
   /* the bias gradient from the fp32 dout, as the reference */
   return dbias != NULL ? mpk_cuda_bias_backward (dbias, dout, N, OC, stream) : e;
 }

@@ -167,6 +167,15 @@ operands (Operands *o, int precision, void *scratch, int G, size_t R, int C, int
   return e;
 }
 
+/* H on STREAM and the operands in O. */
+static cudaError_t
+prepare (Operands *o, cublasHandle_t h, int precision, void *scratch, int G, size_t R, int C,
+         int OC, const float *x, const float *w, const float *dy, cudaStream_t stream)
+{
+  cudaError_t e = mpk_cuda_from_cublas (cublasSetStream (h, stream));
+  return e != cudaSuccess ? e : operands (o, precision, scratch, G, R, C, OC, x, w, dy, stream);
+}
+
 static const void *
 elem (const void *base, size_t i, size_t esz)
 {
@@ -181,11 +190,9 @@ mpk_cuda_grouped_matmul_forward (cublasHandle_t h, int precision, void *scratch,
   size_t R = sum_rows (rows, G);
   if (R == 0 || OC <= 0)
     return cudaSuccess;
-  cudaError_t e = mpk_cuda_from_cublas (cublasSetStream (h, stream));
   Operands o;
-  if (e != cudaSuccess
-      || (e = operands (&o, precision, scratch, G, R, C, OC, inp, weight, NULL, stream))
-             != cudaSuccess)
+  cudaError_t e = prepare (&o, h, precision, scratch, G, R, C, OC, inp, weight, NULL, stream);
+  if (e != cudaSuccess)
     return e;
   /* out_g^T (OC, n_g) = W_g-as-stored^T (OC, C) . inp_g^T (C, n_g) */
   Problems *p = problems_new (G, CUBLAS_OP_T, CUBLAS_OP_N, o.type, 0.0f);
@@ -197,7 +204,8 @@ mpk_cuda_grouped_matmul_forward (cublasHandle_t h, int precision, void *scratch,
   e = run (h, p, scratch, stream);
   problems_free (p);
   off = 0;
-  for (int g = 0; e == cudaSuccess && bias != NULL && g < G; off += rows[g] > 0 ? rows[g] : 0, g++)
+  for (int g = 0; e == cudaSuccess && bias != NULL && g < G;
+       off += rows[g] > 0 ? rows[g] : 0, g++)
     if (rows[g] > 0)
       e = mpk_cuda_bias_forward (out + off * OC, bias + (size_t) g * OC, rows[g], OC, stream);
   return e;
@@ -212,12 +220,10 @@ mpk_cuda_grouped_matmul_backward (cublasHandle_t h, int precision, void *scratch
   size_t R = sum_rows (rows, G);
   if (R == 0 || OC <= 0)
     return cudaSuccess;
-  cudaError_t e = mpk_cuda_from_cublas (cublasSetStream (h, stream));
   Operands o;
-  if (e != cudaSuccess
-      || (e = operands (&o, precision, scratch, G, R, C, OC, dweight ? inp : NULL,
-                        dinp ? weight : NULL, dout, stream))
-             != cudaSuccess)
+  cudaError_t e = prepare (&o, h, precision, scratch, G, R, C, OC, dweight ? inp : NULL,
+                           dinp ? weight : NULL, dout, stream);
+  if (e != cudaSuccess)
     return e;
   Problems *pi = problems_new (G, CUBLAS_OP_N, CUBLAS_OP_N, o.type, 1.0f);
   Problems *pw = problems_new (G, CUBLAS_OP_N, CUBLAS_OP_T, o.type, 1.0f);
