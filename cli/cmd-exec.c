@@ -115,8 +115,9 @@ print_notes (const char *plan_path, const MpParallelConfig *cfg, const char *bac
   const char *b = backend ? backend : "host";
   if (cfg->fp8 && g_str_equal (b, "cuda"))
     fprintf (stderr, "mpplan: note: %s: the plan's fp8 GEMMs run in FP8 (E4M3 forward, E5M2 "
-             "gradients, per-tensor current scaling) where N, C and OC are multiples of 16, "
-             "in bf16 otherwise and for the grouped expert GEMMs\n", plan_path);
+             "gradients, per-tensor current scaling) where N, C and OC are multiples of 16; "
+             "the router, the output head and the grouped expert GEMMs run in bf16\n",
+             plan_path);
   else if (cfg->fp8)
     fprintf (stderr, "mpplan: note: %s: the plan's fp8 GEMMs run in fp32 on the %s backend "
              "(FP8 runs on --backend cuda)\n", plan_path, b);

@@ -72,12 +72,12 @@ blas_precision (const CudaBackend *c)
   return c->precision == 2 ? 1 : c->precision;
 }
 
+/* One GEMM at C's precision (FP8 where FP8 is allowed and fits, else cuBLAS). */
 static void
-k_matmul_forward (MpBackend *be, float *out, const float *inp, const float *weight,
-                  const float *bias, int N, int C, int OC)
+matmul_forward_at (CudaBackend *c, gboolean fp8_ok, float *out, const float *inp,
+                   const float *weight, const float *bias, int N, int C, int OC)
 {
-  CudaBackend *c = (CudaBackend *) be;
-  if (fp8_gemm (c, N, C, OC))
+  if (fp8_ok && fp8_gemm (c, N, C, OC))
     {
       if (scratch_for (c, mpk_cuda_matmul_fp8_scratch_bytes (N, C, OC),
                        "mpk_cuda_matmul_fp8_forward (scratch)"))
@@ -99,11 +99,11 @@ k_matmul_forward (MpBackend *be, float *out, const float *inp, const float *weig
 }
 
 static void
-k_matmul_backward (MpBackend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                   const float *inp, const float *weight, int N, int C, int OC)
+matmul_backward_at (CudaBackend *c, gboolean fp8_ok, float *dinp, float *dweight, float *dbias,
+                    const float *dout, const float *inp, const float *weight, int N, int C,
+                    int OC)
 {
-  CudaBackend *c = (CudaBackend *) be;
-  if (fp8_gemm (c, N, C, OC))
+  if (fp8_ok && fp8_gemm (c, N, C, OC))
     {
       if (scratch_for (c, mpk_cuda_matmul_fp8_scratch_bytes (N, C, OC),
                        "mpk_cuda_matmul_fp8_backward (scratch)"))
@@ -122,6 +122,37 @@ k_matmul_backward (MpBackend *be, float *dinp, float *dweight, float *dbias, con
              mpk_cuda_matmul_backward (c->blas, p, c->scratch, dinp, dweight, dbias, dout, inp,
                                        weight, N, C, OC, c->compute),
              "mpk_cuda_matmul_backward");
+}
+
+static void
+k_matmul_forward (MpBackend *be, float *out, const float *inp, const float *weight,
+                  const float *bias, int N, int C, int OC)
+{
+  matmul_forward_at ((CudaBackend *) be, TRUE, out, inp, weight, bias, N, C, OC);
+}
+
+static void
+k_matmul_backward (MpBackend *be, float *dinp, float *dweight, float *dbias, const float *dout,
+                   const float *inp, const float *weight, int N, int C, int OC)
+{
+  matmul_backward_at ((CudaBackend *) be, TRUE, dinp, dweight, dbias, dout, inp, weight, N, C,
+                      OC);
+}
+
+static void
+k_matmul_hp_forward (MpBackend *be, float *out, const float *inp, const float *weight,
+                     const float *bias, int N, int C, int OC)
+{
+  matmul_forward_at ((CudaBackend *) be, FALSE, out, inp, weight, bias, N, C, OC);
+}
+
+static void
+k_matmul_hp_backward (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                      const float *dout, const float *inp, const float *weight, int N, int C,
+                      int OC)
+{
+  matmul_backward_at ((CudaBackend *) be, FALSE, dinp, dweight, dbias, dout, inp, weight, N, C,
+                      OC);
 }
 
 /* The expert GEMMs as one grouped call, at the bf16 or fp32 precision (FP8 mode: bf16;
@@ -516,6 +547,8 @@ const MpKernelOps mpcu_kernels = {
   .gather_rows = k_gather_rows,
   .scatter_add_rows = k_scatter_add_rows,
   .rows_dot = k_rows_dot,
+  .matmul_hp_forward = k_matmul_hp_forward,
+  .matmul_hp_backward = k_matmul_hp_backward,
   .router_forward = k_router_forward,
   .grouped_matmul_forward = k_grouped_forward,
   .grouped_matmul_backward = k_grouped_backward,

@@ -139,6 +139,14 @@ typedef struct {
                             const float *scale, int R, int C);
   void (*rows_dot) (MpBackend *be, float *out, const float *a, const int *idx, const float *b,
                     int R, int C);
+  /* matmul_forward/backward kept out of FP8: the router's and the output head's GEMMs,
+   * which Transformer Engine's recipe keeps at the training precision. NULL on a backend
+   * whose matmul never runs FP8 (host): matmul_* then. */
+  void (*matmul_hp_forward) (MpBackend *be, float *out, const float *inp, const float *weight,
+                             const float *bias, int N, int C, int OC);
+  void (*matmul_hp_backward) (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                              const float *dout, const float *inp, const float *weight, int N,
+                              int C, int OC);
   /* The MoE router (kernels/cpu/moe.c mpk_cpu_router_forward) on backend memory: the
    * cuda backend routes on the device. PROBS may be LOGITS (each row is read before it is
    * written). */

@@ -69,8 +69,9 @@ static const ExecLimit LIMITS[] = {
   "moe_act and shared_experts the MoE layer's parts, as Megatron-Core's. An fp8 plan "    \
   "runs its GEMMs in FP8 on cuda (cast-GEMM-cast through cublasLt: E4M3 forward, E5M2 "   \
   "gradients, per-tensor current scaling; compute capability 8.9 or newer, refused "     \
-  "below; GEMMs whose N, C, OC are not multiples of 16, and the grouped expert GEMMs, "  \
-  "in bf16; --check tolerance 1e-1), in fp32 on the host and on cuda-fp32; "             \
+  "below; the router's and the output head's GEMMs, those whose N, C, OC are not "      \
+  "multiples of 16, and the grouped expert GEMMs in bf16; --check tolerance 1e-1), in "  \
+  "fp32 on the host and on cuda-fp32; "                                                  \
   "moe_a2a_overlap's dispatch and combine run without the overlap; both said on stderr."
 
 char *

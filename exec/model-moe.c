@@ -198,7 +198,24 @@ moe_tensors (const MpExec *ex, const ExLayer *L, guint first)
   return t;
 }
 
-/* ---- one MLP (shared experts, one expert) ------------------------------------------ */
+/* ---- GEMMs kept out of FP8; one MLP (shared experts, one expert) ------------------- */
+
+void
+mp_exec_matmul_hp_forward (MpExec *ex, float *out, const float *inp, const float *weight,
+                           const float *bias, int N, int C, int OC)
+{
+  (ex->k->matmul_hp_forward ? ex->k->matmul_hp_forward : ex->k->matmul_forward) (
+      ex->be, out, inp, weight, bias, N, C, OC);
+}
+
+void
+mp_exec_matmul_hp_backward (MpExec *ex, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight, int N,
+                            int C, int OC)
+{
+  (ex->k->matmul_hp_backward ? ex->k->matmul_hp_backward : ex->k->matmul_backward) (
+      ex->be, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
 
 void
 mp_exec_act_forward (MpExec *ex, float *act, const float *fc1, int R, int Fl)
@@ -470,8 +487,8 @@ router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float 
   float *d = be->ops->alloc (be, (n + 2 * nk) * sizeof (float), MP_MEM_OTHER, error);
   if (d == NULL)
     return NULL;
-  ex->k->matmul_forward (be, d, h + (gsize) s->row0 * ex->C, w->router->param,
-                         w->rb ? w->rb->param : NULL, s->Nt, ex->C, s->E);
+  mp_exec_matmul_hp_forward (ex, d, h + (gsize) s->row0 * ex->C, w->router->param,
+                             w->rb ? w->rb->param : NULL, s->Nt, ex->C, s->E);
   ex->k->router_forward (be, d, (int *) (d + n + nk), d + n, d, s->Nt, s->E, s->K);
   ExRoute *r = g_new0 (ExRoute, 1);
   r->probs = g_new (float, n);
@@ -649,8 +666,8 @@ router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRou
   if (apart)
     be->ops->zero (be, dw, (nw + nb) * sizeof (float));
   be->ops->upload (be, d, dlog, (gsize) N * E * sizeof (float));
-  ex->k->matmul_backward (be, s->owner ? dh : NULL, dw, db, d, h, w->router->param, N, ex->C,
-                          E);
+  mp_exec_matmul_hp_backward (ex, s->owner ? dh : NULL, dw, db, d, h, w->router->param, N,
+                              ex->C, E);
   if (apart && !s->owner)                 /* its group's owner adds the group's part */
     be->ops->zero (be, dw, (nw + nb) * sizeof (float));
   gboolean ok = !apart || mp_exec_tp_all_reduce (ex, dw, nw + nb, MP_REDUCE_SUM, error);
