@@ -9,8 +9,8 @@
 #      and /usr/lib, which finds CUDA's and Python's nvidia packages' NCCL and cuBLAS),
 #      else built into OUTDIR/build for this GPU's architecture only;
 #   2. every kernel check (tests/test-kernels-cuda: each kernels/cuda launcher against
-#      kernels/cpu: MoE permutation, router, grouped GEMM, FP8, ring attention); a build that finds no
-#      device there fails, as nvidia-smi found one;
+#      kernels/cpu: MoE permutation, router, grouped GEMM, FP8, ring attention); a build
+#      that finds no device there fails, as nvidia-smi found one;
 #   3. `exec --check` on one GPU, cuda-fp32 and cuda (bf16), of tiny-gpt, tiny-moe and
 #      the attention variants (tiny-gemma, tiny-gpt-oss, tiny-mla), and tiny-gpt as an fp8
 #      plan on cuda (FP8 GEMMs): each step's loss and gradient norm against the host
