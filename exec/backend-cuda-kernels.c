@@ -57,12 +57,14 @@ scratch_for (CudaBackend *c, gsize bytes, const char *launcher)
   return FALSE;
 }
 
-/* Whether this GEMM runs in FP8: an fp8 plan's, where cublasLt's FP8 alignment holds
- * (fp8.cu); the others stay at bf16, as Transformer Engine keeps such layers out of FP8. */
+/* Whether this GEMM runs in FP8: an fp8 plan's, where cublasLt's FP8 alignment holds for
+ * the shape and the outputs D1, D2 (fp8.cu); the others stay at bf16, as Transformer
+ * Engine keeps such layers out of FP8. */
 static gboolean
-fp8_gemm (const CudaBackend *c, int N, int C, int OC)
+fp8_gemm (const CudaBackend *c, int N, int C, int OC, const void *d1, const void *d2)
 {
-  return c->precision == 2 && mpk_cuda_matmul_fp8_fits (N, C, OC);
+  return c->precision == 2 && mpk_cuda_matmul_fp8_fits (N, C, OC) && mpk_cuda_fp8_aligned (d1)
+         && mpk_cuda_fp8_aligned (d2);
 }
 
 /* The cuBLAS precision of a non-FP8 GEMM: FP8 mode's fallback is bf16. */
@@ -77,7 +79,7 @@ static void
 matmul_forward_at (CudaBackend *c, gboolean fp8_ok, float *out, const float *inp,
                    const float *weight, const float *bias, int N, int C, int OC)
 {
-  if (fp8_ok && fp8_gemm (c, N, C, OC))
+  if (fp8_ok && fp8_gemm (c, N, C, OC, out, NULL))
     {
       if (scratch_for (c, mpk_cuda_matmul_fp8_scratch_bytes (N, C, OC),
                        "mpk_cuda_matmul_fp8_forward (scratch)"))
@@ -103,7 +105,7 @@ matmul_backward_at (CudaBackend *c, gboolean fp8_ok, float *dinp, float *dweight
                     const float *dout, const float *inp, const float *weight, int N, int C,
                     int OC)
 {
-  if (fp8_ok && fp8_gemm (c, N, C, OC))
+  if (fp8_ok && fp8_gemm (c, N, C, OC, dinp, dweight))
     {
       if (scratch_for (c, mpk_cuda_matmul_fp8_scratch_bytes (N, C, OC),
                        "mpk_cuda_matmul_fp8_backward (scratch)"))

@@ -714,6 +714,10 @@ test_cuda_fp8 (void **state)
   assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, g.scratch, g.dout, g.dx, g.dw, g.db, 47, C,
                                                  OC, stream),
                     cudaErrorNotSupported);
+  assert_false (mpk_cuda_fp8_aligned (g.dout + 1));       /* refused before it writes */
+  assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, g.scratch, g.dout + 1, g.dx, g.dw, g.db, N,
+                                                 C, OC, stream),
+                    cudaErrorNotSupported);
   mpk_cpu_matmul_fp8_forward (g.out, ref, g.x, g.w, g.b, N, C, OC);
   assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, g.scratch, g.dout, g.dx, g.dw, g.db, N, C,
                                                  OC, stream),

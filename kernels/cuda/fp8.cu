@@ -6,8 +6,9 @@
  * output gradient. cublasLt's FP8 GEMM takes only the "TN" layout (A transposed, B not),
  * so the operands are cast into transposed copies where the row-major GEMM needs it.
  * Needs compute capability 8.9 (Ada) or newer; shapes whose dimensions are not multiples
- * of 16 return cudaErrorNotSupported (mpk_cuda_matmul_fp8_fits), so a caller keeps them
- * at its other precision, as Transformer Engine keeps such layers out of FP8. */
+ * of 16 (mpk_cuda_matmul_fp8_fits) and outputs not 16-byte aligned (mpk_cuda_fp8_aligned)
+ * return cudaErrorNotSupported before anything runs, so a caller keeps them at its other
+ * precision, as Transformer Engine keeps such layers out of FP8. */
 #include "kernels/cuda/kernels-cuda.h"
 #include "kernels/cuda/util.cuh"
 #include "kernels/cuda/gemm.cuh"
@@ -41,6 +42,14 @@ extern "C" int
 mpk_cuda_matmul_fp8_fits (int N, int C, int OC)
 {
   return N > 0 && C > 0 && OC > 0 && N % 16 == 0 && C % 16 == 0 && OC % 16 == 0;
+}
+
+/* cublasLt wants its output 16-byte aligned (cublasLt docs, "cublasLtMatmul": FP8
+ * requirements); NULL (not wanted) is fine. */
+extern "C" int
+mpk_cuda_fp8_aligned (const void *p)
+{
+  return ((uintptr_t) p & 15) == 0;
 }
 
 static Fp8Scratch
@@ -207,7 +216,7 @@ mpk_cuda_matmul_fp8_forward (cublasLtHandle_t lt, void *scratch, float *out, con
                              const float *weight, const float *bias, int N, int C, int OC,
                              cudaStream_t stream)
 {
-  if (!mpk_cuda_matmul_fp8_fits (N, C, OC))
+  if (!mpk_cuda_matmul_fp8_fits (N, C, OC) || !mpk_cuda_fp8_aligned (out))
     return cudaErrorNotSupported;
   Fp8Scratch s = carve (scratch, N, C, OC);
   /* out^T (OC, N) = W (C, OC stored: W row-major)^T . inp^T (C, N stored: inp row-major) */
@@ -223,7 +232,8 @@ mpk_cuda_matmul_fp8_backward (cublasLtHandle_t lt, void *scratch, float *dinp, f
                               float *dbias, const float *dout, const float *inp,
                               const float *weight, int N, int C, int OC, cudaStream_t stream)
 {
-  if (!mpk_cuda_matmul_fp8_fits (N, C, OC))
+  if (!mpk_cuda_matmul_fp8_fits (N, C, OC) || !mpk_cuda_fp8_aligned (dinp)
+      || !mpk_cuda_fp8_aligned (dweight))
     return cudaErrorNotSupported;
   Fp8Scratch s = carve (scratch, N, C, OC);
   cudaError_t e = cudaSuccess;

@@ -220,12 +220,14 @@ cudaError_t mpk_cuda_grouped_matmul_backward (cublasHandle_t h, int precision, v
 
 /* ---- FP8 (fp8.cu): mpk_cpu_matmul_fp8_* through cublasLt. cudaSuccess from
  * mpk_cuda_fp8_supported when DEVICE can (compute capability >= 8.9), else
- * cudaErrorNotSupported. A shape runs in FP8 when mpk_cuda_matmul_fp8_fits (N, C, OC
- * multiples of 16, cublasLt's FP8 alignment); otherwise the GEMMs return
- * cudaErrorNotSupported and do nothing. SCRATCH holds
+ * cudaErrorNotSupported. A GEMM runs in FP8 when mpk_cuda_matmul_fp8_fits (N, C, OC
+ * multiples of 16, cublasLt's FP8 alignment) and its outputs are mpk_cuda_fp8_aligned
+ * (16 bytes; NULL passes); otherwise the GEMMs return cudaErrorNotSupported and do
+ * nothing. SCRATCH holds
  * mpk_cuda_matmul_fp8_scratch_bytes (cublasLt's workspace, the FP8 copies). ---- */
 cudaError_t mpk_cuda_fp8_supported (int device);
 int mpk_cuda_matmul_fp8_fits (int N, int C, int OC);
+int mpk_cuda_fp8_aligned (const void *p);
 size_t mpk_cuda_matmul_fp8_scratch_bytes (int N, int C, int OC);
 cudaError_t mpk_cuda_matmul_fp8_forward (cublasLtHandle_t lt, void *scratch, float *out,
                                          const float *inp, const float *weight,
