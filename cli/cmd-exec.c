@@ -112,9 +112,15 @@ report_run (const MpExecResult *r, const MpPlanResolved *res, const ExecFiles *f
 static void
 print_notes (const char *plan_path, const MpParallelConfig *cfg, const char *backend)
 {
-  if (cfg->fp8)
-    fprintf (stderr, "mpplan: note: %s: the plan's fp8 GEMMs run at the %s backend's "
-             "precision (no FP8 kernels yet)\n", plan_path, backend ? backend : "host");
+  const char *b = backend ? backend : "host";
+  if (cfg->fp8 && g_str_equal (b, "cuda"))
+    fprintf (stderr, "mpplan: note: %s: the plan's fp8 GEMMs run in FP8 (E4M3 forward, E5M2 "
+             "gradients, per-tensor current scaling) where N, C and OC are multiples of 16; "
+             "the router, the output head and the grouped expert GEMMs run in bf16\n",
+             plan_path);
+  else if (cfg->fp8)
+    fprintf (stderr, "mpplan: note: %s: the plan's fp8 GEMMs run in fp32 on the %s backend "
+             "(FP8 runs on --backend cuda)\n", plan_path, b);
   if (cfg->moe_a2a_overlap)
     fprintf (stderr, "mpplan: note: %s: moe_a2a_overlap: the MoE dispatch and combine run "
              "without the overlap (the executor runs micro-batches one at a time)\n",

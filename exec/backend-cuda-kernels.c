@@ -44,44 +44,159 @@ device_positions (CudaBackend *c, const int *qpos, int T, const int *kpos, int T
 
 /* ---- kernels: the launchers on the compute stream -------------------------------------- */
 
+/* C's scratch grown to BYTES; FALSE (the failure kept as sticky, naming LAUNCHER) if the
+ * arena cannot. */
+static gboolean
+scratch_for (CudaBackend *c, gsize bytes, const char *launcher)
+{
+  GError *err = NULL;
+  if (mpcu_ensure (c, &c->scratch, &c->scratch_bytes, bytes, &err))
+    return TRUE;
+  mpcu_note (c, cudaErrorMemoryAllocation, launcher);
+  g_error_free (err);
+  return FALSE;
+}
+
+/* Whether this GEMM runs in FP8: an fp8 plan's, where cublasLt's FP8 alignment holds for
+ * the shape and the outputs D1, D2 (fp8.cu); the others stay at bf16, as Transformer
+ * Engine keeps such layers out of FP8. */
+static gboolean
+fp8_gemm (const CudaBackend *c, int N, int C, int OC, const void *d1, const void *d2)
+{
+  return c->precision == 2 && mpk_cuda_matmul_fp8_fits (N, C, OC) && mpk_cuda_fp8_aligned (d1)
+         && mpk_cuda_fp8_aligned (d2);
+}
+
+/* The cuBLAS precision of a non-FP8 GEMM: FP8 mode's fallback is bf16. */
+static int
+blas_precision (const CudaBackend *c)
+{
+  return c->precision == 2 ? 1 : c->precision;
+}
+
+/* One GEMM at C's precision (FP8 where FP8 is allowed and fits, else cuBLAS). */
+static void
+matmul_forward_at (CudaBackend *c, gboolean fp8_ok, float *out, const float *inp,
+                   const float *weight, const float *bias, int N, int C, int OC)
+{
+  if (fp8_ok && fp8_gemm (c, N, C, OC, out, NULL))
+    {
+      if (scratch_for (c, mpk_cuda_matmul_fp8_scratch_bytes (N, C, OC),
+                       "mpk_cuda_matmul_fp8_forward (scratch)"))
+        mpcu_note (c,
+                   mpk_cuda_matmul_fp8_forward (c->lt, c->scratch, out, inp, weight, bias, N, C,
+                                                OC, c->compute),
+                   "mpk_cuda_matmul_fp8_forward");
+      return;
+    }
+  int p = blas_precision (c);
+  if (p == 1
+      && !scratch_for (c, mpk_cuda_matmul_scratch_bytes (N, C, OC),
+                       "mpk_cuda_matmul_forward (bf16 scratch)"))
+    return;
+  mpcu_note (c,
+             mpk_cuda_matmul_forward (c->blas, p, c->scratch, out, inp, weight, bias, N, C, OC,
+                                      c->compute),
+             "mpk_cuda_matmul_forward");
+}
+
+static void
+matmul_backward_at (CudaBackend *c, gboolean fp8_ok, float *dinp, float *dweight, float *dbias,
+                    const float *dout, const float *inp, const float *weight, int N, int C,
+                    int OC)
+{
+  if (fp8_ok && fp8_gemm (c, N, C, OC, dinp, dweight))
+    {
+      if (scratch_for (c, mpk_cuda_matmul_fp8_scratch_bytes (N, C, OC),
+                       "mpk_cuda_matmul_fp8_backward (scratch)"))
+        mpcu_note (c,
+                   mpk_cuda_matmul_fp8_backward (c->lt, c->scratch, dinp, dweight, dbias, dout,
+                                                 inp, weight, N, C, OC, c->compute),
+                   "mpk_cuda_matmul_fp8_backward");
+      return;
+    }
+  int p = blas_precision (c);
+  if (p == 1
+      && !scratch_for (c, mpk_cuda_matmul_scratch_bytes (N, C, OC),
+                       "mpk_cuda_matmul_backward (bf16 scratch)"))
+    return;
+  mpcu_note (c,
+             mpk_cuda_matmul_backward (c->blas, p, c->scratch, dinp, dweight, dbias, dout, inp,
+                                       weight, N, C, OC, c->compute),
+             "mpk_cuda_matmul_backward");
+}
+
 static void
 k_matmul_forward (MpBackend *be, float *out, const float *inp, const float *weight,
                   const float *bias, int N, int C, int OC)
 {
-  CudaBackend *c = (CudaBackend *) be;
-  GError *err = NULL;
-  if (c->precision == 1
-      && !mpcu_ensure (c, &c->scratch, &c->scratch_bytes,
-                       mpk_cuda_matmul_scratch_bytes (N, C, OC), &err))
-    {
-      mpcu_note (c, cudaErrorMemoryAllocation, "mpk_cuda_matmul_forward (bf16 scratch)");
-      g_error_free (err);
-      return;
-    }
-  mpcu_note (c,
-             mpk_cuda_matmul_forward (c->blas, c->precision, c->scratch, out, inp, weight, bias,
-                                      N, C, OC, c->compute),
-             "mpk_cuda_matmul_forward");
+  matmul_forward_at ((CudaBackend *) be, TRUE, out, inp, weight, bias, N, C, OC);
 }
 
 static void
 k_matmul_backward (MpBackend *be, float *dinp, float *dweight, float *dbias, const float *dout,
                    const float *inp, const float *weight, int N, int C, int OC)
 {
+  matmul_backward_at ((CudaBackend *) be, TRUE, dinp, dweight, dbias, dout, inp, weight, N, C,
+                      OC);
+}
+
+static void
+k_matmul_hp_forward (MpBackend *be, float *out, const float *inp, const float *weight,
+                     const float *bias, int N, int C, int OC)
+{
+  matmul_forward_at ((CudaBackend *) be, FALSE, out, inp, weight, bias, N, C, OC);
+}
+
+static void
+k_matmul_hp_backward (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                      const float *dout, const float *inp, const float *weight, int N, int C,
+                      int OC)
+{
+  matmul_backward_at ((CudaBackend *) be, FALSE, dinp, dweight, dbias, dout, inp, weight, N, C,
+                      OC);
+}
+
+/* The expert GEMMs as one grouped call, at the bf16 or fp32 precision (FP8 mode: bf16;
+ * the grouped GEMM has no FP8 path). */
+static void
+k_grouped_forward (MpBackend *be, float *out, const float *inp, const float *weight,
+                   const float *bias, const int *rows, int G, int C, int OC)
+{
   CudaBackend *c = (CudaBackend *) be;
-  GError *err = NULL;
-  if (c->precision == 1
-      && !mpcu_ensure (c, &c->scratch, &c->scratch_bytes,
-                       mpk_cuda_matmul_scratch_bytes (N, C, OC), &err))
-    {
-      mpcu_note (c, cudaErrorMemoryAllocation, "mpk_cuda_matmul_backward (bf16 scratch)");
-      g_error_free (err);
-      return;
-    }
-  mpcu_note (c,
-             mpk_cuda_matmul_backward (c->blas, c->precision, c->scratch, dinp, dweight, dbias,
-                                       dout, inp, weight, N, C, OC, c->compute),
-             "mpk_cuda_matmul_backward");
+  int p = blas_precision (c);
+  if (scratch_for (c, mpk_cuda_grouped_matmul_scratch_bytes (rows, G, C, OC, p),
+                   "mpk_cuda_grouped_matmul_forward (scratch)"))
+    mpcu_note (c,
+               mpk_cuda_grouped_matmul_forward (c->blas, p, c->scratch, out, inp, weight, bias,
+                                                rows, G, C, OC, c->compute),
+               "mpk_cuda_grouped_matmul_forward");
+}
+
+static void
+k_grouped_backward (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                    const float *dout, const float *inp, const float *weight, const int *rows,
+                    int G, int C, int OC)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  int p = blas_precision (c);
+  if (scratch_for (c, mpk_cuda_grouped_matmul_scratch_bytes (rows, G, C, OC, p),
+                   "mpk_cuda_grouped_matmul_backward (scratch)"))
+    mpcu_note (c,
+               mpk_cuda_grouped_matmul_backward (c->blas, p, c->scratch, dinp, dweight, dbias,
+                                                 dout, inp, weight, rows, G, C, OC,
+                                                 c->compute),
+               "mpk_cuda_grouped_matmul_backward");
+}
+
+/* Softmax, top-k and gates on the device, from logits already there. */
+static void
+k_router_forward (MpBackend *be, float *probs, int *idx, float *gates, const float *logits,
+                  int N, int E, int K)
+{
+  CudaBackend *c = (CudaBackend *) be;
+  mpcu_note (c, mpk_cuda_router_forward (probs, idx, gates, logits, N, E, K, c->compute),
+             "mpk_cuda_router_forward");
 }
 
 static void
@@ -434,5 +549,10 @@ const MpKernelOps mpcu_kernels = {
   .gather_rows = k_gather_rows,
   .scatter_add_rows = k_scatter_add_rows,
   .rows_dot = k_rows_dot,
+  .matmul_hp_forward = k_matmul_hp_forward,
+  .matmul_hp_backward = k_matmul_hp_backward,
+  .router_forward = k_router_forward,
+  .grouped_matmul_forward = k_grouped_forward,
+  .grouped_matmul_backward = k_grouped_backward,
   .attn = &mpcu_attn_kernels,
 };

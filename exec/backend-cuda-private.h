@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 #include <nccl.h>
 
 G_BEGIN_DECLS
@@ -62,14 +63,18 @@ struct _MpRequest {
 
 typedef struct {
   MpBackend base;
-  int device, precision;    /* precision: 0 fp32 GEMMs, 1 bf16 GEMM inputs */
+  int device, precision;    /* precision: 0 fp32 GEMMs, 1 bf16 GEMM inputs, 2 FP8 (where
+                             * the shape allows, else bf16) */
   cudaStream_t compute;
   cublasHandle_t blas;
+  cublasLtHandle_t lt;      /* FP8 GEMMs */
   char *arena;              /* one cudaMalloc, carved by a first-fit free list */
   gsize arena_bytes;
   GArray *free_blocks;      /* Block, sorted by offset, coalesced */
   MpMemLedger mem;          /* what each carved block holds; the peak */
-  void *scratch;            /* bf16 GEMM operands, grown on demand (MP_MEM_OTHER) */
+  void *scratch;            /* bf16 / FP8 GEMM operands, the FP8 GEMM's workspace, the
+                             * grouped GEMM's pointer arrays: grown on demand
+                             * (MP_MEM_OTHER) */
   gsize scratch_bytes;
   void *stage;              /* host tokens / floats staged to the device */
   gsize stage_bytes;

@@ -30,6 +30,7 @@
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/backend-cuda-private.h"
+#include "kernels/cuda/kernels-cuda.h"
 #include "exec/backend-private.h"
 #include "common/units.h"
 
@@ -289,6 +290,8 @@ cuda_free (MpBackend *be)
     }
   if (c->blas)
     cublasDestroy (c->blas);
+  if (c->lt)
+    cublasLtDestroy (c->lt);
   if (c->compute)
     cudaStreamDestroy (c->compute);
   if (c->d_sumsq)
@@ -320,13 +323,25 @@ cuda_device_name (MpBackend *be, GError **error)
 static gboolean
 cuda_set_gemm_dtype (MpBackend *be, MpDtype dtype, GError **error)
 {
-  if (dtype != MP_DTYPE_BF16 && dtype != MP_DTYPE_FP32)
+  CudaBackend *c = (CudaBackend *) be;
+  if (dtype != MP_DTYPE_BF16 && dtype != MP_DTYPE_FP32 && dtype != MP_DTYPE_FP8)
     {
       g_set_error (error, MP_ERROR, MP_ERROR_INPUT, "the cuda backend's GEMM has no %s mode "
-                   "(bf16 or fp32)", mp_dtype_name (dtype));
+                   "(bf16, fp32 or fp8)", mp_dtype_name (dtype));
       return FALSE;
     }
-  ((CudaBackend *) be)->precision = dtype == MP_DTYPE_BF16 ? 1 : 0;
+  if (dtype == MP_DTYPE_FP8 && mpk_cuda_fp8_supported (c->device) != cudaSuccess)
+    {
+      int major = 0, minor = 0;
+      cudaDeviceGetAttribute (&major, cudaDevAttrComputeCapabilityMajor, c->device);
+      cudaDeviceGetAttribute (&minor, cudaDevAttrComputeCapabilityMinor, c->device);
+      g_set_error (error, MP_ERROR, MP_ERROR_INPUT,
+                   "FP8 GEMMs need compute capability 8.9 or newer (Ada, Hopper, Blackwell); "
+                   "device %d is sm_%d%d: run the plan with --backend cuda-fp32, or plan "
+                   "without fp8", c->device, major, minor);
+      return FALSE;
+    }
+  c->precision = dtype == MP_DTYPE_FP8 ? 2 : dtype == MP_DTYPE_BF16 ? 1 : 0;
   return TRUE;
 }
 
@@ -415,6 +430,13 @@ cuda_open (CudaBackend *c, int rank, int size, GError **error)
   if (st != CUBLAS_STATUS_SUCCESS)
     {
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "cublasSetMathMode: %s",
+                   cublasGetStatusString (st));
+      return FALSE;
+    }
+  st = cublasLtCreate (&c->lt);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    {
+      g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "cublasLtCreate: %s",
                    cublasGetStatusString (st));
       return FALSE;
     }

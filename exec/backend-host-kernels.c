@@ -275,6 +275,31 @@ hk_rows_dot (MpBackend *be, float *out, const float *a, const int *idx, const fl
   mpk_cpu_rows_dot (out, a, idx, b, R, C);
 }
 
+static void
+hk_router_forward (MpBackend *be, float *probs, int *idx, float *gates, const float *logits,
+                   int N, int E, int K)
+{
+  (void) be;
+  mpk_cpu_router_forward (probs, idx, gates, logits, N, E, K);
+}
+
+static void
+hk_grouped_matmul_forward (MpBackend *be, float *out, const float *inp, const float *weight,
+                           const float *bias, const int *rows, int G, int C, int OC)
+{
+  (void) be;
+  mpk_cpu_grouped_matmul_forward (out, inp, weight, bias, rows, G, C, OC);
+}
+
+static void
+hk_grouped_matmul_backward (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight,
+                            const int *rows, int G, int C, int OC)
+{
+  (void) be;
+  mpk_cpu_grouped_matmul_backward (dinp, dweight, dbias, dout, inp, weight, rows, G, C, OC);
+}
+
 const MpKernelOps mp_backend_host_kernels = {
   .matmul_forward = hk_matmul_forward,
   .matmul_backward = hk_matmul_backward,
@@ -310,5 +335,8 @@ const MpKernelOps mp_backend_host_kernels = {
   .gather_rows = hk_gather_rows,
   .scatter_add_rows = hk_scatter_add_rows,
   .rows_dot = hk_rows_dot,
+  .router_forward = hk_router_forward,
+  .grouped_matmul_forward = hk_grouped_matmul_forward,
+  .grouped_matmul_backward = hk_grouped_matmul_backward,
   .attn = &mp_backend_host_attn_kernels,
 };

@@ -139,6 +139,27 @@ typedef struct {
                             const float *scale, int R, int C);
   void (*rows_dot) (MpBackend *be, float *out, const float *a, const int *idx, const float *b,
                     int R, int C);
+  /* matmul_forward/backward kept out of FP8: the router's and the output head's GEMMs,
+   * which Transformer Engine's recipe keeps at the training precision. NULL on a backend
+   * whose matmul never runs FP8 (host): matmul_* then. */
+  void (*matmul_hp_forward) (MpBackend *be, float *out, const float *inp, const float *weight,
+                             const float *bias, int N, int C, int OC);
+  void (*matmul_hp_backward) (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                              const float *dout, const float *inp, const float *weight, int N,
+                              int C, int OC);
+  /* The MoE router (kernels/cpu/moe.c mpk_cpu_router_forward) on backend memory: the
+   * cuda backend routes on the device. PROBS may be LOGITS (each row is read before it is
+   * written). */
+  void (*router_forward) (MpBackend *be, float *probs, int *idx, float *gates,
+                          const float *logits, int N, int E, int K);
+  /* The expert GEMMs of one MoE layer as one grouped call (mpk_cpu_grouped_matmul_*;
+   * ROWS host memory, G segments, weights G consecutive (OC, C) blocks). */
+  void (*grouped_matmul_forward) (MpBackend *be, float *out, const float *inp,
+                                  const float *weight, const float *bias, const int *rows,
+                                  int G, int C, int OC);
+  void (*grouped_matmul_backward) (MpBackend *be, float *dinp, float *dweight, float *dbias,
+                                   const float *dout, const float *inp, const float *weight,
+                                   const int *rows, int G, int C, int OC);
   /* The attention variants (MpAttnKernelOps below); NULL on a backend without them. */
   const struct _MpAttnKernelOps *attn;
 } MpKernelOps;
@@ -248,7 +269,10 @@ typedef struct {
                                GError **error);
   /* The device's name (caller owns; NULL op: the backend names none, as host) and what
    * matmul_forward/backward compute from now on (NULL op: one GEMM, fp32): MP_DTYPE_BF16
-   * (bf16 inputs, fp32 accumulation: backend "cuda") or MP_DTYPE_FP32 (no TF32). */
+   * (bf16 inputs, fp32 accumulation: backend "cuda"), MP_DTYPE_FP32 (no TF32), or on
+   * cuda MP_DTYPE_FP8 (cast-GEMM-cast, E4M3 / E5M2, where the shape allows; bf16
+   * otherwise: kernels/cuda/fp8.cu; refused, MP_ERROR_INPUT, below compute capability
+   * 8.9). */
   char *(*device_name) (MpBackend *be, GError **error);
   gboolean (*set_gemm_dtype) (MpBackend *be, MpDtype dtype, GError **error);
 

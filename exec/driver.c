@@ -27,6 +27,14 @@
 #define CHECK_RTOL_HOST 1e-5
 #define CHECK_RTOL_FP32 1e-4
 #define CHECK_RTOL_BF16 3e-2
+/* cuda with an fp8 plan (FP8 GEMMs, E4M3 forward, E5M2 gradients): 1e-1. E4M3 keeps 3
+ * mantissa bits (rounding uniform within half a spacing: 2^-4 relative at most, RMS
+ * 2^-4/sqrt(3) = 3.6% per operand), E5M2 2 bits (7.2% RMS); a GEMM of such operands is
+ * off by the RMS sum of its two operands' errors, ~5% forward and ~8% for the gradients
+ * (tests/test-kernels.c test_matmul_fp8 measures 3.7% and 5.4-5.8%). The loss averages
+ * over tokens and sits near log V, so it moves far less; the gradient norm carries the
+ * gradients' few percent, plus what bf16 adds on the GEMMs FP8 leaves out. */
+#define CHECK_RTOL_FP8 1e-1
 
 /* The watchdog's default: 100 predicted steps for one instruction (one instruction is at
  * most a step's work, so a healthy run stays two orders of magnitude under it), at least
@@ -42,11 +50,21 @@ mp_exec_default_timeout (const MpPlan *plan)
   return MAX (WATCHDOG_FLOOR_S, WATCHDOG_STEPS * plan->step_s);
 }
 
-static double
-check_rtol (const char *backend)
+/* Whether BACKEND runs the plan's GEMMs in FP8: "cuda" with an fp8 plan ("cuda-fp32" is
+ * fp32 as asked; the host is fp32 and says so). */
+static gboolean
+runs_fp8 (const char *backend, const MpPlan *plan)
 {
-  return g_str_equal (backend, "cuda") ? CHECK_RTOL_BF16
-         : g_str_equal (backend, "cuda-fp32") ? CHECK_RTOL_FP32 : CHECK_RTOL_HOST;
+  return plan->cfg.fp8 && backend != NULL && g_str_equal (backend, "cuda");
+}
+
+static double
+check_rtol (const char *backend, const MpPlan *plan)
+{
+  return runs_fp8 (backend, plan)            ? CHECK_RTOL_FP8
+         : g_str_equal (backend, "cuda")      ? CHECK_RTOL_BF16
+         : g_str_equal (backend, "cuda-fp32") ? CHECK_RTOL_FP32
+                                              : CHECK_RTOL_HOST;
 }
 
 /* ---- one rank's share -------------------------------------------------------------- */
@@ -156,6 +174,9 @@ job_open (Job *j, const char *backend, int rank, int size, const MpPlanResolved 
           const MpPlan *plan, guint64 seed, GError **error)
 {
   j->be = mp_backend_new (backend, rank, size, error);
+  if (j->be != NULL && runs_fp8 (backend, plan)
+      && !j->be->ops->set_gemm_dtype (j->be, MP_DTYPE_FP8, error))
+    return FALSE;
   return j->be != NULL && (j->s = mp_exec_session_new (j->be, res, plan, seed, error)) != NULL;
 }
 
@@ -480,7 +501,7 @@ mp_exec_plan (MpWorld *world, const MpPlanResolved *res, const MpExecOptions *op
   r->backend = g_strdup (backend);
   r->steps = opts->steps;
   r->warmup = opts->warmup;
-  r->check_rtol = check_rtol (backend);
+  r->check_rtol = check_rtol (backend, plan);
   Record rec;
   record_init (&rec, total);
   if (!run_steps (&j, total, opts->warmup, &rec, &local)

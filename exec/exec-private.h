@@ -269,6 +269,13 @@ gboolean mp_exec_moe_backward (MpExec *ex, const ExLayer *L, guint first, Acts *
  * activation, after the forward; mp_exec_moe_backward rebuilds them first. */
 void mp_exec_moe_selective_drop (MpExec *ex, Acts *a, guint modules);
 void mp_exec_route_free (ExRoute *route);            /* NULL-safe */
+/* The GEMMs an FP8 plan keeps out of FP8 (router, output head): the backend's
+ * matmul_hp_*, or its matmul_* where it has none. */
+void mp_exec_matmul_hp_forward (MpExec *ex, float *out, const float *inp, const float *weight,
+                                const float *bias, int N, int C, int OC);
+void mp_exec_matmul_hp_backward (MpExec *ex, float *dinp, float *dweight, float *dbias,
+                                 const float *dout, const float *inp, const float *weight,
+                                 int N, int C, int OC);
 /* The model's activation on FC1 (R, f1) -> ACT (R, Fl); backward accumulates into DFC1. */
 void mp_exec_act_forward (MpExec *ex, float *act, const float *fc1, int R, int Fl);
 void mp_exec_act_backward (MpExec *ex, float *dfc1, const float *fc1, const float *dact,

@@ -67,9 +67,12 @@ static const ExecLimit LIMITS[] = {
   "soft-capped scores, sinks, qk-norm, logit soft-capping, post-norms, scaled "          \
   "embeddings and geglu, on both backends; selective recompute's mlp is the dense MLPs', " \
   "moe_act and shared_experts the MoE layer's parts, as Megatron-Core's. An fp8 plan "    \
-  "runs its GEMMs at "                                                                   \
-  "the backend's precision (host: fp32; cuda: bf16), and moe_a2a_overlap's dispatch and " \
-  "combine run without the overlap, both said on stderr."
+  "runs its GEMMs in FP8 on cuda (cast-GEMM-cast through cublasLt: E4M3 forward, E5M2 "   \
+  "gradients, per-tensor current scaling; compute capability 8.9 or newer, refused "     \
+  "below; the router's and the output head's GEMMs, those whose N, C, OC are not "      \
+  "multiples of 16, and the grouped expert GEMMs in bf16; --check tolerance 1e-1), in "  \
+  "fp32 on the host and on cuda-fp32; "                                                  \
+  "moe_a2a_overlap's dispatch and combine run without the overlap; both said on stderr."
 
 char *
 mp_exec_limits_text (void)

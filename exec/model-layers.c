@@ -798,7 +798,7 @@ head_forward (MpExec *ex, guint l, guint mb, GError **error)
   const float *h = tp_gather_rows (ex, a->buf[H_LN], a->buf[H_H], error);
   if (h == NULL)
     goto fail;
-  ex->k->matmul_forward (ex->be, a->buf[H_LOGITS], h, W, NULL, N, ex->C, ex->Vl);
+  mp_exec_matmul_hp_forward (ex, a->buf[H_LOGITS], h, W, NULL, N, ex->C, ex->Vl);
   if (ex->model->logit_softcap > 0)   /* Gemma 2: cap tanh (logit / cap) */
     ex->k->attn->softcap_forward (ex->be, a->buf[H_LOGITS], (gsize) N * ex->Vl,
                                   (float) ex->model->logit_softcap);
@@ -854,7 +854,7 @@ head_backward (MpExec *ex, guint l, guint mb, GError **error)
                                    (float) ex->model->logit_softcap);
   const float *h = ex->sp ? a->buf[H_H] : a->buf[H_LN];
   guint wi = ln ? 2 : 1;
-  ex->k->matmul_backward (ex->be, dh, G (L, wi), NULL, dlogits, h, P (L, wi), N, C, ex->Vl);
+  mp_exec_matmul_hp_backward (ex, dh, G (L, wi), NULL, dlogits, h, P (L, wi), N, C, ex->Vl);
   float *dn = tp_reduce_rows (ex, dh, dhs, error);
   if (dn == NULL)
     goto fail;

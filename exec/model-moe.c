@@ -198,7 +198,24 @@ moe_tensors (const MpExec *ex, const ExLayer *L, guint first)
   return t;
 }
 
-/* ---- one MLP (shared experts, one expert) ------------------------------------------ */
+/* ---- GEMMs kept out of FP8; one MLP (shared experts, one expert) ------------------- */
+
+void
+mp_exec_matmul_hp_forward (MpExec *ex, float *out, const float *inp, const float *weight,
+                           const float *bias, int N, int C, int OC)
+{
+  (ex->k->matmul_hp_forward ? ex->k->matmul_hp_forward : ex->k->matmul_forward) (
+      ex->be, out, inp, weight, bias, N, C, OC);
+}
+
+void
+mp_exec_matmul_hp_backward (MpExec *ex, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight, int N,
+                            int C, int OC)
+{
+  (ex->k->matmul_hp_backward ? ex->k->matmul_hp_backward : ex->k->matmul_backward) (
+      ex->be, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
 
 void
 mp_exec_act_forward (MpExec *ex, float *act, const float *fc1, int R, int Fl)
@@ -312,15 +329,12 @@ capacity (const MpExec *ex, const MoeShape *s)
   return (int) ceil (cf * s->Nt * s->K / s->E);
 }
 
-static ExRoute *
-route (MpExec *ex, const MoeShape *s, const float *logits)
+/* R's kept choices (capacity) and their permutation to experts, from R's probs, idx and
+ * gates. */
+static void
+route (MpExec *ex, const MoeShape *s, ExRoute *r)
 {
   int N = s->Nt, K = s->K, E = s->E;
-  ExRoute *r = g_new0 (ExRoute, 1);
-  r->probs = g_new (float, (gsize) N * E);
-  r->idx = g_new (int, (gsize) N * K);
-  r->gates = g_new (float, (gsize) N * K);
-  mpk_cpu_router_forward (r->probs, r->idx, r->gates, logits, N, E, K);
   int cap = capacity (ex, s);
   g_autofree gboolean *kept = g_new0 (gboolean, (gsize) N * K);
   g_autofree int *load = g_new0 (int, E);
@@ -356,23 +370,20 @@ route (MpExec *ex, const MoeShape *s, const float *logits)
             r->count[e]++;
             row++;
           }
-  return r;
 }
 
-/* Every local expert's MLP on its rows of XE (Rr, C) into YE (Rr, C). */
+/* Every local expert's MLP on its rows of XE (Rr, C) into YE (Rr, C): fc1 of all experts
+ * as one grouped GEMM, the activation on all rows, fc2 as another grouped GEMM. */
 static void
 experts_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
                  Acts *a, const float *xe, float *ye)
 {
-  gsize C = ex->C;
-  for (int e = 0, off = 0; e < s->El; off += r->lcount[e], e++)
-    if (r->lcount[e] > 0)
-      {
-        Ffn f = expert_ffn (ex, s, w, e, FALSE);
-        ffn_forward (ex, xe + off * C, &f, r->lcount[e], s->Fel,
-                     a->buf[M_E_FC1] + (gsize) off * s->f1e,
-                     a->buf[M_E_ACT] + (gsize) off * s->Fel, ye + off * C);
-      }
+  Ffn f = expert_ffn (ex, s, w, 0, FALSE);   /* expert 0's: the others follow it */
+  ex->k->grouped_matmul_forward (ex->be, a->buf[M_E_FC1], xe, f.w1, f.b1, r->lcount, s->El,
+                                 ex->C, s->f1e);
+  mp_exec_act_forward (ex, a->buf[M_E_ACT], a->buf[M_E_FC1], r->Rr, s->Fel);
+  ex->k->grouped_matmul_forward (ex->be, ye, a->buf[M_E_ACT], f.w2, f.b2, r->lcount, s->El,
+                                 s->Fel, ex->C);
 }
 
 /* ---- forward and backward ---------------------------------------------------------- */
@@ -462,22 +473,32 @@ aux_backward (const MpExec *ex, const MoeShape *s, const ExRoute *r, float *dpro
     }
 }
 
-/* The router on H (N, C): logits on the backend, the routing on the host. */
+/* The router on H (N, C): logits, softmax and top-k on the backend (the cuda backend's
+ * device), read back for the capacity and the permutation on the host, which size the
+ * expert GEMMs and the all-to-all. */
 static ExRoute *
 router_forward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const float *h,
                 GError **error)
 {
+  G_STATIC_ASSERT (sizeof (int) == sizeof (float));   /* the choices share the buffer */
   MpBackend *be = ex->be;
-  gsize n = (gsize) s->Nt * s->E;
-  float *logits = be->ops->alloc (be, n * sizeof (float), MP_MEM_OTHER, error);
-  if (logits == NULL)
+  gsize n = (gsize) s->Nt * s->E, nk = (gsize) s->Nt * s->K;
+  /* logits, overwritten by the probabilities; then the gates and the choices */
+  float *d = be->ops->alloc (be, (n + 2 * nk) * sizeof (float), MP_MEM_OTHER, error);
+  if (d == NULL)
     return NULL;
-  ex->k->matmul_forward (be, logits, h + (gsize) s->row0 * ex->C, w->router->param,
-                         w->rb ? w->rb->param : NULL, s->Nt, ex->C, s->E);
-  g_autofree float *lh = g_new (float, n);
-  be->ops->download (be, lh, logits, n * sizeof (float));
-  be->ops->release (be, logits);
-  ExRoute *r = route (ex, s, lh);
+  mp_exec_matmul_hp_forward (ex, d, h + (gsize) s->row0 * ex->C, w->router->param,
+                             w->rb ? w->rb->param : NULL, s->Nt, ex->C, s->E);
+  ex->k->router_forward (be, d, (int *) (d + n + nk), d + n, d, s->Nt, s->E, s->K);
+  ExRoute *r = g_new0 (ExRoute, 1);
+  r->probs = g_new (float, n);
+  r->gates = g_new (float, nk);
+  r->idx = g_new (int, nk);
+  be->ops->download (be, r->probs, d, n * sizeof (float));
+  be->ops->download (be, r->gates, d + n, nk * sizeof (float));
+  be->ops->download (be, r->idx, d + n + nk, nk * sizeof (int));
+  be->ops->release (be, d);
+  route (ex, s, r);
   /* the load-balancing loss, once per token: loss_sum holds token losses, the step's
    * loss is loss_sum / (global_batch T), and the aux term is a mean over sequences */
   double aux;
@@ -645,8 +666,8 @@ router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRou
   if (apart)
     be->ops->zero (be, dw, (nw + nb) * sizeof (float));
   be->ops->upload (be, d, dlog, (gsize) N * E * sizeof (float));
-  ex->k->matmul_backward (be, s->owner ? dh : NULL, dw, db, d, h, w->router->param, N, ex->C,
-                          E);
+  mp_exec_matmul_hp_backward (ex, s->owner ? dh : NULL, dw, db, d, h, w->router->param, N,
+                              ex->C, E);
   if (apart && !s->owner)                 /* its group's owner adds the group's part */
     be->ops->zero (be, dw, (nw + nb) * sizeof (float));
   gboolean ok = !apart || mp_exec_tp_all_reduce (ex, dw, nw + nb, MP_REDUCE_SUM, error);
@@ -659,22 +680,18 @@ router_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRou
 }
 
 /* Every local expert's backward on its rows: DYE (Rr, C) in, DXE (Rr, C) +=; SCRATCH holds
- * Rr * (Fel + f1e) zeroed floats. */
+ * Rr * (Fel + f1e) zeroed floats. fc2's and fc1's backward are one grouped GEMM each. */
 static void
 experts_backward (MpExec *ex, const MoeShape *s, const MoeTensors *w, const ExRoute *r,
                   Acts *a, const float *dye, float *dxe, float *scratch)
 {
-  gsize C = ex->C;
   float *dact = scratch, *dfc1 = scratch + (gsize) MAX (r->Rr, 1) * s->Fel;
-  for (int e = 0, off = 0; e < s->El; off += r->lcount[e], e++)
-    if (r->lcount[e] > 0)
-      {
-        Ffn g = expert_ffn (ex, s, w, e, TRUE), p = expert_ffn (ex, s, w, e, FALSE);
-        ffn_backward (ex, dxe + off * C, &g, dye + off * C, a->buf[M_XP] + off * C,
-                      a->buf[M_E_FC1] + (gsize) off * s->f1e,
-                      a->buf[M_E_ACT] + (gsize) off * s->Fel, &p, r->lcount[e], s->Fel,
-                      dact + (gsize) off * s->Fel, dfc1 + (gsize) off * s->f1e);
-      }
+  Ffn g = expert_ffn (ex, s, w, 0, TRUE), p = expert_ffn (ex, s, w, 0, FALSE);
+  ex->k->grouped_matmul_backward (ex->be, dact, g.w2, g.b2, dye, a->buf[M_E_ACT], p.w2,
+                                  r->lcount, s->El, s->Fel, ex->C);
+  mp_exec_act_backward (ex, dfc1, a->buf[M_E_FC1], dact, r->Rr, s->Fel);
+  ex->k->grouped_matmul_backward (ex->be, dxe, g.w1, g.b1, dfc1, a->buf[M_XP], p.w1,
+                                  r->lcount, s->El, ex->C, s->f1e);
 }
 
 /* The routed rows' backward from DOUT (the routed tokens' rows): the gates' gradient

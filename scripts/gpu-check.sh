@@ -9,11 +9,12 @@
 #      and /usr/lib, which finds CUDA's and Python's nvidia packages' NCCL and cuBLAS),
 #      else built into OUTDIR/build for this GPU's architecture only;
 #   2. every kernel check (tests/test-kernels-cuda: each kernels/cuda launcher against
-#      kernels/cpu, MoE permutation and ring attention included); a build that finds no
-#      device there fails, as nvidia-smi found one;
+#      kernels/cpu: MoE permutation, router, grouped GEMM, FP8, ring attention); a build
+#      that finds no device there fails, as nvidia-smi found one;
 #   3. `exec --check` on one GPU, cuda-fp32 and cuda (bf16), of tiny-gpt, tiny-moe and
-#      the attention variants (tiny-gemma, tiny-gpt-oss, tiny-mla): each step's loss and
-#      gradient norm against the host backend's one rank;
+#      the attention variants (tiny-gemma, tiny-gpt-oss, tiny-mla), and tiny-gpt as an fp8
+#      plan on cuda (FP8 GEMMs): each step's loss and gradient norm against the host
+#      backend's one rank;
 #   4. with two GPUs or more, under mpirun: cp2 (ring attention over NCCL) on tiny-gpt
 #      and ep2 on tiny-moe, cuda-fp32 --check;
 #   5. unless --no-perf: calibrate --backend cuda --quick (the profile named for the
@@ -228,6 +229,14 @@ for m in tiny-gpt:4 tiny-moe:16 tiny-gemma:2 tiny-gpt-oss:2 tiny-mla:2; do
     check "check $name $b" 1 "$b" "$out/$name.yaml"
   done
 done
+# an fp8 plan: the blocks' GEMMs in FP8 through cublasLt (sm_89 or newer; refused with
+# exit 2 below), --check to CHECK_RTOL_FP8; planned for one GPU of --cluster (FP8 rates)
+if "$mp" plan -q -m "$src/examples/models/tiny-gpt.yaml" -b 4 -c "$cluster:1" --fix fp8=true \
+     -o "$out/tiny-gpt-fp8.yaml" >"$out/plan-tiny-gpt-fp8.txt" 2>&1; then
+  check "check tiny-gpt fp8 cuda" 1 cuda "$out/tiny-gpt-fp8.yaml"
+else
+  row "plan tiny-gpt-fp8" "FAIL: see plan-tiny-gpt-fp8.txt"
+fi
 
 # ---- 4. several GPUs: the ring and the all-to-all over NCCL --------------------------
 if [ "$ngpu" -ge 2 ] && command -v mpirun >/dev/null 2>&1; then

@@ -473,48 +473,90 @@ test_cuda_optimizer (void **state)
   FREE_ALL (dp, dg, dm, dv, ds);
 }
 
+/* One GEMM case's operands, host and device: x (R, C), G weights w (OC, C) and biases b
+ * (OC), dy (R, OC), the gradients' starting values gx, gw, gb (backwards accumulate), the
+ * forward's host result out, its device output dout (poisoned), and a scratch of SB bytes
+ * followed by GUARD bytes of 0xa5 the launcher must not reach. */
+#define GUARD 4096
+typedef struct {
+  size_t nx, nw, nb, ny, sb;
+  float *x, *w, *b, *dy, *gx, *gw, *gb, *out;
+  float *dx, *dw, *db, *ddy, *dgx, *dgw, *dgb, *dout;
+  void *scratch;
+} GemmCase;
+
+static GemmCase
+gemm_case (int R, int G, int C, int OC, size_t sb, uint64_t seed)
+{
+  GemmCase g = { (size_t) R * C, (size_t) G * OC * C, (size_t) G * OC, (size_t) R * OC, sb };
+  g.x = rnd (g.nx, seed), g.w = rnd (g.nw, seed + 1), g.b = rnd (g.nb, seed + 2);
+  g.dy = rnd (g.ny, seed + 3), g.gx = rnd (g.nx, seed + 4), g.gw = rnd (g.nw, seed + 5);
+  g.gb = rnd (g.nb, seed + 6), g.out = malloc (MAX (g.ny, 1) * sizeof (float));
+  g.dx = dev (g.x, g.nx, 0), g.dw = dev (g.w, g.nw, 0), g.db = dev (g.b, g.nb, 0);
+  g.ddy = dev (g.dy, g.ny, 0), g.dgx = dev (g.gx, g.nx, 0), g.dgw = dev (g.gw, g.nw, 0);
+  g.dgb = dev (g.gb, g.nb, 0), g.dout = dev (NULL, g.ny, 1);
+  assert_int_equal (cudaMalloc (&g.scratch, sb + GUARD), cudaSuccess);
+  assert_int_equal (cudaMemset ((char *) g.scratch + sb, 0xa5, GUARD), cudaSuccess);
+  return g;
+}
+
+/* The backward's three gradients against the host's (gx, gw, gb after the reference ran),
+ * and the scratch's guard. */
+static void
+gemm_case_check_backward (const GemmCase *g, const char *what, double rtol)
+{
+  char name[64];
+  snprintf (name, sizeof name, "%s dinp", what);
+  check (name, g->dgx, g->gx, g->nx, rtol);
+  snprintf (name, sizeof name, "%s dweight", what);
+  check (name, g->dgw, g->gw, g->nw, rtol);
+  snprintf (name, sizeof name, "%s dbias", what);
+  check (name, g->dgb, g->gb, g->nb, 1e-5);
+  unsigned char *b = malloc (GUARD);
+  assert_int_equal (cudaMemcpy (b, (const char *) g->scratch + g->sb, GUARD,
+                                cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+  for (size_t i = 0; i < GUARD; i++)
+    if (b[i] != 0xa5)
+      fail_msg ("%s wrote guard byte %zu past its %zu-byte scratch", what, i, g->sb);
+  free (b);
+}
+
+static void
+gemm_case_free (GemmCase *g)
+{
+  free (g->x), free (g->w), free (g->b), free (g->dy), free (g->gx), free (g->gw);
+  free (g->gb), free (g->out);
+  FREE_ALL (g->dx, g->dw, g->db, g->ddy, g->dgx, g->dgw, g->dgb, g->dout, g->scratch);
+}
+
+static cublasHandle_t
+blas_new (void)
+{
+  cublasHandle_t h;
+  assert_int_equal (cublasCreate (&h), CUBLAS_STATUS_SUCCESS);
+  cublasSetMathMode (h, CUBLAS_PEDANTIC_MATH);
+  return h;
+}
+
 static void
 run_matmul (int precision, double rtol)
 {
   int N = 67, C = 45, OC = 33;
-  float *x = rnd ((size_t) N * C, 60), *w = rnd ((size_t) OC * C, 61), *b = rnd (OC, 62);
-  float *dy = rnd ((size_t) N * OC, 63), *gx = rnd ((size_t) N * C, 64),
-        *gw = rnd ((size_t) OC * C, 65), *gb = rnd (OC, 66);
-  float *out = malloc ((size_t) N * OC * 4);
-  float *dx = dev (x, (size_t) N * C, 0), *dw = dev (w, (size_t) OC * C, 0), *db = dev (b, OC, 0);
-  float *ddy = dev (dy, (size_t) N * OC, 0), *dgx = dev (gx, (size_t) N * C, 0);
-  float *dgw = dev (gw, (size_t) OC * C, 0), *dgb = dev (gb, OC, 0);
-  float *dout = dev (NULL, (size_t) N * OC, 1);
-  /* the scratch as sized, then a guard the casts must not reach */
-  size_t sb = mpk_cuda_matmul_scratch_bytes (N, C, OC), guard = 4096;
-  void *scratch = NULL;
-  assert_int_equal (cudaMalloc (&scratch, sb + guard), cudaSuccess);
-  assert_int_equal (cudaMemset ((char *) scratch + sb, 0xa5, guard), cudaSuccess);
-  cublasHandle_t h;
-  assert_int_equal (cublasCreate (&h), CUBLAS_STATUS_SUCCESS);
-  cublasSetMathMode (h, CUBLAS_PEDANTIC_MATH);
-  mpk_cpu_matmul_forward (out, x, w, b, N, C, OC);
-  assert_int_equal (mpk_cuda_matmul_forward (h, precision, scratch, dout, dx, dw, db, N, C, OC,
-                                             stream), cudaSuccess);
-  check (precision ? "matmul_forward bf16" : "matmul_forward fp32", dout, out, (size_t) N * OC,
-         rtol);
-  mpk_cpu_matmul_backward (gx, gw, gb, dy, x, w, N, C, OC);
-  assert_int_equal (mpk_cuda_matmul_backward (h, precision, scratch, dgx, dgw, dgb, ddy, dx, dw,
-                                              N, C, OC, stream), cudaSuccess);
-  check ("matmul_backward dinp", dgx, gx, (size_t) N * C, rtol);
-  check ("matmul_backward dweight", dgw, gw, (size_t) OC * C, rtol);
-  check ("matmul_backward dbias", dgb, gb, OC, 1e-5);
-  unsigned char *g = malloc (guard);
-  assert_int_equal (cudaMemcpy (g, (char *) scratch + sb, guard, cudaMemcpyDeviceToHost),
+  GemmCase g = gemm_case (N, 1, C, OC, mpk_cuda_matmul_scratch_bytes (N, C, OC), 60);
+  cublasHandle_t h = blas_new ();
+  mpk_cpu_matmul_forward (g.out, g.x, g.w, g.b, N, C, OC);
+  assert_int_equal (mpk_cuda_matmul_forward (h, precision, g.scratch, g.dout, g.dx, g.dw, g.db,
+                                             N, C, OC, stream),
                     cudaSuccess);
-  for (size_t i = 0; i < guard; i++)
-    if (g[i] != 0xa5)
-      fail_msg ("matmul (precision %d) wrote guard byte %zu past its %zu-byte scratch",
-                precision, i, sb);
-  free (g);
+  check (precision ? "matmul_forward bf16" : "matmul_forward fp32", g.dout, g.out, g.ny, rtol);
+  mpk_cpu_matmul_backward (g.gx, g.gw, g.gb, g.dy, g.x, g.w, N, C, OC);
+  assert_int_equal (mpk_cuda_matmul_backward (h, precision, g.scratch, g.dgx, g.dgw, g.dgb,
+                                              g.ddy, g.dx, g.dw, N, C, OC, stream),
+                    cudaSuccess);
+  gemm_case_check_backward (&g, "matmul_backward", rtol);
   cublasDestroy (h);
-  free (x), free (w), free (b), free (dy), free (gx), free (gw), free (gb), free (out);
-  FREE_ALL (dx, dw, db, ddy, dgx, dgw, dgb, dout, scratch);
+  gemm_case_free (&g);
 }
 
 static void
@@ -560,6 +602,135 @@ test_cuda_moe_permute (void **state)
   check ("rows_dot", ddot, dot, R, RTOL);
   free (idx), free (x), free (gate), free (rows), free (y), free (ref), free (dot);
   FREE_ALL (didx, dx, dgate, drows, dy, dout, ddot);
+}
+
+/* The router: softmax, top-k (indices must match exactly), renormalised gates; backward
+ * with and without the aux loss's probability gradient; the aux loss itself. */
+static void
+test_cuda_router (void **state)
+{
+  need_device ();
+  int B = 3, T = 37, N = B * T, E = 13, K = 3;
+  size_t ne = (size_t) N * E, nk = (size_t) N * K;
+  float *logits = rnd (ne, 70), *dg = rnd (nk, 71), *da = rnd (ne, 72), *dz = rnd (ne, 73);
+  float *probs = malloc (ne * 4), *gates = malloc (nk * 4);
+  int *idx = malloc (nk * sizeof (int)), *hidx = malloc (nk * sizeof (int));
+  for (size_t i = 0; i < ne; i++)
+    logits[i] *= 4;                       /* peaked enough that top-k is not a coin toss */
+  float *dl = dev (logits, ne, 0), *dp = dev (NULL, ne, 1), *dgt = dev (NULL, nk, 1);
+  float *ddg = dev (dg, nk, 0), *dda = dev (da, ne, 0), *ddz = dev (dz, ne, 0);
+  int *di = NULL;
+  assert_int_equal (cudaMalloc ((void **) &di, nk * sizeof (int)), cudaSuccess);
+  mpk_cpu_router_forward (probs, idx, gates, logits, N, E, K);
+  assert_int_equal (mpk_cuda_router_forward (dp, di, dgt, dl, N, E, K, stream), cudaSuccess);
+  check ("router_forward probs", dp, probs, ne, RTOL);
+  check ("router_forward gates", dgt, gates, nk, RTOL);
+  assert_int_equal (cudaMemcpy (hidx, di, nk * sizeof (int), cudaMemcpyDeviceToHost),
+                    cudaSuccess);
+  for (size_t i = 0; i < nk; i++)
+    if (hidx[i] != idx[i])
+      fail_msg ("router_forward idx[%zu]: cuda %d cpu %d", i, hidx[i], idx[i]);
+  /* backward from the device's own routing (identical, checked above) */
+  mpk_cpu_router_backward (dz, probs, idx, gates, dg, da, N, E, K);
+  assert_int_equal (mpk_cuda_router_backward (ddz, dp, di, dgt, ddg, dda, N, E, K, stream),
+                    cudaSuccess);
+  check ("router_backward (+dprobs)", ddz, dz, ne, 1e-4);
+  mpk_cpu_router_backward (dz, probs, idx, gates, dg, NULL, N, E, K);
+  assert_int_equal (mpk_cuda_router_backward (ddz, dp, di, dgt, ddg, NULL, N, E, K, stream),
+                    cudaSuccess);
+  check ("router_backward", ddz, dz, ne, 1e-4);
+  /* aux loss: value and its probability gradient, accumulated into da */
+  double want = mpk_cpu_router_aux (da, probs, idx, B, T, E, K, 1e-2f, 0.5f), got = 0;
+  double *dloss = NULL;
+  assert_int_equal (cudaMalloc ((void **) &dloss, sizeof (double)), cudaSuccess);
+  assert_int_equal (mpk_cuda_router_aux (dloss, dda, dp, di, B, T, E, K, 1e-2f, 0.5f, stream),
+                    cudaSuccess);
+  check ("router_aux dprobs", dda, da, ne, RTOL);
+  assert_int_equal (cudaMemcpy (&got, dloss, sizeof got, cudaMemcpyDeviceToHost), cudaSuccess);
+  mp_assert_close (got, want, 1e-6);
+  free (logits), free (dg), free (da), free (dz), free (probs), free (gates), free (idx);
+  free (hidx);
+  FREE_ALL (dl, dp, dgt, ddg, dda, ddz, di, dloss);
+}
+
+/* Grouped expert GEMMs (one empty expert, one of a single row) against the CPU's
+ * segment-by-segment matmuls, fp32 and bf16, with and without biases (the empty expert's
+ * gradients must stay as they were). */
+static void
+run_grouped (int precision, int with_bias, double rtol)
+{
+  int rows[] = { 13, 0, 29, 1, 20 }, G = 5, C = 45, OC = 33, R = 63;
+  GemmCase g = gemm_case (R, G, C, OC,
+                          mpk_cuda_grouped_matmul_scratch_bytes (rows, G, C, OC, precision), 80);
+  cublasHandle_t h = blas_new ();
+  const float *bias = with_bias ? g.b : NULL, *dbias = with_bias ? g.db : NULL;
+  mpk_cpu_grouped_matmul_forward (g.out, g.x, g.w, bias, rows, G, C, OC);
+  assert_int_equal (mpk_cuda_grouped_matmul_forward (h, precision, g.scratch, g.dout, g.dx, g.dw,
+                                                     dbias, rows, G, C, OC, stream),
+                    cudaSuccess);
+  check (precision ? "grouped_forward bf16" : "grouped_forward fp32", g.dout, g.out, g.ny, rtol);
+  mpk_cpu_grouped_matmul_backward (g.gx, g.gw, with_bias ? g.gb : NULL, g.dy, g.x, g.w, rows, G,
+                                   C, OC);
+  assert_int_equal (mpk_cuda_grouped_matmul_backward (h, precision, g.scratch, g.dgx, g.dgw,
+                                                      with_bias ? g.dgb : NULL, g.ddy, g.dx,
+                                                      g.dw, rows, G, C, OC, stream),
+                    cudaSuccess);
+  gemm_case_check_backward (&g, "grouped_backward", rtol);
+  cublasDestroy (h);
+  gemm_case_free (&g);
+}
+
+static void
+test_cuda_grouped_matmul (void **state)
+{
+  need_device ();
+  run_grouped (0, 1, 1e-4);
+  run_grouped (0, 0, 1e-4);
+  run_grouped (1, 1, 5e-2);   /* bf16 inputs: test_cuda_matmul's tolerance, and why */
+}
+
+/* FP8 cast-GEMM-cast against kernels/cpu/fp8.c: both multiply the same FP8 values (the
+ * device's RNE-with-saturation cast is the reference's rounding), so they differ only by
+ * fp32 summation order and the inverse scale's rounding, ~1e-6 relative; 1e-3 leaves room
+ * for an fp32 accumulation of 64 products and the absolute floor covers cancellation. */
+static void
+test_cuda_fp8 (void **state)
+{
+  need_device ();
+  int device = 0;
+  cudaGetDevice (&device);
+  assert_false (mpk_cuda_matmul_fp8_fits (47, 64, 32));   /* cublasLt's FP8 alignment */
+  assert_true (mpk_cuda_matmul_fp8_fits (48, 64, 32));
+  if (mpk_cuda_fp8_supported (device) != cudaSuccess)
+    {
+      print_message ("FP8 GEMMs need compute capability 8.9 or newer\n");
+      skip ();
+    }
+  int N = 48, C = 64, OC = 32;
+  GemmCase g = gemm_case (N, 1, C, OC, mpk_cuda_matmul_fp8_scratch_bytes (N, C, OC), 90);
+  float *ref = malloc (mpk_cpu_matmul_fp8_scratch (N, C, OC) * sizeof (float));
+  cublasLtHandle_t lt;
+  assert_int_equal (cublasLtCreate (&lt), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, g.scratch, g.dout, g.dx, g.dw, g.db, 47, C,
+                                                 OC, stream),
+                    cudaErrorNotSupported);
+  assert_false (mpk_cuda_fp8_aligned (g.dout + 1));       /* refused before it writes */
+  assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, g.scratch, g.dout + 1, g.dx, g.dw, g.db, N,
+                                                 C, OC, stream),
+                    cudaErrorNotSupported);
+  mpk_cpu_matmul_fp8_forward (g.out, ref, g.x, g.w, g.b, N, C, OC);
+  assert_int_equal (mpk_cuda_matmul_fp8_forward (lt, g.scratch, g.dout, g.dx, g.dw, g.db, N, C,
+                                                 OC, stream),
+                    cudaSuccess);
+  check ("matmul_fp8_forward", g.dout, g.out, g.ny, 1e-3);
+  mpk_cpu_matmul_fp8_backward (g.gx, g.gw, g.gb, ref, g.dy, g.x, g.w, N, C, OC);
+  assert_int_equal (mpk_cuda_matmul_fp8_backward (lt, g.scratch, g.dgx, g.dgw, g.dgb, g.ddy, g.dx,
+                                                  g.dw, N, C, OC, stream),
+                    cudaSuccess);
+  gemm_case_check_backward (&g, "matmul_fp8_backward", 1e-3);
+  cublasLtDestroy (lt);
+  free (ref);
+  gemm_case_free (&g);
 }
 
 /* The attention variants (attn-extras.cu): qk-norm, sinks (with probs), logit
@@ -645,6 +816,9 @@ main (void)
     cmocka_unit_test (test_cuda_optimizer),
     cmocka_unit_test (test_cuda_matmul),
     cmocka_unit_test (test_cuda_moe_permute),
+    cmocka_unit_test (test_cuda_router),
+    cmocka_unit_test (test_cuda_grouped_matmul),
+    cmocka_unit_test (test_cuda_fp8),
     cmocka_unit_test (test_cuda_attn_extras),
   };
   /* cmocka 1.1's TAP marks a skip() as "not ok # SKIP", which automake's TAP driver counts

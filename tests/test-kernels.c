@@ -210,6 +210,142 @@ test_matmul_vs_naive (void **state)
   matmul_case (3, 130, 70, true); /* OC > one bias block */
 }
 
+/* Grouped matmul: each segment (one empty, one of a single row) through its own weight
+ * and bias is the plain matmul of that segment, forward against the naive loop, backward
+ * against mpk_cpu_matmul_backward on copies; the empty segment's gradients stay put. */
+static void
+test_grouped_matmul (void **state)
+{
+  int rows[] = { 5, 0, 9, 1 }, G = 4, C = 13, OC = 7, R = 15;
+  size_t nw = (size_t) OC * C;
+  float *inp = frand ((size_t) R * C, -1, 1), *w = frand (G * nw, -1, 1);
+  float *bias = frand ((size_t) G * OC, -1, 1), *out = fpoison ((size_t) R * OC);
+  float *dout = frand ((size_t) R * OC, -1, 1);
+  float *dinp = fconst ((size_t) R * C, GRAD_BASE), *dw = fconst (G * nw, GRAD_BASE);
+  float *db = fconst ((size_t) G * OC, GRAD_BASE);
+  float *ref_dinp = fconst ((size_t) R * C, GRAD_BASE), *ref_dw = fconst (G * nw, GRAD_BASE);
+  float *ref_db = fconst ((size_t) G * OC, GRAD_BASE);
+  double *want = test_malloc ((size_t) R * OC * sizeof (double));
+  mpk_cpu_grouped_matmul_forward (out, inp, w, bias, rows, G, C, OC);
+  mpk_cpu_grouped_matmul_backward (dinp, dw, db, dout, inp, w, rows, G, C, OC);
+  for (int g = 0, off = 0; g < G; off += rows[g], g++)
+    {
+      naive_matmul (want + (size_t) off * OC, inp + (size_t) off * C, w + g * nw,
+                    bias + (size_t) g * OC, rows[g], C, OC);
+      mpk_cpu_matmul_backward (ref_dinp + (size_t) off * C, ref_dw + g * nw,
+                               ref_db + (size_t) g * OC, dout + (size_t) off * OC,
+                               inp + (size_t) off * C, w + g * nw, rows[g], C, OC);
+    }
+  assert_near_d (out, want, (size_t) R * OC, 1e-5, "grouped out");
+  assert_memory_equal (dinp, ref_dinp, (size_t) R * C * sizeof (float));
+  assert_memory_equal (dw, ref_dw, G * nw * sizeof (float));
+  assert_memory_equal (db, ref_db, (size_t) G * OC * sizeof (float));
+  for (size_t i = 0; i < nw; i++)
+    assert_true (dw[nw + i] == GRAD_BASE);   /* expert 1 had no rows */
+  /* NULL gradients are skipped */
+  mpk_cpu_grouped_matmul_backward (NULL, NULL, NULL, dout, inp, w, rows, G, C, OC);
+  test_free (inp), test_free (w), test_free (bias), test_free (out), test_free (dout);
+  test_free (dinp), test_free (dw), test_free (db), test_free (ref_dinp), test_free (ref_dw);
+  test_free (ref_db), test_free (want);
+}
+
+/* ---- FP8 ------------------------------------------------------------------------------ */
+
+/* Known values of both formats (OCP FP8 spec v1.0 table 1): the largest finite values,
+ * saturation of larger ones and of infinities, ties to even among normals and
+ * subnormals, the smallest subnormal and normal, NaN and signed zero. */
+static void
+test_fp8_rounding (void **state)
+{
+  static const struct {
+    MpkFp8Format f;
+    float x, want;
+  } cases[] = {
+    { MPK_FP8_E4M3, 448, 448 },          { MPK_FP8_E4M3, 449, 448 },
+    { MPK_FP8_E4M3, 464, 448 },          { MPK_FP8_E4M3, 1e6f, 448 },
+    { MPK_FP8_E4M3, -INFINITY, -448 },   { MPK_FP8_E4M3, 240, 240 },
+    { MPK_FP8_E4M3, 1.0625f, 1 },        /* halfway 1 and 1.125: to the even 1 */
+    { MPK_FP8_E4M3, 1.1875f, 1.25f },    /* halfway 1.125 and 1.25: to the even 1.25 */
+    { MPK_FP8_E4M3, 1.07f, 1.125f },     { MPK_FP8_E4M3, -3.3f, -3.25f },
+    { MPK_FP8_E4M3, 0.015625f, 0.015625f }, /* 2^-6, the smallest normal */
+    { MPK_FP8_E4M3, 0.001953125f, 0.001953125f }, /* 2^-9, the smallest subnormal */
+    { MPK_FP8_E4M3, 0.0009765625f, 0 },  /* 2^-10, halfway 0 and 2^-9: to 0 */
+    { MPK_FP8_E4M3, 0.0029296875f, 0.00390625f }, /* 1.5 * 2^-9: to the even 2^-8 */
+    { MPK_FP8_E4M3, 0.0012f, 0.001953125f },
+    { MPK_FP8_E5M2, 57344, 57344 },      { MPK_FP8_E5M2, 60000, 57344 },
+    { MPK_FP8_E5M2, INFINITY, 57344 },   { MPK_FP8_E5M2, 1.125f, 1 },
+    { MPK_FP8_E5M2, 1.375f, 1.5f },      { MPK_FP8_E5M2, -3, -3 },
+    { MPK_FP8_E5M2, 6.2e-5f, 6.103515625e-5f }, /* to 2^-14, the smallest normal */
+    { MPK_FP8_E5M2, 1.52587890625e-5f, 1.52587890625e-5f }, /* 2^-16 */
+    { MPK_FP8_E5M2, 7.62939453125e-6f, 0 },     /* 2^-17: the tie goes to 0 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    {
+      float got = mpk_fp8_round (cases[i].x, cases[i].f);
+      if (got != cases[i].want)
+        fail_msg ("%s (%.9g) = %.9g, want %.9g", cases[i].f == MPK_FP8_E4M3 ? "e4m3" : "e5m2",
+                  (double) cases[i].x, (double) got, (double) cases[i].want);
+    }
+  assert_true (isnan (mpk_fp8_round (NAN, MPK_FP8_E4M3)));
+  assert_true (isnan (mpk_fp8_round (NAN, MPK_FP8_E5M2)));
+  assert_true (signbit (mpk_fp8_round (-0.0f, MPK_FP8_E4M3)));
+  assert_true (signbit (mpk_fp8_round (-1e-9f, MPK_FP8_E5M2)));
+  /* current scaling maps the amax onto the format's largest value */
+  mp_assert_close (mpk_fp8_scale (2, MPK_FP8_E4M3), 224, 1e-7);
+  assert_true (mpk_fp8_scale (0, MPK_FP8_E5M2) == 1);
+  float x[] = { 0.5f, -7, 3.1f, 0 }, q[4];
+  float sc = mpk_cpu_fp8_quantize (q, x, 4, MPK_FP8_E4M3);
+  mp_assert_close (sc, 64, 1e-7);
+  mp_assert_close (q[1], -7, 1e-6);          /* the amax survives */
+  mp_assert_close (q[2], 3.0, 1e-6);         /* 198.4 -> 192 (spacing 16 there), / 64 */
+  mp_assert_close (q[0], 0.5, 1e-6);
+  assert_true (q[3] == 0);
+}
+
+/* Frobenius norm of a - b over that of b. */
+static double
+rel_frobenius (const float *a, const float *b, size_t n)
+{
+  double d = 0, s = 0;
+  for (size_t i = 0; i < n; i++)
+    d += ((double) a[i] - b[i]) * ((double) a[i] - b[i]), s += (double) b[i] * b[i];
+  return sqrt (d / s);
+}
+
+/* The fp8 matmul against fp32: E4M3 keeps 3 mantissa bits (rounding error uniform within
+ * half a spacing, 2^-4 relative at most, RMS 2^-4/sqrt(3) = 3.6% per operand), E5M2 2 bits
+ * (7.2% RMS). A product of random-sign terms carries about the RMS sum of its operands'
+ * errors: forward ~5%, backward ~8%; the bounds are twice that. It must also differ from
+ * fp32 (the casts happened), and dbias is fp32's. */
+static void
+test_matmul_fp8 (void **state)
+{
+  int N = 24, C = 40, OC = 16;
+  size_t nx = (size_t) N * C, nw = (size_t) OC * C, ny = (size_t) N * OC;
+  float *inp = frand (nx, -1, 1), *w = frand (nw, -1, 1), *bias = frand (OC, -1, 1);
+  float *dout = frand (ny, -1, 1), *scratch = fpoison (mpk_cpu_matmul_fp8_scratch (N, C, OC));
+  float *out = fpoison (ny), *out32 = fpoison (ny);
+  float *dinp = fconst (nx, 0), *dw = fconst (nw, 0), *db = fconst (OC, 0);
+  float *dinp32 = fconst (nx, 0), *dw32 = fconst (nw, 0), *db32 = fconst (OC, 0);
+  mpk_cpu_matmul_fp8_forward (out, scratch, inp, w, NULL, N, C, OC);
+  mpk_cpu_matmul_forward (out32, inp, w, NULL, N, C, OC);
+  double e = rel_frobenius (out, out32, ny);
+  print_message ("fp8 forward rel. error %.3g\n", e);
+  assert_true (e > 1e-3 && e < 0.1);
+  mpk_cpu_matmul_fp8_forward (out, scratch, inp, w, bias, N, C, OC);
+  assert_finite (out, ny, "fp8 out");
+  mpk_cpu_matmul_fp8_backward (dinp, dw, db, scratch, dout, inp, w, N, C, OC);
+  mpk_cpu_matmul_backward (dinp32, dw32, db32, dout, inp, w, N, C, OC);
+  double ei = rel_frobenius (dinp, dinp32, nx), ew = rel_frobenius (dw, dw32, nw);
+  print_message ("fp8 backward rel. error dinp %.3g dweight %.3g\n", ei, ew);
+  assert_true (ei > 1e-3 && ei < 0.16);
+  assert_true (ew > 1e-3 && ew < 0.16);
+  assert_memory_equal (db, db32, OC * sizeof (float));
+  test_free (inp), test_free (w), test_free (bias), test_free (dout), test_free (scratch);
+  test_free (out), test_free (out32), test_free (dinp), test_free (dw), test_free (db);
+  test_free (dinp32), test_free (dw32), test_free (db32);
+}
+
 /* ---- embedding ----------------------------------------------------------------------- */
 
 typedef struct {
@@ -1054,6 +1190,9 @@ main (void)
   mpk_cpu_init_threads (1);
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_matmul_vs_naive),
+    cmocka_unit_test (test_grouped_matmul),
+    cmocka_unit_test (test_fp8_rounding),
+    cmocka_unit_test (test_matmul_fp8),
     cmocka_unit_test (test_embedding_gradients),
     cmocka_unit_test (test_embedding_vocab_shards),
     cmocka_unit_test (test_layernorm_gradients),

@@ -25,7 +25,10 @@
  *    caller's: kernels do not check them.
  *
  * Index of this header:
- *   matmul.c     mpk_cpu_init_threads, mpk_cpu_matmul_forward/backward
+ *   matmul.c     mpk_cpu_init_threads, mpk_cpu_matmul_forward/backward,
+ *                mpk_cpu_grouped_matmul_forward/backward (MoE expert segments)
+ *   fp8.c        mpk_fp8_round, mpk_fp8_scale, mpk_cpu_fp8_quantize,
+ *                mpk_cpu_matmul_fp8_forward/backward (E4M3/E5M2, current scaling)
  *   embedding.c  mpk_cpu_embedding_forward/backward
  *   norm.c       mpk_cpu_layernorm_forward/backward, mpk_cpu_rmsnorm_forward/backward
  *   rotary.c     mpk_cpu_rotary_forward/backward
@@ -39,7 +42,8 @@
  *   optimizer.c  mpk_cpu_adamw_update, mpk_cpu_sgd_update, mpk_cpu_sumsq, mpk_cpu_scale
  *   random.c     mpk_rng_u64 (inline), mpk_cpu_fill_uniform/normal/tokens (+ _block)
  *   moe.c        mpk_cpu_router_forward/backward, mpk_cpu_router_aux, mpk_cpu_gather_rows,
- *                mpk_cpu_scatter_add_rows, mpk_cpu_rows_dot */
+ *                mpk_cpu_scatter_add_rows, mpk_cpu_rows_dot (the router's per-token code
+ *                in router-row.h, shared with kernels/cuda/router.cu) */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
@@ -75,6 +79,49 @@ void mpk_cpu_matmul_forward (float *out, const float *inp, const float *weight,
  * wanted: the first layer needs no dinp, a bias-free layer has no dbias). */
 void mpk_cpu_matmul_backward (float *dinp, float *dweight, float *dbias, const float *dout,
                               const float *inp, const float *weight, int N, int C, int OC);
+
+/* Grouped matmul (the expert GEMMs of one MoE layer): G segments of consecutive rows,
+ * segment g ROWS[g] (>= 0) rows of inp (R, C) and out (R, OC), R the sum of ROWS, each
+ * through its own weight (OC, C) at weight + g*OC*C and bias (OC) at bias + g*OC (bias
+ * NULL: none) — mpk_cpu_matmul_forward/backward per segment. ROWS is host memory.
+ * Forward writes out; backward accumulates dinp (R, C), dweight (G, OC, C), dbias (G, OC),
+ * any of them NULL when not wanted. */
+void mpk_cpu_grouped_matmul_forward (float *out, const float *inp, const float *weight,
+                                     const float *bias, const int *rows, int G, int C, int OC);
+void mpk_cpu_grouped_matmul_backward (float *dinp, float *dweight, float *dbias,
+                                      const float *dout, const float *inp, const float *weight,
+                                      const int *rows, int G, int C, int OC);
+
+/* ---- FP8 (fp8.c): the reference of the cuda backend's cast-GEMM-cast ----------------- */
+
+/* The two OCP FP8 formats (OCP 8-bit Floating Point Specification v1.0, 2023, table 1):
+ * E4M3 (bias 7, no infinities, max 448, smallest subnormal 2^-9) for weights and
+ * activations, E5M2 (bias 15, max 57344, smallest subnormal 2^-16) for gradients: the
+ * "HYBRID" recipe of NVIDIA Transformer Engine (recipe.Format.HYBRID). */
+typedef enum { MPK_FP8_E4M3, MPK_FP8_E5M2 } MpkFp8Format;
+#define MPK_FP8_E4M3_MAX 448.0f    /* (1 + 6/8) * 2^8, OCP FP8 spec table 1 */
+#define MPK_FP8_E5M2_MAX 57344.0f  /* (1 + 3/4) * 2^15, OCP FP8 spec table 1 */
+
+/* X rounded to the nearest FMT value, ties to even, saturating: a finite value (or an
+ * infinity) beyond the largest finite one gives that one with X's sign (CUDA's
+ * __NV_SATFINITE conversion); NaN stays NaN. */
+float mpk_fp8_round (float x, MpkFp8Format fmt);
+/* Transformer Engine's current (per-tensor) scaling: the scale that maps the tensor's
+ * amax onto FMT's largest value, fmax / amax (1 when amax is 0 or not finite). */
+float mpk_fp8_scale (float amax, MpkFp8Format fmt);
+/* out (n) = round (x * scale) / scale with scale = mpk_fp8_scale (amax of x): what a
+ * tensor is worth after its cast to FMT and back (out may be x). Returns the scale. */
+float mpk_cpu_fp8_quantize (float *out, const float *x, size_t n, MpkFp8Format fmt);
+/* mpk_cpu_matmul_forward/backward on FP8 operands, the products summed in fp32: forward
+ * casts inp and weight to E4M3; backward casts dout to E5M2 and inp, weight to E4M3 (each
+ * tensor its own current scale). SCRATCH holds mpk_cpu_matmul_fp8_scratch (N, C, OC)
+ * floats. Forward writes out; backward accumulates, as the fp32 matmul. */
+size_t mpk_cpu_matmul_fp8_scratch (int N, int C, int OC);
+void mpk_cpu_matmul_fp8_forward (float *out, float *scratch, const float *inp,
+                                 const float *weight, const float *bias, int N, int C, int OC);
+void mpk_cpu_matmul_fp8_backward (float *dinp, float *dweight, float *dbias, float *scratch,
+                                  const float *dout, const float *inp, const float *weight,
+                                  int N, int C, int OC);
 
 /* ---- embedding (embedding.c) ----------------------------------------------------------- */
 

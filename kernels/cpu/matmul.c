@@ -80,3 +80,26 @@ mpk_cpu_matmul_backward (float *dinp, float *dweight, float *dbias, const float 
   if (dbias != NULL)
     bias_backward (dbias, dout, N, OC);
 }
+
+void
+mpk_cpu_grouped_matmul_forward (float *out, const float *inp, const float *weight,
+                                const float *bias, const int *rows, int G, int C, int OC)
+{
+  size_t off = 0;
+  for (int g = 0; g < G; off += (size_t) rows[g], g++)
+    mpk_cpu_matmul_forward (out + off * OC, inp + off * C, weight + (size_t) g * OC * C,
+                            bias != NULL ? bias + (size_t) g * OC : NULL, rows[g], C, OC);
+}
+
+void
+mpk_cpu_grouped_matmul_backward (float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const float *weight, const int *rows, int G,
+                                 int C, int OC)
+{
+  size_t off = 0;
+  for (int g = 0; g < G; off += (size_t) rows[g], g++)
+    mpk_cpu_matmul_backward (dinp != NULL ? dinp + off * C : NULL,
+                             dweight != NULL ? dweight + (size_t) g * OC * C : NULL,
+                             dbias != NULL ? dbias + (size_t) g * OC : NULL, dout + off * OC,
+                             inp + off * C, weight + (size_t) g * OC * C, rows[g], C, OC);
+}

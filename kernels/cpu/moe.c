@@ -1,8 +1,10 @@
 /* moe.c - mixture-of-experts pieces around the expert GEMMs: the router (softmax, top-k,
  * renormalised gates), its sequence-wise load-balancing loss, and the row gathers and
  * scatters that permute tokens to their experts and combine them back. Forward writes,
- * backward accumulates (kernels.h); row dot products and softmax sums in double. */
+ * backward accumulates (kernels.h); row dot products and softmax sums in double. The
+ * router's per-token arithmetic is router-row.h's, shared with kernels/cuda/router.cu. */
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/router-row.h"
 
 #include <math.h>
 
@@ -45,20 +47,6 @@ mpk_cpu_rows_dot (float *out, const float *a, const int *idx, const float *b, in
     }
 }
 
-/* Row softmax of one token's logits (E) into P. */
-static void
-softmax_row (float *p, const float *z, int E)
-{
-  float mx = z[0];
-  for (int e = 1; e < E; e++)
-    mx = z[e] > mx ? z[e] : mx;
-  double sum = 0;
-  for (int e = 0; e < E; e++)
-    sum += exp ((double) (z[e] - mx));
-  for (int e = 0; e < E; e++)
-    p[e] = (float) (exp ((double) (z[e] - mx)) / sum);
-}
-
 void
 mpk_cpu_router_forward (float *probs, int *idx, float *gates, const float *logits, int N,
                         int E, int K)
@@ -66,26 +54,8 @@ mpk_cpu_router_forward (float *probs, int *idx, float *gates, const float *logit
   for (int n = 0; n < N; n++)
     {
       float *p = probs + (size_t) n * E;
-      int *ix = idx + (size_t) n * K;
-      softmax_row (p, logits + (size_t) n * E, E);
-      /* top-k by selection: the largest not yet taken, the lower expert on a tie */
-      double z = 0;
-      for (int j = 0; j < K; j++)
-        {
-          int best = -1;
-          for (int e = 0; e < E; e++)
-            {
-              int taken = 0;
-              for (int i = 0; i < j; i++)
-                taken |= ix[i] == e;
-              if (!taken && (best < 0 || p[e] > p[best]))
-                best = e;
-            }
-          ix[j] = best;
-          z += p[best];
-        }
-      for (int j = 0; j < K; j++)
-        gates[(size_t) n * K + j] = (float) (p[ix[j]] / z);
+      mpk_router_softmax_row (p, logits + (size_t) n * E, E);
+      mpk_router_topk_row (idx + (size_t) n * K, gates + (size_t) n * K, p, E, K);
     }
 }
 
@@ -95,28 +65,10 @@ mpk_cpu_router_backward (float *dlogits, const float *probs, const int *idx,
                          int E, int K)
 {
   for (int n = 0; n < N; n++)
-    {
-      const float *p = probs + (size_t) n * E, *da = dprobs ? dprobs + (size_t) n * E : NULL;
-      const int *ix = idx + (size_t) n * K;
-      const float *g = gates + (size_t) n * K, *dg = dgates + (size_t) n * K;
-      float *dz = dlogits + (size_t) n * E;
-      /* g_j = p_j / Z over the chosen set: dp_m = (dg_m - sum_j dg_j g_j) / Z, m chosen;
-       * then the softmax, dz_e = p_e (dp_e - sum_m p_m dp_m), dp the sum of both parts */
-      double z = 0, gdg = 0, pdp = 0;
-      for (int j = 0; j < K; j++)
-        {
-          z += p[ix[j]];
-          gdg += (double) dg[j] * g[j];
-        }
-      for (int j = 0; j < K; j++)
-        pdp += (double) p[ix[j]] * ((double) dg[j] - gdg) / z;
-      for (int e = 0; da != NULL && e < E; e++)
-        pdp += (double) p[e] * da[e];
-      for (int e = 0; e < E; e++)
-        dz[e] += (float) (p[e] * ((da != NULL ? da[e] : 0.0) - pdp));
-      for (int j = 0; j < K; j++)
-        dz[ix[j]] += (float) (p[ix[j]] * ((double) dg[j] - gdg) / z);
-    }
+    mpk_router_backward_row (dlogits + (size_t) n * E, probs + (size_t) n * E,
+                             idx + (size_t) n * K, gates + (size_t) n * K,
+                             dgates + (size_t) n * K, dprobs ? dprobs + (size_t) n * E : NULL,
+                             E, K);
 }
 
 double
@@ -127,17 +79,8 @@ mpk_cpu_router_aux (float *dprobs, const float *probs, const int *idx, int B, in
   for (int b = 0; b < B; b++)
     for (int e = 0; e < E; e++)
       {
-        double f = 0, P = 0;
-        for (int t = 0; t < T; t++)
-          {
-            size_t n = (size_t) b * T + t;
-            for (int j = 0; j < K; j++)
-              f += idx[n * K + j] == e;
-            P += probs[n * E + e];
-          }
-        f *= (double) E / ((double) K * T);
-        P /= T;
-        loss += alpha * f * P;
+        double f;
+        loss += mpk_router_aux_term (&f, probs, idx, b, e, T, E, K, alpha);
         for (int t = 0; dprobs != NULL && t < T; t++)
           dprobs[((size_t) b * T + t) * E + e] += (float) (dscale * alpha * f / T);
       }

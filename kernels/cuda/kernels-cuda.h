@@ -21,6 +21,10 @@
  *   attention.cuh the warp walk both attention files share
  *   loss.cu       cross-entropy and its vocab-parallel pieces
  *   moe.cu        MoE token permutation: gather_rows, scatter_add_rows, rows_dot
+ *   router.cu     MoE router forward/backward and aux loss (kernels/cpu/router-row.h's code)
+ *   grouped.cu    grouped expert GEMMs (cublasGemmGroupedBatchedEx, or a cublasGemmEx loop)
+ *   fp8.cu        FP8 cast-GEMM-cast through cublasLt (E4M3 / E5M2, current scaling)
+ *   gemm.cuh      the GEMM pieces matmul.cu lends grouped.cu and fp8.cu
  *   attn-extras.cu qk-norm, attention sinks, logit soft-capping, geglu (the attention
  *                 kernel has no window or score cap yet: the executor refuses those) */
 #pragma once
@@ -28,6 +32,7 @@
 #include <stdint.h>
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 #include "kernels/cpu/kernels.h"   /* MpkAttnShape */
 
 #ifdef __cplusplus
@@ -182,6 +187,56 @@ cudaError_t mpk_cuda_scatter_add_rows (float *y, const float *x, const int *idx,
                                        const float *scale, int R, int C, cudaStream_t stream);
 cudaError_t mpk_cuda_rows_dot (float *out, const float *a, const int *idx, const float *b,
                                int R, int C, cudaStream_t stream);
+
+/* ---- MoE router (router.cu): kernels/cpu/moe.c's mpk_cpu_router_*, all on the device;
+ * one thread per token. aux writes *LOSS (one device double; no accumulation) and
+ * accumulates DPROBS (NULL: not wanted); it runs as one block. ---- */
+cudaError_t mpk_cuda_router_forward (float *probs, int *idx, float *gates, const float *logits,
+                                     int N, int E, int K, cudaStream_t stream);
+cudaError_t mpk_cuda_router_backward (float *dlogits, const float *probs, const int *idx,
+                                      const float *gates, const float *dgates,
+                                      const float *dprobs, int N, int E, int K,
+                                      cudaStream_t stream);
+cudaError_t mpk_cuda_router_aux (double *loss, float *dprobs, const float *probs,
+                                 const int *idx, int B, int T, int E, int K, float alpha,
+                                 float dscale, cudaStream_t stream);
+
+/* ---- grouped GEMM (grouped.cu): mpk_cpu_grouped_matmul_*, ROWS (G) in host memory, one
+ * cuBLAS grouped call (or a loop where cuBLAS lacks or refuses it); PRECISION as matmul's.
+ * SCRATCH holds mpk_cuda_grouped_matmul_scratch_bytes (device pointer arrays, and the
+ * bf16 operands in precision 1). ---- */
+size_t mpk_cuda_grouped_matmul_scratch_bytes (const int *rows, int G, int C, int OC,
+                                              int precision);
+cudaError_t mpk_cuda_grouped_matmul_forward (cublasHandle_t h, int precision, void *scratch,
+                                             float *out, const float *inp,
+                                             const float *weight, const float *bias,
+                                             const int *rows, int G, int C, int OC,
+                                             cudaStream_t stream);
+cudaError_t mpk_cuda_grouped_matmul_backward (cublasHandle_t h, int precision, void *scratch,
+                                              float *dinp, float *dweight, float *dbias,
+                                              const float *dout, const float *inp,
+                                              const float *weight, const int *rows, int G,
+                                              int C, int OC, cudaStream_t stream);
+
+/* ---- FP8 (fp8.cu): mpk_cpu_matmul_fp8_* through cublasLt. cudaSuccess from
+ * mpk_cuda_fp8_supported when DEVICE can (compute capability >= 8.9), else
+ * cudaErrorNotSupported. A GEMM runs in FP8 when mpk_cuda_matmul_fp8_fits (N, C, OC
+ * multiples of 16, cublasLt's FP8 alignment) and its outputs are mpk_cuda_fp8_aligned
+ * (16 bytes; NULL passes); otherwise the GEMMs return cudaErrorNotSupported and do
+ * nothing. SCRATCH holds
+ * mpk_cuda_matmul_fp8_scratch_bytes (cublasLt's workspace, the FP8 copies). ---- */
+cudaError_t mpk_cuda_fp8_supported (int device);
+int mpk_cuda_matmul_fp8_fits (int N, int C, int OC);
+int mpk_cuda_fp8_aligned (const void *p);
+size_t mpk_cuda_matmul_fp8_scratch_bytes (int N, int C, int OC);
+cudaError_t mpk_cuda_matmul_fp8_forward (cublasLtHandle_t lt, void *scratch, float *out,
+                                         const float *inp, const float *weight,
+                                         const float *bias, int N, int C, int OC,
+                                         cudaStream_t stream);
+cudaError_t mpk_cuda_matmul_fp8_backward (cublasLtHandle_t lt, void *scratch, float *dinp,
+                                          float *dweight, float *dbias, const float *dout,
+                                          const float *inp, const float *weight, int N,
+                                          int C, int OC, cudaStream_t stream);
 
 /* ---- attention and block variants (attn-extras.cu) ---- */
 cudaError_t mpk_cuda_qknorm_forward (float *qkv, float *raw, float *rstd, const float *wq,

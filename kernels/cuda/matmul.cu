@@ -5,9 +5,10 @@
  * accumulate (beta = 1). Bias add and bias gradient are small kernels here. */
 #include "kernels/cuda/kernels-cuda.h"
 #include "kernels/cuda/util.cuh"
+#include "kernels/cuda/gemm.cuh"
 
-static cudaError_t
-from_cublas (cublasStatus_t st)
+cudaError_t
+mpk_cuda_from_cublas (cublasStatus_t st)
 {
   switch (st)
     {
@@ -41,10 +42,26 @@ bias_backward_k (float *dbias, const float *dout, int N, int OC)
     }
 }
 
-/* The bf16 elements an operand of N floats takes in the scratch: each starts on a
- * 256-byte (128-element) boundary. */
-static size_t
-padded (size_t n)
+cudaError_t
+mpk_cuda_bias_forward (float *out, const float *bias, int N, int OC, cudaStream_t stream)
+{
+  if (N <= 0 || OC <= 0)
+    return cudaSuccess;
+  bias_forward_k<<<mpk_blocks ((size_t) N * OC, 256), 256, 0, stream>>> (out, bias, N, OC);
+  return cudaGetLastError ();
+}
+
+cudaError_t
+mpk_cuda_bias_backward (float *dbias, const float *dout, int N, int OC, cudaStream_t stream)
+{
+  if (N <= 0 || OC <= 0)
+    return cudaSuccess;
+  bias_backward_k<<<mpk_blocks (OC, 128), 128, 0, stream>>> (dbias, dout, N, OC);
+  return cudaGetLastError ();
+}
+
+size_t
+mpk_cuda_bf16_padded (size_t n)
 {
   return (n + 127) & ~(size_t) 127;
 }
@@ -54,27 +71,28 @@ padded (size_t n)
 extern "C" size_t
 mpk_cuda_matmul_scratch_bytes (int N, int C, int OC)
 {
-  return (padded ((size_t) N * C) + padded ((size_t) OC * C) + padded ((size_t) N * OC))
+  return (mpk_cuda_bf16_padded ((size_t) N * C) + mpk_cuda_bf16_padded ((size_t) OC * C)
+          + mpk_cuda_bf16_padded ((size_t) N * OC))
          * sizeof (uint16_t);
 }
 
-/* One GEMM, column-major C (m, n) = alpha op(A) op(B) + beta C, A and B of TYPE. */
-static cudaError_t
-gemm (cublasHandle_t h, cudaDataType_t type, cublasOperation_t ta, cublasOperation_t tb, int m,
-      int n, int k, const void *A, int lda, const void *B, int ldb, float beta, float *C, int ldc)
+cudaError_t
+mpk_cuda_gemm (cublasHandle_t h, cudaDataType_t type, cublasOperation_t ta,
+               cublasOperation_t tb, int m, int n, int k, const void *A, int lda, const void *B,
+               int ldb, float beta, float *C, int ldc)
 {
   const float alpha = 1.0f;
-  return from_cublas (cublasGemmEx (h, ta, tb, m, n, k, &alpha, A, type, lda, B, type, ldb,
-                                    &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
+  return mpk_cuda_from_cublas (cublasGemmEx (h, ta, tb, m, n, k, &alpha, A, type, lda, B,
+                                             type, ldb, &beta, C, CUDA_R_32F, ldc,
+                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-/* bf16 copies of up to three operands packed into SCRATCH. */
-static cudaError_t
-to_bf16 (uint16_t **dst, uint16_t **cursor, const float *src, size_t n, cudaStream_t stream)
+cudaError_t
+mpk_cuda_to_bf16 (uint16_t **dst, uint16_t **cursor, const float *src, size_t n,
+                  cudaStream_t stream)
 {
   *dst = *cursor;
-  *cursor += padded (n);   /* 256-byte aligned pieces */
+  *cursor += mpk_cuda_bf16_padded (n);   /* 256-byte aligned pieces */
   return mpk_cuda_cast_f32_to_bf16 (*dst, src, n, stream);
 }
 
@@ -85,7 +103,7 @@ mpk_cuda_matmul_forward (cublasHandle_t h, int precision, void *scratch, float *
 {
   if (N <= 0 || OC <= 0)
     return cudaSuccess;
-  cudaError_t e = from_cublas (cublasSetStream (h, stream));
+  cudaError_t e = mpk_cuda_from_cublas (cublasSetStream (h, stream));
   if (e != cudaSuccess)
     return e;
   const void *A = weight, *B = inp;
@@ -93,16 +111,15 @@ mpk_cuda_matmul_forward (cublasHandle_t h, int precision, void *scratch, float *
   if (precision == 1)
     {
       uint16_t *cur = (uint16_t *) scratch, *wb, *ib;
-      if ((e = to_bf16 (&wb, &cur, weight, (size_t) OC * C, stream)) != cudaSuccess
-          || (e = to_bf16 (&ib, &cur, inp, (size_t) N * C, stream)) != cudaSuccess)
+      if ((e = mpk_cuda_to_bf16 (&wb, &cur, weight, (size_t) OC * C, stream)) != cudaSuccess
+          || (e = mpk_cuda_to_bf16 (&ib, &cur, inp, (size_t) N * C, stream)) != cudaSuccess)
         return e;
       A = wb, B = ib, type = CUDA_R_16BF;
     }
-  e = gemm (h, type, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, A, C, B, C, 0.0f, out, OC);
+  e = mpk_cuda_gemm (h, type, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, A, C, B, C, 0.0f, out, OC);
   if (e != cudaSuccess || bias == NULL)
     return e;
-  bias_forward_k<<<mpk_blocks ((size_t) N * OC, 256), 256, 0, stream>>> (out, bias, N, OC);
-  return cudaGetLastError ();
+  return mpk_cuda_bias_forward (out, bias, N, OC, stream);
 }
 
 extern "C" cudaError_t
@@ -112,7 +129,7 @@ mpk_cuda_matmul_backward (cublasHandle_t h, int precision, void *scratch, float 
 {
   if (N <= 0 || OC <= 0)
     return cudaSuccess;
-  cudaError_t e = from_cublas (cublasSetStream (h, stream));
+  cudaError_t e = mpk_cuda_from_cublas (cublasSetStream (h, stream));
   if (e != cudaSuccess)
     return e;
   const void *W = weight, *X = inp, *DY = dout;
@@ -120,28 +137,29 @@ mpk_cuda_matmul_backward (cublasHandle_t h, int precision, void *scratch, float 
   if (precision == 1)
     {
       uint16_t *cur = (uint16_t *) scratch, *wb = NULL, *xb = NULL, *db;
-      if ((e = to_bf16 (&db, &cur, dout, (size_t) N * OC, stream)) != cudaSuccess)
+      if ((e = mpk_cuda_to_bf16 (&db, &cur, dout, (size_t) N * OC, stream)) != cudaSuccess)
         return e;
-      if (dinp != NULL && (e = to_bf16 (&wb, &cur, weight, (size_t) OC * C, stream)) != cudaSuccess)
+      if (dinp != NULL
+          && (e = mpk_cuda_to_bf16 (&wb, &cur, weight, (size_t) OC * C, stream)) != cudaSuccess)
         return e;
-      if (dweight != NULL && (e = to_bf16 (&xb, &cur, inp, (size_t) N * C, stream)) != cudaSuccess)
+      if (dweight != NULL
+          && (e = mpk_cuda_to_bf16 (&xb, &cur, inp, (size_t) N * C, stream)) != cudaSuccess)
         return e;
       W = wb, X = xb, DY = db, type = CUDA_R_16BF;
     }
   /* dinp^T (C, N) += W^T-as-stored (C, OC) . dout^T (OC, N) */
   if (dinp != NULL
-      && (e = gemm (h, type, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, W, C, DY, OC, 1.0f, dinp, C))
+      && (e = mpk_cuda_gemm (h, type, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, W, C, DY, OC, 1.0f,
+                             dinp, C))
              != cudaSuccess)
     return e;
   /* dW^T (C, OC) += inp^T (C, N) . dout (N, OC) */
   if (dweight != NULL
-      && (e = gemm (h, type, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, X, C, DY, OC, 1.0f, dweight, C))
+      && (e = mpk_cuda_gemm (h, type, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, X, C, DY, OC, 1.0f,
+                             dweight, C))
              != cudaSuccess)
     return e;
   if (dbias != NULL)
-    {
-      bias_backward_k<<<mpk_blocks (OC, 128), 128, 0, stream>>> (dbias, dout, N, OC);
-      e = cudaGetLastError ();
-    }
+    e = mpk_cuda_bias_backward (dbias, dout, N, OC, stream);
   return e;
 }
