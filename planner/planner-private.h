@@ -73,6 +73,9 @@ void pl_plan_time (const MpCostContext *ctx, MpPlan *plan);
 void pl_keep_top (GPtrArray *top, guint k, const MpPlan *plan);
 void pl_keep_best (MpPlan **slot, const MpPlan *plan);
 void pl_keep_smallest (MpPlan **slot, const MpPlan *plan);
+/* Clears the smallest-footprint slots the output does not read: the smallest when a plan
+ * is kept, a family's when the family has a best (after a search, and after a merge). */
+void pl_settle_smallest (MpSearchResult *res);
 /* MoE (moe14): does C use experts' own settings worth writing out (ep > 1, etp != tp, or
  * the all-gather dispatcher)? Plans without them keep their former files. */
 static inline gboolean

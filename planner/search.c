@@ -375,6 +375,41 @@ smaller (const MpPlan *slot, const MpPlan *plan)
              && mp_parallel_config_compare (&plan->cfg, &slot->cfg) < 0);
 }
 
+/* The output reads a smallest-footprint slot only while nothing it stands in for fits:
+ * the smallest while no plan is kept (nothing fits: "no plan fits"), a family's while
+ * that family has no best ("does not fit"). Once one fits the slot is closed for good:
+ * it bounds no config and keeps none, and pl_settle_smallest clears it. */
+static gboolean
+smallest_open (const MpSearchResult *res)
+{
+  return res->plans->len == 0;
+}
+
+static gboolean
+family_smallest_open (const MpSearchResult *res, MpPlanFamily family)
+{
+  return res->stats.family_best[family] == NULL;
+}
+
+/* Could a plan of peak PEAK or more still take SLOT (NULL: empty), OPEN or closed? Ties
+ * may (they are kept by the config order). */
+static gboolean
+may_take (const MpPlan *slot, gboolean open, double peak)
+{
+  return open && (slot == NULL || !(peak > slot->memory.peak_bytes));
+}
+
+void
+pl_settle_smallest (MpSearchResult *res)
+{
+  MpSearchStats *st = &res->stats;
+  if (!smallest_open (res))
+    g_clear_pointer (&st->smallest, mp_plan_free);
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    if (!family_smallest_open (res, (MpPlanFamily) f))
+      g_clear_pointer (&st->family_smallest[f], mp_plan_free);
+}
+
 /* The memory floor of every config of the branch CFG heads at ZeRO stage ZERO (its
  * schedules, vpps, splits, shard groups and rank orders): its excess over the device,
  * *PEAK its peak. Computed once per branch on one kind of device (search_branch resets
@@ -413,7 +448,7 @@ memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
   const MpSearchStats *st = &s->res->stats;
   guint top = cfg->dp * cfg->cp > 1 ? 3 : 0, zero = any_zero ? top : cfg->zero;
   double peak, excess = branch_floor (s, cfg, zero, &peak);
-  if (!(excess > 0) || st->smallest == NULL || !(peak > st->smallest->memory.peak_bytes))
+  if (!(excess > 0) || may_take (st->smallest, smallest_open (s->res), peak))
     return FALSE;
   /* the families of its ZeRO stages: they differ only between 0-1 and 2-3 */
   MpParallelConfig probe = *cfg;
@@ -422,8 +457,8 @@ memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
   for (guint z = any_zero ? 0 : zero; z <= zero; z += 2)
     {
       probe.zero = z;
-      const MpPlan *slot = st->family_smallest[mp_plan_family_of (&probe)];
-      if (slot == NULL || !(peak > slot->memory.peak_bytes))
+      MpPlanFamily f = mp_plan_family_of (&probe);
+      if (may_take (st->family_smallest[f], family_smallest_open (s->res, f), peak))
         return FALSE;
     }
   return TRUE;
@@ -442,13 +477,12 @@ branch_drops (Search *s, const MpParallelConfig *cfg, double bound, gboolean sta
   const MpSearchStats *st = &s->res->stats;
   GPtrArray *top = s->res->plans;
   if (top->len < s->top_k || may_beat (g_ptr_array_index (top, top->len - 1), bound)
-      || st->smallest == NULL
       || (s->opts->pins != NULL && !cfg->fp8 && may_beat (st->free_best, bound)))
     return FALSE;
   MpParallelConfig probe = *cfg;
   double peak;
   branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak);
-  if (!(peak > st->smallest->memory.peak_bytes))
+  if (may_take (st->smallest, smallest_open (s->res), peak))
     return FALSE;
   /* the families its configs may fall in: by the schedule (none or pipelined) and the
    * ZeRO stage (0-1 or 2-3) */
@@ -459,9 +493,8 @@ branch_drops (Search *s, const MpParallelConfig *cfg, double bound, gboolean sta
         probe.schedule = staged ? cfg->schedule
                                 : pipe ? MP_SCHEDULE_GPIPE : MP_SCHEDULE_NONE;
         MpPlanFamily f = mp_plan_family_of (&probe);
-        const MpPlan *slot = st->family_smallest[f];
-        if (may_beat (st->family_best[f], bound) || slot == NULL
-            || !(peak > slot->memory.peak_bytes))
+        if (may_beat (st->family_best[f], bound)
+            || may_take (st->family_smallest[f], family_smallest_open (s->res, f), peak))
           return FALSE;
       }
   return TRUE;
@@ -493,14 +526,15 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
   const MpSearchStats *st = &s->res->stats;
   MpPlanFamily family = mp_plan_family_of (cfg);
   const MpPlan *least = st->family_smallest[family];
-  if (s->opts->no_bounds || st->smallest == NULL || least == NULL)
+  gboolean open = smallest_open (s->res), family_open = family_smallest_open (s->res, family);
+  if (s->opts->no_bounds || (open && st->smallest == NULL) || (family_open && least == NULL))
     return FALSE;
   gboolean rank = s->floor_s <= 0 || may_rank (s, cfg, family);
   double peak;
   if (!rank)
     {
       branch_floor (s, cfg, cfg->zero, &peak);
-      if (peak > st->smallest->memory.peak_bytes && peak > least->memory.peak_bytes)
+      if (!may_take (st->smallest, open, peak) && !may_take (least, family_open, peak))
         return TRUE;
     }
   /* The floor of its schedule and vpp: a plan that cannot fit cannot rank either. */
@@ -515,7 +549,7 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
   if (rank && !(s->sched_excess[z] > 0))
     return FALSE;
   peak = s->sched_peak[z];
-  return peak > st->smallest->memory.peak_bytes && peak > least->memory.peak_bytes;
+  return !may_take (st->smallest, open, peak) && !may_take (least, family_open, peak);
 }
 
 /* Makes CFG's split for the current layer costs (the one made last when it was for the
@@ -551,13 +585,19 @@ stage_exceeds (Search *s, const MpParallelConfig *cfg)
   const MpSearchStats *st = &s->res->stats;
   MpPlanFamily family = mp_plan_family_of (cfg);
   const MpPlan *least = st->family_smallest[family];
+  gboolean open = smallest_open (s->res);
   if (s->opts->no_bounds || s->cluster->n_groups > 1 || s->have_memory
-      || st->smallest == NULL || may_rank (s, cfg, family))
+      || (open && st->smallest == NULL) || may_rank (s, cfg, family))
     return FALSE;
-  gboolean runs = mp_framework_runners (s->model, cfg) != 0;
+  gboolean runs = family_smallest_open (s->res, family)
+                  && mp_framework_runners (s->model, cfg) != 0;
   if (runs && least == NULL)
     return FALSE;
-  double limit = MAX (st->smallest->memory.peak_bytes, runs ? least->memory.peak_bytes : 0);
+  /* the largest open slot's peak; none open: nothing keeps it, no stage need be costed */
+  double limit = MAX (open ? st->smallest->memory.peak_bytes : -1,
+                      runs ? least->memory.peak_bytes : -1);
+  if (limit < 0)
+    return TRUE;
   for (guint k = 0; k < MIN (cfg->pp, 2u) && !(s->stage_peak > limit); k++)
     {
       MpStageMemory mem;
@@ -619,8 +659,11 @@ visit (Search *s, MpParallelConfig *cfg)
   /* Timed before it is kept, so that a kept plan has its figures whichever way it is
    * kept (merge.c times every fitting plan it unpacks); not timed when a bound shows
    * that only a smallest-footprint slot could keep it, and none does. */
+  gboolean open = smallest_open (s->res);
+  gboolean family_open = family_smallest_open (s->res, plan->family);
   if (plan->fits && !s->opts->no_bounds && !may_rank (s, cfg, plan->family)
-      && !smaller (st->smallest, plan) && !smaller (st->family_smallest[plan->family], plan))
+      && !(open && smaller (st->smallest, plan))
+      && !(family_open && smaller (st->family_smallest[plan->family], plan)))
     {
       st->pruned++;
       st->feasible++;
@@ -629,10 +672,11 @@ visit (Search *s, MpParallelConfig *cfg)
   st->evaluated++;
   if (plan->fits)
     pl_plan_time (s->ctx, plan);
-  pl_keep_smallest (&st->smallest, plan);
+  if (open)
+    pl_keep_smallest (&st->smallest, plan);
   /* A family's plans are those some framework runs (its label names them). */
   gboolean runs = mp_framework_runners (s->model, cfg) != 0;
-  if (runs)
+  if (runs && family_open)
     pl_keep_smallest (&st->family_smallest[plan->family], plan);
   if (!plan->fits)
     return;
@@ -1314,6 +1358,7 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   g_array_unref (s.branches);
   g_hash_table_unref (s.layer_costs);
   s.res->stats.space = s.accepted;
+  pl_settle_smallest (s.res);
   g_free (s.split);
   s.res->stats.seconds = (g_get_monotonic_time () - start) / 1e6;
   if (opts->progress)
