@@ -27,6 +27,37 @@ mp_planner_max_micro_batch (const MpModel *model)
   return MAX (64u, 65536u / MAX ((guint) model->seq_len, 1u));
 }
 
+/* The model's layer classes (layers of a class cost alike: mp_cost_layer_class_first):
+ * the classes' first layers, and each layer's class as an index into them. */
+typedef struct {
+  guint n_reps;
+  guint *reps;                 /* n_reps first layers */
+  guint *slot;                 /* per layer: its class's index in REPS */
+} LayerClasses;
+
+static void
+layer_classes_init (LayerClasses *lc, const MpCostContext *ctx)
+{
+  guint n = mp_cost_context_model (ctx)->n_layers;
+  lc->n_reps = 0;
+  lc->reps = g_new (guint, n);
+  lc->slot = g_new (guint, n);
+  for (guint l = 0; l < n; l++)
+    {
+      guint first = mp_cost_layer_class_first (ctx, l);
+      if (first == l)
+        lc->reps[lc->n_reps++] = l;
+      lc->slot[l] = first == l ? lc->n_reps - 1 : lc->slot[first];
+    }
+}
+
+static void
+layer_classes_clear (LayerClasses *lc)
+{
+  g_clear_pointer (&lc->reps, g_free);
+  g_clear_pointer (&lc->slot, g_free);
+}
+
 typedef struct {
   const MpCostContext *ctx;
   const MpModel *model;
@@ -46,6 +77,10 @@ typedef struct {
   double floor_s;              /* its kernels' time per micro-batch (kernel_floor); < 0:
                                 * no bound */
   const double *layer_floor;   /* its layers' shares of it (uneven_bound), or NULL */
+  double *layer_floor_buf;     /* where search_branch spreads them (n_layers) */
+  LayerClasses classes;
+  GArray *class_floors;        /* double: each branch's kernel_floor by class (n_reps a
+                                * branch, Branch.floor_at): not a block per branch */
   double uneven_s;             /* uneven_bound of the current split; < 0: not yet */
   guint *split;                /* chunk_layers for the current pp * vpp */
   const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
@@ -152,10 +187,11 @@ pp_inner_tried (const MpCluster *cluster, const MpParallelConfig *cfg)
   return cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < cluster->groups[0].devices_per_node;
 }
 
-/* mp_planner_kernel_floor, and each layer's share of it into LAYERS (n_layers; may be
- * NULL): a floor on that layer's forward plus backward on any stage. */
+/* mp_planner_kernel_floor, and each layer class's share of it into FLOORS (LC's n_reps):
+ * a floor on a layer of that class's forward plus backward on any stage. */
 static double
-kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *layers)
+kernel_floor (const MpCostContext *ctx, const LayerClasses *lc, const MpParallelConfig *cfg,
+              double *floors)
 {
   /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is the sum of its
    * layers' costs (mp_cost_layer's total_s: kernels, recomputation, exposed collectives)
@@ -174,16 +210,8 @@ kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *lay
   gboolean block = cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 0
                    && cfg->recompute_method == MP_RECOMPUTE_METHOD_BLOCK;
   const MpParallelDim *orders[] = { cfg->order, ORDER_MEGATRON, ORDER_PP_INNER };
-  guint n = model->n_layers, n_reps = 0;
-  g_autofree double *best = g_new (double, n);
-  g_autofree guint *rep = g_new (guint, n), *reps = g_new (guint, n);
-  for (guint l = 0; l < n; l++)
-    {
-      best[l] = G_MAXDOUBLE;
-      rep[l] = mp_cost_layer_class_first (ctx, l);
-      if (rep[l] == l)
-        reps[n_reps++] = l;
-    }
+  for (guint i = 0; i < lc->n_reps; i++)
+    floors[i] = G_MAXDOUBLE;
   for (gsize o = 0; o < G_N_ELEMENTS (orders); o++)
     {
       /* each order once; pipeline neighbours inside a node only where they are tried */
@@ -203,29 +231,30 @@ kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *lay
           if (st > 0 && memcmp (&spans, &last, sizeof spans) == 0)
             continue;
           last = spans;
-          for (guint i = 0; i < n_reps; i++)
+          for (guint i = 0; i < lc->n_reps; i++)
             {
               MpPhaseCost f, b;
-              mp_cost_layer (ctx, &one, &spans, reps[i], &f, &b);
+              mp_cost_layer (ctx, &one, &spans, lc->reps[i], &f, &b);
               double c = f.total_s + b.total_s - (block ? b.recompute_s : 0);
-              best[reps[i]] = MIN (best[reps[i]], c);
+              floors[i] = MIN (floors[i], c);
             }
         }
     }
   double sum = 0;
-  for (guint l = 0; l < n; l++)
-    {
-      sum += best[rep[l]];
-      if (layers != NULL)
-        layers[l] = best[rep[l]];
-    }
+  for (guint l = 0; l < model->n_layers; l++)
+    sum += floors[lc->slot[l]];
   return sum;
 }
 
 double
 mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
 {
-  return kernel_floor (ctx, cfg, NULL);
+  LayerClasses lc;
+  layer_classes_init (&lc, ctx);
+  double floors[lc.n_reps];
+  double sum = kernel_floor (ctx, &lc, cfg, floors);
+  layer_classes_clear (&lc);
+  return sum;
 }
 
 /* Does every chunk of CFG's split hold as many blocks (the end chunks' embedding and
@@ -884,9 +913,12 @@ typedef struct {
   guint64 outer;               /* its place in the enumeration (the sharding's) */
   double floor_s, bound;       /* kernel_floor and depth_bound; bound G_MAXDOUBLE: its
                                 * memory floor shows nothing fits */
-  double *layer_floor;         /* kernel_floor's layers, with floor_s (owned), or NULL */
+  guint64 floor_at;            /* kernel_floor's classes in Search.class_floors, with
+                                * floor_s; NO_FLOOR: not computed */
   double floor_peak[4], floor_excess[4];   /* branch_floor's, as far as computed */
 } Branch;
+
+#define NO_FLOOR G_MAXUINT64
 
 static gint
 branch_cmp (gconstpointer a, gconstpointer b)
@@ -927,7 +959,8 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
       s->counting = counting;
       return;
     }
-  Branch b = { .cfg = *cfg, .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE };
+  Branch b = { .cfg = *cfg, .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE,
+               .floor_at = NO_FLOOR };
   for (guint z = 0; z < 4; z++)
     s->floor_peak[z] = -1;
   double peak;
@@ -935,8 +968,11 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
       && !(branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak) > 0))
     {
       /* on this pp's stages: not shared with the other depths */
-      b.layer_floor = g_new (double, s->model->n_layers);
-      b.floor_s = kernel_floor (s->ctx, cfg, b.layer_floor);
+      guint n = s->classes.n_reps;
+      b.floor_at = s->class_floors->len;
+      g_array_set_size (s->class_floors, s->class_floors->len + n);
+      b.floor_s = kernel_floor (s->ctx, &s->classes, cfg,
+                                &g_array_index (s->class_floors, double, b.floor_at));
       b.bound = b.floor_s > 0 ? depth_bound (cfg, b.floor_s) : 0;
     }
   memcpy (b.floor_peak, s->floor_peak, sizeof b.floor_peak);
@@ -955,14 +991,20 @@ search_branch (Search *s, Branch *b)
   s->dropped = memory_drops (s, cfg, TRUE);
   if (!s->dropped)
     {
-      if (b->floor_s < 0 && !s->opts->no_bounds)
-        {
-          if (b->layer_floor == NULL)
-            b->layer_floor = g_new (double, s->model->n_layers);
-          b->floor_s = kernel_floor (s->ctx, cfg, b->layer_floor);
-        }
+      double floors[s->classes.n_reps];
+      const double *by_class = floors;
+      if (b->floor_at != NO_FLOOR)
+        by_class = &g_array_index (s->class_floors, double, b->floor_at);
+      else if (!s->opts->no_bounds)
+        b->floor_s = kernel_floor (s->ctx, &s->classes, cfg, floors);
       s->floor_s = b->floor_s;
-      s->layer_floor = b->floor_s > 0 ? b->layer_floor : NULL;
+      s->layer_floor = NULL;
+      if (b->floor_s > 0)
+        {
+          for (guint l = 0; l < s->model->n_layers; l++)
+            s->layer_floor_buf[l] = by_class[s->classes.slot[l]];
+          s->layer_floor = s->layer_floor_buf;
+        }
       s->dropped = branch_drops (s, cfg, depth_bound (cfg, s->floor_s), FALSE);
     }
   if (!s->dropped)
@@ -990,7 +1032,6 @@ search_branch (Search *s, Branch *b)
   loop_schedule (s, cfg);
   s->dropped = FALSE;
   s->layer_floor = NULL;
-  g_clear_pointer (&b->layer_floor, g_free);
 }
 
 /* Searches the branches noted, best bound first. */
@@ -1001,6 +1042,7 @@ search_branches (Search *s)
   for (guint i = 0; i < s->branches->len; i++)
     search_branch (s, &g_array_index (s->branches, Branch, i));
   g_array_set_size (s->branches, 0);
+  g_array_set_size (s->class_floors, 0);
 }
 
 /* MoE (moe14): Megatron-Core's expert grid over a stage's tp * cp * dp ranks: ep
@@ -1351,11 +1393,17 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   mp_plan_pins_get (opts->pins, "vpp", &max_vpp);
   s.split = g_new (guint, (gsize) n_blocks (model) * MAX (max_vpp, MAX_VPP) + 2);
   s.branches = g_array_new (FALSE, FALSE, sizeof (Branch));
+  layer_classes_init (&s.classes, ctx);
+  s.class_floors = g_array_new (FALSE, FALSE, sizeof (double));
+  s.layer_floor_buf = g_new (double, model->n_layers);
   s.layer_costs = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
                                          (GDestroyNotify) g_bytes_unref, g_free);
   run (&s);
   search_branches (&s);
   g_array_unref (s.branches);
+  g_array_unref (s.class_floors);
+  layer_classes_clear (&s.classes);
+  g_free (s.layer_floor_buf);
   g_hash_table_unref (s.layer_costs);
   s.res->stats.space = s.accepted;
   pl_settle_smallest (s.res);
