@@ -79,6 +79,7 @@ typedef struct {
   const double *layer_floor;   /* its layers' shares of it (uneven_bound), or NULL */
   double *layer_floor_buf;     /* where search_branch spreads them (n_layers) */
   LayerClasses classes;
+  MpParallelConfig base;       /* the config every branch starts from (run) */
   GArray *class_floors;        /* double: each branch's kernel_floor by class (n_reps a
                                 * branch, Branch.floor_at): not a block per branch */
   double uneven_s;             /* uneven_bound of the current split; < 0: not yet */
@@ -909,14 +910,47 @@ loop_schedule (Search *s, MpParallelConfig *cfg)
  * the enumeration, searched later in the order of its step bound (best first), so that
  * the fastest plans are kept early and prune the rest. */
 typedef struct {
-  MpParallelConfig cfg;
+  /* the config's fields the loops above with_layer_costs set (the rest: Search.base) */
+  guint32 tp, cp, pp, dp, ep, etp, micro_batch_size, num_micro_batches;
+  guint32 recompute_num_layers, recompute_modules;
+  guint8 sequence_parallel, recompute, recompute_method, dispatcher, fp8;
   guint64 outer;               /* its place in the enumeration (the sharding's) */
   double floor_s, bound;       /* kernel_floor and depth_bound; bound G_MAXDOUBLE: its
                                 * memory floor shows nothing fits */
   guint64 floor_at;            /* kernel_floor's classes in Search.class_floors, with
                                 * floor_s; NO_FLOOR: not computed */
-  double floor_peak[4], floor_excess[4];   /* branch_floor's, as far as computed */
+  double floor_peak, floor_excess;   /* branch_floor's at its top ZeRO stage; peak < 0:
+                                      * not computed */
 } Branch;
+
+/* A branch is kept small (a million of them on deepseek-v3 / 1024 H100s): CFG's own
+ * choices only, the rest of the config being the search's base. */
+static void
+branch_pack (Branch *b, const MpParallelConfig *cfg)
+{
+  b->tp = cfg->tp, b->cp = cfg->cp, b->pp = cfg->pp, b->dp = cfg->dp;
+  b->ep = cfg->ep, b->etp = cfg->etp;
+  b->micro_batch_size = cfg->micro_batch_size, b->num_micro_batches = cfg->num_micro_batches;
+  b->recompute_num_layers = cfg->recompute_num_layers;
+  b->recompute_modules = cfg->recompute_modules;
+  b->sequence_parallel = (guint8) cfg->sequence_parallel, b->recompute = (guint8) cfg->recompute;
+  b->recompute_method = (guint8) cfg->recompute_method;
+  b->dispatcher = (guint8) cfg->dispatcher, b->fp8 = (guint8) cfg->fp8;
+}
+
+static void
+branch_unpack (const Branch *b, const MpParallelConfig *base, MpParallelConfig *cfg)
+{
+  *cfg = *base;
+  cfg->tp = b->tp, cfg->cp = b->cp, cfg->pp = b->pp, cfg->dp = b->dp;
+  cfg->ep = b->ep, cfg->etp = b->etp;
+  cfg->micro_batch_size = b->micro_batch_size, cfg->num_micro_batches = b->num_micro_batches;
+  cfg->recompute_num_layers = b->recompute_num_layers;
+  cfg->recompute_modules = b->recompute_modules;
+  cfg->sequence_parallel = b->sequence_parallel, cfg->recompute = (MpRecompute) b->recompute;
+  cfg->recompute_method = (MpRecomputeMethod) b->recompute_method;
+  cfg->dispatcher = (MpDispatcher) b->dispatcher, cfg->fp8 = b->fp8;
+}
 
 #define NO_FLOOR G_MAXUINT64
 
@@ -959,13 +993,14 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
       s->counting = counting;
       return;
     }
-  Branch b = { .cfg = *cfg, .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE,
-               .floor_at = NO_FLOOR };
+  Branch b = { .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE, .floor_at = NO_FLOOR,
+               .floor_peak = -1 };
+  branch_pack (&b, cfg);
   for (guint z = 0; z < 4; z++)
     s->floor_peak[z] = -1;
   double peak;
-  if (!s->opts->no_bounds
-      && !(branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak) > 0))
+  guint top = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  if (!s->opts->no_bounds && !(branch_floor (s, cfg, top, &peak) > 0))
     {
       /* on this pp's stages: not shared with the other depths */
       guint n = s->classes.n_reps;
@@ -975,8 +1010,8 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
                                 &g_array_index (s->class_floors, double, b.floor_at));
       b.bound = b.floor_s > 0 ? depth_bound (cfg, b.floor_s) : 0;
     }
-  memcpy (b.floor_peak, s->floor_peak, sizeof b.floor_peak);
-  memcpy (b.floor_excess, s->floor_excess, sizeof b.floor_excess);
+  b.floor_peak = s->floor_peak[top];
+  b.floor_excess = s->floor_excess[top];
   g_array_append_val (s->branches, b);
 }
 
@@ -985,9 +1020,13 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
 static void
 search_branch (Search *s, Branch *b)
 {
-  MpParallelConfig *cfg = &b->cfg;
-  memcpy (s->floor_peak, b->floor_peak, sizeof b->floor_peak);
-  memcpy (s->floor_excess, b->floor_excess, sizeof b->floor_excess);
+  MpParallelConfig branch_cfg, *cfg = &branch_cfg;
+  branch_unpack (b, &s->base, cfg);
+  for (guint z = 0; z < 4; z++)
+    s->floor_peak[z] = -1;
+  guint top = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  s->floor_peak[top] = b->floor_peak;
+  s->floor_excess[top] = b->floor_excess;
   s->dropped = memory_drops (s, cfg, TRUE);
   if (!s->dropped)
     {
@@ -1256,6 +1295,7 @@ run (Search *s)
   cfg.stack = (MpStack) stack;
   cfg.moe_a2a_overlap = pinned_on (s, "moe_a2a_overlap");     /* MoE: pinned only */
   cfg.compile = pinned_on (s, "compile");       /* torch.compile: the user's, as the stack */
+  s->base = cfg;
   s->index = s->outer = s->accepted = s->pinned = 0;
   s->dropped = FALSE;
   /* FP8 changes the numerics, so the search tries it only when the user pins it
