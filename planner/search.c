@@ -99,6 +99,7 @@ typedef struct {
   guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
   GArray *branches;            /* Branch: those met, to search (search_branches) */
   GHashTable *layer_costs;     /* GBytes key (search_branch) -> double[n_groups * n_layers] */
+  GHashTable *split_fills;     /* &split_limits[chunks] -> pl_split_costs' FILLS */
   gboolean dropped;            /* the current branch cannot fit (memory_drops): count it
                                 * as pruned, cost nothing */
   gboolean have_memory;        /* MEMORY, FITS: the current config's in another rank order */
@@ -592,7 +593,21 @@ make_split (Search *s, MpParallelConfig *cfg)
       || s->cluster->n_groups > 1)
     {
       s->split_cost = NULL;
-      if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split_limits, s->split))
+      /* the fills of these costs and chunks (pl_split_costs), kept under the address of
+       * their bottleneck: one of each for the search */
+      guint chunks = cfg->pp * MAX (cfg->vpp, 1u), *fills = NULL;
+      if (s->cluster->n_groups == 1 && chunks <= s->model->n_layers)
+        {
+          double *at = &s->split_limits[chunks];
+          fills = g_hash_table_lookup (s->split_fills, at);
+          if (fills == NULL)
+            {
+              fills = g_new (guint, 2 + 2 * (gsize) chunks);
+              fills[0] = PL_FILLS_NONE;
+              g_hash_table_insert (s->split_fills, at, fills);
+            }
+        }
+      if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split_limits, fills, s->split))
         return FALSE;
       s->split_cost = s->layer_cost;
       s->split_pp = cfg->pp;
@@ -1438,12 +1453,14 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   s.layer_floor_buf = g_new (double, model->n_layers);
   s.layer_costs = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
                                          (GDestroyNotify) g_bytes_unref, g_free);
+  s.split_fills = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   run (&s);
   search_branches (&s);
   g_array_unref (s.branches);
   g_array_unref (s.class_floors);
   layer_classes_clear (&s.classes);
   g_free (s.layer_floor_buf);
+  g_hash_table_unref (s.split_fills);
   g_hash_table_unref (s.layer_costs);
   s.res->stats.space = s.accepted;
   pl_settle_smallest (s.res);
