@@ -233,11 +233,11 @@ kernel_floor (const MpCostContext *ctx, const LayerClasses *lc, const MpParallel
           if (st > 0 && memcmp (&spans, &last, sizeof spans) == 0)
             continue;
           last = spans;
+          MpPhaseCost f[lc->n_reps], b[lc->n_reps];
+          mp_cost_layers (ctx, &one, &spans, lc->n_reps, lc->reps, f, b);
           for (guint i = 0; i < lc->n_reps; i++)
             {
-              MpPhaseCost f, b;
-              mp_cost_layer (ctx, &one, &spans, lc->reps[i], &f, &b);
-              double c = f.total_s + b.total_s - (block ? b.recompute_s : 0);
+              double c = f[i].total_s + b[i].total_s - (block ? b[i].recompute_s : 0);
               floors[i] = MIN (floors[i], c);
             }
         }
