@@ -1548,6 +1548,35 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
   layer_row (ctx, key)->cells[id] = (MemoCell) { *fwd, *bwd, TRUE };
 }
 
+void
+mp_cost_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                const MpStageSpans *spans, guint n, const guint *layers, MpPhaseCost *fwd,
+                MpPhaseCost *bwd)
+{
+  g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && (n == 0 || (layers != NULL
+                    && fwd != NULL && bwd != NULL)));
+  g_return_if_fail (cm_config_sane (cfg));
+  guint64 key[MEMO_WORDS];
+  memo_key (cfg, spans, key);
+  CmLayerRow *row = layer_row (ctx, key);
+  for (guint i = 0; i < n; i++)
+    {
+      g_return_if_fail (layers[i] < ctx->model->n_layers);
+      guint id = ctx->layers[layers[i]].class_id;
+      if (row->cells[id].have)
+        {
+          fwd[i] = row->cells[id].fwd;
+          bwd[i] = row->cells[id].bwd;
+          continue;
+        }
+      layer_cost (ctx, cfg, spans, layers[i], &fwd[i], &bwd[i]);
+      /* found again: costing may have asked for others, and a memo started again
+       * takes the row with it */
+      row = layer_row (ctx, key);
+      row->cells[id] = (MemoCell) { fwd[i], bwd[i], TRUE };
+    }
+}
+
 /* ---- stages -------------------------------------------------------------------------- */
 
 static void

@@ -418,6 +418,11 @@ double mp_cost_moe_dispatch_bytes (const MpCostContext *ctx, const MpParallelCon
 void mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
                     const MpStageSpans *spans, guint layer, MpPhaseCost *fwd,
                     MpPhaseCost *bwd);
+/* mp_cost_layer of each of the N LAYERS under one CFG and SPANS (FWD, BWD: N each), the
+ * memo's key made once: the planner's kernel floor asks for every layer class so. */
+void mp_cost_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
+                     const MpStageSpans *spans, guint n, const guint *layers,
+                     MpPhaseCost *fwd, MpPhaseCost *bwd);
 
 /* Everything the planner needs of one stage, per micro-batch and per step. */
 typedef struct {

@@ -329,7 +329,7 @@ mp_plan_split_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
   guint n_groups = mp_cost_context_cluster (ctx)->n_groups;
   g_autofree double *cost = g_new (double, (gsize) n_groups * model->n_layers);
   pl_layer_costs (ctx, cfg, cost);
-  return pl_split_costs (ctx, cfg, cost, NULL, chunk_layers);
+  return pl_split_costs (ctx, cfg, cost, NULL, NULL, chunk_layers);
 }
 
 /* How a split of the units into CHUNKS groups of COUNTS (group c on stage c % pp) paces a
@@ -372,6 +372,9 @@ split_better (const Units *us, const guint *a, const guint *b, guint chunks)
   return sa < sb - tol || (sa <= sb + tol && ra < rb - tol);
 }
 
+static gboolean pick_split (const Units *us, guint chunks, gboolean transformer, guint used,
+                            guint used_greedy, const guint *greedy, guint *chunk_layers);
+
 /* The node group of each of CFG's stages, or NULL on a homogeneous cluster. */
 static guint *
 stage_groups (const MpCostContext *ctx, const MpParallelConfig *cfg)
@@ -386,7 +389,7 @@ stage_groups (const MpCostContext *ctx, const MpParallelConfig *cfg)
 
 gboolean
 pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const double *cost,
-                double *limits, guint *chunk_layers)
+                double *limits, guint *fills, guint *chunk_layers)
 {
   const MpModel *model = mp_cost_context_model (ctx);
   guint pp = cfg->pp, chunks = pp * MAX (cfg->vpp, 1u);
@@ -416,8 +419,21 @@ pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const dou
           *v += row[n_layers - 1];
       }
   /* On one kind of device the bottleneck depends on the units and chunks alone: the one
-   * found before for these chunks, where the caller keeps them. */
+   * found before for these chunks, where the caller keeps them; and so do the two fills
+   * of it (FILLS), which only the pipeline depth's choice between them (split_better)
+   * tells apart. */
   double *known = groups == NULL && limits != NULL ? &limits[chunks] : NULL;
+  if (groups != NULL)
+    fills = NULL;
+  guint greedy[chunks], used, used_greedy;
+  if (fills != NULL && fills[0] != PL_FILLS_NONE)
+    {
+      used = fills[0];
+      used_greedy = fills[1];
+      memcpy (chunk_layers, fills + 2, chunks * sizeof *fills);
+      memcpy (greedy, fills + 2 + chunks, chunks * sizeof *fills);
+      return pick_split (&us, chunks, transformer, used, used_greedy, greedy, chunk_layers);
+    }
   /* Bounds on the bottleneck: no unit costs less than on the fastest of the stages'
    * devices, and every unit on the slowest one's fits under the sum. */
   double lo = 0, hi = 0;
@@ -459,15 +475,29 @@ pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, const dou
     hi = *known;
   else if (known)
     *known = hi;
-  /* Two fills meet that bottleneck: the greedy one (its slack in the last chunks) and the
-   * balanced one; the pipeline keeps the better (split_better), the balanced one on a tie
-   * (lighter first stages, which hold the most micro-batches in flight). */
-  guint greedy[chunks];
   memset (greedy, 0, sizeof greedy);
-  guint used = balanced_groups (&us, hi, chunks, chunk_layers);
-  guint used_greedy = greedy_groups (&us, 0, 0, hi, chunks, greedy);
+  used = balanced_groups (&us, hi, chunks, chunk_layers);
+  used_greedy = greedy_groups (&us, 0, 0, hi, chunks, greedy);
+  if (fills != NULL)
+    {
+      fills[0] = used;
+      fills[1] = used_greedy;
+      memcpy (fills + 2, chunk_layers, chunks * sizeof *fills);
+      memcpy (fills + 2 + chunks, greedy, chunks * sizeof *fills);
+    }
+  return pick_split (&us, chunks, transformer, used, used_greedy, greedy, chunk_layers);
+}
+
+/* Two fills meet the bottleneck: the greedy one (GREEDY, its slack in the last chunks)
+ * and the balanced one (CHUNK_LAYERS); the pipeline keeps the better (split_better), the
+ * balanced one on a tie (lighter first stages, which hold the most micro-batches in
+ * flight). Then the end chunks take the embedding and head back (TRANSFORMER). */
+static gboolean
+pick_split (const Units *us, guint chunks, gboolean transformer, guint used,
+            guint used_greedy, const guint *greedy, guint *chunk_layers)
+{
   if (used_greedy == chunks && used == chunks
-      && split_better (&us, greedy, chunk_layers, chunks))
+      && split_better (us, greedy, chunk_layers, chunks))
     memcpy (chunk_layers, greedy, chunks * sizeof *greedy);
   g_assert (used <= chunks);
   /* Fewer groups than chunks can only happen with all-zero costs: spread the rest. */

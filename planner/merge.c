@@ -166,6 +166,7 @@ mp_search_result_merge (const MpCostContext *ctx, const MpSearchOptions *opts,
         g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "search part %u is malformed", i);
         return NULL;
       }
+  pl_settle_smallest (res);
   res->stats.seconds = seconds;
   return res;
 }

@@ -12,9 +12,14 @@ void pl_layer_costs (const MpCostContext *ctx, const MpParallelConfig *cfg, doub
  * cfg->pp * vpp chunks, chunk c on stage c % pp and costed on that stage's device
  * (mp_cost_stage_group under CFG's order; see mp_plan_split_layers). LIMITS (may be
  * NULL; n_layers + 1 entries, < 0 at first): the bottleneck of each chunk count on one
- * kind of device, kept by the caller for the next split of the same COST. */
+ * kind of device, kept by the caller for the next split of the same COST. FILLS (may be
+ * NULL; 2 + 2 * chunks entries, fills[0] PL_FILLS_NONE at first): the two fills of that
+ * bottleneck on one kind of device, kept by the caller for the next split of the same
+ * COST into as many chunks (at another pipeline depth). */
+#define PL_FILLS_NONE G_MAXUINT
 gboolean pl_split_costs (const MpCostContext *ctx, const MpParallelConfig *cfg,
-                         const double *cost, double *limits, guint *chunk_layers);
+                         const double *cost, double *limits, guint *fills,
+                         guint *chunk_layers);
 
 /* Does CFG's interleaved pipeline run rounds whose chunks differ from stage to stage
  * (TRANSFORMER: the end chunks' embedding and head aside)? Then the closed form times it
@@ -73,6 +78,9 @@ void pl_plan_time (const MpCostContext *ctx, MpPlan *plan);
 void pl_keep_top (GPtrArray *top, guint k, const MpPlan *plan);
 void pl_keep_best (MpPlan **slot, const MpPlan *plan);
 void pl_keep_smallest (MpPlan **slot, const MpPlan *plan);
+/* Clears the smallest-footprint slots the output does not read: the smallest when a plan
+ * is kept, a family's when the family has a best (after a search, and after a merge). */
+void pl_settle_smallest (MpSearchResult *res);
 /* MoE (moe14): does C use experts' own settings worth writing out (ep > 1, etp != tp, or
  * the all-gather dispatcher)? Plans without them keep their former files. */
 static inline gboolean

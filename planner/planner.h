@@ -152,11 +152,13 @@ typedef struct {
   guint64 pruned;              /* fitting, but discarded by a bound on the step time */
   guint64 feasible;            /* fitting in memory (evaluated or pruned) */
   double seconds;              /* wall time of the search */
-  /* the smallest-footprint config seen (for "nothing fits" advice) */
-  MpPlan *smallest;            /* owned by the result; NULL if none was valid */
+  /* the smallest-footprint config (for "nothing fits" advice): kept only while no plan
+   * fits, so NULL when PLANS is not empty (or when no config was valid); owned */
+  MpPlan *smallest;
   /* of each family, among the plans some framework runs (mp_framework_runners): */
   MpPlan *family_best[MP_FAMILY_N]; /* best feasible plan (may be NULL) */
-  MpPlan *family_smallest[MP_FAMILY_N]; /* smallest-footprint plan */
+  MpPlan *family_smallest[MP_FAMILY_N]; /* smallest-footprint plan, only while the family
+                                         * has no best: NULL when family_best is set */
   MpPlan *free_best;           /* with pins: the best plan ignoring them */
 } MpSearchStats;
 

@@ -27,6 +27,37 @@ mp_planner_max_micro_batch (const MpModel *model)
   return MAX (64u, 65536u / MAX ((guint) model->seq_len, 1u));
 }
 
+/* The model's layer classes (layers of a class cost alike: mp_cost_layer_class_first):
+ * the classes' first layers, and each layer's class as an index into them. */
+typedef struct {
+  guint n_reps;
+  guint *reps;                 /* n_reps first layers */
+  guint *slot;                 /* per layer: its class's index in REPS */
+} LayerClasses;
+
+static void
+layer_classes_init (LayerClasses *lc, const MpCostContext *ctx)
+{
+  guint n = mp_cost_context_model (ctx)->n_layers;
+  lc->n_reps = 0;
+  lc->reps = g_new (guint, n);
+  lc->slot = g_new (guint, n);
+  for (guint l = 0; l < n; l++)
+    {
+      guint first = mp_cost_layer_class_first (ctx, l);
+      if (first == l)
+        lc->reps[lc->n_reps++] = l;
+      lc->slot[l] = first == l ? lc->n_reps - 1 : lc->slot[first];
+    }
+}
+
+static void
+layer_classes_clear (LayerClasses *lc)
+{
+  g_clear_pointer (&lc->reps, g_free);
+  g_clear_pointer (&lc->slot, g_free);
+}
+
 typedef struct {
   const MpCostContext *ctx;
   const MpModel *model;
@@ -46,6 +77,11 @@ typedef struct {
   double floor_s;              /* its kernels' time per micro-batch (kernel_floor); < 0:
                                 * no bound */
   const double *layer_floor;   /* its layers' shares of it (uneven_bound), or NULL */
+  double *layer_floor_buf;     /* where search_branch spreads them (n_layers) */
+  LayerClasses classes;
+  MpParallelConfig base;       /* the config every branch starts from (run) */
+  GArray *class_floors;        /* double: each branch's kernel_floor by class (n_reps a
+                                * branch, Branch.floor_at): not a block per branch */
   double uneven_s;             /* uneven_bound of the current split; < 0: not yet */
   guint *split;                /* chunk_layers for the current pp * vpp */
   const double *split_cost;    /* the layer costs, pp and vpp SPLIT was made for */
@@ -63,6 +99,7 @@ typedef struct {
   guint64 outer;               /* layer-cost choices met so far (with_layer_costs) */
   GArray *branches;            /* Branch: those met, to search (search_branches) */
   GHashTable *layer_costs;     /* GBytes key (search_branch) -> double[n_groups * n_layers] */
+  GHashTable *split_fills;     /* &split_limits[chunks] -> pl_split_costs' FILLS */
   gboolean dropped;            /* the current branch cannot fit (memory_drops): count it
                                 * as pruned, cost nothing */
   gboolean have_memory;        /* MEMORY, FITS: the current config's in another rank order */
@@ -152,10 +189,11 @@ pp_inner_tried (const MpCluster *cluster, const MpParallelConfig *cfg)
   return cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < cluster->groups[0].devices_per_node;
 }
 
-/* mp_planner_kernel_floor, and each layer's share of it into LAYERS (n_layers; may be
- * NULL): a floor on that layer's forward plus backward on any stage. */
+/* mp_planner_kernel_floor, and each layer class's share of it into FLOORS (LC's n_reps):
+ * a floor on a layer of that class's forward plus backward on any stage. */
 static double
-kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *layers)
+kernel_floor (const MpCostContext *ctx, const LayerClasses *lc, const MpParallelConfig *cfg,
+              double *floors)
 {
   /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is the sum of its
    * layers' costs (mp_cost_layer's total_s: kernels, recomputation, exposed collectives)
@@ -174,16 +212,8 @@ kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *lay
   gboolean block = cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 0
                    && cfg->recompute_method == MP_RECOMPUTE_METHOD_BLOCK;
   const MpParallelDim *orders[] = { cfg->order, ORDER_MEGATRON, ORDER_PP_INNER };
-  guint n = model->n_layers, n_reps = 0;
-  g_autofree double *best = g_new (double, n);
-  g_autofree guint *rep = g_new (guint, n), *reps = g_new (guint, n);
-  for (guint l = 0; l < n; l++)
-    {
-      best[l] = G_MAXDOUBLE;
-      rep[l] = mp_cost_layer_class_first (ctx, l);
-      if (rep[l] == l)
-        reps[n_reps++] = l;
-    }
+  for (guint i = 0; i < lc->n_reps; i++)
+    floors[i] = G_MAXDOUBLE;
   for (gsize o = 0; o < G_N_ELEMENTS (orders); o++)
     {
       /* each order once; pipeline neighbours inside a node only where they are tried */
@@ -203,29 +233,30 @@ kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, double *lay
           if (st > 0 && memcmp (&spans, &last, sizeof spans) == 0)
             continue;
           last = spans;
-          for (guint i = 0; i < n_reps; i++)
+          MpPhaseCost f[lc->n_reps], b[lc->n_reps];
+          mp_cost_layers (ctx, &one, &spans, lc->n_reps, lc->reps, f, b);
+          for (guint i = 0; i < lc->n_reps; i++)
             {
-              MpPhaseCost f, b;
-              mp_cost_layer (ctx, &one, &spans, reps[i], &f, &b);
-              double c = f.total_s + b.total_s - (block ? b.recompute_s : 0);
-              best[reps[i]] = MIN (best[reps[i]], c);
+              double c = f[i].total_s + b[i].total_s - (block ? b[i].recompute_s : 0);
+              floors[i] = MIN (floors[i], c);
             }
         }
     }
   double sum = 0;
-  for (guint l = 0; l < n; l++)
-    {
-      sum += best[rep[l]];
-      if (layers != NULL)
-        layers[l] = best[rep[l]];
-    }
+  for (guint l = 0; l < model->n_layers; l++)
+    sum += floors[lc->slot[l]];
   return sum;
 }
 
 double
 mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
 {
-  return kernel_floor (ctx, cfg, NULL);
+  LayerClasses lc;
+  layer_classes_init (&lc, ctx);
+  double floors[lc.n_reps];
+  double sum = kernel_floor (ctx, &lc, cfg, floors);
+  layer_classes_clear (&lc);
+  return sum;
 }
 
 /* Does every chunk of CFG's split hold as many blocks (the end chunks' embedding and
@@ -375,6 +406,41 @@ smaller (const MpPlan *slot, const MpPlan *plan)
              && mp_parallel_config_compare (&plan->cfg, &slot->cfg) < 0);
 }
 
+/* The output reads a smallest-footprint slot only while nothing it stands in for fits:
+ * the smallest while no plan is kept (nothing fits: "no plan fits"), a family's while
+ * that family has no best ("does not fit"). Once one fits the slot is closed for good:
+ * it bounds no config and keeps none, and pl_settle_smallest clears it. */
+static gboolean
+smallest_open (const MpSearchResult *res)
+{
+  return res->plans->len == 0;
+}
+
+static gboolean
+family_smallest_open (const MpSearchResult *res, MpPlanFamily family)
+{
+  return res->stats.family_best[family] == NULL;
+}
+
+/* Could a plan of peak PEAK or more still take SLOT (NULL: empty), OPEN or closed? Ties
+ * may (they are kept by the config order). */
+static gboolean
+may_take (const MpPlan *slot, gboolean open, double peak)
+{
+  return open && (slot == NULL || !(peak > slot->memory.peak_bytes));
+}
+
+void
+pl_settle_smallest (MpSearchResult *res)
+{
+  MpSearchStats *st = &res->stats;
+  if (!smallest_open (res))
+    g_clear_pointer (&st->smallest, mp_plan_free);
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    if (!family_smallest_open (res, (MpPlanFamily) f))
+      g_clear_pointer (&st->family_smallest[f], mp_plan_free);
+}
+
 /* The memory floor of every config of the branch CFG heads at ZeRO stage ZERO (its
  * schedules, vpps, splits, shard groups and rank orders): its excess over the device,
  * *PEAK its peak. Computed once per branch on one kind of device (search_branch resets
@@ -413,7 +479,7 @@ memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
   const MpSearchStats *st = &s->res->stats;
   guint top = cfg->dp * cfg->cp > 1 ? 3 : 0, zero = any_zero ? top : cfg->zero;
   double peak, excess = branch_floor (s, cfg, zero, &peak);
-  if (!(excess > 0) || st->smallest == NULL || !(peak > st->smallest->memory.peak_bytes))
+  if (!(excess > 0) || may_take (st->smallest, smallest_open (s->res), peak))
     return FALSE;
   /* the families of its ZeRO stages: they differ only between 0-1 and 2-3 */
   MpParallelConfig probe = *cfg;
@@ -422,8 +488,8 @@ memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
   for (guint z = any_zero ? 0 : zero; z <= zero; z += 2)
     {
       probe.zero = z;
-      const MpPlan *slot = st->family_smallest[mp_plan_family_of (&probe)];
-      if (slot == NULL || !(peak > slot->memory.peak_bytes))
+      MpPlanFamily f = mp_plan_family_of (&probe);
+      if (may_take (st->family_smallest[f], family_smallest_open (s->res, f), peak))
         return FALSE;
     }
   return TRUE;
@@ -442,13 +508,12 @@ branch_drops (Search *s, const MpParallelConfig *cfg, double bound, gboolean sta
   const MpSearchStats *st = &s->res->stats;
   GPtrArray *top = s->res->plans;
   if (top->len < s->top_k || may_beat (g_ptr_array_index (top, top->len - 1), bound)
-      || st->smallest == NULL
       || (s->opts->pins != NULL && !cfg->fp8 && may_beat (st->free_best, bound)))
     return FALSE;
   MpParallelConfig probe = *cfg;
   double peak;
   branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak);
-  if (!(peak > st->smallest->memory.peak_bytes))
+  if (may_take (st->smallest, smallest_open (s->res), peak))
     return FALSE;
   /* the families its configs may fall in: by the schedule (none or pipelined) and the
    * ZeRO stage (0-1 or 2-3) */
@@ -459,9 +524,8 @@ branch_drops (Search *s, const MpParallelConfig *cfg, double bound, gboolean sta
         probe.schedule = staged ? cfg->schedule
                                 : pipe ? MP_SCHEDULE_GPIPE : MP_SCHEDULE_NONE;
         MpPlanFamily f = mp_plan_family_of (&probe);
-        const MpPlan *slot = st->family_smallest[f];
-        if (may_beat (st->family_best[f], bound) || slot == NULL
-            || !(peak > slot->memory.peak_bytes))
+        if (may_beat (st->family_best[f], bound)
+            || may_take (st->family_smallest[f], family_smallest_open (s->res, f), peak))
           return FALSE;
       }
   return TRUE;
@@ -493,14 +557,15 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
   const MpSearchStats *st = &s->res->stats;
   MpPlanFamily family = mp_plan_family_of (cfg);
   const MpPlan *least = st->family_smallest[family];
-  if (s->opts->no_bounds || st->smallest == NULL || least == NULL)
+  gboolean open = smallest_open (s->res), family_open = family_smallest_open (s->res, family);
+  if (s->opts->no_bounds || (open && st->smallest == NULL) || (family_open && least == NULL))
     return FALSE;
   gboolean rank = s->floor_s <= 0 || may_rank (s, cfg, family);
   double peak;
   if (!rank)
     {
       branch_floor (s, cfg, cfg->zero, &peak);
-      if (peak > st->smallest->memory.peak_bytes && peak > least->memory.peak_bytes)
+      if (!may_take (st->smallest, open, peak) && !may_take (least, family_open, peak))
         return TRUE;
     }
   /* The floor of its schedule and vpp: a plan that cannot fit cannot rank either. */
@@ -515,7 +580,7 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
   if (rank && !(s->sched_excess[z] > 0))
     return FALSE;
   peak = s->sched_peak[z];
-  return peak > st->smallest->memory.peak_bytes && peak > least->memory.peak_bytes;
+  return !may_take (st->smallest, open, peak) && !may_take (least, family_open, peak);
 }
 
 /* Makes CFG's split for the current layer costs (the one made last when it was for the
@@ -528,7 +593,21 @@ make_split (Search *s, MpParallelConfig *cfg)
       || s->cluster->n_groups > 1)
     {
       s->split_cost = NULL;
-      if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split_limits, s->split))
+      /* the fills of these costs and chunks (pl_split_costs), kept under the address of
+       * their bottleneck: one of each for the search */
+      guint chunks = cfg->pp * MAX (cfg->vpp, 1u), *fills = NULL;
+      if (s->cluster->n_groups == 1 && chunks <= s->model->n_layers)
+        {
+          double *at = &s->split_limits[chunks];
+          fills = g_hash_table_lookup (s->split_fills, at);
+          if (fills == NULL)
+            {
+              fills = g_new (guint, 2 + 2 * (gsize) chunks);
+              fills[0] = PL_FILLS_NONE;
+              g_hash_table_insert (s->split_fills, at, fills);
+            }
+        }
+      if (!pl_split_costs (s->ctx, cfg, s->layer_cost, s->split_limits, fills, s->split))
         return FALSE;
       s->split_cost = s->layer_cost;
       s->split_pp = cfg->pp;
@@ -551,13 +630,19 @@ stage_exceeds (Search *s, const MpParallelConfig *cfg)
   const MpSearchStats *st = &s->res->stats;
   MpPlanFamily family = mp_plan_family_of (cfg);
   const MpPlan *least = st->family_smallest[family];
+  gboolean open = smallest_open (s->res);
   if (s->opts->no_bounds || s->cluster->n_groups > 1 || s->have_memory
-      || st->smallest == NULL || may_rank (s, cfg, family))
+      || (open && st->smallest == NULL) || may_rank (s, cfg, family))
     return FALSE;
-  gboolean runs = mp_framework_runners (s->model, cfg) != 0;
+  gboolean runs = family_smallest_open (s->res, family)
+                  && mp_framework_runners (s->model, cfg) != 0;
   if (runs && least == NULL)
     return FALSE;
-  double limit = MAX (st->smallest->memory.peak_bytes, runs ? least->memory.peak_bytes : 0);
+  /* the largest open slot's peak; none open: nothing keeps it, no stage need be costed */
+  double limit = MAX (open ? st->smallest->memory.peak_bytes : -1,
+                      runs ? least->memory.peak_bytes : -1);
+  if (limit < 0)
+    return TRUE;
   for (guint k = 0; k < MIN (cfg->pp, 2u) && !(s->stage_peak > limit); k++)
     {
       MpStageMemory mem;
@@ -619,8 +704,11 @@ visit (Search *s, MpParallelConfig *cfg)
   /* Timed before it is kept, so that a kept plan has its figures whichever way it is
    * kept (merge.c times every fitting plan it unpacks); not timed when a bound shows
    * that only a smallest-footprint slot could keep it, and none does. */
+  gboolean open = smallest_open (s->res);
+  gboolean family_open = family_smallest_open (s->res, plan->family);
   if (plan->fits && !s->opts->no_bounds && !may_rank (s, cfg, plan->family)
-      && !smaller (st->smallest, plan) && !smaller (st->family_smallest[plan->family], plan))
+      && !(open && smaller (st->smallest, plan))
+      && !(family_open && smaller (st->family_smallest[plan->family], plan)))
     {
       st->pruned++;
       st->feasible++;
@@ -629,10 +717,11 @@ visit (Search *s, MpParallelConfig *cfg)
   st->evaluated++;
   if (plan->fits)
     pl_plan_time (s->ctx, plan);
-  pl_keep_smallest (&st->smallest, plan);
+  if (open)
+    pl_keep_smallest (&st->smallest, plan);
   /* A family's plans are those some framework runs (its label names them). */
   gboolean runs = mp_framework_runners (s->model, cfg) != 0;
-  if (runs)
+  if (runs && family_open)
     pl_keep_smallest (&st->family_smallest[plan->family], plan);
   if (!plan->fits)
     return;
@@ -836,13 +925,49 @@ loop_schedule (Search *s, MpParallelConfig *cfg)
  * the enumeration, searched later in the order of its step bound (best first), so that
  * the fastest plans are kept early and prune the rest. */
 typedef struct {
-  MpParallelConfig cfg;
+  /* the config's fields the loops above with_layer_costs set (the rest: Search.base) */
+  guint32 tp, cp, pp, dp, ep, etp, micro_batch_size, num_micro_batches;
+  guint32 recompute_num_layers, recompute_modules;
+  guint8 sequence_parallel, recompute, recompute_method, dispatcher, fp8;
   guint64 outer;               /* its place in the enumeration (the sharding's) */
   double floor_s, bound;       /* kernel_floor and depth_bound; bound G_MAXDOUBLE: its
                                 * memory floor shows nothing fits */
-  double *layer_floor;         /* kernel_floor's layers, with floor_s (owned), or NULL */
-  double floor_peak[4], floor_excess[4];   /* branch_floor's, as far as computed */
+  guint64 floor_at;            /* kernel_floor's classes in Search.class_floors, with
+                                * floor_s; NO_FLOOR: not computed */
+  double floor_peak, floor_excess;   /* branch_floor's at its top ZeRO stage; peak < 0:
+                                      * not computed */
 } Branch;
+
+/* A branch is kept small (a million of them on deepseek-v3 / 1024 H100s): CFG's own
+ * choices only, the rest of the config being the search's base. */
+static void
+branch_pack (Branch *b, const MpParallelConfig *cfg)
+{
+  b->tp = cfg->tp, b->cp = cfg->cp, b->pp = cfg->pp, b->dp = cfg->dp;
+  b->ep = cfg->ep, b->etp = cfg->etp;
+  b->micro_batch_size = cfg->micro_batch_size, b->num_micro_batches = cfg->num_micro_batches;
+  b->recompute_num_layers = cfg->recompute_num_layers;
+  b->recompute_modules = cfg->recompute_modules;
+  b->sequence_parallel = (guint8) cfg->sequence_parallel, b->recompute = (guint8) cfg->recompute;
+  b->recompute_method = (guint8) cfg->recompute_method;
+  b->dispatcher = (guint8) cfg->dispatcher, b->fp8 = (guint8) cfg->fp8;
+}
+
+static void
+branch_unpack (const Branch *b, const MpParallelConfig *base, MpParallelConfig *cfg)
+{
+  *cfg = *base;
+  cfg->tp = b->tp, cfg->cp = b->cp, cfg->pp = b->pp, cfg->dp = b->dp;
+  cfg->ep = b->ep, cfg->etp = b->etp;
+  cfg->micro_batch_size = b->micro_batch_size, cfg->num_micro_batches = b->num_micro_batches;
+  cfg->recompute_num_layers = b->recompute_num_layers;
+  cfg->recompute_modules = b->recompute_modules;
+  cfg->sequence_parallel = b->sequence_parallel, cfg->recompute = (MpRecompute) b->recompute;
+  cfg->recompute_method = (MpRecomputeMethod) b->recompute_method;
+  cfg->dispatcher = (MpDispatcher) b->dispatcher, cfg->fp8 = b->fp8;
+}
+
+#define NO_FLOOR G_MAXUINT64
 
 static gint
 branch_cmp (gconstpointer a, gconstpointer b)
@@ -883,20 +1008,25 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
       s->counting = counting;
       return;
     }
-  Branch b = { .cfg = *cfg, .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE };
+  Branch b = { .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE, .floor_at = NO_FLOOR,
+               .floor_peak = -1 };
+  branch_pack (&b, cfg);
   for (guint z = 0; z < 4; z++)
     s->floor_peak[z] = -1;
   double peak;
-  if (!s->opts->no_bounds
-      && !(branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak) > 0))
+  guint top = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  if (!s->opts->no_bounds && !(branch_floor (s, cfg, top, &peak) > 0))
     {
       /* on this pp's stages: not shared with the other depths */
-      b.layer_floor = g_new (double, s->model->n_layers);
-      b.floor_s = kernel_floor (s->ctx, cfg, b.layer_floor);
+      guint n = s->classes.n_reps;
+      b.floor_at = s->class_floors->len;
+      g_array_set_size (s->class_floors, s->class_floors->len + n);
+      b.floor_s = kernel_floor (s->ctx, &s->classes, cfg,
+                                &g_array_index (s->class_floors, double, b.floor_at));
       b.bound = b.floor_s > 0 ? depth_bound (cfg, b.floor_s) : 0;
     }
-  memcpy (b.floor_peak, s->floor_peak, sizeof b.floor_peak);
-  memcpy (b.floor_excess, s->floor_excess, sizeof b.floor_excess);
+  b.floor_peak = s->floor_peak[top];
+  b.floor_excess = s->floor_excess[top];
   g_array_append_val (s->branches, b);
 }
 
@@ -905,20 +1035,30 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
 static void
 search_branch (Search *s, Branch *b)
 {
-  MpParallelConfig *cfg = &b->cfg;
-  memcpy (s->floor_peak, b->floor_peak, sizeof b->floor_peak);
-  memcpy (s->floor_excess, b->floor_excess, sizeof b->floor_excess);
+  MpParallelConfig branch_cfg, *cfg = &branch_cfg;
+  branch_unpack (b, &s->base, cfg);
+  for (guint z = 0; z < 4; z++)
+    s->floor_peak[z] = -1;
+  guint top = cfg->dp * cfg->cp > 1 ? 3 : 0;
+  s->floor_peak[top] = b->floor_peak;
+  s->floor_excess[top] = b->floor_excess;
   s->dropped = memory_drops (s, cfg, TRUE);
   if (!s->dropped)
     {
-      if (b->floor_s < 0 && !s->opts->no_bounds)
-        {
-          if (b->layer_floor == NULL)
-            b->layer_floor = g_new (double, s->model->n_layers);
-          b->floor_s = kernel_floor (s->ctx, cfg, b->layer_floor);
-        }
+      double floors[s->classes.n_reps];
+      const double *by_class = floors;
+      if (b->floor_at != NO_FLOOR)
+        by_class = &g_array_index (s->class_floors, double, b->floor_at);
+      else if (!s->opts->no_bounds)
+        b->floor_s = kernel_floor (s->ctx, &s->classes, cfg, floors);
       s->floor_s = b->floor_s;
-      s->layer_floor = b->floor_s > 0 ? b->layer_floor : NULL;
+      s->layer_floor = NULL;
+      if (b->floor_s > 0)
+        {
+          for (guint l = 0; l < s->model->n_layers; l++)
+            s->layer_floor_buf[l] = by_class[s->classes.slot[l]];
+          s->layer_floor = s->layer_floor_buf;
+        }
       s->dropped = branch_drops (s, cfg, depth_bound (cfg, s->floor_s), FALSE);
     }
   if (!s->dropped)
@@ -946,7 +1086,6 @@ search_branch (Search *s, Branch *b)
   loop_schedule (s, cfg);
   s->dropped = FALSE;
   s->layer_floor = NULL;
-  g_clear_pointer (&b->layer_floor, g_free);
 }
 
 /* Searches the branches noted, best bound first. */
@@ -957,6 +1096,7 @@ search_branches (Search *s)
   for (guint i = 0; i < s->branches->len; i++)
     search_branch (s, &g_array_index (s->branches, Branch, i));
   g_array_set_size (s->branches, 0);
+  g_array_set_size (s->class_floors, 0);
 }
 
 /* MoE (moe14): Megatron-Core's expert grid over a stage's tp * cp * dp ranks: ep
@@ -1170,6 +1310,7 @@ run (Search *s)
   cfg.stack = (MpStack) stack;
   cfg.moe_a2a_overlap = pinned_on (s, "moe_a2a_overlap");     /* MoE: pinned only */
   cfg.compile = pinned_on (s, "compile");       /* torch.compile: the user's, as the stack */
+  s->base = cfg;
   s->index = s->outer = s->accepted = s->pinned = 0;
   s->dropped = FALSE;
   /* FP8 changes the numerics, so the search tries it only when the user pins it
@@ -1307,13 +1448,22 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   mp_plan_pins_get (opts->pins, "vpp", &max_vpp);
   s.split = g_new (guint, (gsize) n_blocks (model) * MAX (max_vpp, MAX_VPP) + 2);
   s.branches = g_array_new (FALSE, FALSE, sizeof (Branch));
+  layer_classes_init (&s.classes, ctx);
+  s.class_floors = g_array_new (FALSE, FALSE, sizeof (double));
+  s.layer_floor_buf = g_new (double, model->n_layers);
   s.layer_costs = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
                                          (GDestroyNotify) g_bytes_unref, g_free);
+  s.split_fills = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   run (&s);
   search_branches (&s);
   g_array_unref (s.branches);
+  g_array_unref (s.class_floors);
+  layer_classes_clear (&s.classes);
+  g_free (s.layer_floor_buf);
+  g_hash_table_unref (s.split_fills);
   g_hash_table_unref (s.layer_costs);
   s.res->stats.space = s.accepted;
+  pl_settle_smallest (s.res);
   g_free (s.split);
   s.res->stats.seconds = (g_get_monotonic_time () - start) / 1e6;
   if (opts->progress)

@@ -305,20 +305,43 @@ ok "plan files are byte-identical run to run" sh -c "
 
 # ---- MPI ------------------------------------------------------------------------------
 if command -v mpirun >/dev/null 2>&1; then
-  mpi_same () {
-    "$MPPLAN" plan -m gpt3-1.3b -c dgx-a100-80g:4 --json >"$tmp/one.json" 2>&1 || return 1
-    # Open MPI's own allocations are not ours to report.
-    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun -np 2 --oversubscribe \
-      "$MPPLAN" plan -m gpt3-1.3b -c dgx-a100-80g:4 --json >"$tmp/two.json" 2>"$tmp/err" ||
-      { sed 's/^/# /' "$tmp/err"; return 1; }
-    # How the configs split into costed and pruned (and so how many are known to fit)
-    # depends on the ranks' shares.
+  # counted_out FILE: FILE less what depends on how the ranks shared the space: how the
+  # configs split into costed and pruned (and so how many are known to fit), and time.
+  counted_out () {
     sed -i -e '/^ *"seconds" : /d' -e '/^ *"evaluated" : /d' -e '/^ *"pruned" : /d' \
-      -e '/^ *"feasible" : /d' \
-      "$tmp/one.json" "$tmp/two.json"
-    cmp -s "$tmp/one.json" "$tmp/two.json"
+      -e '/^ *"feasible" : /d' -e '/^Searched [0-9]* plans /d' "$1"
   }
-  ok "mpirun -np 2 gives the same plans as one process" mpi_same
+  # mpi_same NP ARGS...: `mpirun -np NP mpplan plan ARGS` prints what one process prints
+  # (table, --explain or --json, and the advice when nothing fits) and exits alike.
+  mpi_same () {
+    np=$1; shift
+    "$MPPLAN" plan -q "$@" >"$tmp/one" 2>&1
+    want=$?
+    # Open MPI's own allocations are not ours to report.
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun -np "$np" \
+      --oversubscribe "$MPPLAN" plan -q "$@" >"$tmp/many" 2>"$tmp/err"
+    got=$?
+    [ "$got" -eq "$want" ] || { echo "# exit $got, one process $want"; sed 's/^/# /' "$tmp/err";
+                                return 1; }
+    # mpirun's own banner when a rank exits non-zero (3: nothing fits) is not mpplan's
+    awk '/^-+$/ { banner = !banner; next } !banner' "$tmp/err" >>"$tmp/many"
+    counted_out "$tmp/one"
+    counted_out "$tmp/many"
+    cmp -s "$tmp/one" "$tmp/many" || { diff "$tmp/one" "$tmp/many" | head -20 | sed 's/^/# /';
+                                       return 1; }
+  }
+  for np in 1 2 4; do
+    for form in --explain --json; do
+      ok "mpirun -np $np: dense $form as one process" mpi_same $np -m gpt3-1.3b \
+        -c dgx-a100-80g:4 $form
+      ok "mpirun -np $np: MoE $form as one process" mpi_same $np \
+        -m "$top_srcdir/tests/data/model-moe.yaml" -c dgx-a100-80g:1 -b 16 $form
+      ok "mpirun -np $np: pinned $form as one process" mpi_same $np -m gpt3-1.3b \
+        -c dgx-a100-80g:2 --fix pp=2,zero=1 $form
+    done
+    ok "mpirun -np $np: nothing fits, the same advice" mpi_same $np -m gpt3-175b \
+      -c dgx-a100-40g:1 -b 8
+  done
 else
   tap_n=$((tap_n + 1))
   echo "ok $tap_n # SKIP no mpirun"

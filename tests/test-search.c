@@ -233,6 +233,19 @@ static const Problem PROBLEMS[] = {
   { "mlp", "mlp-1024", "workstation-pcie4", NULL, 0, 5 },
 };
 
+/* RES keeps a smallest footprint only where the output reads one: the smallest while no
+ * plan fits, a family's while the family has no best (pl_settle_smallest). */
+static void
+assert_settled (const MpSearchResult *res, const char *what)
+{
+  if (res->plans->len > 0 && res->stats.smallest != NULL)
+    fail_msg ("%s: a plan fits, yet a smallest footprint is kept", what);
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    if (res->stats.family_best[f] != NULL && res->stats.family_smallest[f] != NULL)
+      fail_msg ("%s: family %s has a best and a smallest footprint", what,
+                mp_plan_family_id (f));
+}
+
 /* Pruned and exhaustive searches of PB (in the whole space with WHOLE) keep the same
  * plans; returns the pruned search's count of pruned configs. */
 static guint64
@@ -267,6 +280,7 @@ assert_pruned_exact (const Problem *pb, gboolean whole)
       assert_same_plan (a->stats.family_smallest[f], b->stats.family_smallest[f], what,
                         mp_plan_family_id (f));
     }
+  assert_settled (a, what);
   /* The heterogeneous clusters have no step bound: every config that fits is timed there
    * (the memory floors prune only configs that cannot fit). */
   if (strncmp (what, "heterogeneous", 13) == 0)
@@ -283,6 +297,42 @@ test_search_pruned_equals_exhaustive (void **state)
     pruned += assert_pruned_exact (&PROBLEMS[i], FALSE);
   /* Non-vacuous: the bounds do prune. */
   assert_true (pruned > 0);
+}
+
+/* Where nothing fits, the bounds keep the smallest footprints open to the end: the
+ * pruned search keeps the exhaustive one's smallest and family smallest, and so do two
+ * shards merged (gpt3-175b's training state is over 2 TB: 8 A100s of 40 GB cannot hold
+ * it). */
+static void
+test_search_smallest_when_nothing_fits (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-175b", "dgx-a100-40g:1");
+  g_autoptr(MpSearchResult) a = search (p, 8, 5, NULL, FALSE);
+  g_autoptr(MpSearchResult) b = search (p, 8, 5, NULL, TRUE);
+  assert_int_equal (a->plans->len, 0);
+  assert_int_equal (b->plans->len, 0);
+  assert_non_null (a->stats.smallest);
+  assert_same_plan (a->stats.smallest, b->stats.smallest, "nothing fits", "smallest");
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    assert_same_plan (a->stats.family_smallest[f], b->stats.family_smallest[f],
+                      "nothing fits", mp_plan_family_id (f));
+  assert_true (a->stats.pruned > 0);
+  g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  MpSearchOptions opts = { .global_batch = 8, .top_k = 5, .n_shards = 2, .limited_space = TRUE };
+  for (opts.shard = 0; opts.shard < 2; opts.shard++)
+    {
+      g_autoptr(MpSearchResult) part = mp_planner_search (p->ctx, &opts, NULL);
+      assert_non_null (part);
+      g_ptr_array_add (parts, mp_search_result_pack (part));
+    }
+  opts.shard = opts.n_shards = 0;
+  g_autoptr(MpSearchResult) merged = mp_search_result_merge (p->ctx, &opts, parts, 0, NULL);
+  assert_non_null (merged);
+  assert_same_plan (merged->stats.smallest, b->stats.smallest, "nothing fits", "merged");
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    assert_same_plan (merged->stats.family_smallest[f], b->stats.family_smallest[f],
+                      "nothing fits, merged", mp_plan_family_id (f));
 }
 
 /* The whole space (every vpp, uneven chunks too, every cp that splits the sequence,
@@ -350,6 +400,7 @@ assert_shards_merge (const Pair *p, guint top_k, gboolean whole_space, guint n,
     assert_same_plan (merged->stats.family_best[f], whole->stats.family_best[f], "sharded",
                       mp_plan_family_id (f));
   assert_same_plan (merged->stats.smallest, whole->stats.smallest, "sharded", "smallest");
+  assert_settled (merged, "sharded");
   return most;
 }
 
@@ -381,6 +432,7 @@ main (void)
     cmocka_unit_test (test_search_memory_floor_below_memory),
     cmocka_unit_test (test_search_pruned_equals_exhaustive),
     cmocka_unit_test (test_search_whole_space_exact),
+    cmocka_unit_test (test_search_smallest_when_nothing_fits),
     cmocka_unit_test (test_search_pruned_shards_merge),
   };
   return cmocka_run_group_tests (tests, NULL, NULL);
