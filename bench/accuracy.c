@@ -263,6 +263,21 @@ compare (const AccRun *run, const MpPlan *plan, AccResult *out)
   out->error = out->measured / out->predicted - 1;
 }
 
+/* PLAN's MoE shape on MODEL into OUT (AccResult's moe_ fields; zeros for a dense model). */
+static void
+moe_shape (const MpModel *model, const MpPlan *plan, AccResult *out)
+{
+  const MpParallelConfig *c = &plan->cfg;
+  guint moe = 0;
+  for (guint i = 0; i < model->n_layers; i++)
+    moe += model->layers[i].moe ? 1 : 0;
+  if (moe == 0 || model->experts == 0)
+    return;
+  out->moe_layer_passes = (double) moe / c->pp * c->num_micro_batches;
+  out->local_experts = (double) model->experts / MAX (c->ep, 1u);
+  out->micro_tokens = (double) c->micro_batch_size * (double) model->seq_len;
+}
+
 /* For a run no plan of which fits: OUT's memory is that of the best plan honouring PINS
  * on CLUSTER's devices with 16 times their memory, its capacity the real one. */
 static void
@@ -316,6 +331,7 @@ acc_run_predict (const AccRuns *runs, const AccRun *run, AccResult *out, GError 
       out->planned = TRUE;
       out->plan = plan_summary (best);
       compare (run, best, out);
+      moe_shape (model, best, out);
     }
   return TRUE;
 }

@@ -56,6 +56,9 @@ typedef struct {
    * overflow can be read (mem_known: either was found). */
   gboolean mem_known;
   MpPlanMemory mem;
+  /* An MoE model's plan (0 otherwise): the MoE layers a stage's rank runs per step (its
+   * layers / pp, once per micro-batch), its local experts and a micro-batch's tokens. */
+  double moe_layer_passes, local_experts, micro_tokens;
 } AccResult;
 
 /* Loads the runs file PATH (libyaml through common/yamldoc; every problem as

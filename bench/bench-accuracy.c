@@ -94,6 +94,27 @@ print_memory (const AccRun *run, const AccResult *res)
           GIB (reserve), res->planned ? "yes" : "NO");
 }
 
+/* --moe: each MoE run's step shortfall (measured - predicted) spread over the MoE layer
+ * passes of a stage, and over its local experts. A cost the model lacks per expert call on
+ * the host reads about the same per expert across devices and micro-batch sizes; one on
+ * the GPU grows with the tokens and shrinks on a faster device. */
+static void
+print_moe_header (void)
+{
+  printf ("\n%-34s %-18s %6s %7s %9s %9s %12s %12s\n", "run (MoE step shortfall)", "cluster",
+          "local", "tok/mb", "measured", "predicted", "per layer", "per expert");
+}
+
+static void
+print_moe (const AccRun *run, const AccResult *res)
+{
+  double measured = res->pred_step_s / (1 + res->error);
+  double gap = (measured - res->pred_step_s) / res->moe_layer_passes;
+  printf ("%-34s %-18s %6.0f %7.0f %8.2fs %8.2fs %9.2f ms %9.0f us\n", run->id, run->cluster,
+          res->local_experts, res->micro_tokens, measured, res->pred_step_s, 1e3 * gap,
+          1e6 * gap / res->local_experts);
+}
+
 typedef struct {
   const AccRun *run;
   AccResult res;
@@ -135,7 +156,7 @@ json_row (JsonBuilder *b, const AccRun *run, const AccResult *res)
 int
 main (int argc, char **argv)
 {
-  gboolean json = FALSE, memory = FALSE;
+  gboolean json = FALSE, memory = FALSE, moe = FALSE;
   const char *path = MPPLAN_SRCDIR "/bench/data/published-runs.yaml";
   g_autoptr(GPtrArray) only = g_ptr_array_new ();
   for (int i = 1; i < argc; i++)
@@ -143,11 +164,13 @@ main (int argc, char **argv)
       json = TRUE;
     else if (strcmp (argv[i], "--memory") == 0)
       memory = TRUE;
+    else if (strcmp (argv[i], "--moe") == 0)
+      moe = TRUE;
     else if (strcmp (argv[i], "--only") == 0 && i + 1 < argc)
       g_ptr_array_add (only, argv[++i]);
     else if (argv[i][0] == '-')
       {
-        fprintf (stderr, "usage: bench-accuracy [--json] [--memory] [--only TEXT]... "
+        fprintf (stderr, "usage: bench-accuracy [--json] [--memory] [--moe] [--only TEXT]... "
                  "[RUNS.yaml]\n");
         return 2;
       }
@@ -205,7 +228,7 @@ main (int argc, char **argv)
       else
         g_string_append_printf (skipped, "%-34s %-13s %s\n", run->id, run->family,
                                 res.reason);
-      if (memory && res.mem_known)
+      if ((memory && res.mem_known) || (moe && res.planned && res.moe_layer_passes > 0))
         {
           MemRow *row = g_new (MemRow, 1);
           *row = (MemRow) { run, res };
@@ -226,15 +249,23 @@ main (int argc, char **argv)
       return mp_json_write ("-", root, &error) ? 0 : 1;
     }
   if (memory)
+    print_memory_header ();
+  for (guint i = 0; memory && i < results->len; i++)
     {
-      print_memory_header ();
-      for (guint i = 0; i < results->len; i++)
-        {
-          MemRow *row = g_ptr_array_index (results, i);
-          print_memory (row->run, &row->res);
-          acc_result_clear (&row->res);
-        }
+      MemRow *row = g_ptr_array_index (results, i);
+      if (row->res.mem_known)
+        print_memory (row->run, &row->res);
     }
+  if (moe)
+    print_moe_header ();
+  for (guint i = 0; moe && i < results->len; i++)
+    {
+      MemRow *row = g_ptr_array_index (results, i);
+      if (row->res.planned && row->res.moe_layer_passes > 0)
+        print_moe (row->run, &row->res);
+    }
+  for (guint i = 0; i < results->len; i++)
+    acc_result_clear (&((MemRow *) g_ptr_array_index (results, i))->res);
   const Tally *all = g_hash_table_lookup (overall, "overall");
   printf ("\n%u of %u runs plan. Not planned:\n%s", all ? all->n : 0, runs->runs->len,
           skipped->len ? skipped->str : "(none)\n");
