@@ -163,6 +163,39 @@ test_accuracy_segmented_placement (void **state)
   assert_true (checked >= 4);   /* the three DeepSeek-V3 rows and Qwen3-235B */
 }
 
+/* An MoE run's prediction carries its MoE shape (bench-accuracy --moe): tiny-moe's three
+ * MoE blocks (its first is dense) over pp 2, once per micro-batch of 4, its 8 experts over
+ * ep 2 and a micro-batch's 1 x 128 tokens; a dense run's are zeros. */
+static void
+test_accuracy_moe_shape (void **state)
+{
+  (void) state;
+  const char *text = "version: 1\nsources: {a: b}\nruns:\n"
+                     "  - {id: moe, source: a, family: f, stack: megatron, model: tiny-moe,\n"
+                     "     seq_len: 128, gpus: 8, cluster: dgx-h100, precision: bf16,\n"
+                     "     global_batch: 16, plan: {dp: 4, tp: 1, pp: 2, ep: 2,\n"
+                     "     micro_batch_size: 1, num_micro_batches: 4},\n"
+                     "     measured: {tokens_per_s_per_gpu: 5}}\n"
+                     "  - {id: dense, source: a, family: f, stack: megatron, model: tiny-gpt,\n"
+                     "     seq_len: 128, gpus: 8, cluster: dgx-h100, precision: bf16,\n"
+                     "     global_batch: 16, plan: {dp: 8, tp: 1, pp: 1},\n"
+                     "     measured: {tokens_per_s_per_gpu: 5}}\n";
+  g_autoptr(GError) error = NULL;
+  g_autofree char *path = NULL;
+  g_autoptr(AccRuns) runs = runs_from_text (text, &path, &error);
+  assert_non_null (runs);
+  AccResult moe, dense;
+  assert_true (acc_run_predict (runs, g_ptr_array_index (runs->runs, 0), &moe, &error));
+  assert_true (acc_run_predict (runs, g_ptr_array_index (runs->runs, 1), &dense, &error));
+  assert_true (moe.planned && dense.planned);
+  mp_assert_close (moe.moe_layer_passes, 3.0 / 2 * 4, 1e-12);
+  mp_assert_close (moe.local_experts, 4, 0);
+  mp_assert_close (moe.micro_tokens, 128, 0);
+  mp_assert_close (dense.moe_layer_passes + dense.local_experts + dense.micro_tokens, 0, 0);
+  acc_result_clear (&moe);
+  acc_result_clear (&dense);
+}
+
 int
 main (void)
 {
@@ -171,6 +204,7 @@ main (void)
     cmocka_unit_test (test_accuracy_runs_bad),
     cmocka_unit_test (test_accuracy_routing_reaches_model),
     cmocka_unit_test (test_accuracy_segmented_placement),
+    cmocka_unit_test (test_accuracy_moe_shape),
   };
   return cmocka_run_group_tests_name ("accuracy", tests, NULL, NULL);
 }
