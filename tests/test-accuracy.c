@@ -163,6 +163,16 @@ test_accuracy_segmented_placement (void **state)
   assert_true (checked >= 4);   /* the three DeepSeek-V3 rows and Qwen3-235B */
 }
 
+/* A run of MODEL on 8 H100s at global batch 16 pinned to PLAN, as runs-file text. */
+static char *
+h100_row (const char *id, const char *model, const char *plan)
+{
+  return g_strdup_printf ("  - {id: %s, source: a, family: f, stack: megatron, model: %s, "
+                          "seq_len: 128, gpus: 8, cluster: dgx-h100, precision: bf16, "
+                          "global_batch: 16, plan: {%s}, "
+                          "measured: {tokens_per_s_per_gpu: 5}}\n", id, model, plan);
+}
+
 /* An MoE run's prediction carries its MoE shape (bench-accuracy --moe): tiny-moe's three
  * MoE blocks (its first is dense) over pp 2, once per micro-batch of 4, its 8 experts over
  * ep 2 and a micro-batch's 1 x 128 tokens; a dense run's are zeros. */
@@ -170,16 +180,11 @@ static void
 test_accuracy_moe_shape (void **state)
 {
   (void) state;
-  const char *text = "version: 1\nsources: {a: b}\nruns:\n"
-                     "  - {id: moe, source: a, family: f, stack: megatron, model: tiny-moe,\n"
-                     "     seq_len: 128, gpus: 8, cluster: dgx-h100, precision: bf16,\n"
-                     "     global_batch: 16, plan: {dp: 4, tp: 1, pp: 2, ep: 2,\n"
-                     "     micro_batch_size: 1, num_micro_batches: 4},\n"
-                     "     measured: {tokens_per_s_per_gpu: 5}}\n"
-                     "  - {id: dense, source: a, family: f, stack: megatron, model: tiny-gpt,\n"
-                     "     seq_len: 128, gpus: 8, cluster: dgx-h100, precision: bf16,\n"
-                     "     global_batch: 16, plan: {dp: 8, tp: 1, pp: 1},\n"
-                     "     measured: {tokens_per_s_per_gpu: 5}}\n";
+  g_autofree char *moe_row = h100_row ("moe", "tiny-moe", "dp: 4, tp: 1, pp: 2, ep: 2, "
+                                       "micro_batch_size: 1, num_micro_batches: 4");
+  g_autofree char *dense_row = h100_row ("dense", "tiny-gpt", "dp: 8, tp: 1, pp: 1");
+  g_autofree char *text = g_strconcat ("version: 1\nsources: {a: b}\nruns:\n", moe_row,
+                                       dense_row, NULL);
   g_autoptr(GError) error = NULL;
   g_autofree char *path = NULL;
   g_autoptr(AccRuns) runs = runs_from_text (text, &path, &error);
