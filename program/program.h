@@ -98,8 +98,9 @@ typedef enum {
  * the loss's precision (mp_stack_fused_loss), the optimizer's kernels
  * (mp_stack_unfused_optimizer), FP8's saved activations (mp_stack_fp8_saves_fp8) and the
  * MoE dispatch (mp_stack_forwarded_dispatch), the experts' GEMM calls
- * (mp_stack_per_expert_gemm_calls), the gradients' reduce width (mp_stack_fp32_reduce)
- * and FSDP1's gradient passes (mp_stack_fsdp1). On A100 FlashAttention-2 is the native kernel
+ * (mp_stack_per_expert_gemm_calls), the gradients' reduce width (mp_stack_fp32_reduce),
+ * FSDP1's gradient passes (mp_stack_fsdp1) and what torch's pipelining holds
+ * (mp_stack_torch_pipelining). On A100 FlashAttention-2 is the native kernel
  * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
   MP_STACK_MEGATRON,
