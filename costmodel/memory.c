@@ -538,6 +538,34 @@ cp_gather_buffers (const MpParallelConfig *cfg, const MpLayer *l, double tokens,
   return most;
 }
 
+/* Bytes a stack pipelining with torch.distributed.pipelining (mp_stack_torch_pipelining)
+ * holds on a stage beyond what a Megatron-style schedule does, for a stage of PARAMS
+ * parameters on this rank (before ZeRO), the last stage's head logits LOGITS elements
+ * per micro-batch, HEAD_FLIGHT micro-batches in flight on the head's chunk:
+ *  - FSDP (ZeRO-2/3 over more than one replica) with more than one micro-batch: every
+ *    backward but the last leaves the unsharded gradients (set_requires_gradient_sync
+ *    (False) in PipelineStage's backward), which FSDP2 casts to its reduce dtype
+ *    (FSDPParam.to_accumulated_grad_if_needed: unsharded_grad.to(reduce_dtype)) and
+ *    accumulates until the last backward reduce-scatters them: the whole stage's
+ *    gradients at cm_reduce_bytes, torchtitan's fp32. Into *GRADS.
+ *  - the last stage keeps each micro-batch's output in output_chunks until the step's
+ *    merge (forward_one_chunk: if self.is_last, output_chunks.append(output)):
+ *    torchtitan's Transformer.forward returns self.output(h).float(), 4 bytes a logit;
+ *    those of the micro-batches in flight count among the activations already. Into
+ *    *KEPT. */
+static void
+torch_pipelining_extra (const MpCostContext *ctx, const MpParallelConfig *cfg, double params,
+                        double logits, double head_flight, double *grads, double *kept)
+{
+  *grads = *kept = 0;
+  if (cfg->pp < 2 || !mp_stack_torch_pipelining (cfg->stack))
+    return;
+  guint nmb = MAX (cfg->num_micro_batches, 1u);
+  if (cfg->zero >= 2 && mp_parallel_config_zero_shard (cfg) > 1 && nmb > 1)
+    *grads = params * cm_reduce_bytes (ctx, cfg);
+  *kept = MAX (nmb - head_flight, 0.0) * logits * 4;
+}
+
 /* What one layer asks of the transient budget (per micro-batch, one rank). */
 typedef struct {
   double params;        /* this rank's parameters of the layer (before ZeRO) */
@@ -644,6 +672,11 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
       logit_grad = e;
       act -= head_flight * tokens * (double) m->vocab / t * (4 - e);
     }
+  double deferred_grads, kept_outputs;
+  torch_pipelining_extra (ctx, cfg, dense + expert,
+                          has_head ? tokens * (double) m->vocab / t : 0, head_flight,
+                          &deferred_grads, &kept_outputs);
+  act += kept_outputs;
   out->params = dense + expert;
   out->in_flight = flight / vpp;
   out->activations_bytes = act;
@@ -657,7 +690,8 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   StateBytes sd = state_per_param (ctx, cfg, reps), se = state_per_param (ctx, cfg, ereps);
   out->weights_bytes = dense * sd.weights + expert * se.weights;
   out->grads_bytes = dense * sd.grads + expert * se.grads
-                     + (cfg->zero >= 2 ? buckets_in_flight (ctx, cfg, stage, g) : 0);
+                     + (cfg->zero >= 2 ? buckets_in_flight (ctx, cfg, stage, g) : 0)
+                     + deferred_grads;
   out->optimizer_bytes = dense * sd.optimizer + expert * se.optimizer;
   /* FP8 (compute.c): Transformer Engine keeps an FP8 copy of every FP8 GEMM's weight (and
    * its transpose where the device needs one) beside the bf16 weight and the fp32 master,

@@ -161,6 +161,12 @@ mp_stack_fp32_reduce (MpStack stack)
 }
 
 gboolean
+mp_stack_torch_pipelining (MpStack stack)
+{
+  return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_PYTORCH;
+}
+
+gboolean
 mp_stack_torchao_fp8 (MpStack stack)
 {
   return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_PYTORCH;

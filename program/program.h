@@ -98,8 +98,9 @@ typedef enum {
  * the loss's precision (mp_stack_fused_loss), the optimizer's kernels
  * (mp_stack_unfused_optimizer), FP8's saved activations (mp_stack_fp8_saves_fp8) and the
  * MoE dispatch (mp_stack_forwarded_dispatch), the experts' GEMM calls
- * (mp_stack_per_expert_gemm_calls), the gradients' reduce width (mp_stack_fp32_reduce)
- * and FSDP1's gradient passes (mp_stack_fsdp1). On A100 FlashAttention-2 is the native kernel
+ * (mp_stack_per_expert_gemm_calls), the gradients' reduce width (mp_stack_fp32_reduce),
+ * FSDP1's gradient passes (mp_stack_fsdp1) and what torch's pipelining holds
+ * (mp_stack_torch_pipelining). On A100 FlashAttention-2 is the native kernel
  * and on CPUs attention is GEMMs, so there the kernel trait costs the same. */
 typedef enum {
   MP_STACK_MEGATRON,
@@ -306,6 +307,15 @@ gboolean mp_stack_fsdp1 (MpStack stack);
  * the torch 2.0.1-era file) maps to MixedPrecision(param_dtype=bf16,
  * reduce_dtype=torch.float32, buffer_dtype=bf16). Megatron's is fp32_grads. */
 gboolean mp_stack_fp32_reduce (MpStack stack);
+/* Does STACK pipeline with torch.distributed.pipelining (PipelineStage and its schedules)?
+ * torchtitan does, and plain PyTorch's pipelining too. Two of its habits cost memory
+ * (memory.c, torch_pipelining_extra): with FSDP2 each micro-batch's backward but the last
+ * runs with set_requires_gradient_sync(False) (stage.py, backward_maybe_with_nosync /
+ * _configure_data_parallel_mode), so the stage's unsharded gradients accumulate at the
+ * reduce dtype (FSDPParam.to_accumulated_grad_if_needed) until the last; and the last
+ * stage appends every micro-batch's output to output_chunks (forward_one_chunk) for the
+ * schedule's merge after the step, so it holds all of their logits. */
+gboolean mp_stack_torch_pipelining (MpStack stack);
 /* Does STACK train FP8 with torchao's float8 linears (dynamic tensorwise scaling) rather
  * than Transformer Engine's? torchtitan and plain PyTorch do (torchtitan's
  * float8.enable_float8_linear). Each Float8Linear (torchao/float8/float8_linear.py,

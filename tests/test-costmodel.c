@@ -2220,6 +2220,61 @@ test_costmodel_cp_gather_memory (void **state)
   mp_assert_close (s1.transient_bytes, sm.transient_bytes, 1e-12);
 }
 
+/* torch.distributed.pipelining (mp_stack_torch_pipelining) under FSDP: on Llama-3 8B,
+ * pp 2 x FSDP 8 over 16 H100s, a stage keeps its whole unsharded gradients at the reduce
+ * dtype once a step has more than one micro-batch (fp32 under torchtitan, the 16-bit
+ * gradient under plain PyTorch, none under Megatron's schedules), and the last stage keeps
+ * the fp32 logits of every micro-batch beyond those in flight (1 under 1F1B on it). */
+static MpStageMemory
+pipelined_memory (const MpCostContext *ctx, MpParallelConfig cfg, MpStack stack, guint nmb,
+                  guint stage)
+{
+  cfg.stack = stack;
+  cfg.num_micro_batches = nmb;
+  MpStageMemory mem;
+  mp_cost_stage_memory (ctx, &cfg, stage, &mem);
+  return mem;
+}
+
+static void
+test_costmodel_torch_pipelining_memory (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("llama3-8b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:2");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.dp = 8;
+  cfg.pp = 2;
+  cfg.zero = 3;
+  cfg.schedule = MP_SCHEDULE_1F1B;
+  cfg.num_micro_batches = 4;
+  cfg.stack = MP_STACK_TORCHTITAN;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  assert_true (mp_stack_torch_pipelining (MP_STACK_TORCHTITAN));
+  assert_true (mp_stack_torch_pipelining (MP_STACK_PYTORCH));
+  assert_false (mp_stack_torch_pipelining (MP_STACK_MEGATRON));
+  const MpStack stacks[] = { MP_STACK_TORCHTITAN, MP_STACK_PYTORCH, MP_STACK_MEGATRON };
+  const double width[] = { 4, 2, 0 };
+  double logits = (double) m->seq_len * m->vocab;
+  for (guint k = 0; k < G_N_ELEMENTS (stacks); k++)
+    {
+      MpStageMemory many = pipelined_memory (ctx, cfg, stacks[k], 4, 0);
+      MpStageMemory one = pipelined_memory (ctx, cfg, stacks[k], 1, 0);
+      mp_assert_close (many.grads_bytes - one.grads_bytes, many.params * width[k], 1e-9);
+      many = pipelined_memory (ctx, cfg, stacks[k], 4, 1);
+      one = pipelined_memory (ctx, cfg, stacks[k], 1, 1);
+      mp_assert_close (many.activations_bytes - one.activations_bytes,
+                       width[k] > 0 ? 3 * logits * 4 : 0, 1e-9);
+    }
+  /* Without FSDP nothing is deferred: DDP reduces at the last backward anyway. */
+  cfg.zero = 0;
+  MpStageMemory many = pipelined_memory (ctx, cfg, MP_STACK_TORCHTITAN, 4, 0);
+  MpStageMemory one = pipelined_memory (ctx, cfg, MP_STACK_TORCHTITAN, 1, 0);
+  mp_assert_close (many.grads_bytes, one.grads_bytes, 1e-12);
+}
+
 static void
 test_costmodel_heterogeneous_stages (void **state)
 {
@@ -3363,6 +3418,7 @@ main (void)
     cmocka_unit_test (test_costmodel_context_parallel),
     cmocka_unit_test (test_costmodel_cp_allgather),
     cmocka_unit_test (test_costmodel_cp_gather_memory),
+    cmocka_unit_test (test_costmodel_torch_pipelining_memory),
     cmocka_unit_test (test_costmodel_heterogeneous_stages),
     cmocka_unit_test (test_costmodel_rank_order_decides_tiers),
     cmocka_unit_test (test_costmodel_config_check),
