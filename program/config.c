@@ -120,7 +120,7 @@ mp_stack_triton_attention (MpStack stack)
 gboolean
 mp_stack_unfused_optimizer (MpStack stack)
 {
-  return stack == MP_STACK_LLM_FOUNDRY;
+  return stack == MP_STACK_LLM_FOUNDRY || stack == MP_STACK_TORCHTITAN;
 }
 
 gboolean

@@ -254,12 +254,17 @@ gboolean mp_stack_fp8_saves_fp8 (MpStack stack);
  * scripts/train/benchmarking/submit_benchmarks.py defaults --attn_impl to triton, which
  * sweep.sh (llm-foundry v0.0.4, PyTorch 2.0.1) does not override. */
 gboolean mp_stack_triton_attention (MpStack stack);
-/* Does STACK update parameters with an unfused per-tensor optimizer loop rather than one
- * fused kernel? llm-foundry does: its recipes' optimizer is Composer's DecoupledAdamW
- * (`optimizer: name: decoupled_adamw`), whose step loops over the parameters in Python
- * with one in-place kernel per term (composer/optim/decoupled_weight_decay.py,
- * DecoupledAdamW.adamw), after its gradient_clipping algorithm's norm pass. Megatron and
- * Transformer Engine stacks use a fused Adam (Apex / TE FusedAdam). */
+/* Does STACK update parameters with one kernel (or one multi-tensor launch) per term of
+ * Adam rather than one fused kernel? llm-foundry does: its recipes' optimizer is
+ * Composer's DecoupledAdamW (`optimizer: name: decoupled_adamw`), whose step loops over
+ * the parameters in Python with one in-place kernel per term
+ * (composer/optim/decoupled_weight_decay.py, DecoupledAdamW.adamw), after its
+ * gradient_clipping algorithm's norm pass. torchtitan does too: its build_optimizers
+ * (torchtitan/optimizer.py, 2024-12) passes fused=optimizer.fused, off by default
+ * (config_manager.py: store_true), and foreach=not fused to torch.optim.AdamW, whose
+ * _multi_tensor_adamw runs each term as a _foreach_ op over all the tensors, after
+ * utils.clip_grad_norm_ (training.max_norm 1.0 by default). Megatron and Transformer
+ * Engine stacks use a fused Adam (Apex / TE FusedAdam). */
 gboolean mp_stack_unfused_optimizer (MpStack stack);
 /* Does STACK dispatch MoE tokens with DeepEP's normal (training) kernels, which send a
  * token once to each other NVLink domain holding one of its experts (RDMA) and fan it out

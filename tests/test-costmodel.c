@@ -2793,9 +2793,9 @@ test_cost_stack_triton_attention (void **state)
 
 /* The optimizer's kernels of the stack (issue 16): llm-foundry's DecoupledAdamW loop and
  * gradient clipping stream 25 element accesses per parameter where a fused Adam streams
- * 7, so one FSDP rank's step of GPT-3 13B on an H100 (and an A100) takes 25/7 of
- * megatron's optimizer time (to the kernel's fixed start-up); every other stack's is
- * megatron's. */
+ * 7, torchtitan's foreach AdamW and clipping 23 (fsdp20), so one FSDP rank's step of
+ * GPT-3 13B on an H100 (and an A100) takes 25/7 and 23/7 of megatron's optimizer time
+ * (to the kernel's fixed start-up); every other stack's is megatron's. */
 static void
 test_cost_stack_unfused_optimizer (void **state)
 {
@@ -2818,7 +2818,10 @@ test_cost_stack_unfused_optimizer (void **state)
           cfg.stack = (MpStack) k;
           mp_cost_stage_times (ctx, &cfg, &st);
           mp_assert_close (st.optimizer_s / mg.optimizer_s,
-                           k == MP_STACK_LLM_FOUNDRY ? 25.0 / 7.0 : 1.0, 1e-3);
+                           k == MP_STACK_LLM_FOUNDRY  ? 25.0 / 7.0
+                           : k == MP_STACK_TORCHTITAN ? 23.0 / 7.0
+                                                      : 1.0,
+                           1e-3);
         }
     }
 }
