@@ -142,6 +142,14 @@ mp_stack_cp_allgather (MpStack stack)
 }
 
 gboolean
+mp_parallel_config_fsdp_root (const MpParallelConfig *cfg, const MpLayer *layer)
+{
+  g_return_val_if_fail (cfg != NULL && layer != NULL, FALSE);
+  return cfg->zero >= 3 && cfg->stack == MP_STACK_TORCHTITAN
+         && (layer->kind == MP_LAYER_EMBEDDING || layer->kind == MP_LAYER_HEAD);
+}
+
+gboolean
 mp_stack_fsdp2 (MpStack stack)
 {
   return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_NEMO_AUTOMODEL

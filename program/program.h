@@ -299,6 +299,18 @@ gboolean mp_stack_cp_allgather (MpStack stack);
  * compute stream? torchtitan, nemo-automodel and plain PyTorch do; FSDP1 (llm-foundry)
  * and DeepSpeed gather into the buffer the parameters view, Megatron into its own. */
 gboolean mp_stack_fsdp2 (MpStack stack);
+/* Is LAYER part of the root FSDP unit under CFG: parameters that ZeRO-3 gathers together
+ * before the first layer of the chunk, keeps gathered into backward and reduce-scatters
+ * after the chunk's last backward? torchtitan's apply_fsdp (parallelize_llama.py,
+ * 2024-12) calls fully_shard on each transformer block and then on the whole model, whose
+ * group is what is left: the token embedding, the final norm and the output projection
+ * (the embedding and head layers). FSDP2 never reshards the root after forward
+ * (_fsdp_state.py, _lazy_init: "For the root, do not reshard after forward since for
+ * training, the parameters would be freed and all-gathered immediately"), and the root's
+ * post-backward, whose inputs (token ids) need no gradient, runs in
+ * _root_post_backward_final_callback at the end of backward, which the step then waits
+ * for. Other stacks' embedding and head are gathered and reduced as their own units. */
+gboolean mp_parallel_config_fsdp_root (const MpParallelConfig *cfg, const MpLayer *layer);
 /* Does STACK shard ZeRO-2/3 parameters with PyTorch's FSDP1 (FullyShardedDataParallel and
  * its FlatParameter)? llm-foundry does (Composer's FSDP). Its backward passes over each
  * unit's unsharded gradient beside the reduce-scatter (compute.c, fsdp1_grad_passes). */
