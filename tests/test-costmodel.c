@@ -2836,13 +2836,13 @@ static void
 test_cost_memory_fsdp_root (void **state)
 {
   (void) state;
-  g_autoptr(MpModel) m = model_ok ("llama3-8b");
-  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
   MpParallelConfig cfg;
   mp_parallel_config_init (&cfg);
   cfg.dp = 8;
   cfg.recompute = MP_RECOMPUTE_FULL;
+  g_autoptr(MpModel) m = model_ok ("llama3-8b");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
   double p[3], x;
   guint layers[3] = { 0, 1, m->n_layers - 1 };
   for (int i = 0; i < 3; i++)
