@@ -1651,29 +1651,41 @@ per_layer_buckets (const MpCostContext *ctx, const MpCostDevice *dev, MpCollKind
  * gathers G[l] and reduce-scatters RS[l]; the stream drains before the next pass. */
 static double
 zero3_pass_wait (guint lo, guint n, const double *fwd, const double *bwd, const double *g,
-                 const double *rs, gboolean regather)
+                 const double *rs, const gboolean *root, gboolean regather)
 {
   guint end = lo + n;
-  double stream = g[lo], ready = stream, t = 0, compute = 0;
+  /* The root unit (mp_parallel_config_fsdp_root): gathered before the first layer, which
+   * waits for all of it; not regathered; its buckets reduced after the last backward. */
+  double stream = g[lo], late_rs = 0;
+  for (guint l = lo + 1; l < end; l++)
+    stream += root[l] ? g[l] : 0;
+  double ready = stream, t = 0, compute = 0;
   for (guint l = lo; l < end; l++)
     {
       /* T is when the previous layer's forward ends: the prefetch waits for it. */
-      double next = l + 1 < end ? (stream = MAX (stream, t) + g[l + 1]) : 0;
+      double next = l + 1 < end && !root[l + 1] ? (stream = MAX (stream, t) + g[l + 1]) : 0;
       t = MAX (t, ready) + fwd[l];
       compute += fwd[l];
       ready = next;
     }
   /* reshard_after_forward = False (fsdp17): backward finds the weights still gathered. */
-  ready = stream = MAX (stream, t) + (regather ? g[end - 1] : 0);
+  gboolean first = regather && !root[end - 1];
+  ready = stream = MAX (stream, t) + (first ? g[end - 1] : 0);
   for (guint l = end; l-- > lo;)
     {
-      double next = l > lo ? (stream = MAX (stream, t) + (regather ? g[l - 1] : 0)) : 0;
+      double next = 0;
+      if (l > lo && !(regather && root[l - 1]))
+        next = stream = MAX (stream, t) + (regather ? g[l - 1] : 0);
       t = MAX (t, ready) + bwd[l];
       compute += bwd[l];
-      if (rs[l] > 0)
+      if (rs[l] > 0 && root[l])
+        late_rs += rs[l];
+      else if (rs[l] > 0)
         stream = MAX (stream, t) + rs[l];
       ready = next;
     }
+  if (late_rs > 0)
+    stream = MAX (stream, t) + late_rs;
   return MAX (t, stream) - compute;
 }
 
@@ -1691,6 +1703,9 @@ zero3_stage_wait (const MpCostContext *ctx, const MpParallelConfig *cfg,
   mp_model_state_bytes_per_param (ctx->model, &w, NULL, NULL);
   g_autofree double *gather = g_new0 (double, 2 * nl);
   double *rs = gather + nl;
+  g_autofree gboolean *root = g_new (gboolean, nl);
+  for (guint l = 0; l < nl; l++)
+    root[l] = mp_parallel_config_fsdp_root (cfg, &ctx->model->layers[l]);
   for (int e = 0; e < 2; e++)
     {
       const MpGroupSpan *span = e ? &sp->edp : &sp->dp_shard;
@@ -1705,7 +1720,7 @@ zero3_stage_wait (const MpCostContext *ctx, const MpParallelConfig *cfg,
   for (guint v = 0; v < vpp; v++)
     if (count[stage + v * pp] > 0)
       wait += zero3_pass_wait (first[stage + v * pp], count[stage + v * pp], fwd, bwd,
-                               gather, rs, !cfg->no_reshard);
+                               gather, rs, root, !cfg->no_reshard);
   return wait;
 }
 
@@ -1724,12 +1739,19 @@ cm_tp_partial_params (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
  * accesses). Composer's DecoupledAdamW loop (mp_stack_unfused_optimizer) runs per tensor
  * weight decay (param.mul_: 2 accesses), exp_avg.mul_(b1).add_(grad) (2 + 3),
  * exp_avg_sq.mul_(b2).addcmul_(grad, grad) (2 + 3), sqrt, / and add_(eps) (2 each) and
- * param.addcdiv_ (4): 22; its gradient clipping reads every gradient for the norm and
- * scales it (clip_grad_norm_: 1 + 2). 25 against 7. */
+ * param.addcdiv_ (4): 22. torchtitan's foreach AdamW (torch/optim/adamw.py,
+ * _multi_tensor_adamw, decoupled weight decay, not capturable): _foreach_mul_ of the
+ * params (2), _foreach_lerp_ of exp_avg to the grads (3), _foreach_mul_ and
+ * _foreach_addcmul_ of exp_avg_sq (2 + 3), _foreach_sqrt into a new list (2), its
+ * _foreach_div_ by the bias correction and _foreach_add_ of eps (2 + 2) and
+ * _foreach_addcdiv_ of the params (4): 20. Both clip first, reading every gradient for
+ * the norm and scaling it (clip_grad_norm_: 1 + 2): 25 and 23 against 7. */
 static double
 optimizer_passes (MpStack stack)
 {
-  return mp_stack_unfused_optimizer (stack) ? 25.0 / 7.0 : 1.0;
+  if (!mp_stack_unfused_optimizer (stack))
+    return 1.0;
+  return (stack == MP_STACK_TORCHTITAN ? 20.0 + 3.0 : 22.0 + 3.0) / 7.0;
 }
 
 /* Data-parallel and optimizer times of a stage whose rank holds DENSE and EXPERT

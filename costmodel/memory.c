@@ -624,6 +624,8 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
   guint first_layer = G_MAXUINT, last_layer = 0;
   gboolean has_embedding = FALSE, has_head = FALSE;
   LayerNeeds worst = { 0 };
+  /* ZeRO-3: the root FSDP unit's layers (held through the step) and the largest other */
+  double root_params = 0, unit_params = 0;
   guint nc = MAX (ctx->n_classes, 1u);
   LayerNeeds needs[nc];
   gboolean have[nc];
@@ -651,6 +653,10 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
             }
           const LayerNeeds n = needs[id];
           worst.params = MAX (worst.params, n.params);
+          if (mp_parallel_config_fsdp_root (cfg, &m->layers[li]))
+            root_params += n.params;
+          else
+            unit_params = MAX (unit_params, n.params);
           if (cm_recomputable (&m->layers[li]))
             worst.full_act = MAX (worst.full_act, n.full_act);
           worst.dropped = MAX (worst.dropped, n.dropped);
@@ -731,7 +737,9 @@ mp_cost_stage_memory (const MpCostContext *ctx, const MpParallelConfig *cfg, gui
      * to its backward, so the whole stage's at the end of forward */
     comm += (dense + expert) * w;
   else if (cfg->zero >= 3)
-    comm += worst.params * 2 * w;         /* a layer gathered, the next prefetched */
+    /* a layer gathered, the next prefetched; beside them the root FSDP unit, gathered
+     * before the first layer and held to its backward (mp_parallel_config_fsdp_root) */
+    comm += (root_params + unit_params * 2) * w;
   if (pp > 1)       /* the activation being sent on and the next one received */
     comm += 2 * cm_boundary_bytes (ctx, cfg, last_layer, first_layer);
   out->transient_bytes = MAX (backward, logits) + comm;

@@ -51,6 +51,8 @@ typedef struct {
   GPtrArray *owns;         /* ExTensor* whose gradient this layer's bucket reduces */
   GPtrArray *uses;         /* ExTensor* its forward reads (owns, plus a shared embedding) */
   gpointer *acts;          /* per micro-batch: saved activations (layer kind's struct) */
+  gboolean kept;           /* ZeRO-3: its forward's gather held to its backward (the root
+                            * FSDP unit, mp_parallel_config_fsdp_root) */
 } ExLayer;
 
 typedef struct _MpExec MpExec;

@@ -560,6 +560,7 @@ mp_exec_new (MpBackend *be, const MpModel *model, const MpParallelConfig *cfg,
       L->owns = g_ptr_array_new ();
       L->uses = g_ptr_array_new ();
       L->acts = g_new0 (gpointer, ex->M);
+      L->kept = ex->zero >= 3 && mp_parallel_config_fsdp_root (cfg, L->ir);
     }
   for (guint l = 0; l < ex->n_layers; l++)
     {

@@ -289,13 +289,14 @@ grads_ready (MpRunner *r, guint layer, GError **error)
 }
 
 /* ZeRO-3: a use of LAYER's gathered weights is over (after the FORWARD, or the backward).
- * With reshard_after_forward = False the forward's gather is held to the backward. */
+ * With reshard_after_forward = False, and for the root FSDP unit, the forward's gather is
+ * held to the backward. */
 static void
 release_params (MpRunner *r, guint layer, gboolean forward)
 {
-  if (r->ex->zero < 3 || (forward && r->ex->no_reshard))
-    return;
   ExLayer *L = &r->ex->layers[layer];
+  if (r->ex->zero < 3 || (forward && (r->ex->no_reshard || L->kept)))
+    return;
   for (guint i = 0; i < L->uses->len; i++)
     {
       ExTensor *t = g_ptr_array_index (L->uses, i);

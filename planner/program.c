@@ -228,21 +228,49 @@ emit_replicate (Builder *b, guint index)
   i->bytes = k->params * b->grad_bytes / mp_parallel_config_zero_shard (b->cfg);
 }
 
+/* Is LAYER in the root FSDP unit (mp_parallel_config_fsdp_root)? */
+static gboolean
+in_root (const Builder *b, guint layer)
+{
+  return mp_parallel_config_fsdp_root (b->cfg, &mp_cost_context_model (b->ctx)->layers[layer]);
+}
+
+/* The chunk's first gather: the root unit's layers, then the first layer's own (last, so
+ * that the first layer waits for the whole root group, one all-gather in FSDP2). */
+static void
+gather_chunk_start (Builder *b, guint lo, guint end)
+{
+  for (guint l = end; l-- > lo + 1;)
+    if (in_root (b, l))
+      gather_layer (b, l);
+  gather_layer (b, lo);
+}
+
 static void
 emit_forward (Builder *b, const Step *s)
 {
   guint c = b->stage + s->v * b->p, lo = b->first[c], end = lo + b->count[c];
-  gather_layer (b, lo);
+  gather_chunk_start (b, lo, end);
   if (c > 0)
     emit_p2p (b, MP_INSN_RECV, c - 1, c, s->mb, FALSE);
   for (guint l = lo; l < end; l++)
     {
-      if (l + 1 < end)
+      if (l + 1 < end && !in_root (b, l + 1))
         gather_layer (b, l + 1);      /* prefetch under this layer's compute */
       emit_compute (b, MP_INSN_FORWARD, c, l, s->mb);
     }
   if (c + 1 < b->chunks)
     emit_p2p (b, MP_INSN_SEND, c, c, s->mb, FALSE);
+}
+
+/* Bucket INDEX's reduce-scatter in S's backward, and after the last micro-batch's its
+ * replicate all-reduce. */
+static void
+reduce_bucket (Builder *b, guint index, const Step *s)
+{
+  emit_reduce (b, index);
+  if (s->mb == b->last_mb[s->v])
+    emit_replicate (b, index);
 }
 
 static void
@@ -255,23 +283,25 @@ emit_backward (Builder *b, const Step *s)
   gboolean reduce = b->cfg->zero >= 2 || s->mb == b->last_mb[s->v];
   /* reshard_after_forward = False (fsdp17): the forward's gathers are still held */
   gboolean regather = !b->cfg->no_reshard;
-  if (regather)
+  if (regather && !in_root (b, end - 1))
     gather_layer (b, end - 1);
   if (c + 1 < b->chunks)
     emit_p2p (b, MP_INSN_RECV, c, c, s->mb, TRUE);
+  /* the root unit's buckets, reduced after the chunk's last backward (2 layers, 2 groups) */
+  guint deferred[4], n_deferred = 0;
   for (guint l = end; l-- > lo;)
     {
-      if (l > lo && regather)
+      if (l > lo && regather && !in_root (b, l - 1))
         gather_layer (b, l - 1);
       emit_compute (b, MP_INSN_BACKWARD, c, l, s->mb);
       for (int g = 0; g < 2 && reduce; g++)
-        if (b->closes[g][l] >= 0)
-          {
-            emit_reduce (b, (guint) b->closes[g][l]);
-            if (s->mb == b->last_mb[s->v])
-              emit_replicate (b, (guint) b->closes[g][l]);
-          }
+        if (b->closes[g][l] >= 0 && in_root (b, l) && n_deferred < G_N_ELEMENTS (deferred))
+          deferred[n_deferred++] = (guint) b->closes[g][l];
+        else if (b->closes[g][l] >= 0)
+          reduce_bucket (b, (guint) b->closes[g][l], s);
     }
+  for (guint k = 0; k < n_deferred; k++)
+    reduce_bucket (b, deferred[k], s);
   if (c > 0)
     emit_p2p (b, MP_INSN_SEND, c - 1, c, s->mb, TRUE);
 }

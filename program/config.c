@@ -120,7 +120,7 @@ mp_stack_triton_attention (MpStack stack)
 gboolean
 mp_stack_unfused_optimizer (MpStack stack)
 {
-  return stack == MP_STACK_LLM_FOUNDRY;
+  return stack == MP_STACK_LLM_FOUNDRY || stack == MP_STACK_TORCHTITAN;
 }
 
 gboolean
@@ -139,6 +139,14 @@ gboolean
 mp_stack_cp_allgather (MpStack stack)
 {
   return stack == MP_STACK_TORCHTITAN || stack == MP_STACK_PYTORCH;
+}
+
+gboolean
+mp_parallel_config_fsdp_root (const MpParallelConfig *cfg, const MpLayer *layer)
+{
+  g_return_val_if_fail (cfg != NULL && layer != NULL, FALSE);
+  return cfg->zero >= 3 && cfg->stack == MP_STACK_TORCHTITAN
+         && (layer->kind == MP_LAYER_EMBEDDING || layer->kind == MP_LAYER_HEAD);
 }
 
 gboolean

@@ -255,12 +255,17 @@ gboolean mp_stack_fp8_saves_fp8 (MpStack stack);
  * scripts/train/benchmarking/submit_benchmarks.py defaults --attn_impl to triton, which
  * sweep.sh (llm-foundry v0.0.4, PyTorch 2.0.1) does not override. */
 gboolean mp_stack_triton_attention (MpStack stack);
-/* Does STACK update parameters with an unfused per-tensor optimizer loop rather than one
- * fused kernel? llm-foundry does: its recipes' optimizer is Composer's DecoupledAdamW
- * (`optimizer: name: decoupled_adamw`), whose step loops over the parameters in Python
- * with one in-place kernel per term (composer/optim/decoupled_weight_decay.py,
- * DecoupledAdamW.adamw), after its gradient_clipping algorithm's norm pass. Megatron and
- * Transformer Engine stacks use a fused Adam (Apex / TE FusedAdam). */
+/* Does STACK update parameters with one kernel (or one multi-tensor launch) per term of
+ * Adam rather than one fused kernel? llm-foundry does: its recipes' optimizer is
+ * Composer's DecoupledAdamW (`optimizer: name: decoupled_adamw`), whose step loops over
+ * the parameters in Python with one in-place kernel per term
+ * (composer/optim/decoupled_weight_decay.py, DecoupledAdamW.adamw), after its
+ * gradient_clipping algorithm's norm pass. torchtitan does too: its build_optimizers
+ * (torchtitan/optimizer.py, 2024-12) passes fused=optimizer.fused, off by default
+ * (config_manager.py: store_true), and foreach=not fused to torch.optim.AdamW, whose
+ * _multi_tensor_adamw runs each term as a _foreach_ op over all the tensors, after
+ * utils.clip_grad_norm_ (training.max_norm 1.0 by default). Megatron and Transformer
+ * Engine stacks use a fused Adam (Apex / TE FusedAdam). */
 gboolean mp_stack_unfused_optimizer (MpStack stack);
 /* Does STACK dispatch MoE tokens with DeepEP's normal (training) kernels, which send a
  * token once to each other NVLink domain holding one of its experts (RDMA) and fan it out
@@ -295,6 +300,18 @@ gboolean mp_stack_cp_allgather (MpStack stack);
  * compute stream? torchtitan, nemo-automodel and plain PyTorch do; FSDP1 (llm-foundry)
  * and DeepSpeed gather into the buffer the parameters view, Megatron into its own. */
 gboolean mp_stack_fsdp2 (MpStack stack);
+/* Is LAYER part of the root FSDP unit under CFG: parameters that ZeRO-3 gathers together
+ * before the first layer of the chunk, keeps gathered into backward and reduce-scatters
+ * after the chunk's last backward? torchtitan's apply_fsdp (parallelize_llama.py,
+ * 2024-12) calls fully_shard on each transformer block and then on the whole model, whose
+ * group is what is left: the token embedding, the final norm and the output projection
+ * (the embedding and head layers). FSDP2 never reshards the root after forward
+ * (_fsdp_state.py, _lazy_init: "For the root, do not reshard after forward since for
+ * training, the parameters would be freed and all-gathered immediately"), and the root's
+ * post-backward, whose inputs (token ids) need no gradient, runs in
+ * _root_post_backward_final_callback at the end of backward, which the step then waits
+ * for. Other stacks' embedding and head are gathered and reduced as their own units. */
+gboolean mp_parallel_config_fsdp_root (const MpParallelConfig *cfg, const MpLayer *layer);
 /* Does STACK shard ZeRO-2/3 parameters with PyTorch's FSDP1 (FullyShardedDataParallel and
  * its FlatParameter)? llm-foundry does (Composer's FSDP). Its backward passes over each
  * unit's unsharded gradient beside the reduce-scatter (compute.c, fsdp1_grad_passes). */

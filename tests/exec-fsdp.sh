@@ -3,7 +3,7 @@
 # and gradient norm against one rank, 1e-5 relative), two steps so that the replicas'
 # updates must agree: HSDP (zero_shard, issue 17) over 2 x 2 replicas with ZeRO-1, 2 and 3,
 # ZeRO-3 with reshard_after_forward false alone and with HSDP, with pp2 and with tp2, HSDP
-# over dp x cp; the measured gradient memory of the HSDP plans within 10% of the
+# over dp x cp, ZeRO-3 under torchtitan (its root unit); the measured gradient memory of the HSDP plans within 10% of the
 # prediction and above plain ZeRO's (a shard of half the replicas); bad fields exit 2.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/mpi-env.sh"
@@ -30,6 +30,10 @@ ok "hsdp 2x2, zero 1" check h1 dp=4,tp=1,pp=1,zero=1,zero_shard=2
 ok "hsdp 2x2 over dp2 x cp2, zero 2" check h2cp dp=2,tp=1,pp=1,cp=2,zero=2,zero_shard=2,num_micro_batches=2
 ok "zero 3, reshard_after_forward false, dp2 x pp2" check k3pp dp=2,tp=1,pp=2,zero=3,reshard_after_forward=false,num_micro_batches=2
 ok "zero 3, reshard_after_forward false, dp2 x tp2" check k3tp dp=2,tp=2,pp=1,zero=3,reshard_after_forward=false,num_micro_batches=2
+# torchtitan's root FSDP unit (fsdp20): the embedding and head gathered once a micro-batch
+# and held from forward to backward, with and without a pipeline.
+ok "zero 3 under torchtitan (root unit), dp4" check t3 dp=4,tp=1,pp=1,zero=3,reshard_after_forward=true,num_micro_batches=2,stack=torchtitan
+ok "zero 3 under torchtitan (root unit), dp2 x pp2" check t3pp dp=2,tp=1,pp=2,zero=3,reshard_after_forward=true,num_micro_batches=2,stack=torchtitan
 
 # Gradient memory on tiny-gpt (13 MB of gradients) with 2 MiB buckets, as tests/exec.sh
 # does for ZeRO 0-3: the shard over 2 of the 4 replicas (plus the buckets in flight).

@@ -678,12 +678,14 @@ check_end (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p)
 }
 
 /* ZeRO-3: a gather of each layer (per group) before every forward and backward of it,
- * 2 m in all; other stages gather nothing before the optimizer. */
+ * 2 m in all (m for torchtitan's root unit, kept from forward to backward); other stages
+ * gather nothing before the optimizer. */
 static void
 check_gathers (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p)
 {
   const MpParallelConfig *cfg = &plan->cfg;
-  guint n_layers = mp_cost_context_model (ctx)->n_layers;
+  const MpModel *model = mp_cost_context_model (ctx);
+  guint n_layers = model->n_layers;
   gboolean on[MP_GROUP_N] = { FALSE };
   reduces (cfg, &on[MP_GROUP_DP], &on[MP_GROUP_EDP]);
   /* gathers not yet used up: reshard_after_forward = False keeps a forward's to its
@@ -713,7 +715,9 @@ check_gathers (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p)
           CHECK (ready[in->layer * MP_GROUP_N + gr] > 0, "insn %u: layer %u used without "
                  "its %s gather", i, in->layer, mp_comm_group_name (gr));
           /* reshard_after_forward = False: the forward's gather serves the backward */
-          if (!cfg->no_reshard || in->kind == MP_INSN_BACKWARD)
+          gboolean kept = cfg->no_reshard
+                          || mp_parallel_config_fsdp_root (cfg, &model->layers[in->layer]);
+          if (!kept || in->kind == MP_INSN_BACKWARD)
             ready[in->layer * MP_GROUP_N + gr]--;
         }
     }
@@ -724,7 +728,8 @@ check_gathers (const MpCostContext *ctx, const MpPlan *plan, const MpProgram *p)
       {
         gboolean mine = p->stage == chunk_of_layer (plan, l) % cfg->pp && on[gr]
                         && bucket_params (ctx, plan, p->stage, gr, l, 1) > 0;
-        guint passes = cfg->no_reshard ? 1 : 2;
+        guint passes = cfg->no_reshard || mp_parallel_config_fsdp_root (cfg, &model->layers[l])
+                         ? 1 : 2;
         CHECK (count[l * MP_GROUP_N + gr] == (mine ? passes * cfg->num_micro_batches : 0),
                "layer %u gathered %u times over %s", l, count[l * MP_GROUP_N + gr],
                mp_comm_group_name (gr));
@@ -1011,6 +1016,72 @@ test_program_zero (void **state)
           assert_int_equal (p->insns[2].layer, 0);
         }
       describe (e->model, &plan->cfg);
+      check_plan (e->ctx, plan);
+    }
+}
+
+/* torchtitan's root FSDP unit (fsdp20, mp_parallel_config_fsdp_root): under ZeRO-3 the
+ * embedding and the head are gathered once per micro-batch, together, before its first
+ * forward (the head before the embedding, on which the forward waits), never in
+ * backward, and their gradients reduce-scattered after the micro-batch's last backward;
+ * the blocks as for every stack. Under pytorch (FSDP2 too, but its own wrapping) the head
+ * is gathered again before its backward and reduced right after it. */
+static void
+test_program_fsdp_root (void **state)
+{
+  (void) state;
+  g_autoptr(Env) e = env_new ("tiny-gpt", "dgx-a100-80g:1");
+  guint n = e->model->n_layers, head = n - 1;
+  MpParallelConfig cfg;
+  zero_config (&cfg);
+  cfg.zero = 3;
+  for (int k = 0; k < 2; k++)
+    {
+      cfg.stack = k ? MP_STACK_PYTORCH : MP_STACK_TORCHTITAN;
+      g_autoptr(MpPlan) plan = try_plan (e->ctx, &cfg);
+      g_autoptr(MpProgram) p = mp_program_build (e->ctx, plan, 0);
+      guint head_gathers = 0, late = 0, reduces = 0, blocks = 0;
+      gint first_compute = -1, head_gather = -1, emb_gather = -1;
+      const MpInsn *last = NULL;   /* the last forward or backward so far */
+      for (guint i = 0; i < p->n_insns; i++)
+        {
+          const MpInsn *in = &p->insns[i];
+          if (in->kind == MP_INSN_FORWARD || in->kind == MP_INSN_BACKWARD)
+            {
+              first_compute = first_compute < 0 ? (gint) i : first_compute;
+              last = in;
+            }
+          if (in->kind == MP_INSN_GATHER_PARAMS && in->layer == head)
+            {
+              head_gathers++;
+              head_gather = head_gather < 0 ? (gint) i : head_gather;
+            }
+          if (in->kind == MP_INSN_GATHER_PARAMS && in->layer == 0 && emb_gather < 0)
+            emb_gather = (gint) i;
+          if (in->kind == MP_INSN_GATHER_PARAMS && in->layer > 0 && in->layer < head)
+            blocks++;
+          /* the head's reduce-scatter: after the embedding's backward, or its own */
+          if (in->kind == MP_INSN_REDUCE_GRADS && in->layer + in->n_layers > head)
+            {
+              reduces++;
+              late += last && last->kind == MP_INSN_BACKWARD && last->layer == 0;
+            }
+        }
+      assert_int_equal (reduces, cfg.num_micro_batches);
+      assert_int_equal (blocks, 2 * cfg.num_micro_batches * (n - 2));
+      if (k == 0)
+        {
+          assert_int_equal (head_gathers, cfg.num_micro_batches);
+          assert_true (head_gather >= 0 && head_gather < emb_gather
+                       && emb_gather < first_compute);
+          assert_int_equal (late, reduces);
+        }
+      else
+        {
+          assert_int_equal (head_gathers, 2 * cfg.num_micro_batches);
+          assert_true (head_gather > first_compute);
+          assert_int_equal (late, 0);
+        }
       check_plan (e->ctx, plan);
     }
 }
@@ -1369,6 +1440,7 @@ main (void)
     cmocka_unit_test (test_program_buckets),
     cmocka_unit_test (test_program_zero),
     cmocka_unit_test (test_program_hsdp),
+    cmocka_unit_test (test_program_fsdp_root),
     cmocka_unit_test (test_program_tied),
     cmocka_unit_test (test_program_experts),
     cmocka_unit_test (test_program_recompute_first_n),
