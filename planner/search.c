@@ -1030,6 +1030,14 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
   g_array_append_val (s->branches, b);
 }
 
+/* May a dropped branch be counted as another shard's choice is (counts_only): nothing
+ * to ask of each config? */
+static gboolean
+counts_only_dropped (const Search *s)
+{
+  return s->opts->accept == NULL && s->opts->pins == NULL;
+}
+
 /* The per-layer costs of branch B's choice, computed once for every pipeline depth
  * that shares them, then its configs. */
 static void
@@ -1083,7 +1091,18 @@ search_branch (Search *s, Branch *b)
       s->layer_cost = cost;
       s->split_limits = cost + (gsize) s->cluster->n_groups * s->model->n_layers;
     }
-  loop_schedule (s, cfg);
+  if (s->dropped && counts_only_dropped (s))
+    {
+      /* Nothing of it is kept nor asked of each config: its configs are counted in
+       * bulk, as another shard's are (with_layer_costs), and pruned so. */
+      guint64 before = s->index;
+      s->counting = TRUE;
+      loop_schedule (s, cfg);
+      s->counting = FALSE;
+      s->res->stats.pruned += s->index - before;
+    }
+  else
+    loop_schedule (s, cfg);
   s->dropped = FALSE;
   s->layer_floor = NULL;
 }
