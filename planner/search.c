@@ -58,6 +58,15 @@ layer_classes_clear (LayerClasses *lc)
   g_clear_pointer (&lc->slot, g_free);
 }
 
+/* Step times that plans some shard keeps are known to reach (the seed all shards search
+ * first, seed_cutoffs): a config whose bound exceeds one cannot take that slot, whatever
+ * this shard has kept itself. G_MAXDOUBLE: none known. ANY: a plan honouring the pins
+ * fits (the smallest-footprint slot is closed). */
+typedef struct {
+  double top, family[MP_FAMILY_N], free;
+  gboolean any;
+} Cutoffs;
+
 typedef struct {
   const MpCostContext *ctx;
   const MpModel *model;
@@ -109,6 +118,8 @@ typedef struct {
   gboolean fits;
   guint *pinned_split;         /* the pins' layer split (n_pinned chunks), or NULL */
   guint n_pinned;
+  Cutoffs cut;                 /* what the seed showed (seed_cutoffs) */
+  gboolean seeding;            /* searching the seed: one variant of each config */
 } Search;
 
 /* Does CFG honour the pins, its layer split included? */
@@ -378,21 +389,41 @@ config_bound (const Search *s, const MpParallelConfig *cfg)
   return MAX (bound, s->uneven_s);
 }
 
+/* Could a plan of step time >= BOUND be among the best K, its FAMILY's best, or the best
+ * without the pins: by what this shard keeps, and by the seed's cutoffs. */
+static gboolean
+top_may (const Search *s, double bound)
+{
+  GPtrArray *top = s->res->plans;
+  return (top->len < s->top_k || may_beat (g_ptr_array_index (top, top->len - 1), bound))
+         && bound <= s->cut.top;
+}
+
+static gboolean
+family_may (const Search *s, MpPlanFamily family, double bound)
+{
+  return may_beat (s->res->stats.family_best[family], bound)
+         && bound <= s->cut.family[family];
+}
+
+static gboolean
+free_may (const Search *s, double bound)
+{
+  return may_beat (s->res->stats.free_best, bound) && bound <= s->cut.free;
+}
+
 static gboolean
 may_rank (const Search *s, const MpParallelConfig *cfg, MpPlanFamily family)
 {
   double bound = config_bound (s, cfg);
   if (bound <= 0)
     return TRUE;
-  const MpSearchStats *st = &s->res->stats;
-  GPtrArray *top = s->res->plans;
-  gboolean top_open = top->len < s->top_k
-                      || may_beat (g_ptr_array_index (top, top->len - 1), bound);
-  if (may_beat (st->family_best[family], bound))
+  gboolean top_open = top_may (s, bound);
+  if (family_may (s, family, bound))
     return TRUE;
   if (s->opts->pins == NULL)
     return top_open;
-  if (!cfg->fp8 && may_beat (st->free_best, bound))
+  if (!cfg->fp8 && free_may (s, bound))
     return TRUE;
   return top_open && honours (s, cfg);
 }
@@ -420,6 +451,19 @@ static gboolean
 family_smallest_open (const MpSearchResult *res, MpPlanFamily family)
 {
   return res->stats.family_best[family] == NULL;
+}
+
+/* The same in a search: closed too once the seed kept such a plan (some shard keeps it). */
+static gboolean
+search_smallest_open (const Search *s)
+{
+  return smallest_open (s->res) && !s->cut.any;
+}
+
+static gboolean
+family_slot_open (const Search *s, MpPlanFamily family)
+{
+  return family_smallest_open (s->res, family) && s->cut.family[family] == G_MAXDOUBLE;
 }
 
 /* Could a plan of peak PEAK or more still take SLOT (NULL: empty), OPEN or closed? Ties
@@ -479,7 +523,7 @@ memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
   const MpSearchStats *st = &s->res->stats;
   guint top = cfg->dp * cfg->cp > 1 ? 3 : 0, zero = any_zero ? top : cfg->zero;
   double peak, excess = branch_floor (s, cfg, zero, &peak);
-  if (!(excess > 0) || may_take (st->smallest, smallest_open (s->res), peak))
+  if (!(excess > 0) || may_take (st->smallest, search_smallest_open (s), peak))
     return FALSE;
   /* the families of its ZeRO stages: they differ only between 0-1 and 2-3 */
   MpParallelConfig probe = *cfg;
@@ -489,7 +533,7 @@ memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
     {
       probe.zero = z;
       MpPlanFamily f = mp_plan_family_of (&probe);
-      if (may_take (st->family_smallest[f], family_smallest_open (s->res, f), peak))
+      if (may_take (st->family_smallest[f], family_slot_open (s, f), peak))
         return FALSE;
     }
   return TRUE;
@@ -506,14 +550,12 @@ branch_drops (Search *s, const MpParallelConfig *cfg, double bound, gboolean sta
   if (s->opts->no_bounds || s->counting || bound <= 0)
     return FALSE;
   const MpSearchStats *st = &s->res->stats;
-  GPtrArray *top = s->res->plans;
-  if (top->len < s->top_k || may_beat (g_ptr_array_index (top, top->len - 1), bound)
-      || (s->opts->pins != NULL && !cfg->fp8 && may_beat (st->free_best, bound)))
+  if (top_may (s, bound) || (s->opts->pins != NULL && !cfg->fp8 && free_may (s, bound)))
     return FALSE;
   MpParallelConfig probe = *cfg;
   double peak;
   branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak);
-  if (may_take (st->smallest, smallest_open (s->res), peak))
+  if (may_take (st->smallest, search_smallest_open (s), peak))
     return FALSE;
   /* the families its configs may fall in: by the schedule (none or pipelined) and the
    * ZeRO stage (0-1 or 2-3) */
@@ -524,8 +566,8 @@ branch_drops (Search *s, const MpParallelConfig *cfg, double bound, gboolean sta
         probe.schedule = staged ? cfg->schedule
                                 : pipe ? MP_SCHEDULE_GPIPE : MP_SCHEDULE_NONE;
         MpPlanFamily f = mp_plan_family_of (&probe);
-        if (may_beat (st->family_best[f], bound)
-            || may_take (st->family_smallest[f], family_smallest_open (s->res, f), peak))
+        if (family_may (s, f, bound)
+            || may_take (st->family_smallest[f], family_slot_open (s, f), peak))
           return FALSE;
       }
   return TRUE;
@@ -557,7 +599,7 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
   const MpSearchStats *st = &s->res->stats;
   MpPlanFamily family = mp_plan_family_of (cfg);
   const MpPlan *least = st->family_smallest[family];
-  gboolean open = smallest_open (s->res), family_open = family_smallest_open (s->res, family);
+  gboolean open = search_smallest_open (s), family_open = family_slot_open (s, family);
   if (s->opts->no_bounds || (open && st->smallest == NULL) || (family_open && least == NULL))
     return FALSE;
   gboolean rank = s->floor_s <= 0 || may_rank (s, cfg, family);
@@ -630,11 +672,11 @@ stage_exceeds (Search *s, const MpParallelConfig *cfg)
   const MpSearchStats *st = &s->res->stats;
   MpPlanFamily family = mp_plan_family_of (cfg);
   const MpPlan *least = st->family_smallest[family];
-  gboolean open = smallest_open (s->res);
+  gboolean open = search_smallest_open (s);
   if (s->opts->no_bounds || s->cluster->n_groups > 1 || s->have_memory
       || (open && st->smallest == NULL) || may_rank (s, cfg, family))
     return FALSE;
-  gboolean runs = family_smallest_open (s->res, family)
+  gboolean runs = family_slot_open (s, family)
                   && mp_framework_runners (s->model, cfg) != 0;
   if (runs && least == NULL)
     return FALSE;
@@ -704,8 +746,8 @@ visit (Search *s, MpParallelConfig *cfg)
   /* Timed before it is kept, so that a kept plan has its figures whichever way it is
    * kept (merge.c times every fitting plan it unpacks); not timed when a bound shows
    * that only a smallest-footprint slot could keep it, and none does. */
-  gboolean open = smallest_open (s->res);
-  gboolean family_open = family_smallest_open (s->res, plan->family);
+  gboolean open = search_smallest_open (s);
+  gboolean family_open = family_slot_open (s, plan->family);
   if (plan->fits && !s->opts->no_bounds && !may_rank (s, cfg, plan->family)
       && !(open && smaller (st->smallest, plan))
       && !(family_open && smaller (st->family_smallest[plan->family], plan)))
@@ -781,7 +823,7 @@ loop_order (Search *s, MpParallelConfig *cfg)
   const MpParallelDim *const orders[] = { ORDER_MEGATRON, ORDER_PP_INNER };
   s->have_memory = FALSE;
   s->stage_peak = -1;
-  for (guint o = 0; o < (pp_inner_tried (s->cluster, cfg) ? 2u : 1u); o++)
+  for (guint o = 0; o < (pp_inner_tried (s->cluster, cfg) && !s->seeding ? 2u : 1u); o++)
     {
       memcpy (cfg->order, orders[o], sizeof ORDER_MEGATRON);
       /* a counting pass with nothing to ask of each config counts them here (loop_zero) */
@@ -831,8 +873,8 @@ loop_zero (Search *s, MpParallelConfig *cfg)
       cfg->zero_shard = 0;
       cfg->no_reshard = FALSE;
       s->dropped = dropped || memory_drops (s, cfg, FALSE);
-      for (guint h = 0; h < (z >= 1 && hsdp ? 2u : 1u); h++)
-        for (guint keep = 0; keep < (z == 3 ? 2u : 1u); keep++)
+      for (guint h = 0; h < (z >= 1 && hsdp && !s->seeding ? 2u : 1u); h++)
+        for (guint keep = 0; keep < (z == 3 && !s->seeding ? 2u : 1u); keep++)
           {
             cfg->zero_shard = h ? hsdp : 0;
             cfg->no_reshard = keep;
@@ -978,34 +1020,30 @@ branch_cmp (gconstpointer a, gconstpointer b)
   return x->outer < y->outer ? -1 : x->outer > y->outer;
 }
 
-/* The shard of the layer-cost choice met O-th: dealt back and forth in the order met (0 1
- * 1 0 0 1 ... on two), which spreads the costly choices evenly where they come in runs
- * (choices met in turn are alike), without counting them first. gpt3-175b on 1024 A100s
- * in the whole space: the whole search's per-choice CPU time so dealt splits 0.501 :
- * 0.499 (dealt by configs 0.535 : 0.465, in turn 0.619 : 0.381), and the two shards
- * run 6.18 and 6.30 G instructions where one process runs 11.70 G (callgrind; dealt by
- * configs after a counting pass: 6.34 and 6.71 G). */
+/* The shard of the branch at place P (after the seed) in the bound order: dealt back and
+ * forth (0 1 1 0 0 1 ... on two), so that each shard gets as many of the promising
+ * branches as of the hopeless ones, and in the same order as the whole search meets
+ * them. */
 static guint
-choice_shard (guint64 o, guint n)
+choice_shard (guint64 p, guint n)
 {
-  guint64 round = o / n, k = o % n;
+  guint64 round = p / n, k = p % n;
   return (guint) (round % 2 == 0 ? k : n - 1 - k);
 }
 
-/* Notes the current layer-cost choice as a branch (to be searched by search_branch). */
+/* Notes the current layer-cost choice as a branch (to be searched by search_branch), on
+ * every shard: each shard bounds them all, so that all sort them alike (search_branches
+ * deals them). */
 static void
 with_layer_costs (Search *s, MpParallelConfig *cfg)
 {
   guint64 o = s->outer++;
-  if (s->counting || choice_shard (o, MAX (s->opts->n_shards, 1u)) != s->opts->shard)
+  if (s->counting)
     {
-      /* Another shard's choice is only counted, without a split (which does not change
-       * which configs are valid: one always exists for the chunks tried, and
-       * mp_parallel_config_check asks only that of it). */
-      gboolean counting = s->counting;
-      s->counting = TRUE;
+      /* Only counted, without a split (which does not change which configs are valid:
+       * one always exists for the chunks tried, and mp_parallel_config_check asks only
+       * that of it). */
       loop_schedule (s, cfg);
-      s->counting = counting;
       return;
     }
   Branch b = { .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE, .floor_at = NO_FLOOR,
@@ -1088,13 +1126,98 @@ search_branch (Search *s, Branch *b)
   s->layer_floor = NULL;
 }
 
-/* Searches the branches noted, best bound first. */
+static void
+cutoffs_none (Cutoffs *cut)
+{
+  cut->top = cut->free = G_MAXDOUBLE;
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    cut->family[f] = G_MAXDOUBLE;
+  cut->any = FALSE;
+}
+
+/* The cutoffs RES's plans give (TOP_K: the plans a full list holds). */
+static void
+cutoffs_of (const MpSearchResult *res, guint top_k, Cutoffs *cut)
+{
+  const MpSearchStats *st = &res->stats;
+  cutoffs_none (cut);
+  if (res->plans->len >= top_k)
+    cut->top = ((const MpPlan *) g_ptr_array_index (res->plans, res->plans->len - 1))->step_s;
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    if (st->family_best[f] != NULL)
+      cut->family[f] = st->family_best[f]->step_s;
+  if (st->free_best != NULL)
+    cut->free = st->free_best->step_s;
+  cut->any = res->plans->len > 0;
+}
+
+/* Another shard's branch B: its configs only counted (space, pins). */
+static void
+count_branch (Search *s, const Branch *b)
+{
+  MpParallelConfig cfg;
+  branch_unpack (b, &s->base, &cfg);
+  s->counting = TRUE;
+  loop_schedule (s, &cfg);
+  s->counting = FALSE;
+}
+
+/* The seed stops once its K-th best has not improved over this many configs costed, or a
+ * quarter of those costed before (whichever is more). gpt3-175b on 1024 A100s: the
+ * K-th best reaches its final figure after 3035 configs of the seed and holds for the
+ * 3338 after it (MPPLAN_BENCH_SHARDS=2 bench/bench-planner, traced). */
+#define SEED_QUIET 500
+
+/* The cutoffs (Search.cut) of the search's start, alike on every shard: the branches in
+ * bound order searched in one variant each (seeding: Megatron's rank order, no HSDP or
+ * kept weights) into a scratch result, until its K-th best settles. Its plans are in the
+ * space, so each is found again by the shard it falls to: their step times bound what
+ * any shard need keep. The counts are restored, the seed's plans dropped. */
+static void
+seed_cutoffs (Search *s)
+{
+  MpSearchResult *own = s->res;
+  guint64 index = s->index, accepted = s->accepted, pinned = s->pinned, settled = 0;
+  s->res = g_new0 (MpSearchResult, 1);
+  s->res->plans = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_plan_free);
+  const guint64 *costed = &s->res->stats.evaluated;
+  double kth = G_MAXDOUBLE;
+  s->seeding = TRUE;
+  for (guint i = 0; i < s->branches->len; i++)
+    {
+      search_branch (s, &g_array_index (s->branches, Branch, i));
+      cutoffs_of (s->res, s->top_k, &s->cut);
+      if (s->cut.top < kth)
+        kth = s->cut.top, settled = *costed;
+      if (kth < G_MAXDOUBLE && *costed - settled > MAX (SEED_QUIET, settled / 4))
+        break;
+    }
+  s->seeding = FALSE;
+  mp_search_result_free (s->res);
+  s->res = own;
+  s->index = index, s->accepted = accepted, s->pinned = pinned;
+}
+
+/* Searches the branches noted, best bound first. Split over shards, each shard's own
+ * best-so-far prunes its share: a shard that met only half of the early, promising
+ * branches would fully cost plans the whole search prunes. So every shard first searches
+ * the same seed (the best-bound branches), which gives each the whole search's
+ * incumbents so far, then its share of the rest, dealt by place in the bound order. */
 static void
 search_branches (Search *s)
 {
   g_array_sort (s->branches, branch_cmp);
-  for (guint i = 0; i < s->branches->len; i++)
-    search_branch (s, &g_array_index (s->branches, Branch, i));
+  guint n = MAX (s->opts->n_shards, 1u), len = s->branches->len;
+  if (n > 1)
+    seed_cutoffs (s);
+  for (guint i = 0; i < len; i++)
+    {
+      Branch *b = &g_array_index (s->branches, Branch, i);
+      if (choice_shard (i, n) == s->opts->shard)
+        search_branch (s, b);
+      else
+        count_branch (s, b);
+    }
   g_array_set_size (s->branches, 0);
   g_array_set_size (s->class_floors, 0);
 }
@@ -1454,6 +1577,7 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   s.layer_costs = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
                                          (GDestroyNotify) g_bytes_unref, g_free);
   s.split_fills = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  cutoffs_none (&s.cut);
   run (&s);
   search_branches (&s);
   g_array_unref (s.branches);
