@@ -971,6 +971,7 @@ typedef struct {
   guint32 tp, cp, pp, dp, ep, etp, micro_batch_size, num_micro_batches;
   guint32 recompute_num_layers, recompute_modules;
   guint8 sequence_parallel, recompute, recompute_method, dispatcher, fp8;
+  guint8 mine, sample;         /* this shard's to search; in the seed's sample */
   guint64 outer;               /* its place in the enumeration (the sharding's) */
   double floor_s, bound;       /* kernel_floor and depth_bound; bound G_MAXDOUBLE: its
                                 * memory floor shows nothing fits */
@@ -1020,34 +1021,44 @@ branch_cmp (gconstpointer a, gconstpointer b)
   return x->outer < y->outer ? -1 : x->outer > y->outer;
 }
 
-/* The shard of the branch at place P (after the seed) in the bound order: dealt back and
- * forth (0 1 1 0 0 1 ... on two), so that each shard gets as many of the promising
- * branches as of the hopeless ones, and in the same order as the whole search meets
- * them. */
+/* The shard of the layer-cost choice met O-th: dealt back and forth in the order met (0 1
+ * 1 0 0 1 ... on two), which spreads the costly choices evenly where they come in runs
+ * (choices met in turn are alike), without counting them first. gpt3-175b on 1024 A100s
+ * in the whole space: the whole search's per-choice CPU time so dealt splits 0.501 :
+ * 0.499 (dealt by configs 0.535 : 0.465, in turn 0.619 : 0.381). */
 static guint
-choice_shard (guint64 p, guint n)
+choice_shard (guint64 o, guint n)
 {
-  guint64 round = p / n, k = p % n;
+  guint64 round = o / n, k = o % n;
   return (guint) (round % 2 == 0 ? k : n - 1 - k);
 }
 
-/* Notes the current layer-cost choice as a branch (to be searched by search_branch), on
- * every shard: each shard bounds them all, so that all sort them alike (search_branches
- * deals them). */
+/* Split over shards, every shard bounds one choice in SEED_EVERY (the same ones on each,
+ * its own or not) for the seed (seed_cutoffs). */
+#define SEED_EVERY 8
+
+/* Notes the current layer-cost choice as a branch (to be searched by search_branch) when
+ * it is this shard's or in the seed's sample; the rest only counted. */
 static void
 with_layer_costs (Search *s, MpParallelConfig *cfg)
 {
   guint64 o = s->outer++;
-  if (s->counting)
+  guint n = MAX (s->opts->n_shards, 1u);
+  gboolean mine = choice_shard (o, n) == s->opts->shard, sample = n > 1 && o % SEED_EVERY == 0;
+  if (s->counting || !mine)
     {
-      /* Only counted, without a split (which does not change which configs are valid:
-       * one always exists for the chunks tried, and mp_parallel_config_check asks only
-       * that of it). */
+      /* Another shard's choice is only counted, without a split (which does not change
+       * which configs are valid: one always exists for the chunks tried, and
+       * mp_parallel_config_check asks only that of it). */
+      gboolean counting = s->counting;
+      s->counting = TRUE;
       loop_schedule (s, cfg);
-      return;
+      s->counting = counting;
+      if (counting || !sample)
+        return;
     }
   Branch b = { .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE, .floor_at = NO_FLOOR,
-               .floor_peak = -1 };
+               .floor_peak = -1, .mine = mine, .sample = sample };
   branch_pack (&b, cfg);
   for (guint z = 0; z < 4; z++)
     s->floor_peak[z] = -1;
@@ -1151,17 +1162,6 @@ cutoffs_of (const MpSearchResult *res, guint top_k, Cutoffs *cut)
   cut->any = res->plans->len > 0;
 }
 
-/* Another shard's branch B: its configs only counted (space, pins). */
-static void
-count_branch (Search *s, const Branch *b)
-{
-  MpParallelConfig cfg;
-  branch_unpack (b, &s->base, &cfg);
-  s->counting = TRUE;
-  loop_schedule (s, &cfg);
-  s->counting = FALSE;
-}
-
 /* The seed stops once its K-th best has not improved over this many configs costed, or a
  * quarter of those costed before (whichever is more). gpt3-175b on 1024 A100s: the
  * K-th best reaches its final figure after 3035 configs of the seed and holds for the
@@ -1185,7 +1185,10 @@ seed_cutoffs (Search *s)
   s->seeding = TRUE;
   for (guint i = 0; i < s->branches->len; i++)
     {
-      search_branch (s, &g_array_index (s->branches, Branch, i));
+      Branch *b = &g_array_index (s->branches, Branch, i);
+      if (!b->sample)
+        continue;
+      search_branch (s, b);
       cutoffs_of (s->res, s->top_k, &s->cut);
       if (s->cut.top < kth)
         kth = s->cut.top, settled = *costed;
@@ -1199,24 +1202,21 @@ seed_cutoffs (Search *s)
 }
 
 /* Searches the branches noted, best bound first. Split over shards, each shard's own
- * best-so-far prunes its share: a shard that met only half of the early, promising
- * branches would fully cost plans the whole search prunes. So every shard first searches
- * the same seed (the best-bound branches), which gives each the whole search's
- * incumbents so far, then its share of the rest, dealt by place in the bound order. */
+ * best-so-far would prune its share: a shard that met only some of the promising branches
+ * would fully cost plans the whole search prunes. So every shard first searches the same
+ * seed (a sample of the branches, every shard's), whose plans give each the cutoffs of
+ * plans some shard keeps, then its own branches under them. */
 static void
 search_branches (Search *s)
 {
   g_array_sort (s->branches, branch_cmp);
-  guint n = MAX (s->opts->n_shards, 1u), len = s->branches->len;
-  if (n > 1)
+  if (s->opts->n_shards > 1)
     seed_cutoffs (s);
-  for (guint i = 0; i < len; i++)
+  for (guint i = 0; i < s->branches->len; i++)
     {
       Branch *b = &g_array_index (s->branches, Branch, i);
-      if (choice_shard (i, n) == s->opts->shard)
+      if (b->mine)
         search_branch (s, b);
-      else
-        count_branch (s, b);
     }
   g_array_set_size (s->branches, 0);
   g_array_set_size (s->class_floors, 0);
