@@ -70,15 +70,6 @@ mp_search_result_pack (const MpSearchResult *res)
   return g_bytes_new_take (g_array_free (g_steal_pointer (&a), FALSE), len);
 }
 
-static gboolean
-has_plan (const GPtrArray *plans, const MpPlan *plan)
-{
-  for (guint i = 0; i < plans->len; i++)
-    if (mp_plan_compare (g_ptr_array_index (plans, i), plan) == 0)
-      return TRUE;
-  return FALSE;
-}
-
 /* Keeps PLAN (owned) in its slot of RES. */
 static void
 merge_plan (MpSearchResult *res, guint slot, guint family, MpPlan *plan, guint top_k)
@@ -89,9 +80,7 @@ merge_plan (MpSearchResult *res, guint slot, guint family, MpPlan *plan, guint t
   switch (slot)
     {
     case SLOT_TOP:
-      /* a plan of the branches every shard searches (the seed) comes from each */
-      if (!has_plan (res->plans, plan))
-        pl_keep_top (res->plans, top_k, plan);
+      pl_keep_top (res->plans, top_k, plan);
       mp_plan_free (plan);
       return;
     case SLOT_SMALLEST: target = &st->smallest; by_memory = TRUE; break;

@@ -58,10 +58,10 @@ layer_classes_clear (LayerClasses *lc)
   g_clear_pointer (&lc->slot, g_free);
 }
 
-/* Step times that plans some shard keeps are known to reach (the seed all shards search
- * first, seed_cutoffs): a config whose bound exceeds one cannot take that slot, whatever
- * this shard has kept itself. G_MAXDOUBLE: none known. ANY: a plan honouring the pins
- * fits (the smallest-footprint slot is closed). */
+/* Step times that plans other shards keep reach (MpSearchOptions.share): a config whose
+ * bound exceeds one cannot take that slot, whatever this shard has kept itself.
+ * G_MAXDOUBLE: none known. ANY: a plan honouring the pins fits (the smallest-footprint
+ * slots are closed). */
 typedef struct {
   double top, family[MP_FAMILY_N], free;
   gboolean any;
@@ -118,8 +118,7 @@ typedef struct {
   gboolean fits;
   guint *pinned_split;         /* the pins' layer split (n_pinned chunks), or NULL */
   guint n_pinned;
-  Cutoffs cut;                 /* what the seed showed (seed_cutoffs) */
-  gboolean seeding;            /* searching the seed: one variant of each config */
+  Cutoffs cut;                 /* the other shards' (share_cutoffs) */
 } Search;
 
 /* Does CFG honour the pins, its layer split included? */
@@ -390,7 +389,7 @@ config_bound (const Search *s, const MpParallelConfig *cfg)
 }
 
 /* Could a plan of step time >= BOUND be among the best K, its FAMILY's best, or the best
- * without the pins: by what this shard keeps, and by the seed's cutoffs. */
+ * without the pins: by what this shard keeps, and by the other shards' cutoffs. */
 static gboolean
 top_may (const Search *s, double bound)
 {
@@ -453,7 +452,7 @@ family_smallest_open (const MpSearchResult *res, MpPlanFamily family)
   return res->stats.family_best[family] == NULL;
 }
 
-/* The same in a search: closed too once the seed kept such a plan (some shard keeps it). */
+/* The same in a search: closed too once another shard keeps such a plan. */
 static gboolean
 search_smallest_open (const Search *s)
 {
@@ -823,7 +822,7 @@ loop_order (Search *s, MpParallelConfig *cfg)
   const MpParallelDim *const orders[] = { ORDER_MEGATRON, ORDER_PP_INNER };
   s->have_memory = FALSE;
   s->stage_peak = -1;
-  for (guint o = 0; o < (pp_inner_tried (s->cluster, cfg) && !s->seeding ? 2u : 1u); o++)
+  for (guint o = 0; o < (pp_inner_tried (s->cluster, cfg) ? 2u : 1u); o++)
     {
       memcpy (cfg->order, orders[o], sizeof ORDER_MEGATRON);
       /* a counting pass with nothing to ask of each config counts them here (loop_zero) */
@@ -873,8 +872,8 @@ loop_zero (Search *s, MpParallelConfig *cfg)
       cfg->zero_shard = 0;
       cfg->no_reshard = FALSE;
       s->dropped = dropped || memory_drops (s, cfg, FALSE);
-      for (guint h = 0; h < (z >= 1 && hsdp && !s->seeding ? 2u : 1u); h++)
-        for (guint keep = 0; keep < (z == 3 && !s->seeding ? 2u : 1u); keep++)
+      for (guint h = 0; h < (z >= 1 && hsdp ? 2u : 1u); h++)
+        for (guint keep = 0; keep < (z == 3 ? 2u : 1u); keep++)
           {
             cfg->zero_shard = h ? hsdp : 0;
             cfg->no_reshard = keep;
@@ -971,7 +970,6 @@ typedef struct {
   guint32 tp, cp, pp, dp, ep, etp, micro_batch_size, num_micro_batches;
   guint32 recompute_num_layers, recompute_modules;
   guint8 sequence_parallel, recompute, recompute_method, dispatcher, fp8;
-  guint8 mine, sample;         /* this shard's to search; in the seed's sample */
   guint64 outer;               /* its place in the enumeration (the sharding's) */
   double floor_s, bound;       /* kernel_floor and depth_bound; bound G_MAXDOUBLE: its
                                 * memory floor shows nothing fits */
@@ -1025,7 +1023,9 @@ branch_cmp (gconstpointer a, gconstpointer b)
  * 1 0 0 1 ... on two), which spreads the costly choices evenly where they come in runs
  * (choices met in turn are alike), without counting them first. gpt3-175b on 1024 A100s
  * in the whole space: the whole search's per-choice CPU time so dealt splits 0.501 :
- * 0.499 (dealt by configs 0.535 : 0.465, in turn 0.619 : 0.381). */
+ * 0.499 (dealt by configs 0.535 : 0.465, in turn 0.619 : 0.381), and the two shards
+ * run 6.18 and 6.30 G instructions where one process runs 11.70 G (callgrind; dealt by
+ * configs after a counting pass: 6.34 and 6.71 G). */
 static guint
 choice_shard (guint64 o, guint n)
 {
@@ -1033,19 +1033,12 @@ choice_shard (guint64 o, guint n)
   return (guint) (round % 2 == 0 ? k : n - 1 - k);
 }
 
-/* Split over shards, every shard bounds one choice in SEED_EVERY (the same ones on each,
- * its own or not) for the seed (seed_cutoffs). */
-#define SEED_EVERY 8
-
-/* Notes the current layer-cost choice as a branch (to be searched by search_branch) when
- * it is this shard's or in the seed's sample; the rest only counted. */
+/* Notes the current layer-cost choice as a branch (to be searched by search_branch). */
 static void
 with_layer_costs (Search *s, MpParallelConfig *cfg)
 {
   guint64 o = s->outer++;
-  guint n = MAX (s->opts->n_shards, 1u);
-  gboolean mine = choice_shard (o, n) == s->opts->shard, sample = n > 1 && o % SEED_EVERY == 0;
-  if (s->counting || !mine)
+  if (s->counting || choice_shard (o, MAX (s->opts->n_shards, 1u)) != s->opts->shard)
     {
       /* Another shard's choice is only counted, without a split (which does not change
        * which configs are valid: one always exists for the chunks tried, and
@@ -1054,11 +1047,10 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
       s->counting = TRUE;
       loop_schedule (s, cfg);
       s->counting = counting;
-      if (counting || !sample)
-        return;
+      return;
     }
   Branch b = { .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE, .floor_at = NO_FLOOR,
-               .floor_peak = -1, .mine = mine, .sample = sample };
+               .floor_peak = -1 };
   branch_pack (&b, cfg);
   for (guint z = 0; z < 4; z++)
     s->floor_peak[z] = -1;
@@ -1162,62 +1154,43 @@ cutoffs_of (const MpSearchResult *res, guint top_k, Cutoffs *cut)
   cut->any = res->plans->len > 0;
 }
 
-/* The seed stops once its K-th best has not improved over this many configs costed, or a
- * quarter of those costed before (whichever is more). gpt3-175b on 1024 A100s: the
- * K-th best reaches its final figure after 3035 configs of the seed and holds for the
- * 3338 after it (MPPLAN_BENCH_SHARDS=2 bench/bench-planner, traced). */
-#define SEED_QUIET 500
-
-/* The cutoffs (Search.cut) of the search's start, alike on every shard: the branches in
- * bound order searched in one variant each (seeding: Megatron's rank order, no HSDP or
- * kept weights) into a scratch result, until its K-th best settles. Its plans are in the
- * space, so each is found again by the shard it falls to: their step times bound what
- * any shard need keep. The counts are restored, the seed's plans dropped. */
+/* Shares this shard's cutoffs and takes the other shards' (MpSearchOptions.share). */
 static void
-seed_cutoffs (Search *s)
+share_cutoffs (Search *s)
 {
-  MpSearchResult *own = s->res;
-  guint64 index = s->index, accepted = s->accepted, pinned = s->pinned, settled = 0;
-  s->res = g_new0 (MpSearchResult, 1);
-  s->res->plans = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_plan_free);
-  const guint64 *costed = &s->res->stats.evaluated;
-  double kth = G_MAXDOUBLE;
-  s->seeding = TRUE;
-  for (guint i = 0; i < s->branches->len; i++)
-    {
-      Branch *b = &g_array_index (s->branches, Branch, i);
-      if (!b->sample)
-        continue;
-      search_branch (s, b);
-      cutoffs_of (s->res, s->top_k, &s->cut);
-      if (s->cut.top < kth)
-        kth = s->cut.top, settled = *costed;
-      if (kth < G_MAXDOUBLE && *costed - settled > MAX (SEED_QUIET, settled / 4))
-        break;
-    }
-  s->seeding = FALSE;
-  mp_search_result_free (s->res);
-  s->res = own;
-  s->index = index, s->accepted = accepted, s->pinned = pinned;
+  MpSearchShare *share = s->opts->share;
+  if (share == NULL)
+    return;
+  Cutoffs mine;
+  cutoffs_of (s->res, s->top_k, &mine);
+  double v[MP_SEARCH_SHARE_N];
+  v[0] = mine.top;
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    v[1 + f] = mine.family[f];
+  v[1 + MP_FAMILY_N] = mine.free;
+  v[2 + MP_FAMILY_N] = mine.any ? 0 : G_MAXDOUBLE;
+  g_mutex_lock (&share->lock);
+  memcpy (share->mine, v, sizeof v);
+  memcpy (v, share->others, sizeof v);
+  g_mutex_unlock (&share->lock);
+  s->cut.top = v[0];
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    s->cut.family[f] = v[1 + f];
+  s->cut.free = v[1 + MP_FAMILY_N];
+  s->cut.any = v[2 + MP_FAMILY_N] == 0;
 }
 
-/* Searches the branches noted, best bound first. Split over shards, each shard's own
- * best-so-far would prune its share: a shard that met only some of the promising branches
- * would fully cost plans the whole search prunes. So every shard first searches the same
- * seed (a sample of the branches, every shard's), whose plans give each the cutoffs of
- * plans some shard keeps, then its own branches under them. */
+/* Searches the branches noted, best bound first. */
 static void
 search_branches (Search *s)
 {
   g_array_sort (s->branches, branch_cmp);
-  if (s->opts->n_shards > 1)
-    seed_cutoffs (s);
   for (guint i = 0; i < s->branches->len; i++)
     {
-      Branch *b = &g_array_index (s->branches, Branch, i);
-      if (b->mine)
-        search_branch (s, b);
+      share_cutoffs (s);
+      search_branch (s, &g_array_index (s->branches, Branch, i));
     }
+  share_cutoffs (s);
   g_array_set_size (s->branches, 0);
   g_array_set_size (s->class_floors, 0);
 }
