@@ -127,8 +127,8 @@ typedef struct {
   const MpPlanPins *pins;      /* NULL: none */
   guint shard, n_shards;       /* this process costs the configs of its share of the
                                 * layer-cost choices (tp, cp, sp, recompute, pp,
-                                * micro-batch, experts' grid), dealt by their step
-                                * bounds alike on every process (MPI split); 0/0 or
+                                * micro-batch, experts' grid), dealt in the order
+                                * met alike on every process (MPI split); 0/0 or
                                 * 0/1: all */
   MpSearchShare *share;        /* NULL, or where the shards share cutoffs */
   /* Constraints beyond pins (what a framework can express, planner/framework.c): a config
