@@ -121,6 +121,9 @@ typedef struct {
   MpSearchResult *res;
   int status;            /* nonzero: the exit status to stop with */
   Phases ph;
+  gboolean sharing;      /* the search thread shares cutoffs with the other ranks */
+  MpSearchShare share;
+  gboolean searched;     /* the search thread is done (under share.lock) */
 } PlanRun;
 
 static void
@@ -165,6 +168,7 @@ search_shard (PlanRun *r, int rank, int size)
   g_clear_pointer (&r->res, mp_search_result_free);
   r->opts.shard = size > 1 ? (guint) rank : 0;
   r->opts.n_shards = size > 1 ? (guint) size : 0;
+  r->opts.share = r->sharing ? &r->share : NULL;
   r->opts.progress = !r->a->quiet && rank == 0 && isatty (STDERR_FILENO) ? show_progress
                                                                           : NULL;
   r->res = mp_planner_search (r->in.ctx, &r->opts, &error);
@@ -185,9 +189,35 @@ static gpointer
 prepare_and_search (gpointer data)
 {
   ShardJob *job = data;
-  if (prepare (job->run))
-    search_shard (job->run, job->rank, job->size);
+  PlanRun *r = job->run;
+  if (prepare (r))
+    search_shard (r, job->rank, job->size);
+  g_mutex_lock (&r->share.lock);
+  r->searched = TRUE;
+  g_mutex_unlock (&r->share.lock);
   return NULL;
+}
+
+/* mp_world_share_least's: this rank's cutoffs, and TRUE once its search is done ... */
+static gboolean
+read_cutoffs (double *mine, gpointer data)
+{
+  PlanRun *r = data;
+  g_mutex_lock (&r->share.lock);
+  memcpy (mine, r->share.mine, sizeof r->share.mine);
+  gboolean done = r->searched;
+  g_mutex_unlock (&r->share.lock);
+  return done;
+}
+
+/* ... and the other ranks' for the search thread. */
+static void
+take_cutoffs (const double *least, gpointer data)
+{
+  PlanRun *r = data;
+  g_mutex_lock (&r->share.lock);
+  memcpy (r->share.others, least, sizeof r->share.others);
+  g_mutex_unlock (&r->share.lock);
 }
 
 /* Every rank's share at rank 0, merged into the result one process would have found
@@ -318,21 +348,32 @@ join_and_plan (const PlanArgs *a, int *argc, char ***argv, char **all_argv)
   gint64 start_us = g_get_monotonic_time ();
   PlanRun r = { .a = a, .argv = all_argv };
   r.ph = (Phases) { start_us, cpu_seconds (), 0 };
+  int status = 0;
   Phases mpi = r.ph;
   ShardJob job = { &r, 0, 1 };
   GThread *early = NULL;
+  g_mutex_init (&r.share.lock);
+  for (guint i = 0; i < MP_SEARCH_SHARE_N; i++)
+    r.share.mine[i] = r.share.others[i] = G_MAXDOUBLE;
   if (mp_world_early_rank (&job.rank, &job.size) && job.size > 1)
     {
       r.ph.rank = job.rank;
+      r.sharing = TRUE;
       early = g_thread_new ("mpplan-search", prepare_and_search, &job);
     }
   MpWorld *world = mp_world_join_light (argc, argv, &error);
   mpi.rank = job.rank;
   phase_done (&mpi, early ? "MPI start-up (mp_world_join, beside the search)"
                           : "MPI start-up (mp_world_join)");
+  /* Once MPI is up the shards pass their best-so-far to each other, so that each prunes
+   * by the whole search's: every rank runs the thread (the launcher said so to all). */
+  if (early != NULL && world != NULL && mp_world_size (world) > 1
+      && !mp_world_share_least (world, MP_SEARCH_SHARE_N, read_cutoffs, take_cutoffs, &r,
+                                &error))
+    status = mp_cli_fail (error);
   if (early != NULL)
     g_thread_join (early);
-  int status = 0;
+  r.sharing = FALSE;
   if (world == NULL)
     {
       status = mp_cli_fail (error);
@@ -358,6 +399,7 @@ out:
   mp_world_leave (world);
   status = status ? status : r.status;
   plan_run_clear (&r);
+  g_mutex_clear (&r.share.lock);
   return status;
 }
 

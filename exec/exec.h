@@ -39,6 +39,16 @@ int mp_world_size (const MpWorld *world);
  * MP_ERROR_RUNTIME on an MPI failure. Collective: every rank must call it. */
 GPtrArray *mp_world_gather (MpWorld *world, GBytes *mine, GError **error);
 
+/* Passes N doubles between the ranks while each works in a thread: READ (called about
+ * every millisecond) gives this rank's (TRUE once it is done), sent whenever they
+ * change; TAKE gets the least of every other rank's so far, element by element. Returns
+ * once every rank is done. FALSE with MP_ERROR_RUNTIME on an MPI failure. Collective:
+ * every rank must call it. */
+gboolean mp_world_share_least (MpWorld *world, guint n,
+                               gboolean (*read) (double *mine, gpointer data),
+                               void (*take) (const double *least, gpointer data),
+                               gpointer data, GError **error);
+
 /* ---- calibration (calibrate.c) ---- */
 
 typedef struct {

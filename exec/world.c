@@ -204,3 +204,86 @@ mp_world_gather (MpWorld *world, GBytes *mine, GError **error)
     g_ptr_array_add (out, g_bytes_new (all + offsets[r], (gsize) lens[r]));
   return out;
 }
+
+#define SHARE_TAG 0x6d70  /* apart from any other message of a run */
+
+/* Sends MINE (N values and the done flag) to every other rank; the requests and
+ * buffers wait in REQUESTS and BUFFERS until the end. */
+static gboolean
+share_send (const MpWorld *world, const double *mine, guint n, GArray *requests,
+            GPtrArray *buffers, GError **error)
+{
+  double *copy = g_memdup2 (mine, (n + 1) * sizeof (double));
+  g_ptr_array_add (buffers, copy);
+  for (int r = 0; r < world->size; r++)
+    if (r != world->rank)
+      {
+        MPI_Request q;
+        if (!mpi_ok (MPI_Isend (copy, (int) n + 1, MPI_DOUBLE, r, SHARE_TAG, MPI_COMM_WORLD, &q),
+                     "MPI_Isend", error))
+          return FALSE;
+        g_array_append_val (requests, q);
+      }
+  return TRUE;
+}
+
+/* Takes every message that has come into LEAST; counts the ranks done in *DONE. */
+static gboolean
+share_receive (double *least, guint n, int *done, GError **error)
+{
+  g_autofree double *got = g_new (double, n + 1);
+  for (;;)
+    {
+      int flag = 0;
+      MPI_Status st;
+      if (!mpi_ok (MPI_Iprobe (MPI_ANY_SOURCE, SHARE_TAG, MPI_COMM_WORLD, &flag, &st),
+                   "MPI_Iprobe", error))
+        return FALSE;
+      if (!flag)
+        return TRUE;
+      if (!mpi_ok (MPI_Recv (got, (int) n + 1, MPI_DOUBLE, st.MPI_SOURCE, SHARE_TAG,
+                             MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv", error))
+        return FALSE;
+      for (guint i = 0; i < n; i++)
+        least[i] = MIN (least[i], got[i]);
+      *done += got[n] != 0;
+    }
+}
+
+gboolean
+mp_world_share_least (MpWorld *world, guint n, gboolean (*read) (double *mine, gpointer data),
+                      void (*take) (const double *least, gpointer data), gpointer data,
+                      GError **error)
+{
+  g_autofree double *mine = g_new (double, n + 1), *sent = g_new (double, n + 1);
+  g_autofree double *least = g_new (double, n);
+  for (guint i = 0; i < n; i++)
+    least[i] = sent[i] = G_MAXDOUBLE;
+  g_autoptr(GArray) requests = g_array_new (FALSE, FALSE, sizeof (MPI_Request));
+  g_autoptr(GPtrArray) buffers = g_ptr_array_new_with_free_func (g_free);
+  gboolean ok = TRUE, finished = FALSE;
+  int done = 0;
+  /* every rank sends its last values once, marked done; it stops when all have */
+  while (ok && (!finished || done < world->size - 1))
+    {
+      if (!finished)
+        {
+          finished = read (mine, data);
+          mine[n] = finished;
+          if (finished || memcmp (mine, sent, n * sizeof (double)) != 0)
+            {
+              ok = share_send (world, mine, n, requests, buffers, error);
+              memcpy (sent, mine, n * sizeof (double));
+            }
+        }
+      ok = ok && share_receive (least, n, &done, error);
+      if (ok)
+        take (least, data);
+      if (ok && (!finished || done < world->size - 1))
+        g_usleep (1000);
+    }
+  if (requests->len > 0)
+    ok &= mpi_ok (MPI_Waitall ((int) requests->len, (MPI_Request *) requests->data,
+                               MPI_STATUSES_IGNORE), "MPI_Waitall", ok ? error : NULL);
+  return ok;
+}

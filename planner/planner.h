@@ -110,15 +110,27 @@ gboolean mp_plan_pins_match (const MpPlanPins *pins, const MpParallelConfig *cfg
 guint *mp_plan_pins_split (const MpPlanPins *pins, const MpModel *model, guint *n_chunks,
                            GError **error);
 
+/* Cutoffs the shards of one search share while they run (cli/cmd-plan.c passes them
+ * between MPI ranks): each shard's best-so-far step times (the K-th best, each family's
+ * best, the best without the pins; G_MAXDOUBLE: none yet) and 0 once a plan is kept
+ * (else G_MAXDOUBLE), in MINE; the least of the other shards' in OTHERS. They come from
+ * plans their shards keep, so pruning by them drops nothing the merge would keep. */
+#define MP_SEARCH_SHARE_N (MP_FAMILY_N + 3)
+typedef struct {
+  GMutex lock;
+  double mine[MP_SEARCH_SHARE_N], others[MP_SEARCH_SHARE_N];
+} MpSearchShare;
+
 typedef struct {
   guint global_batch;          /* 0: the model's training.global_batch */
   guint top_k;                 /* plans kept, best first (default 5) */
   const MpPlanPins *pins;      /* NULL: none */
   guint shard, n_shards;       /* this process costs the configs of its share of the
                                 * layer-cost choices (tp, cp, sp, recompute, pp,
-                                * micro-batch, experts' grid), dealt by their step
-                                * bounds alike on every process (MPI split); 0/0 or
+                                * micro-batch, experts' grid), dealt in the order
+                                * met alike on every process (MPI split); 0/0 or
                                 * 0/1: all */
+  MpSearchShare *share;        /* NULL, or where the shards share cutoffs */
   /* Constraints beyond pins (what a framework can express, planner/framework.c): a config
    * is only considered when ACCEPT (may be NULL) returns TRUE for it. */
   gboolean (*accept) (const MpParallelConfig *cfg, gpointer data);

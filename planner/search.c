@@ -58,6 +58,15 @@ layer_classes_clear (LayerClasses *lc)
   g_clear_pointer (&lc->slot, g_free);
 }
 
+/* Step times that plans other shards keep reach (MpSearchOptions.share): a config whose
+ * bound exceeds one cannot take that slot, whatever this shard has kept itself.
+ * G_MAXDOUBLE: none known. ANY: a plan honouring the pins fits (the smallest-footprint
+ * slots are closed). */
+typedef struct {
+  double top, family[MP_FAMILY_N], free;
+  gboolean any;
+} Cutoffs;
+
 typedef struct {
   const MpCostContext *ctx;
   const MpModel *model;
@@ -109,6 +118,7 @@ typedef struct {
   gboolean fits;
   guint *pinned_split;         /* the pins' layer split (n_pinned chunks), or NULL */
   guint n_pinned;
+  Cutoffs cut;                 /* the other shards' (share_cutoffs) */
 } Search;
 
 /* Does CFG honour the pins, its layer split included? */
@@ -378,21 +388,41 @@ config_bound (const Search *s, const MpParallelConfig *cfg)
   return MAX (bound, s->uneven_s);
 }
 
+/* Could a plan of step time >= BOUND be among the best K, its FAMILY's best, or the best
+ * without the pins: by what this shard keeps, and by the other shards' cutoffs. */
+static gboolean
+top_may (const Search *s, double bound)
+{
+  GPtrArray *top = s->res->plans;
+  return (top->len < s->top_k || may_beat (g_ptr_array_index (top, top->len - 1), bound))
+         && bound <= s->cut.top;
+}
+
+static gboolean
+family_may (const Search *s, MpPlanFamily family, double bound)
+{
+  return may_beat (s->res->stats.family_best[family], bound)
+         && bound <= s->cut.family[family];
+}
+
+static gboolean
+free_may (const Search *s, double bound)
+{
+  return may_beat (s->res->stats.free_best, bound) && bound <= s->cut.free;
+}
+
 static gboolean
 may_rank (const Search *s, const MpParallelConfig *cfg, MpPlanFamily family)
 {
   double bound = config_bound (s, cfg);
   if (bound <= 0)
     return TRUE;
-  const MpSearchStats *st = &s->res->stats;
-  GPtrArray *top = s->res->plans;
-  gboolean top_open = top->len < s->top_k
-                      || may_beat (g_ptr_array_index (top, top->len - 1), bound);
-  if (may_beat (st->family_best[family], bound))
+  gboolean top_open = top_may (s, bound);
+  if (family_may (s, family, bound))
     return TRUE;
   if (s->opts->pins == NULL)
     return top_open;
-  if (!cfg->fp8 && may_beat (st->free_best, bound))
+  if (!cfg->fp8 && free_may (s, bound))
     return TRUE;
   return top_open && honours (s, cfg);
 }
@@ -420,6 +450,19 @@ static gboolean
 family_smallest_open (const MpSearchResult *res, MpPlanFamily family)
 {
   return res->stats.family_best[family] == NULL;
+}
+
+/* The same in a search: closed too once another shard keeps such a plan. */
+static gboolean
+search_smallest_open (const Search *s)
+{
+  return smallest_open (s->res) && !s->cut.any;
+}
+
+static gboolean
+family_slot_open (const Search *s, MpPlanFamily family)
+{
+  return family_smallest_open (s->res, family) && s->cut.family[family] == G_MAXDOUBLE;
 }
 
 /* Could a plan of peak PEAK or more still take SLOT (NULL: empty), OPEN or closed? Ties
@@ -479,7 +522,7 @@ memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
   const MpSearchStats *st = &s->res->stats;
   guint top = cfg->dp * cfg->cp > 1 ? 3 : 0, zero = any_zero ? top : cfg->zero;
   double peak, excess = branch_floor (s, cfg, zero, &peak);
-  if (!(excess > 0) || may_take (st->smallest, smallest_open (s->res), peak))
+  if (!(excess > 0) || may_take (st->smallest, search_smallest_open (s), peak))
     return FALSE;
   /* the families of its ZeRO stages: they differ only between 0-1 and 2-3 */
   MpParallelConfig probe = *cfg;
@@ -489,7 +532,7 @@ memory_drops (Search *s, const MpParallelConfig *cfg, gboolean any_zero)
     {
       probe.zero = z;
       MpPlanFamily f = mp_plan_family_of (&probe);
-      if (may_take (st->family_smallest[f], family_smallest_open (s->res, f), peak))
+      if (may_take (st->family_smallest[f], family_slot_open (s, f), peak))
         return FALSE;
     }
   return TRUE;
@@ -506,14 +549,12 @@ branch_drops (Search *s, const MpParallelConfig *cfg, double bound, gboolean sta
   if (s->opts->no_bounds || s->counting || bound <= 0)
     return FALSE;
   const MpSearchStats *st = &s->res->stats;
-  GPtrArray *top = s->res->plans;
-  if (top->len < s->top_k || may_beat (g_ptr_array_index (top, top->len - 1), bound)
-      || (s->opts->pins != NULL && !cfg->fp8 && may_beat (st->free_best, bound)))
+  if (top_may (s, bound) || (s->opts->pins != NULL && !cfg->fp8 && free_may (s, bound)))
     return FALSE;
   MpParallelConfig probe = *cfg;
   double peak;
   branch_floor (s, cfg, cfg->dp * cfg->cp > 1 ? 3 : 0, &peak);
-  if (may_take (st->smallest, smallest_open (s->res), peak))
+  if (may_take (st->smallest, search_smallest_open (s), peak))
     return FALSE;
   /* the families its configs may fall in: by the schedule (none or pipelined) and the
    * ZeRO stage (0-1 or 2-3) */
@@ -524,8 +565,8 @@ branch_drops (Search *s, const MpParallelConfig *cfg, double bound, gboolean sta
         probe.schedule = staged ? cfg->schedule
                                 : pipe ? MP_SCHEDULE_GPIPE : MP_SCHEDULE_NONE;
         MpPlanFamily f = mp_plan_family_of (&probe);
-        if (may_beat (st->family_best[f], bound)
-            || may_take (st->family_smallest[f], family_smallest_open (s->res, f), peak))
+        if (family_may (s, f, bound)
+            || may_take (st->family_smallest[f], family_slot_open (s, f), peak))
           return FALSE;
       }
   return TRUE;
@@ -557,7 +598,7 @@ cannot_keep (Search *s, const MpParallelConfig *cfg)
   const MpSearchStats *st = &s->res->stats;
   MpPlanFamily family = mp_plan_family_of (cfg);
   const MpPlan *least = st->family_smallest[family];
-  gboolean open = smallest_open (s->res), family_open = family_smallest_open (s->res, family);
+  gboolean open = search_smallest_open (s), family_open = family_slot_open (s, family);
   if (s->opts->no_bounds || (open && st->smallest == NULL) || (family_open && least == NULL))
     return FALSE;
   gboolean rank = s->floor_s <= 0 || may_rank (s, cfg, family);
@@ -630,11 +671,11 @@ stage_exceeds (Search *s, const MpParallelConfig *cfg)
   const MpSearchStats *st = &s->res->stats;
   MpPlanFamily family = mp_plan_family_of (cfg);
   const MpPlan *least = st->family_smallest[family];
-  gboolean open = smallest_open (s->res);
+  gboolean open = search_smallest_open (s);
   if (s->opts->no_bounds || s->cluster->n_groups > 1 || s->have_memory
       || (open && st->smallest == NULL) || may_rank (s, cfg, family))
     return FALSE;
-  gboolean runs = family_smallest_open (s->res, family)
+  gboolean runs = family_slot_open (s, family)
                   && mp_framework_runners (s->model, cfg) != 0;
   if (runs && least == NULL)
     return FALSE;
@@ -704,8 +745,8 @@ visit (Search *s, MpParallelConfig *cfg)
   /* Timed before it is kept, so that a kept plan has its figures whichever way it is
    * kept (merge.c times every fitting plan it unpacks); not timed when a bound shows
    * that only a smallest-footprint slot could keep it, and none does. */
-  gboolean open = smallest_open (s->res);
-  gboolean family_open = family_smallest_open (s->res, plan->family);
+  gboolean open = search_smallest_open (s);
+  gboolean family_open = family_slot_open (s, plan->family);
   if (plan->fits && !s->opts->no_bounds && !may_rank (s, cfg, plan->family)
       && !(open && smaller (st->smallest, plan))
       && !(family_open && smaller (st->family_smallest[plan->family], plan)))
@@ -1107,13 +1148,68 @@ search_branch (Search *s, Branch *b)
   s->layer_floor = NULL;
 }
 
+static void
+cutoffs_none (Cutoffs *cut)
+{
+  cut->top = cut->free = G_MAXDOUBLE;
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    cut->family[f] = G_MAXDOUBLE;
+  cut->any = FALSE;
+}
+
+/* The cutoffs RES's plans give (TOP_K: the plans a full list holds). */
+static void
+cutoffs_of (const MpSearchResult *res, guint top_k, Cutoffs *cut)
+{
+  const MpSearchStats *st = &res->stats;
+  cutoffs_none (cut);
+  if (res->plans->len >= top_k)
+    cut->top = ((const MpPlan *) g_ptr_array_index (res->plans, res->plans->len - 1))->step_s;
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    if (st->family_best[f] != NULL)
+      cut->family[f] = st->family_best[f]->step_s;
+  if (st->free_best != NULL)
+    cut->free = st->free_best->step_s;
+  cut->any = res->plans->len > 0;
+}
+
+/* Shares this shard's cutoffs and takes the other shards' (MpSearchOptions.share). */
+static void
+share_cutoffs (Search *s)
+{
+  MpSearchShare *share = s->opts->share;
+  if (share == NULL)
+    return;
+  Cutoffs mine;
+  cutoffs_of (s->res, s->top_k, &mine);
+  double v[MP_SEARCH_SHARE_N];
+  v[0] = mine.top;
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    v[1 + f] = mine.family[f];
+  v[1 + MP_FAMILY_N] = mine.free;
+  v[2 + MP_FAMILY_N] = mine.any ? 0 : G_MAXDOUBLE;
+  g_mutex_lock (&share->lock);
+  memcpy (share->mine, v, sizeof v);
+  memcpy (v, share->others, sizeof v);
+  g_mutex_unlock (&share->lock);
+  s->cut.top = v[0];
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    s->cut.family[f] = v[1 + f];
+  s->cut.free = v[1 + MP_FAMILY_N];
+  s->cut.any = v[2 + MP_FAMILY_N] == 0;
+}
+
 /* Searches the branches noted, best bound first. */
 static void
 search_branches (Search *s)
 {
   g_array_sort (s->branches, branch_cmp);
   for (guint i = 0; i < s->branches->len; i++)
-    search_branch (s, &g_array_index (s->branches, Branch, i));
+    {
+      share_cutoffs (s);
+      search_branch (s, &g_array_index (s->branches, Branch, i));
+    }
+  share_cutoffs (s);
   g_array_set_size (s->branches, 0);
   g_array_set_size (s->class_floors, 0);
 }
@@ -1473,6 +1569,7 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   s.layer_costs = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
                                          (GDestroyNotify) g_bytes_unref, g_free);
   s.split_fills = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
+  cutoffs_none (&s.cut);
   run (&s);
   search_branches (&s);
   g_array_unref (s.branches);

@@ -364,26 +364,55 @@ test_search_whole_space_exact (void **state)
   assert_true (pruned > 0);
 }
 
-/* The search as N shards, merged: the plans, family bests and space of WHOLE (the same
- * search on one process); returns the most configs one shard fully costed. */
+/* Shard S of a search whose shards share cutoffs (SHARE; NULL: none), one after the
+ * other: each takes the least of those the shards before it left (as MPI ranks pass
+ * them, cli/cmd-plan.c, here in the order that gives the later shards all of them). */
+static MpSearchResult *
+shard_search (const Pair *p, MpSearchOptions *opts, MpSearchShare *share)
+{
+  opts->share = share;
+  double least[MP_SEARCH_SHARE_N];
+  if (share != NULL)
+    {
+      memcpy (least, share->others, sizeof least);
+      for (guint i = 0; i < MP_SEARCH_SHARE_N; i++)
+        share->mine[i] = G_MAXDOUBLE;
+    }
+  g_autoptr(GError) error = NULL;
+  MpSearchResult *part = mp_planner_search (p->ctx, opts, &error);
+  assert_non_null (part);
+  for (guint i = 0; share != NULL && i < MP_SEARCH_SHARE_N; i++)
+    share->others[i] = MIN (least[i], share->mine[i]);
+  return part;
+}
+
+/* The search as N shards (sharing cutoffs when SHARED), merged: the plans, family bests
+ * and space of WHOLE (the same search on one process); returns the most configs one
+ * shard fully costed, their sum in *SUM. */
 static guint64
-assert_shards_merge (const Pair *p, guint top_k, gboolean whole_space, guint n,
-                     const MpSearchResult *whole)
+assert_shards_merge_shared (const Pair *p, guint top_k, gboolean whole_space, guint n,
+                            const MpSearchResult *whole, gboolean shared, guint64 *sum)
 {
   g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
   MpSearchOptions opts = { .top_k = top_k, .n_shards = n, .limited_space = !whole_space };
+  MpSearchShare share;
+  g_mutex_init (&share.lock);
+  for (guint i = 0; i < MP_SEARCH_SHARE_N; i++)
+    share.others[i] = G_MAXDOUBLE;
   guint64 most = 0, costed = 0;
+  *sum = 0;
   for (guint s = 0; s < n; s++)
     {
       opts.shard = s;
-      g_autoptr(GError) error = NULL;
-      g_autoptr(MpSearchResult) part = mp_planner_search (p->ctx, &opts, &error);
-      assert_non_null (part);
+      g_autoptr(MpSearchResult) part = shard_search (p, &opts, shared ? &share : NULL);
       assert_int_equal (part->stats.space, whole->stats.space);
       most = MAX (most, part->stats.evaluated);
+      *sum += part->stats.evaluated;
       costed += part->stats.evaluated + part->stats.pruned;
       g_ptr_array_add (parts, mp_search_result_pack (part));
     }
+  g_mutex_clear (&share.lock);
+  opts.share = NULL;
   /* every config costed or pruned by exactly one shard */
   assert_int_equal (costed, whole->stats.space);
   opts.shard = opts.n_shards = 0;
@@ -402,6 +431,14 @@ assert_shards_merge (const Pair *p, guint top_k, gboolean whole_space, guint n,
   assert_same_plan (merged->stats.smallest, whole->stats.smallest, "sharded", "smallest");
   assert_settled (merged, "sharded");
   return most;
+}
+
+static guint64
+assert_shards_merge (const Pair *p, guint top_k, gboolean whole_space, guint n,
+                     const MpSearchResult *whole)
+{
+  guint64 sum;
+  return assert_shards_merge_shared (p, top_k, whole_space, n, whole, FALSE, &sum);
 }
 
 /* Sharded, each shard prunes on its own share; merged, the result is the whole one's
@@ -423,6 +460,48 @@ test_search_pruned_shards_merge (void **state)
   assert_true (four * 2 <= whole->stats.evaluated);
 }
 
+/* Shards that prune by the cutoffs other shards shared (the best-so-far step times of
+ * the plans they keep): merged, still the whole search's result, in the whole space on 2
+ * and 4 shards, and the shards together cost fewer configs than without them. */
+static void
+test_search_shared_cutoffs_merge (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-1.3b", "dgx-a100-80g:16");
+  g_autoptr(MpSearchResult) whole = search_in (p, 0, 8, NULL, FALSE, TRUE);
+  for (guint n = 2; n <= 4; n += 2)
+    {
+      guint64 alone, shared;
+      assert_shards_merge_shared (p, 8, TRUE, n, whole, FALSE, &alone);
+      assert_shards_merge_shared (p, 8, TRUE, n, whole, TRUE, &shared);
+      assert_true (shared < alone);
+    }
+  /* nothing fits: the smallest footprints survive the sharing */
+  g_autoptr(Pair) big = pair_load ("gpt3-175b", "dgx-a100-40g:1");
+  g_autoptr(MpSearchResult) b = search (big, 8, 5, NULL, TRUE);
+  g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  MpSearchOptions opts = { .global_batch = 8, .top_k = 5, .n_shards = 2, .limited_space = TRUE };
+  MpSearchShare share;
+  g_mutex_init (&share.lock);
+  for (guint i = 0; i < MP_SEARCH_SHARE_N; i++)
+    share.others[i] = G_MAXDOUBLE;
+  for (opts.shard = 0; opts.shard < 2; opts.shard++)
+    {
+      g_autoptr(MpSearchResult) part = shard_search (big, &opts, &share);
+      g_ptr_array_add (parts, mp_search_result_pack (part));
+    }
+  g_mutex_clear (&share.lock);
+  opts.shard = opts.n_shards = 0;
+  opts.share = NULL;
+  g_autoptr(MpSearchResult) merged = mp_search_result_merge (big->ctx, &opts, parts, 0, NULL);
+  assert_non_null (merged);
+  assert_int_equal (merged->plans->len, 0);
+  assert_same_plan (merged->stats.smallest, b->stats.smallest, "shared", "smallest");
+  for (guint f = 0; f < MP_FAMILY_N; f++)
+    assert_same_plan (merged->stats.family_smallest[f], b->stats.family_smallest[f],
+                      "shared", mp_plan_family_id (f));
+}
+
 int
 main (void)
 {
@@ -434,6 +513,7 @@ main (void)
     cmocka_unit_test (test_search_whole_space_exact),
     cmocka_unit_test (test_search_smallest_when_nothing_fits),
     cmocka_unit_test (test_search_pruned_shards_merge),
+    cmocka_unit_test (test_search_shared_cutoffs_merge),
   };
   return cmocka_run_group_tests (tests, NULL, NULL);
 }
