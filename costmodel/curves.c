@@ -49,7 +49,10 @@ static const MpGemmTile cpu_tiles[] = { { 1, 1, 1.0 } };
 #define MEM_LATENCY 0.6e-6
 /* A power-limited GPU sustains less than its burst: A100's large GEMM runs at 230 TFLOP/s
  * as the median over >= 3 s of back-to-back calls (mli/transformers-benchmarks) against
- * 267.9 as the best of a short search (stas00/ml-engineering MAMF table), 0.859 of it,
+ * 271.2 as the best of a short search (stas00/ml-engineering, compute/accelerator/
+ * README.md, MAMF table row "A100 SXM 271.2 ... 2.6.0+cu126", there since commit
+ * e695968 of 2025-09-02, read at 744d01e of 2026-08-22; the older CUDA-12.1 row it
+ * replaced read 267.9), 0.848 of it,
  * its clock falling under 400 W from the boost the short run keeps. Classes whose anchor
  * is a short run only (Hopper's) are credited with that fraction of it: a constant
  * measured on A100 and checked on H100's published runs (bench-accuracy, held out by
@@ -59,7 +62,7 @@ static const MpGemmTile cpu_tiles[] = { { 1, 1, 1.0 } };
  * kernels whose figures are short runs (fused attention's plateaus): they keep the
  * fraction in proportion to how busy they keep the tensor cores, as their dynamic power
  * is (mp_cost_sustained_rate). */
-#define SUSTAINED_OF_BURST (230.0 / 267.9)
+#define SUSTAINED_OF_BURST (230.0 / 271.2)
 #define LAUNCH 2e-6
 #define MAX_SPLIT_K 4
 
@@ -73,7 +76,7 @@ static const MpGemmTile cpu_tiles[] = { { 1, 1, 1.0 } };
  *    the CUDA Juggernaut Rolling", 2025).
  *  - GEMM: the short-run MAMF row of the device, GEMM_EFF (stas00/ml-engineering,
  *    "Maximum Achievable Matmul FLOPS comparison table": a mean of 100 calls after 50 of
- *    warm-up at the best shape of a search, like A100's 267.9 there), sustained at
+ *    warm-up at the best shape of a search, like A100's 271.2 there), sustained at
  *    SUSTAINED_OF_BURST of it as Hopper's is: no longer-run Blackwell measurement is at
  *    hand, and a 1000-1200 W board is as power-bound as a 700 W one. A large cube stands
  *    for the anchor shape, as for the other classes.
@@ -121,8 +124,8 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
     /* The rate a training run sustains, not a burst: fp16 8192^3 matmul on an A100 80GB at
      * 230 of 312 TFLOP/s, the median over >= 3 s of back-to-back calls
      * (mli/transformers-benchmarks, README and micro_bench.ipynb, NGC PyTorch 22.07).
-     * Short best-of-a-search runs reach 267.9 (stas00/ml-engineering, "Maximum Achievable
-     * Matmul FLOPS comparison table"), but under sustained load the clock falls to what
+     * Short best-of-a-search runs reach 271.2 (stas00/ml-engineering, "Maximum Achievable
+     * Matmul FLOPS comparison table", at SUSTAINED_OF_BURST above), but under sustained load the clock falls to what
      * 400 W allows (NVIDIA's HPL Rpeak counts 1305 of the 1410 MHz boost clock; Glenn
      * Lockwood, "Peak FLOPS", glennklockwood.com/garden/peak-FLOPS). The burst anchor made
      * Korthikanti et al. 2022's layers (Table 4) 9-17% too fast and its MFUs (Table 5) 7-10
@@ -131,8 +134,8 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
      * A100s (Dao 2023, abstract) at 70%. */
     .gemm_anchor_eff = 230.0 / 312.0,
     .gemm_anchor = { 8192, 8192, 8192 },
-    /* The same two measurements: 267.9 of 312 in a short run, 230 of it sustained. */
-    .burst_gemm_eff = 267.9 / 312.0, .sustained_of_burst = SUSTAINED_OF_BURST,
+    /* The same two measurements: 271.2 of 312 in a short run, 230 of it sustained. */
+    .burst_gemm_eff = 271.2 / 312.0, .sustained_of_burst = SUSTAINED_OF_BURST,
     /* fp32 without tensor cores: cuBLAS SGEMM runs close to the SIMT peak; 0.9 is an
      * estimate (no measurement in REFERENCE-DATA.md) to be replaced by calibration. */
     .fp32_simt_eff = 0.9,
@@ -164,8 +167,10 @@ static const MpDeviceCurve curves[MP_DEVICE_CLASS_N] = {
     .tiles = gpu_tiles, .n_tiles = G_N_ELEMENTS (gpu_tiles),
     .k_overhead = K_OVERHEAD, .max_split_k = MAX_SPLIT_K,
     /* REFERENCE-DATA.md: 8192^3 bf16 GEMM on one H200 measured 769-798 TFLOP/s of 989.4
-     * -> 0.79 in a short run (the MAMF table's best of a search gives H100 SXM 792.1 =
-     * 0.80, the same); sustained, SUSTAINED_OF_BURST of it: 673 TFLOP/s, 0.68. */
+     * -> 0.79 in a short run (the MAMF table's best of a search gives H100 SXM 794.5 =
+     * 0.80, the same: its torch 2.7.0+cu126 row, at the commits SUSTAINED_OF_BURST cites;
+     * the CUDA-12.1 row before read 792.1); sustained, SUSTAINED_OF_BURST of it: 664
+     * TFLOP/s, 0.67. */
     .gemm_anchor_eff = 783.5 / 989.4 * SUSTAINED_OF_BURST,
     .gemm_anchor = { 8192, 8192, 8192 },
     .burst_gemm_eff = 783.5 / 989.4, .sustained_of_burst = SUSTAINED_OF_BURST,

@@ -867,12 +867,13 @@ pl_plan_memory (const MpCostContext *ctx, MpPlan *plan)
       plan->fits = FALSE;
 }
 
-/* Node group G's dense peak at its compute dtype (fp32 for a device without it). */
+/* Node group G's dense peak at DTYPE, or at its compute dtype when DTYPE is
+ * MP_DTYPE_N (fp32 for a device without it). */
 static double
-group_peak (const MpCostContext *ctx, guint g)
+group_peak (const MpCostContext *ctx, guint g, MpDtype dtype)
 {
   const MpCostDevice *d = mp_cost_device (ctx, g);
-  double peak = d->device->peak_flops[d->dtype];
+  double peak = d->device->peak_flops[dtype < MP_DTYPE_N ? dtype : d->dtype];
   return peak > 0 ? peak : d->device->peak_flops[MP_DTYPE_FP32];
 }
 
@@ -880,11 +881,11 @@ group_peak (const MpCostContext *ctx, guint g)
  * FLOP/s over the sum of the devices' peaks (a mixed cluster's against neither the
  * slowest nor the fastest alone). */
 static double
-mean_peak (const MpCostContext *ctx, const MpParallelConfig *cfg, guint world)
+mean_peak (const MpCostContext *ctx, const MpParallelConfig *cfg, guint world, MpDtype dtype)
 {
   const MpCluster *cluster = mp_cost_context_cluster (ctx);
   if (cluster->n_groups == 1)
-    return group_peak (ctx, 0);
+    return group_peak (ctx, 0, dtype);
   double sum = 0;
   if (cfg->placement == NULL)
     for (guint g = 0; g < cluster->n_groups; g++)
@@ -893,12 +894,12 @@ mean_peak (const MpCostContext *ctx, const MpParallelConfig *cfg, guint world)
         const MpNodeGroup *ng = &cluster->groups[g];
         guint64 end = ng->first_device + (guint64) ng->nodes * ng->devices_per_node;
         guint64 n = MIN (end, (guint64) world) - MIN ((guint64) ng->first_device, world);
-        sum += n * group_peak (ctx, g);
+        sum += n * group_peak (ctx, g, dtype);
       }
   else
     for (guint r = 0; r < world; r++)
       sum += group_peak (ctx, (guint) (mp_cluster_group_of (cluster, cfg->placement[r])
-                                       - cluster->groups));
+                                       - cluster->groups), dtype);
   return world > 0 ? sum / world : 0;
 }
 
@@ -911,9 +912,16 @@ fill_throughput (const MpCostContext *ctx, const MpParallelConfig *cfg, MpPlan *
   plan->tokens_per_s = tokens / plan->step_s;
   plan->tflops_per_gpu = mp_cost_step_flops (ctx, cfg, FALSE) / plan->step_s / world;
   plan->hw_tflops_per_gpu = mp_cost_step_flops (ctx, cfg, TRUE) / plan->step_s / world;
-  double peak = mean_peak (ctx, cfg, plan->world_size);
+  /* MFU against the compute dtype's (bf16's) dense peak even when the linears run in fp8,
+   * as torchtitan reports it (torchtitan/tools/utils.py, get_peak_flops: "hardcoded BF16
+   * type peak flops") and as published MFUs are read; an fp8 plan also states its share
+   * of the fp8 peak, the rate its linears could reach (a bf16 MFU near 100% is no
+   * ceiling for them). */
+  double peak = mean_peak (ctx, cfg, plan->world_size, MP_DTYPE_N);
   plan->mfu = peak > 0 ? plan->tflops_per_gpu / peak : 0;
   plan->hfu = peak > 0 ? plan->hw_tflops_per_gpu / peak : 0;
+  double peak8 = cfg->fp8 ? mean_peak (ctx, cfg, plan->world_size, MP_DTYPE_FP8) : 0;
+  plan->mfu_fp8 = peak8 > 0 ? plan->tflops_per_gpu / peak8 : 0;
 }
 
 void

@@ -337,8 +337,12 @@ mp_plan_explain_text (const MpSearchResult *result, const MpCostContext *ctx, gb
   append_runners (s, "; ", w, model);
   g_string_append (s, ")\n");
   g_string_append_printf (s, "  step %s, %s tokens/s, %.1f TFLOP/s per GPU, MFU %.1f%% "
-                             "(model FLOPs, dense peak), HFU %.1f%%\n", step, tok,
-                          w->tflops_per_gpu / 1e12, 100 * w->mfu, 100 * w->hfu);
+                             "(model FLOPs, %s dense peak), HFU %.1f%%", step, tok,
+                          w->tflops_per_gpu / 1e12, 100 * w->mfu,
+                          mp_dtype_name (mp_cost_device (ctx, 0)->dtype), 100 * w->hfu);
+  if (w->mfu_fp8 > 0)
+    g_string_append_printf (s, "; %.1f%% of the fp8 peak", 100 * w->mfu_fp8);
+  g_string_append_c (s, '\n');
   g_string_append (s, "  time: ");
   append_breakdown (s, w);
   g_string_append (s, "\n  memory: ");

@@ -454,6 +454,7 @@ mp_strategy_adjust (MpStrategy st, MpPlan *plan)
   plan->tflops_per_gpu *= scale;
   plan->hw_tflops_per_gpu *= scale;
   plan->mfu *= scale;
+  plan->mfu_fp8 *= scale;
   plan->hfu *= scale;
 }
 

@@ -145,6 +145,8 @@ json_predictions (JsonBuilder *b, const MpPlan *plan)
   mp_json_add_double (b, "hw_flops_per_gpu", plan->hw_tflops_per_gpu);
   mp_json_add_double (b, "mfu", plan->mfu);
   mp_json_add_double (b, "hfu", plan->hfu);
+  if (plan->mfu_fp8 > 0)
+    mp_json_add_double (b, "mfu_fp8", plan->mfu_fp8);
 
   const MpPlanMemory *m = &plan->memory;
   json_builder_set_member_name (b, "memory_bytes");

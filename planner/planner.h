@@ -48,7 +48,9 @@ struct _MpPlan {
   /* predictions (closed form) */
   double step_s, tokens_per_s;
   double tflops_per_gpu, hw_tflops_per_gpu;  /* model FLOPs / hardware FLOPs per GPU */
-  double mfu, hfu;             /* against the slowest device's dense peak */
+  double mfu, hfu;             /* against the devices' mean dense peak at the compute dtype
+                                * (bf16 even for an fp8 plan, as torchtitan reports it) */
+  double mfu_fp8;              /* an fp8 plan's model FLOP/s over the fp8 peak; 0 otherwise */
   MpStepTime time;             /* the critical path's phases (compute: the bottleneck
                                 * stage's kernels); they add up to step_s */
   MpPlanMemory memory;

@@ -415,7 +415,7 @@ h100_at (double limit_w)
 
 /* Sustained load (issue 16): a tensor-core kernel keeps the fraction of its short-run rate
  * that the power limit leaves at its activity. At the large GEMM's short-run efficiency
- * that is the measured sustained / burst ratio of A100's 8192^3 GEMM (230 / 267.9), the
+ * that is the measured sustained / burst ratio of A100's 8192^3 GEMM (230 / 271.2), the
  * fraction Hopper's sustained GEMM anchor takes of its short run; a kernel that keeps the
  * tensor cores less busy keeps more (linearly, 1 when idle), one busier no less than the
  * GEMM. The host, whose figures are its own sustained runs, keeps all; Blackwell's short
@@ -426,10 +426,10 @@ static void
 test_costmodel_sustained_rate (void **state)
 {
   (void) state;
-  const double kept = 230.0 / 267.9;
+  const double kept = 230.0 / 271.2;
   const MpDeviceCurve *hopper = mp_device_curve (MP_DEVICE_CLASS_HOPPER);
   const MpDeviceCurve *a100 = mp_device_curve (MP_DEVICE_CLASS_A100);
-  mp_assert_close (mp_cost_sustained_rate (a100, 267.9 / 312.0), kept, 1e-12);
+  mp_assert_close (mp_cost_sustained_rate (a100, 271.2 / 312.0), kept, 1e-12);
   mp_assert_close (mp_cost_sustained_rate (hopper, 783.5 / 989.4), kept, 1e-12);
   mp_assert_close (hopper->gemm_anchor_eff, 783.5 / 989.4 * kept, 1e-12);
   mp_assert_close (mp_cost_sustained_rate (hopper, 0.99), kept, 1e-12);
@@ -514,8 +514,8 @@ test_costmodel_gemm_plateau (void **state)
   const MpCostDevice *dev = mp_cost_device (ctx, 0);
   MpKernelCost k;
   /* REFERENCE-DATA.md: 8192^3 bf16 on an H200 at 769-798 of 989.4 TFLOP/s in a short
-   * run; sustained, the fraction A100 keeps of its short-run rate (230 of 267.9). */
-  const double sustained = 230.0 / 267.9;
+   * run; sustained, the fraction A100 keeps of its short-run rate (230 of 271.2). */
+  const double sustained = 230.0 / 271.2;
   mp_cost_gemm (dev, MP_DTYPE_BF16, 8192, 8192, 8192, 1, &k);
   double achieved = k.flops / k.time_s;
   assert_true (achieved > 769e12 * sustained * 0.99 && achieved < 798e12 * sustained);

@@ -1009,6 +1009,37 @@ test_planner_cp_family (void **state)
   assert_int_equal (mp_plan_family_of (&c), MP_FAMILY_FSDP);
 }
 
+/* MFU is stated against the compute dtype's (bf16's) dense peak even for an fp8 plan, as
+ * torchtitan reports it; an fp8 plan adds its share of the fp8 peak, a bf16 plan none,
+ * and the summary names the peak each figure is of. */
+static void
+test_planner_mfu_peaks (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("llama3-8b", "dgx-h100");
+  g_autoptr(MpSearchResult) res = search_ok (p, 0, 3, NULL);
+  const double bf16 = 989.4e12, fp8 = 1978.9e12;    /* dgx-h100.yaml's dense peaks */
+  MpPlan *w = g_ptr_array_index (res->plans, 0);
+  MpParallelConfig cfg = w->cfg;
+  cfg.fp8 = FALSE;
+  MpPlan b, e;
+  assert_true (mp_plan_evaluate (p->ctx, &cfg, w->global_batch, &b, NULL));
+  mp_assert_close (b.mfu, b.tflops_per_gpu / bf16, 1e-9);
+  assert_true (b.mfu_fp8 == 0);
+  cfg.fp8 = TRUE;
+  assert_true (mp_plan_evaluate (p->ctx, &cfg, w->global_batch, &e, NULL));
+  mp_assert_close (e.mfu, e.tflops_per_gpu / bf16, 1e-9);
+  mp_assert_close (e.mfu_fp8, e.tflops_per_gpu / fp8, 1e-9);
+  assert_true (e.tflops_per_gpu > b.tflops_per_gpu);
+  g_free (b.chunk_layers);
+  /* The summary line of the fp8 plan, in the winner's place (the result owns it now). */
+  g_free (w->chunk_layers);
+  *w = e;
+  g_autofree char *text = mp_plan_explain_text (res, p->ctx, FALSE);
+  assert_non_null (strstr (text, "(model FLOPs, bf16 dense peak)"));
+  assert_non_null (strstr (text, "of the fp8 peak"));
+}
+
 /* ---- heterogeneous clusters ------------------------------------------------------------ */
 
 /* Forward layers stage PROGRAM runs per micro-batch. */
@@ -1161,6 +1192,7 @@ main (void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_planner_horovod_fusion_buffer),
     cmocka_unit_test (test_planner_cp_family),
+    cmocka_unit_test (test_planner_mfu_peaks),
     cmocka_unit_test (test_planner_heterogeneous_split),
     cmocka_unit_test (test_planner_runner_up_shows_split),
     cmocka_unit_test (test_planner_plans_satisfy_constraints),
