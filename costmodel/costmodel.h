@@ -204,6 +204,28 @@ void mp_cost_profile_set_elementwise (MpCostProfile *profile, MpEwClass klass,
 /* The measured rate of KLASS forward or BACKWARD, 0 if unset (NULL-safe). */
 double mp_cost_profile_elementwise_bps (const MpCostProfile *profile, MpEwClass klass,
                                         gboolean backward);
+/* How far a calibration's repeats of one kind of measurement scattered, so that a reader
+ * can tell a quiet calibration from a busy one: each measurement's interquartile range
+ * over its median (mp_stat_median), the median of that over the measurements of KIND,
+ * each measured REPEATS times. The profile file names them gemm, kernels, memory. */
+typedef enum {
+  MP_SPREAD_GEMM,       /* the GEMM grid's cells */
+  MP_SPREAD_KERNELS,    /* the reference kernels (attention, element-wise, optimizer) */
+  MP_SPREAD_MEMORY,     /* the memory test */
+  MP_SPREAD_N
+} MpSpreadKind;
+/* Relative spreads above this are printed as a warning: the machine was busy. */
+#define MP_SPREAD_WARN 0.1
+/* Sets KIND's spread (REL_IQR >= 0) and its repeats (>= 1). */
+void mp_cost_profile_set_spread (MpCostProfile *profile, MpSpreadKind kind, guint repeats,
+                                 double rel_iqr);
+/* KIND's spread and (REPEATS may be NULL) its repeats; -1 and 0 if not recorded. */
+double mp_cost_profile_spread (const MpCostProfile *profile, MpSpreadKind kind,
+                               guint *repeats);
+/* The median of X[N] (N >= 1; X is sorted in place) and, when REL_IQR is not NULL, the
+ * interquartile range over the median (quartiles interpolated linearly between order
+ * statistics, as numpy.percentile's default; 0 when the median is 0). */
+double mp_stat_median (double *x, guint n, double *rel_iqr);
 /* Sets (copies) and returns (borrowed) the machine description. */
 void mp_cost_profile_set_machine (MpCostProfile *profile, const MpProfileMachine *machine);
 const MpProfileMachine *mp_cost_profile_machine (const MpCostProfile *profile);

@@ -38,6 +38,8 @@ struct _MpCostProfile {
   double optim_params[2];           /* Adam, SGD parameters/s; 0: not measured */
   double ew_Bps[MP_EW_N][2];        /* per class, forward, backward; 0: not measured */
   CmCollTable coll[MP_COLL_N][MP_TIER_N];
+  double spread[MP_SPREAD_N];       /* relative IQR; -1: not recorded */
+  guint spread_repeats[MP_SPREAD_N];
 };
 
 G_END_DECLS

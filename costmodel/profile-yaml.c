@@ -21,8 +21,11 @@
 static const char *const top_keys[] = {
   "kind", "version", "machine", "device", "memory_bandwidth", "gemm_cold_weight_bandwidth",
   "gemm", "attention",
-  "elementwise", "optimizer", "collectives", NULL
+  "elementwise", "optimizer", "collectives", "spread", NULL
 };
+/* Indexed by MpSpreadKind (mp_spread_kind_name), each {repeats, rel_iqr}. */
+static const char *const spread_names[] = { "gemm", "kernels", "memory", NULL };
+static const char *const spread_keys[] = { "repeats", "rel_iqr", NULL };
 static const char *const attention_keys[] = { "seq", "fwd_flops_per_s", "bwd_flops_per_s",
                                               NULL };
 /* Indexed by MpOptimizer. */
@@ -306,6 +309,27 @@ read_elementwise (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *map)
     }
 }
 
+/* spread: {gemm|kernels|memory: {repeats, rel_iqr}}, any subset. */
+static void
+read_spread (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *map)
+{
+  if (!mp_yaml_expect_map (r, map, "'spread' {gemm, kernels, memory}"))
+    return;
+  mp_yaml_check_keys (r, map, spread_names);
+  for (int k = 0; k < MP_SPREAD_N; k++)
+    {
+      const MpYamlNode *v = mp_yaml_lookup (map, spread_names[k]);
+      if (v == NULL || !mp_yaml_expect_map (r, v, "{repeats, rel_iqr}"))
+        continue;
+      mp_yaml_check_keys (r, v, spread_keys);
+      guint64 repeats = 0;
+      double iqr = 0;
+      if (mp_yaml_get_uint (r, v, "repeats", TRUE, 1, 1000000, &repeats)
+          && mp_yaml_get_quantity (r, v, "rel_iqr", MP_UNIT_COUNT, TRUE, TRUE, &iqr))
+        mp_cost_profile_set_spread (p, (MpSpreadKind) k, (guint) repeats, iqr);
+    }
+}
+
 static void
 read_machine (MpYamlReader *r, MpCostProfile *p, const MpYamlNode *map)
 {
@@ -384,6 +408,8 @@ profile_from_doc (const MpYamlDoc *doc, GError **error)
         read_elementwise (&r, p, v);
       if ((v = mp_yaml_lookup (root, "optimizer")) != NULL)
         read_optimizer (&r, p, v);
+      if ((v = mp_yaml_lookup (root, "spread")) != NULL)
+        read_spread (&r, p, v);
       const MpYamlNode *seen[MP_COLL_N][MP_TIER_N] = { { NULL } };
       if ((v = mp_yaml_lookup (root, "collectives")) != NULL)
         {
@@ -588,6 +614,27 @@ append_kernels (GString *out, const MpCostProfile *p)
     }
 }
 
+static void
+append_spread (GString *out, const MpCostProfile *p)
+{
+  gboolean any = FALSE;
+  for (int k = 0; k < MP_SPREAD_N; k++)
+    {
+      if (p->spread[k] < 0)
+        continue;
+      if (!any)
+        g_string_append (out, "spread:  # of each measurement's repeats: interquartile range "
+                              "over the median;\n"
+                              "         # the median of that over the measurements of a "
+                              "kind\n");
+      any = TRUE;
+      g_string_append_printf (out, "  %s: {repeats: %u, rel_iqr: ", spread_names[k],
+                              p->spread_repeats[k]);
+      append_number (out, p->spread[k]);
+      g_string_append (out, "}\n");
+    }
+}
+
 char *
 mp_cost_profile_to_yaml (const MpCostProfile *profile, const char *command)
 {
@@ -620,6 +667,7 @@ mp_cost_profile_to_yaml (const MpCostProfile *profile, const char *command)
   append_gemm (out, profile);
   append_kernels (out, profile);
   append_collectives (out, profile);
+  append_spread (out, profile);
   return g_string_free (out, FALSE);
 }
 

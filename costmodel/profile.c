@@ -13,6 +13,7 @@
 #include "common/error.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 MpCostProfile *
@@ -20,6 +21,8 @@ mp_cost_profile_new (const char *device)
 {
   MpCostProfile *p = g_new0 (MpCostProfile, 1);
   p->device = device && *device ? g_strdup (device) : NULL;
+  for (int k = 0; k < MP_SPREAD_N; k++)
+    p->spread[k] = -1;
   return p;
 }
 
@@ -396,4 +399,52 @@ mp_cost_profile_optimizer_params (const MpCostProfile *profile, MpOptimizer opti
   if (profile == NULL || (guint) optimizer > MP_OPTIM_SGD)
     return 0;
   return profile->optim_params[optimizer];
+}
+
+/* ---- the spread of the repeats ------------------------------------------------------- */
+
+void
+mp_cost_profile_set_spread (MpCostProfile *profile, MpSpreadKind kind, guint repeats,
+                            double rel_iqr)
+{
+  g_return_if_fail (profile != NULL && (guint) kind < MP_SPREAD_N && repeats >= 1
+                    && rel_iqr >= 0);
+  profile->spread[kind] = rel_iqr;
+  profile->spread_repeats[kind] = repeats;
+}
+
+double
+mp_cost_profile_spread (const MpCostProfile *profile, MpSpreadKind kind, guint *repeats)
+{
+  gboolean set = profile != NULL && (guint) kind < MP_SPREAD_N && profile->spread[kind] >= 0;
+  if (repeats)
+    *repeats = set ? profile->spread_repeats[kind] : 0;
+  return set ? profile->spread[kind] : -1;
+}
+
+static int
+cmp_double (const void *a, const void *b)
+{
+  double x = *(const double *) a, y = *(const double *) b;
+  return x < y ? -1 : x > y;
+}
+
+/* The Q-quantile of sorted X[N], linear between order statistics (numpy's default). */
+static double
+quantile (const double *x, guint n, double q)
+{
+  double pos = q * (n - 1);
+  guint i = (guint) pos;
+  return i + 1 < n ? x[i] + (pos - i) * (x[i + 1] - x[i]) : x[n - 1];
+}
+
+double
+mp_stat_median (double *x, guint n, double *rel_iqr)
+{
+  g_return_val_if_fail (x != NULL && n >= 1, 0);
+  qsort (x, n, sizeof *x, cmp_double);
+  double med = quantile (x, n, 0.5);
+  if (rel_iqr)
+    *rel_iqr = med != 0 ? (quantile (x, n, 0.75) - quantile (x, n, 0.25)) / fabs (med) : 0;
+  return med;
 }

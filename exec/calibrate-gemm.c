@@ -2,7 +2,7 @@
  * when quick) and the zoo's token counts, N = K over powers of two and every GEMM
  * dimension of the zoo's models (whole and split over 2 tensor-parallel ranks), each cell
  * timed through the backend's matmul_forward (MpKernelOps) for each dtype the backend
- * measures, its best over the passes kept. Units: seconds, FLOP/s. */
+ * measures, its median over the passes kept. Units: seconds, FLOP/s. */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/calibrate-private.h"
@@ -111,7 +111,7 @@ cal_gemm_grid_init (Cal *c, CalGemmGrid *g, GError **error)
     }
   zoo_dims (d->zoo, g->nk, g->m, lo, hi);
   for (guint i = 0; i < d->n_dtypes; i++)
-    g->rate[d->dtypes[i]] = g_new0 (double, grid_cells (g));
+    g->rate[d->dtypes[i]] = g_new0 (double, grid_cells (g) * c->passes);
   gsize big = (gsize) hi * hi;
   g_autofree float *pattern = g_new (float, big);
   for (gsize i = 0; i < big; i++)
@@ -160,9 +160,10 @@ cal_gemm_grid_pass (Cal *c, CalGemmGrid *g, GError **error)
           double t = 0;
           if (!time_gemm (c, g->out, g->a, g->w, mm, n, k, &t, error))
             return FALSE;
-          g->rate[dtype][cell] = MAX (g->rate[dtype][cell], cal_round4 (2.0 * mm * n * k / t));
+          g->rate[dtype][cell * c->passes + g->done] = 2.0 * mm * n * k / t;
         }
     }
+  g->done++;
   return TRUE;
 }
 
@@ -171,20 +172,26 @@ gboolean
 cal_gemm_grid_finish (Cal *c, CalGemmGrid *g, GError **error)
 {
   GArray *axes[3] = { g->m, g->nk, g->nk };
+  g_autoptr(GArray) spreads = g_array_new (FALSE, FALSE, sizeof (double));
+  g_autofree double *median = g_new (double, grid_cells (g));
   for (guint i = 0; i < c->dev->n_dtypes; i++)
     {
       MpDtype dtype = c->dev->dtypes[i];
+      for (gsize cell = 0; cell < grid_cells (g); cell++)
+        median[cell] = cal_round4 (cal_median (g->rate[dtype] + cell * c->passes,
+                                               (guint) g->done, spreads));
       if (c->out)
-        fprintf (c->out, "# GEMM %s (%s, %d rank%s at once): %u x %u x %u shapes, best of %d "
-                 "pass%s\n", mp_dtype_name (dtype), c->dev->gemm_how, c->size,
-                 c->size == 1 ? "" : "s", g->m->len, g->nk->len, g->nk->len, c->passes,
-                 c->passes == 1 ? "" : "es");
-      print_gemm_summary (c, dtype, axes, g->rate[dtype]);
+        fprintf (c->out, "# GEMM %s (%s, %d rank%s at once): %u x %u x %u shapes, median of "
+                 "%d pass%s\n", mp_dtype_name (dtype), c->dev->gemm_how, c->size,
+                 c->size == 1 ? "" : "s", g->m->len, g->nk->len, g->nk->len, g->done,
+                 g->done == 1 ? "" : "es");
+      print_gemm_summary (c, dtype, axes, median);
       if (!mp_cost_profile_set_gemm (c->profile, dtype, (double *) g->m->data, g->m->len,
                                      (double *) g->nk->data, g->nk->len,
-                                     (double *) g->nk->data, g->nk->len, g->rate[dtype], error))
+                                     (double *) g->nk->data, g->nk->len, median, error))
         return FALSE;
     }
+  cal_record_spread (c, MP_SPREAD_GEMM, (guint) g->done, spreads);
   return TRUE;
 }
 

@@ -209,15 +209,20 @@ time_kbench (Cal *c, KBench *k, gboolean backward, double *time_s, GError **erro
   return cal_max_over_ranks (c, time_s, error);
 }
 
+/* Passes a job keeps (CalDevice.passes is at most this). */
+#define KJOB_PASSES 8
+
 /* One kernel to measure: a class at a zoo model's shape (MODEL NULL: an optimizer), what
- * the cost model charges it and its best seconds so far, forward and backward. */
+ * the cost model charges it, its seconds in each pass so far and, once finished, their
+ * median; forward and backward. */
 typedef struct {
   const MpModel *model;
   int klass;
-  double units[2], best[2];
+  double units[2], secs[2][KJOB_PASSES], median[2];
+  guint done;
 } KJob;
 
-/* Times JOB once more, keeping its best. */
+/* Times JOB once more. */
 static gboolean
 kjob_time (Cal *c, KJob *job, GError **error)
 {
@@ -233,9 +238,10 @@ kjob_time (Cal *c, KJob *job, GError **error)
   gboolean ok = time_kbench (c, &k, FALSE, &t[0], error)
                 && (k.bwd_units == 0 || time_kbench (c, &k, TRUE, &t[1], error));
   kbench_clear (&k);
+  g_assert (job->done < KJOB_PASSES);
   for (int b = 0; ok && b < 2; b++)
-    if (t[b] > 0)
-      job->best[b] = job->best[b] > 0 ? MIN (job->best[b], t[b]) : t[b];
+    job->secs[b][job->done] = t[b];
+  job->done += ok;
   return ok;
 }
 
@@ -266,7 +272,7 @@ cal_kjobs_new (const char *const *zoo, GPtrArray *models)
 }
 
 /* Rate of class KLASS (at sequence length SEQ for attention; 0: any), forward or BACKWARD:
- * its jobs' total units over their total best time; 0 if none. */
+ * its jobs' total units over their total median time; 0 if none. */
 static double
 kjobs_rate (GArray *jobs, int klass, double seq, gboolean backward)
 {
@@ -275,7 +281,7 @@ kjobs_rate (GArray *jobs, int klass, double seq, gboolean backward)
     {
       const KJob *j = &g_array_index (jobs, KJob, i);
       if (j->klass == klass && (seq == 0 || (double) j->model->seq_len == seq))
-        units += j->units[backward], secs += j->best[backward];
+        units += j->units[backward], secs += j->median[backward];
     }
   return secs > 0 ? cal_round4 (units / secs) : 0;
 }
@@ -318,14 +324,34 @@ cal_kjobs_pass (Cal *c, GArray *jobs, GError **error)
   return TRUE;
 }
 
+/* Each job's median time over its passes, the spread of the passes (MP_SPREAD_KERNELS)
+ * recorded. */
+static void
+kjobs_medians (Cal *c, GArray *jobs)
+{
+  g_autoptr(GArray) spreads = g_array_new (FALSE, FALSE, sizeof (double));
+  guint repeats = 0;
+  for (guint i = 0; i < jobs->len; i++)
+    {
+      KJob *j = &g_array_index (jobs, KJob, i);
+      for (int b = 0; b < 2 && j->done > 0; b++)
+        if (j->units[b] > 0)
+          j->median[b] = cal_median (j->secs[b], j->done, spreads);
+      repeats = MAX (repeats, j->done);
+    }
+  if (repeats > 0)
+    cal_record_spread (c, MP_SPREAD_KERNELS, repeats, spreads);
+}
+
 /* The executor's attention, element-wise and optimizer kernels at the host zoo's shapes
  * (JOBS, after the passes), as rates of what the cost model charges them: these reference
  * kernels run far below the roofline that GEMM and triad rates imply. One rate per class
- * (attention: per sequence length), its total units over its total best time. */
+ * (attention: per sequence length), its total units over its total median time. */
 gboolean
 cal_kjobs_finish (Cal *c, GArray *jobs, GError **error)
 {
   static const char *const names[] = { "norm", "activation", "loss", "gated activation" };
+  kjobs_medians (c, jobs);
   if (!set_attention_rates (c, jobs, error))
     return FALSE;
   for (int e = 0; e < MP_EW_N; e++)

@@ -27,7 +27,7 @@ typedef struct {
   double gemm_lo, gemm_hi, gemm_hi_quick, gemm_flops, gemm_flops_quick;
   const char *const *zoo;
   const char *gemm_how;
-  /* Passes over the GEMM grid and the kernels, each measurement's best kept. */
+  /* Passes over the GEMM grid and the kernels, each measurement's median kept. */
   int passes, passes_quick;
   /* Bytes read + written per second, and what was run (for the printed line). */
   gboolean (*memory) (Cal *c, double *bytes_per_s, char **how, GError **error);
@@ -44,7 +44,7 @@ typedef struct {
 struct Cal {
   int rank, size;
   gboolean quick;
-  int passes;               /* GEMM grid and kernel passes, the best of them kept */
+  int passes;               /* GEMM grid and kernel passes, the median of them kept */
   FILE *out;                /* rank 0 only; NULL elsewhere */
   MpCostProfile *profile;
   const CalDevice *dev;
@@ -61,25 +61,32 @@ gboolean cal_barrier (Cal *c, GError **error);
 gboolean cal_max_over_ranks (Cal *c, double *x, GError **error);
 /* A backend buffer of N floats (zeroed), or NULL with ERROR set. */
 float *cal_dev_floats (Cal *c, gsize n, GError **error);
+/* The median of X[N] (sorted in place), its relative spread appended to SPREADS. */
+double cal_median (double *x, guint n, GArray *spreads);
+/* Records the median of SPREADS as KIND's spread (REPEATS each) and prints it, warning when
+ * it is large. */
+void cal_record_spread (Cal *c, MpSpreadKind kind, guint repeats, GArray *spreads);
 /* Inserts V into the sorted set AXIS (doubles) if it is whole and lies in [LO, HI]. */
 void cal_axis_add (GArray *axis, double v, double lo, double hi);
 
 /* ---- the GEMM grid (calibrate-gemm.c) ---- */
 /* Its axes (M, and N = K), the operands (the largest shapes') and each measured dtype's
- * best rate per cell so far. */
+ * rate per cell in each pass so far ([cell * passes + pass]). */
 typedef struct {
   GArray *m, *nk;
   float *a, *w, *out;
   double *rate[MP_DTYPE_N];
+  int done;                 /* passes run */
 } CalGemmGrid;
 
 gboolean cal_gemm_grid_init (Cal *c, CalGemmGrid *g, GError **error);
 void cal_gemm_grid_clear (Cal *c, CalGemmGrid *g);
-/* Times every cell once for each dtype, keeping each cell's best. */
+/* Times every cell once more for each dtype. */
 gboolean cal_gemm_grid_pass (Cal *c, CalGemmGrid *g, GError **error);
 /* A fixed GEMM (512^3, or the grid's largest below it): its rate into *PROBE. */
 gboolean cal_gemm_probe (Cal *c, CalGemmGrid *g, double *probe, GError **error);
-/* The best rates into the profile, each dtype's summary printed. */
+/* Each cell's median rate over the passes into the profile, with the spread of the passes
+ * (MP_SPREAD_GEMM); each dtype's summary printed. */
 gboolean cal_gemm_grid_finish (Cal *c, CalGemmGrid *g, GError **error);
 /* Host: the rate a GEMM's cold weight streams in at, into the profile. */
 gboolean cal_gemm_cold_weight (Cal *c, GError **error);

@@ -17,7 +17,8 @@
  *    device copies, and NCCL collectives; one GPU per rank.
  *
  * A time is the slowest rank's (nccl-tests `-a 3`), averaged over the timed iterations
- * after a warm-up. Not here: the profile file (costmodel/profile-yaml.c), the command line
+ * after a warm-up; GEMMs, kernels and memory keep the median of their repeats and record
+ * the repeats' spread in the profile (MpSpreadKind). Not here: the profile file (costmodel/profile-yaml.c), the command line
  * (cli/cmd-calibrate.c). Units: seconds, bytes, FLOP/s, bytes/s. */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
@@ -61,6 +62,35 @@ cal_dev_floats (Cal *c, gsize n, GError **error)
   return c->be->ops->alloc (c->be, MAX (n, (gsize) 1) * sizeof (float), MP_MEM_OTHER, error);
 }
 
+double
+cal_median (double *x, guint n, GArray *spreads)
+{
+  double spread = 0, med = mp_stat_median (x, n, &spread);
+  g_array_append_val (spreads, spread);
+  return med;
+}
+
+void
+cal_record_spread (Cal *c, MpSpreadKind kind, guint repeats, GArray *spreads)
+{
+  static const char *const what[] = { "GEMM grid", "reference kernels", "memory test" };
+  G_STATIC_ASSERT (G_N_ELEMENTS (what) == MP_SPREAD_N);
+  if (spreads->len == 0)
+    return;
+  double s = cal_round4 (mp_stat_median ((double *) spreads->data, spreads->len, NULL));
+  mp_cost_profile_set_spread (c->profile, kind, repeats, s);
+  if (c->out == NULL)
+    return;
+  fprintf (c->out, "# spread of the %s: %.1f%% (interquartile range of %u repeats over "
+           "their median, median over %u measurement%s)\n", what[kind], 100 * s, repeats,
+           spreads->len, spreads->len == 1 ? "" : "s");
+  if (s > MP_SPREAD_WARN)
+    fprintf (c->out, "# warning: repeats of the %s spread by more than %.0f%%: this machine "
+             "was busy, and predictions from this profile will move with it. Calibrate "
+             "again on an idle machine.\n", what[kind], 100 * MP_SPREAD_WARN);
+  fputc ('\n', c->out);
+}
+
 void
 cal_axis_add (GArray *axis, double v, double lo, double hi)
 {
@@ -84,7 +114,8 @@ triad_bandwidth (Cal *c, double *bytes_per_s, char **how, GError **error)
   g_autofree double *a = g_new (double, n), *b = g_new (double, n), *x = g_new (double, n);
   for (gsize i = 0; i < n; i++)
     a[i] = 0, b[i] = 1, x[i] = 2;
-  double best = G_MAXDOUBLE;
+  double t[11];
+  g_assert (reps < (int) G_N_ELEMENTS (t));
   for (int r = 0; r <= reps; r++)
     {
       if (!cal_barrier (c, error))
@@ -92,19 +123,21 @@ triad_bandwidth (Cal *c, double *bytes_per_s, char **how, GError **error)
       double t0 = cal_now_s ();
       for (gsize i = 0; i < n; i++)
         a[i] = b[i] + 3.0 * x[i];
-      double t = cal_now_s () - t0;
-      if (!cal_max_over_ranks (c, &t, error))
+      t[r] = cal_now_s () - t0;
+      if (!cal_max_over_ranks (c, &t[r], error))
         return FALSE;
-      if (r > 0)   /* the first pass faults the pages in */
-        best = MIN (best, t);
     }
+  /* The first pass faults the pages in: left out. The median, as everywhere here. */
+  g_autoptr(GArray) spreads = g_array_new (FALSE, FALSE, sizeof (double));
+  double med = cal_median (t + 1, (guint) reps, spreads);
+  cal_record_spread (c, MP_SPREAD_MEMORY, (guint) reps, spreads);
   /* STREAM counting: two arrays read, one written. The check keeps the loop alive. */
   if (a[n / 2] != 7.0)
     {
       g_set_error (error, MP_ERROR, MP_ERROR_RUNTIME, "memory test: wrong result %g", a[n / 2]);
       return FALSE;
     }
-  *bytes_per_s = 3.0 * sizeof (double) * n / best;
+  *bytes_per_s = 3.0 * sizeof (double) * n / med;
   *how = g_strdup_printf ("triad, %zu MiB per array", n * sizeof (double) >> 20);
   return TRUE;
 }
@@ -203,7 +236,7 @@ static const CalDevice host_device = {
   .zoo = host_zoo,
   .gemm_how = "OpenBLAS sgemm, 1 thread per rank",
   /* A shared CPU sees bursts of load from elsewhere that last seconds. */
-  .passes = 3, .passes_quick = 2,
+  .passes = 5, .passes_quick = 3,
   .memory = triad_bandwidth,
   .coll_max = (gsize) 64 << 20, .coll_max_quick = (gsize) 4 << 20,
   .coll_budget = (gsize) 64 << 20, .coll_budget_quick = (gsize) 8 << 20,
@@ -250,10 +283,16 @@ profile_device (const Cal *c, const MpCalibrateOptions *opts, GError **error)
   return NULL;
 }
 
-/* The GEMM grid and the reference kernels in whole passes, each measurement's best kept:
- * load from elsewhere on a shared machine comes in bursts of seconds, and a pass over
- * both spreads each measurement's repeats over the run. Warns when the probe GEMM varied
- * between passes: the machine was not idle. */
+/* The GEMM grid and the reference kernels in whole passes, each measurement's median over
+ * them kept: load from elsewhere on a shared machine comes in bursts of seconds, and a
+ * pass over both spreads each measurement's repeats over the run. The median and not the
+ * best: the best of a few passes is an extreme of the load (one quiet pass moves it, so
+ * two calibrations disagree), while the median of an odd count ignores a minority of busy
+ * or lucky passes; and the executor's step, which the profile predicts, is itself the
+ * median of its steps (report/, `verify`). pyperf, the CPython benchmarks' runner, reports
+ * "Median +- MAD" for the same reason (`pyperf stats`; adopted in github.com/haypo/perf
+ * issue #1, "Use a better measures than average and standard deviation"). Warns when the
+ * probe GEMM varied between passes. */
 static gboolean
 measure_passes (Cal *c, GError **error)
 {
@@ -284,8 +323,8 @@ measure_passes (Cal *c, GError **error)
   cal_gemm_grid_clear (c, &grid);
   if (ok && c->out && hi > 1.1 * lo)
     fprintf (c->out, "# note: the probe GEMM ran at %.2f to %.2f GFLOP/s over the passes: "
-             "this machine was busy. Each rate is its best over the passes; if no pass was "
-             "quiet, run calibrate again on an idle machine.\n\n", lo / 1e9, hi / 1e9);
+             "this machine was busy. Each rate is its median over the passes; if most were "
+             "busy, run calibrate again on an idle machine.\n\n", lo / 1e9, hi / 1e9);
   return ok;
 }
 

@@ -37,6 +37,8 @@ ok "the profile validates" sh -c "\"$MPPLAN\" validate \"$tmp/p.yaml\" | grep -q
 ok "the profile has every collective" sh -c "[ \$(grep -c '^  - kind: ' \"$tmp/p.yaml\") -eq 6 ]"
 ok "the profile has attention and element-wise rates" sh -c "grep -q '^  bwd_flops_per_s: ' \"$tmp/p.yaml\" && for c in norm activation loss gated_activation; do grep -q \"^  \$c:\\\$\" \"$tmp/p.yaml\" || exit 1; done"
 ok "attention is measured at tiny-gpt's and gpt2-124m's sequence lengths" grep -q '^  seq: \[128, 1024\]$' "$tmp/p.yaml"
+ok "the profile records each kind's spread over 3 quick passes (5 triad repeats)" \
+  sh -c "grep -q '^  gemm: {repeats: 3, rel_iqr: ' \"$tmp/p.yaml\" && grep -q '^  kernels: {repeats: 3, rel_iqr: ' \"$tmp/p.yaml\" && grep -q '^  memory: {repeats: 5, rel_iqr: ' \"$tmp/p.yaml\" && grep -q '^# spread of the GEMM grid: ' \"$out\""
 ok "the profile has Adam and SGD optimizer rates" sh -c "grep -q '^  adam_params_per_s: ' \"$tmp/p.yaml\" && grep -q '^  sgd_params_per_s: ' \"$tmp/p.yaml\""
 ok "plan with --profile works" sh -c "\"$MPPLAN\" plan -m tiny-gpt -c host -q --profile \"$tmp/p.yaml\" >\"$tmp/cal.txt\""
 ok "plan without it works" sh -c "\"$MPPLAN\" plan -m tiny-gpt -c host -q >\"$tmp/plain.txt\""

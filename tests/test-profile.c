@@ -83,6 +83,56 @@ test_profile_round_trip (void **state)
   assert_true (mp_cost_profile_elementwise_bps (q, MP_EW_ACTIVATION, FALSE) == 0);
 }
 
+/* The spread of a calibration's repeats round-trips through the file; a kind not recorded
+ * stays unrecorded (-1, no repeats). */
+static void
+test_profile_spread_round_trip (void **state)
+{
+  g_autoptr(MpCostProfile) p = sample_profile ("box");
+  assert_true (mp_cost_profile_spread (p, MP_SPREAD_GEMM, NULL) == -1);
+  mp_cost_profile_set_spread (p, MP_SPREAD_GEMM, 5, 0.1 / 3);
+  mp_cost_profile_set_spread (p, MP_SPREAD_MEMORY, 10, 0);
+  g_autofree char *yaml = mp_cost_profile_to_yaml (p, NULL);
+  GError *error = NULL;
+  g_autoptr(MpCostProfile) q = mp_cost_profile_load_data ("p.yaml", yaml, strlen (yaml), &error);
+  if (q == NULL)
+    fail_msg ("%s\n%s", error->message, yaml);
+  g_autofree char *again = mp_cost_profile_to_yaml (q, NULL);
+  assert_string_equal (yaml, again);
+  guint reps = 0;
+  assert_true (mp_cost_profile_spread (q, MP_SPREAD_GEMM, &reps) == 0.1 / 3);
+  assert_int_equal (reps, 5);
+  assert_true (mp_cost_profile_spread (q, MP_SPREAD_MEMORY, &reps) == 0);
+  assert_int_equal (reps, 10);
+  assert_true (mp_cost_profile_spread (q, MP_SPREAD_KERNELS, &reps) == -1);
+  assert_int_equal (reps, 0);
+  /* A negative spread or no repeats is bad input, located. */
+  static const char bad[] = "kind: profile\nversion: 1\n"
+                            "spread:\n  gemm: {repeats: 0, rel_iqr: -0.5}\n";
+  assert_null (mp_cost_profile_load_data ("bad.yaml", bad, strlen (bad), &error));
+  assert_non_null (strstr (error->message, "bad.yaml:4:"));
+  g_error_free (error);
+}
+
+/* The calibration's statistic is the median: one wild repeat (a burst of load) does not
+ * move it, where the mean and the best would; the spread is the interquartile range over
+ * the median, with quartiles interpolated as numpy.percentile does. */
+static void
+test_stat_median_ignores_an_outlier (void **state)
+{
+  double x[] = { 10, 11, 9, 100, 10 };   /* sorted: 9 10 10 11 100 */
+  double spread = -1;
+  assert_true (mp_stat_median (x, 5, &spread) == 10);
+  assert_true (spread == (11.0 - 10.0) / 10.0);   /* q1 = 10, q3 = 11 */
+  double lucky[] = { 20, 20, 2, 20, 21 };   /* one too-fast repeat leaves it too */
+  assert_true (mp_stat_median (lucky, 5, NULL) == 20);
+  double even[] = { 4, 1, 3, 2 };   /* the middle two averaged; q1 1.75, q3 3.25 */
+  assert_true (mp_stat_median (even, 4, &spread) == 2.5);
+  mp_assert_close (spread, 1.5 / 2.5, 1e-12);
+  double one = 7;
+  assert_true (mp_stat_median (&one, 1, &spread) == 7 && spread == 0);
+}
+
 /* tiny-gpt on two cores, costed with the sample profile (ctx) and without it (plain). */
 typedef struct {
   MpCluster *cluster;
@@ -351,6 +401,8 @@ main (void)
   const struct CMUnitTest tests[] = {
     cmocka_unit_test (test_profile_round_trip),
     cmocka_unit_test (test_profile_problems_located),
+    cmocka_unit_test (test_profile_spread_round_trip),
+    cmocka_unit_test (test_stat_median_ignores_an_outlier),
     cmocka_unit_test_setup_teardown (test_profile_gemm_replaces_curve, costed_setup, costed_teardown),
     cmocka_unit_test_setup_teardown (test_profile_kernel_rates, costed_setup, costed_teardown),
     cmocka_unit_test (test_profile_attention_by_length),
