@@ -30,7 +30,8 @@ struct _MpCostProfile *mp_cli_cluster_profile (struct _MpCluster **cluster,
 /* What most commands start from: a model and a cluster (paths or zoo names), the
  * calibration profile for the cluster (as mp_cli_cluster_profile) and the cost context
  * over them. mp_cli_inputs_load prints any error and returns its exit status (0: loaded);
- * mp_cli_inputs_clear frees what was loaded. */
+ * mp_cli_inputs_try_load returns it in ERROR instead; mp_cli_inputs_clear frees what was
+ * loaded (after a failure too). */
 typedef struct {
   struct _MpModel *model;
   struct _MpCluster *cluster;
@@ -39,6 +40,8 @@ typedef struct {
 } MpCliInputs;
 int mp_cli_inputs_load (MpCliInputs *in, const char *model, const char *cluster,
                         const char *profile_path);
+gboolean mp_cli_inputs_try_load (MpCliInputs *in, const char *model, const char *cluster,
+                                 const char *profile_path, GError **error);
 void mp_cli_inputs_clear (MpCliInputs *in);
 /* --memory-headroom TEXT onto CTX: a fraction of each device's memory (0 <= f < 1, e.g.
  * 0.05) or a size (4GiB); NULL leaves none. FALSE with MP_ERROR_INPUT for anything else. */

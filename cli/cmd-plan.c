@@ -120,6 +120,7 @@ typedef struct {
   MpSearchOptions opts;
   MpSearchResult *res;
   int status;            /* nonzero: the exit status to stop with */
+  GError *error;         /* why, until the ranks agree which of them prints it */
   Phases ph;
   gboolean sharing;      /* the search thread shares cutoffs with the other ranks */
   MpSearchShare share;
@@ -131,23 +132,38 @@ plan_run_clear (PlanRun *r)
 {
   g_clear_pointer (&r->res, mp_search_result_free);
   g_clear_pointer (&r->pins, mp_plan_pins_free);
+  g_clear_error (&r->error);
   mp_cli_inputs_clear (&r->in);
 }
 
-/* Loads the inputs and sets the options; FALSE (R->status set) on bad input. */
+/* Notes a failure of this rank's part (the first one's reason is kept). */
+static void
+plan_run_fail (PlanRun *r, GError *error)
+{
+  if (r->status == 0)
+    r->status = mp_error_exit_code (error);
+  if (r->error == NULL)
+    r->error = error;
+  else
+    g_error_free (error);
+}
+
+/* Loads the inputs and sets the options; FALSE (plan_run_fail) on bad input. */
 static gboolean
 prepare (PlanRun *r)
 {
   GError *error = NULL;
   const PlanArgs *a = r->a;
-  r->status = mp_cli_inputs_load (&r->in, a->model, a->cluster, a->profile);
-  if (r->status != 0)
-    return FALSE;
+  if (!mp_cli_inputs_try_load (&r->in, a->model, a->cluster, a->profile, &error))
+    {
+      plan_run_fail (r, error);
+      return FALSE;
+    }
   phase_done (&r->ph, "model, cluster and cost context");
   if (!mp_cli_memory_headroom (r->in.ctx, a->headroom, &error)
       || (a->fix && (r->pins = mp_plan_pins_parse (a->fix, &error)) == NULL))
     {
-      r->status = mp_cli_fail (error);
+      plan_run_fail (r, error);
       return FALSE;
     }
   r->progress = (Progress) { g_get_monotonic_time (), FALSE };
@@ -173,7 +189,7 @@ search_shard (PlanRun *r, int rank, int size)
                                                                           : NULL;
   r->res = mp_planner_search (r->in.ctx, &r->opts, &error);
   if (r->res == NULL)
-    r->status = mp_cli_fail (error);
+    plan_run_fail (r, error);
   else
     phase_done (&r->ph, size > 1 ? "search (its shard)" : "search");
 }
@@ -198,26 +214,50 @@ prepare_and_search (gpointer data)
   return NULL;
 }
 
-/* mp_world_share_least's: this rank's cutoffs, and TRUE once its search is done ... */
-static gboolean
+/* mp_world_share_least's: this rank's cutoffs, and whether its thread is done (or failed:
+ * R->status is the thread's until it ends) ... */
+static MpShareState
 read_cutoffs (double *mine, gpointer data)
 {
   PlanRun *r = data;
   g_mutex_lock (&r->share.lock);
   memcpy (mine, r->share.mine, sizeof r->share.mine);
-  gboolean done = r->searched;
+  MpShareState state = !r->searched ? MP_SHARE_WORKING
+                       : r->status != 0 ? MP_SHARE_FAILED : MP_SHARE_DONE;
   g_mutex_unlock (&r->share.lock);
-  return done;
+  return state;
 }
 
-/* ... and the other ranks' for the search thread. */
+/* ... and the other ranks' for the search thread, which stops once one has failed. */
 static void
-take_cutoffs (const double *least, gpointer data)
+take_cutoffs (const double *least, gboolean stop, gpointer data)
 {
   PlanRun *r = data;
   g_mutex_lock (&r->share.lock);
   memcpy (r->share.others, least, sizeof r->share.others);
+  r->share.stop |= stop;
   g_mutex_unlock (&r->share.lock);
+}
+
+/* The ranks agree on how this part ended: on a failure anywhere every rank stops with
+ * the worst status, and the lowest failed rank alone prints why (bad input fails alike
+ * on every rank). FALSE (R->status set) when some rank failed. */
+static gboolean
+agree (PlanRun *r, MpWorld *world)
+{
+  GError *error = NULL;
+  int worst = 0, first = -1;
+  if (!mp_world_agree (world, r->status, &worst, &first, &error))
+    {
+      g_clear_error (&r->error);
+      r->status = mp_cli_fail (error);
+      return FALSE;
+    }
+  if (r->error != NULL && first == mp_world_rank (world))
+    mp_cli_fail (g_steal_pointer (&r->error));
+  g_clear_error (&r->error);
+  r->status = worst;
+  return worst == 0;
 }
 
 /* Every rank's share at rank 0, merged into the result one process would have found
@@ -381,11 +421,12 @@ join_and_plan (const PlanArgs *a, int *argc, char ***argv, char **all_argv)
     }
   int rank = mp_world_rank (world), size = mp_world_size (world);
   r.ph.rank = rank;
-  if (early == NULL ? !prepare (&r) : r.status != 0)
-    goto out;
-  if (r.res == NULL || rank != job.rank || size != job.size)
+  if ((early == NULL ? prepare (&r) : r.status == 0)
+      && (r.res == NULL || rank != job.rank || size != job.size))
     search_shard (&r, rank, size);
-  if (r.status != 0 || (size > 1 && !gather (&r, world, start_us)) || rank != 0)
+  /* a rank that failed or was stopped has its status agreed before any waits on it */
+  r.status = r.status ? r.status : status;
+  if (!agree (&r, world) || (size > 1 && !gather (&r, world, start_us)) || rank != 0)
     goto out;
   if (size == 1)
     {

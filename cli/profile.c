@@ -59,23 +59,35 @@ mp_cli_cluster_profile (MpCluster **cluster, const char *explicit_path, GError *
   return NULL;
 }
 
+gboolean
+mp_cli_inputs_try_load (MpCliInputs *in, const char *model, const char *cluster,
+                        const char *profile_path, GError **error)
+{
+  memset (in, 0, sizeof *in);
+  in->model = mp_model_load (model, error);
+  if (in->model == NULL)
+    return FALSE;
+  in->cluster = mp_cluster_load (cluster, error);
+  if (in->cluster == NULL)
+    return FALSE;
+  GError *own = NULL;
+  in->profile = mp_cli_cluster_profile (&in->cluster, profile_path, &own);
+  if (in->profile == NULL && own != NULL)
+    {
+      g_propagate_error (error, own);
+      return FALSE;
+    }
+  in->ctx = mp_cost_context_new (in->model, in->cluster, in->profile);
+  return TRUE;
+}
+
 int
 mp_cli_inputs_load (MpCliInputs *in, const char *model, const char *cluster,
                     const char *profile_path)
 {
   GError *error = NULL;
-  memset (in, 0, sizeof *in);
-  in->model = mp_model_load (model, &error);
-  if (in->model == NULL)
-    return mp_cli_fail (error);
-  in->cluster = mp_cluster_load (cluster, &error);
-  if (in->cluster == NULL)
-    return mp_cli_fail (error);
-  in->profile = mp_cli_cluster_profile (&in->cluster, profile_path, &error);
-  if (in->profile == NULL && error != NULL)
-    return mp_cli_fail (error);
-  in->ctx = mp_cost_context_new (in->model, in->cluster, in->profile);
-  return 0;
+  return mp_cli_inputs_try_load (in, model, cluster, profile_path, &error) ? 0
+                                                                          : mp_cli_fail (error);
 }
 
 gboolean

@@ -39,15 +39,26 @@ int mp_world_size (const MpWorld *world);
  * MP_ERROR_RUNTIME on an MPI failure. Collective: every rank must call it. */
 GPtrArray *mp_world_gather (MpWorld *world, GBytes *mine, GError **error);
 
+/* What a rank's worker thread is at, for mp_world_share_least. */
+typedef enum { MP_SHARE_WORKING, MP_SHARE_DONE, MP_SHARE_FAILED } MpShareState;
+
 /* Passes N doubles between the ranks while each works in a thread: READ (called about
- * every millisecond) gives this rank's (TRUE once it is done), sent whenever they
- * change; TAKE gets the least of every other rank's so far, element by element. Returns
- * once every rank is done. FALSE with MP_ERROR_RUNTIME on an MPI failure. Collective:
- * every rank must call it. */
+ * every millisecond) gives this rank's and its state, the values sent whenever they
+ * change; TAKE gets the least of every other rank's so far, element by element, and STOP
+ * once some rank's thread has failed (this one's should then end soon). Returns once
+ * every rank is done or failed. FALSE with MP_ERROR_RUNTIME on an MPI failure.
+ * Collective: every rank must call it. */
 gboolean mp_world_share_least (MpWorld *world, guint n,
-                               gboolean (*read) (double *mine, gpointer data),
-                               void (*take) (const double *least, gpointer data),
+                               MpShareState (*read) (double *mine, gpointer data),
+                               void (*take) (const double *least, gboolean stop,
+                                             gpointer data),
                                gpointer data, GError **error);
+
+/* Agreement at the end of a rank's work: every rank's exit STATUS (0: success) gives the
+ * worst of them in *WORST and the lowest rank that failed in *FIRST (-1: none), so that
+ * every rank stops alike and one prints the reason. FALSE with MP_ERROR_RUNTIME on an
+ * MPI failure. Collective: every rank must call it. */
+gboolean mp_world_agree (MpWorld *world, int status, int *worst, int *first, GError **error);
 
 /* ---- calibration (calibrate.c) ---- */
 

@@ -227,9 +227,10 @@ share_send (const MpWorld *world, const double *mine, guint n, GArray *requests,
   return TRUE;
 }
 
-/* Takes every message that has come into LEAST; counts the ranks done in *DONE. */
+/* Takes every message that has come into LEAST; counts the ranks done in *DONE and
+ * sets *STOP once one has failed. */
 static gboolean
-share_receive (double *least, guint n, int *done, GError **error)
+share_receive (double *least, guint n, int *done, gboolean *stop, GError **error)
 {
   g_autofree double *got = g_new (double, n + 1);
   for (;;)
@@ -246,14 +247,15 @@ share_receive (double *least, guint n, int *done, GError **error)
         return FALSE;
       for (guint i = 0; i < n; i++)
         least[i] = MIN (least[i], got[i]);
-      *done += got[n] != 0;
+      *done += got[n] != MP_SHARE_WORKING;
+      *stop |= got[n] == MP_SHARE_FAILED;
     }
 }
 
 gboolean
-mp_world_share_least (MpWorld *world, guint n, gboolean (*read) (double *mine, gpointer data),
-                      void (*take) (const double *least, gpointer data), gpointer data,
-                      GError **error)
+mp_world_share_least (MpWorld *world, guint n, MpShareState (*read) (double *mine, gpointer data),
+                      void (*take) (const double *least, gboolean stop, gpointer data),
+                      gpointer data, GError **error)
 {
   g_autofree double *mine = g_new (double, n + 1), *sent = g_new (double, n + 1);
   g_autofree double *least = g_new (double, n);
@@ -261,24 +263,28 @@ mp_world_share_least (MpWorld *world, guint n, gboolean (*read) (double *mine, g
     least[i] = sent[i] = G_MAXDOUBLE;
   g_autoptr(GArray) requests = g_array_new (FALSE, FALSE, sizeof (MPI_Request));
   g_autoptr(GPtrArray) buffers = g_ptr_array_new_with_free_func (g_free);
-  gboolean ok = TRUE, finished = FALSE;
+  gboolean ok = TRUE, finished = FALSE, stop = FALSE;
   int done = 0;
-  /* every rank sends its last values once, marked done; it stops when all have */
+  /* every rank sends its last values once, marked done or failed; it stops when all
+   * have. The sends are non-blocking and the receives probe, so a rank done early (or
+   * failed) only waits for the others' last message, which each sends once its thread
+   * ends: the thread must end soon after TAKE says STOP. */
   while (ok && (!finished || done < world->size - 1))
     {
       if (!finished)
         {
-          finished = read (mine, data);
-          mine[n] = finished;
+          MpShareState state = read (mine, data);
+          finished = state != MP_SHARE_WORKING;
+          mine[n] = state;
           if (finished || memcmp (mine, sent, n * sizeof (double)) != 0)
             {
               ok = share_send (world, mine, n, requests, buffers, error);
               memcpy (sent, mine, n * sizeof (double));
             }
         }
-      ok = ok && share_receive (least, n, &done, error);
+      ok = ok && share_receive (least, n, &done, &stop, error);
       if (ok)
-        take (least, data);
+        take (least, stop, data);
       if (ok && (!finished || done < world->size - 1))
         g_usleep (1000);
     }
@@ -286,4 +292,21 @@ mp_world_share_least (MpWorld *world, guint n, gboolean (*read) (double *mine, g
     ok &= mpi_ok (MPI_Waitall ((int) requests->len, (MPI_Request *) requests->data,
                                MPI_STATUSES_IGNORE), "MPI_Waitall", ok ? error : NULL);
   return ok;
+}
+
+gboolean
+mp_world_agree (MpWorld *world, int status, int *worst, int *first, GError **error)
+{
+  *worst = status;
+  *first = status != 0 ? world->rank : -1;
+  if (world->size == 1)
+    return TRUE;
+  /* one MAX reduction: the worst status, and size - rank of the lowest failed rank */
+  int in[2] = { status, status != 0 ? world->size - world->rank : 0 }, out[2] = { 0, 0 };
+  if (!mpi_ok (MPI_Allreduce (in, out, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce",
+               error))
+    return FALSE;
+  *worst = out[0];
+  *first = out[1] > 0 ? world->size - out[1] : -1;
+  return TRUE;
 }

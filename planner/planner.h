@@ -116,11 +116,14 @@ guint *mp_plan_pins_split (const MpPlanPins *pins, const MpModel *model, guint *
  * between MPI ranks): each shard's best-so-far step times (the K-th best, each family's
  * best, the best without the pins; G_MAXDOUBLE: none yet) and 0 once a plan is kept
  * (else G_MAXDOUBLE), in MINE; the least of the other shards' in OTHERS. They come from
- * plans their shards keep, so pruning by them drops nothing the merge would keep. */
+ * plans their shards keep, so pruning by them drops nothing the merge would keep. STOP
+ * (set when another shard failed): the search skips what it has not begun, and its
+ * result is partial, for the caller to discard. */
 #define MP_SEARCH_SHARE_N (MP_FAMILY_N + 3)
 typedef struct {
   GMutex lock;
   double mine[MP_SEARCH_SHARE_N], others[MP_SEARCH_SHARE_N];
+  gboolean stop;
 } MpSearchShare;
 
 typedef struct {

@@ -1173,13 +1173,14 @@ cutoffs_of (const MpSearchResult *res, guint top_k, Cutoffs *cut)
   cut->any = res->plans->len > 0;
 }
 
-/* Shares this shard's cutoffs and takes the other shards' (MpSearchOptions.share). */
-static void
+/* Shares this shard's cutoffs and takes the other shards' (MpSearchOptions.share);
+ * FALSE once the search is to stop (another shard failed). */
+static gboolean
 share_cutoffs (Search *s)
 {
   MpSearchShare *share = s->opts->share;
   if (share == NULL)
-    return;
+    return TRUE;
   Cutoffs mine;
   cutoffs_of (s->res, s->top_k, &mine);
   double v[MP_SEARCH_SHARE_N];
@@ -1191,12 +1192,14 @@ share_cutoffs (Search *s)
   g_mutex_lock (&share->lock);
   memcpy (share->mine, v, sizeof v);
   memcpy (v, share->others, sizeof v);
+  gboolean stop = share->stop;
   g_mutex_unlock (&share->lock);
   s->cut.top = v[0];
   for (guint f = 0; f < MP_FAMILY_N; f++)
     s->cut.family[f] = v[1 + f];
   s->cut.free = v[1 + MP_FAMILY_N];
   s->cut.any = v[2 + MP_FAMILY_N] == 0;
+  return !stop;
 }
 
 /* Searches the branches noted, best bound first. */
@@ -1204,11 +1207,8 @@ static void
 search_branches (Search *s)
 {
   g_array_sort (s->branches, branch_cmp);
-  for (guint i = 0; i < s->branches->len; i++)
-    {
-      share_cutoffs (s);
-      search_branch (s, &g_array_index (s->branches, Branch, i));
-    }
+  for (guint i = 0; i < s->branches->len && share_cutoffs (s); i++)
+    search_branch (s, &g_array_index (s->branches, Branch, i));
   share_cutoffs (s);
   g_array_set_size (s->branches, 0);
   g_array_set_size (s->class_floors, 0);

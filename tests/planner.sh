@@ -342,6 +342,24 @@ if command -v mpirun >/dev/null 2>&1; then
     ok "mpirun -np $np: nothing fits, the same advice" mpi_same $np -m gpt3-175b \
       -c dgx-a100-40g:1 -b 8
   done
+  # mpi_bad GOOD BAD: rank 0 plans with model GOOD, rank 1 with BAD (Open MPI's MPMD
+  # form), under `timeout`: bad input on any rank ends every rank promptly, exit 2, the
+  # reason printed once (a rank that failed alone once left the other waiting forever).
+  mpi_bad () {
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 60 mpirun \
+      --oversubscribe -np 1 "$MPPLAN" plan -q -m "$1" : -np 1 "$MPPLAN" plan -q -m "$2" \
+      >"$tmp/many" 2>"$tmp/err"
+    got=$?
+    said=$(grep -c 'no-such-model.yaml' "$tmp/err")
+    [ "$got" -eq 2 ] && [ "$said" -eq 1 ] || { echo "# exit $got, said $said times";
+                                               sed 's/^/# /' "$tmp/err"; return 1; }
+  }
+  ok "mpirun -np 2: an unreadable model on rank 1 ends both ranks, exit 2" \
+    mpi_bad gpt3-175b "$tmp/no-such-model.yaml"
+  ok "mpirun -np 2: an unreadable model on rank 0 ends both ranks, exit 2" \
+    mpi_bad "$tmp/no-such-model.yaml" gpt3-175b
+  ok "mpirun -np 2: an unreadable model on every rank, the reason once, exit 2" \
+    mpi_bad "$tmp/no-such-model.yaml" "$tmp/no-such-model.yaml"
 else
   tap_n=$((tap_n + 1))
   echo "ok $tap_n # SKIP no mpirun"

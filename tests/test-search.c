@@ -395,7 +395,7 @@ assert_shards_merge_shared (const Pair *p, guint top_k, gboolean whole_space, gu
 {
   g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
   MpSearchOptions opts = { .top_k = top_k, .n_shards = n, .limited_space = !whole_space };
-  MpSearchShare share;
+  MpSearchShare share = { .stop = FALSE };
   g_mutex_init (&share.lock);
   for (guint i = 0; i < MP_SEARCH_SHARE_N; i++)
     share.others[i] = G_MAXDOUBLE;
@@ -481,7 +481,7 @@ test_search_shared_cutoffs_merge (void **state)
   g_autoptr(MpSearchResult) b = search (big, 8, 5, NULL, TRUE);
   g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
   MpSearchOptions opts = { .global_batch = 8, .top_k = 5, .n_shards = 2, .limited_space = TRUE };
-  MpSearchShare share;
+  MpSearchShare share = { .stop = FALSE };
   g_mutex_init (&share.lock);
   for (guint i = 0; i < MP_SEARCH_SHARE_N; i++)
     share.others[i] = G_MAXDOUBLE;
