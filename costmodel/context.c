@@ -36,25 +36,10 @@ cm_grad_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg)
   return cfg->fp32_grads ? 4.0 : g;
 }
 
-/* Megatron reduces a bf16 model's gradients in fp32 unless told otherwise: Megatron-LM's
- * megatron/training/arguments.py sets accumulate_allreduce_grads_in_fp32 under --bf16
- * ("accumulate and all-reduce gradients in fp32 for bfloat16 data type") and
- * Megatron-Bridge's bf16_mixed recipe (src/megatron/bridge/training/mixed_precision.py,
- * which its FP8 recipes start from) sets grad_reduce_in_fp32=True; fp16 keeps 16-bit.
- * Applied to the DDP / distributed-optimizer buffers (ZeRO <= 1); Megatron FSDP (ZeRO-3)
- * keeps its earlier 16-bit figure until its own buffers are checked. */
-static gboolean
-megatron_bf16_fp32_reduce (const MpCostContext *ctx, const MpParallelConfig *cfg)
-{
-  return cfg->stack == MP_STACK_MEGATRON && cfg->zero <= 1
-         && ctx->model->precision == MP_DTYPE_BF16;
-}
-
 double
 cm_reduce_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg)
 {
-  return mp_stack_fp32_reduce (cfg->stack) || megatron_bf16_fp32_reduce (ctx, cfg)
-             ? 4.0 : cm_grad_bytes (ctx, cfg);
+  return mp_stack_fp32_reduce (cfg->stack) ? 4.0 : cm_grad_bytes (ctx, cfg);
 }
 
 /* Spreads N items over C slots, the remainder going first to the middle slots, then the
