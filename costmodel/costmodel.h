@@ -206,7 +206,7 @@ double mp_cost_profile_elementwise_bps (const MpCostProfile *profile, MpEwClass 
                                         gboolean backward);
 /* How far a calibration's repeats of one kind of measurement scattered, so that a reader
  * can tell a quiet calibration from a busy one: each measurement's interquartile range
- * over its median (mp_stat_median), the median of that over the measurements of KIND,
+ * over its median (common/stats.h), the median of that over the measurements of KIND,
  * each measured REPEATS times. The profile file names them gemm, kernels, memory. */
 typedef enum {
   MP_SPREAD_GEMM,       /* the GEMM grid's cells */
@@ -222,10 +222,6 @@ void mp_cost_profile_set_spread (MpCostProfile *profile, MpSpreadKind kind, guin
 /* KIND's spread and (REPEATS may be NULL) its repeats; -1 and 0 if not recorded. */
 double mp_cost_profile_spread (const MpCostProfile *profile, MpSpreadKind kind,
                                guint *repeats);
-/* The median of X[N] (N >= 1; X is sorted in place) and, when REL_IQR is not NULL, the
- * interquartile range over the median (quartiles interpolated linearly between order
- * statistics, as numpy.percentile's default; 0 when the median is 0). */
-double mp_stat_median (double *x, guint n, double *rel_iqr);
 /* Sets (copies) and returns (borrowed) the machine description. */
 void mp_cost_profile_set_machine (MpCostProfile *profile, const MpProfileMachine *machine);
 const MpProfileMachine *mp_cost_profile_machine (const MpCostProfile *profile);

@@ -421,30 +421,3 @@ mp_cost_profile_spread (const MpCostProfile *profile, MpSpreadKind kind, guint *
     *repeats = set ? profile->spread_repeats[kind] : 0;
   return set ? profile->spread[kind] : -1;
 }
-
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
-
-/* The Q-quantile of sorted X[N], linear between order statistics (numpy's default). */
-static double
-quantile (const double *x, guint n, double q)
-{
-  double pos = q * (n - 1);
-  guint i = (guint) pos;
-  return i + 1 < n ? x[i] + (pos - i) * (x[i + 1] - x[i]) : x[n - 1];
-}
-
-double
-mp_stat_median (double *x, guint n, double *rel_iqr)
-{
-  g_return_val_if_fail (x != NULL && n >= 1, 0);
-  qsort (x, n, sizeof *x, cmp_double);
-  double med = quantile (x, n, 0.5);
-  if (rel_iqr)
-    *rel_iqr = med != 0 ? (quantile (x, n, 0.75) - quantile (x, n, 0.25)) / fabs (med) : 0;
-  return med;
-}

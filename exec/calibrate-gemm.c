@@ -7,6 +7,7 @@
 #include "config.h"
 #include "exec/calibrate-private.h"
 #include "model/model.h"
+#include "common/stats.h"
 
 #include <math.h>
 #include <string.h>
@@ -228,13 +229,6 @@ cal_gemm_probe (Cal *c, CalGemmGrid *g, double *probe, GError **error)
 #define COLD_POOL ((gsize) 64 << 20)
 #define COLD_CALLS 200
 
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
-
 gboolean
 cal_gemm_cold_weight (Cal *c, GError **error)
 {
@@ -260,8 +254,8 @@ cal_gemm_cold_weight (Cal *c, GError **error)
   be->ops->release (be, a);
   if (!ok)
     return FALSE;
-  qsort (warm, COLD_CALLS, sizeof (double), cmp_double);
-  qsort (cold, COLD_CALLS, sizeof (double), cmp_double);
+  mp_stat_sort (warm, COLD_CALLS);
+  mp_stat_sort (cold, COLD_CALLS);
   double extra = cold[COLD_CALLS / 10] - warm[COLD_CALLS / 10];
   /* the slowest rank's: its rate the lowest */
   double rate = extra > 0 ? wn * sizeof (float) / extra : 0, neg = -rate;

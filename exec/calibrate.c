@@ -24,6 +24,7 @@
 #include "config.h"
 #include "exec/calibrate-private.h"
 #include "common/error.h"
+#include "common/stats.h"
 
 #include <math.h>
 #include <string.h>

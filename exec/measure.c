@@ -23,6 +23,7 @@
 #include "config.h"
 #include "exec/measure.h"
 #include "common/error.h"
+#include "common/stats.h"
 
 #include <string.h>
 
@@ -75,13 +76,6 @@ mp_measure_attribute (const MpProgram *prog, const MpInsnTime *times, double t_s
   fill_bubble (out);
 }
 
-static int
-cmp_double (gconstpointer a, gconstpointer b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
-
 void
 mp_measure_spread (const double *v, guint n, MpSpread *out)
 {
@@ -89,8 +83,7 @@ mp_measure_spread (const double *v, guint n, MpSpread *out)
   if (n == 0)
     return;
   g_autofree double *s = g_memdup2 (v, n * sizeof (double));
-  qsort (s, n, sizeof (double), (int (*) (const void *, const void *)) cmp_double);
-  out->median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  out->median = mp_stat_median (s, n, NULL);
   out->min = s[0];
   out->max = s[n - 1];
 }

@@ -14,6 +14,7 @@
 #include "report/report.h"
 #include "common/error.h"
 #include "common/units.h"
+#include "common/stats.h"
 
 #include <math.h>
 #include <string.h>
@@ -66,21 +67,6 @@ mp_report_run_free (MpReportRun *run)
   g_free (run);
 }
 
-static int
-cmp_double (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return x < y ? -1 : x > y;
-}
-
-/* The median of V[0..N-1], which it sorts; NAN when N is 0. */
-static double
-median_sorting (double *v, guint n)
-{
-  qsort (v, n, sizeof (double), cmp_double);
-  return n == 0 ? NAN : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* ---- several runs ----------------------------------------------------------------- */
 
 void
@@ -104,7 +90,7 @@ mp_report_summarize (GPtrArray *runs, MpReportSummary *out)
       if (r->measured[MP_REPORT_STEP] < bm->measured[MP_REPORT_STEP])
         out->best_measured = i;
     }
-  out->median_abs_error = median_sorting (abs_err, n);
+  out->median_abs_error = n == 0 ? NAN : mp_stat_median (abs_err, n, NULL);
   const MpReportRun *bp = g_ptr_array_index (runs, out->best_predicted);
   const MpReportRun *bm = g_ptr_array_index (runs, out->best_measured);
   /* Steps of plans this close cannot be told apart on a noisy machine: a pick whose

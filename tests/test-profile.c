@@ -5,6 +5,7 @@
 #include "tests/test-util.h"
 #include "costmodel/costmodel.h"
 #include "common/error.h"
+#include "common/stats.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
