@@ -9,6 +9,7 @@
  * Usage: bench/bench-costmodel [MODEL [CLUSTER [REPEATS]]]   (MPPLAN_DATADIR for the zoo) */
 #include "config.h"
 #include "bench/bench-util.h"
+#include "common/stats.h"
 #include "costmodel/costmodel.h"
 
 #include <stdio.h>
@@ -107,7 +108,7 @@ main (int argc, char **argv)
         if (r == 0 && mem[worst].total_bytes <= mem[worst].capacity_bytes)
           fits++;
       }
-  qsort (per, (gsize) n * repeats, sizeof *per, bench_cmp_double);
+  mp_stat_sort (per, (guint) (n * repeats));
   gsize total = (gsize) n * repeats;
   printf ("model %s, cluster %s (%u devices)\n", m->name, c->name, c->world_size);
   printf ("context: %.1f us once; %u configs x %d repeats, %u fit in memory\n", setup * 1e6, n,

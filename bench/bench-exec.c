@@ -13,6 +13,7 @@
  * against the executor here, so the ratio is a lower bound. */
 #include "config.h"
 #include "bench/bench-util.h"
+#include "common/stats.h"
 #include "exec/exec.h"
 #include "planner/planner.h"
 
@@ -102,7 +103,7 @@ sgemm_median (const Shape *s, int reps)
       plain_sgemm (s, a, b, c, d);
       t[r] = bench_now_s () - t0;
     }
-  double m = bench_median (t, (size_t) reps);
+  double m = mp_stat_median (t, (guint) reps, NULL);
   g_free (a), g_free (b), g_free (c), g_free (d), g_free (t);
   return m;
 }
@@ -121,7 +122,7 @@ report_gemms (guint steps)
     {
       Shape *s = value;
       double per_step = (double) s->times->len / steps;
-      double em = bench_median ((double *) (void *) s->times->data, s->times->len);
+      double em = mp_stat_median ((double *) (void *) s->times->data, s->times->len, NULL);
       double bm = sgemm_median (s, 15);
       exec_s += per_step * em;
       blas_s += per_step * bm;
@@ -196,7 +197,8 @@ run (const char *path, guint steps)
   printf ("%s on one rank, %u measured steps, %u instructions a step\n", res->model->name,
           steps, prog->n_insns);
   report_gemms (steps);
-  double ms = bench_median (step, steps), mo = bench_median (outside, steps);
+  double ms = mp_stat_median (step, (guint) steps, NULL);
+  double mo = mp_stat_median (outside, (guint) steps, NULL);
   printf ("step %.1f ms (median); interpreter outside instructions %.3f ms = %.3f%% of a step "
           "(max %.3f%%; target < 2%%)\n", ms * 1e3, mo * 1e3, 100 * mo / ms, 100 * frac_max);
   g_free (step), g_free (outside);

@@ -13,6 +13,7 @@
  * MPPLAN_DATADIR for the zoo) */
 #include "config.h"
 #include "bench/bench-util.h"
+#include "common/stats.h"
 #include "kernels/cpu/kernels.h"
 #include "model/model.h"
 
@@ -101,8 +102,8 @@ time_gemm (const Gemm *g, int N, int bias, int dir, int reps, double *mpk_s, dou
       double t2 = bench_now_s ();
       tm[r] = t1 - t0, tb[r] = t2 - t1;
     }
-  *mpk_s = bench_median (tm + 1, reps);
-  *blas_s = bench_median (tb + 1, reps);
+  *mpk_s = mp_stat_median (tm + 1, (guint) reps, NULL);
+  *blas_s = mp_stat_median (tb + 1, (guint) reps, NULL);
   free (inp), free (w), free (b), free (out), free (dinp), free (dw), free (db);
   free (tm), free (tb);
 }

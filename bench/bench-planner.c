@@ -17,6 +17,7 @@
  * Not part of `make check`: machines are shared and noisy; compare medians. */
 #include "config.h"
 #include "bench/bench-util.h"
+#include "common/stats.h"
 #include "planner/planner.h"
 
 #include <stdio.h>
@@ -70,7 +71,7 @@ bench_shards (const MpCostContext *ctx, guint n_shards, int runs, double whole_c
           if (r == 0)
             g_ptr_array_add (parts, mp_search_result_pack (res));
         }
-      double med = bench_median (cpu, (size_t) runs);
+      double med = mp_stat_median (cpu, (guint) runs, NULL);
       g_string_append_printf (each, "%s%.3f", sh ? " " : "", med);
       slowest = MAX (slowest, med);
       sum += med;
@@ -89,7 +90,7 @@ bench_shards (const MpCostContext *ctx, guint n_shards, int runs, double whole_c
         }
       best = res->plans->len ? ((MpPlan *) g_ptr_array_index (res->plans, 0))->step_s : 0;
     }
-  double m = bench_median (merge, (size_t) runs);
+  double m = mp_stat_median (merge, (guint) runs, NULL);
   printf ("  %u shards: cpu per shard %s s (sum %.3f), merge %.4f s; whole / (slowest + "
           "merge) = %.2fx; merged best step %.3f s (%s)\n", n_shards, each->str, sum, m,
           whole_cpu / (slowest + m), best, best == whole_best ? "same" : "DIFFERS");
@@ -132,8 +133,8 @@ bench (const char *model_name, const char *cluster_name, int runs, double *media
           fputs (table, stdout);
         }
     }
-  qsort (seconds, (size_t) runs, sizeof *seconds, bench_cmp_double);
-  qsort (cpu, (size_t) runs, sizeof *cpu, bench_cmp_double);
+  mp_stat_sort (seconds, (guint) runs);
+  mp_stat_sort (cpu, (guint) runs);
   printf ("%-12s %-18s %6u GPUs  space %8" G_GUINT64_FORMAT "  evaluated %8" G_GUINT64_FORMAT
           "  pruned %8" G_GUINT64_FORMAT "  feasible %8" G_GUINT64_FORMAT
           "  median %.3f s (min %.3f, max %.3f), cpu %.3f s  best step %.3f s\n",

@@ -8,6 +8,7 @@
  *   make bench/bench-sim && MPPLAN_DATADIR=examples bench/bench-sim
  * Not part of `make check`: machines are shared and noisy; compare medians. */
 #include "config.h"
+#include "common/stats.h"
 #include "planner/planner.h"
 
 #include <stdio.h>
@@ -15,13 +16,6 @@
 #include <time.h>
 
 #define RUNS 5
-
-static int
-compare_doubles (const void *a, const void *b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-  return (x > y) - (x < y);
-}
 
 static double
 now_ms (void)
@@ -84,8 +78,8 @@ bench (const MpCostContext *ctx, MpSchedule schedule, guint vpp)
       insns = sim->n_insns;
       events = sim->n_events;
     }
-  qsort (ms, RUNS, sizeof *ms, compare_doubles);
-  qsort (cpu, RUNS, sizeof *cpu, compare_doubles);
+  mp_stat_sort (ms, RUNS);
+  mp_stat_sort (cpu, RUNS);
   printf ("gpt-1t dp 6 tp 8 pp 64 vpp %u %-16s m 512: %7" G_GUINT64_FORMAT " instructions, %7"
           G_GUINT64_FORMAT " events  simulate median %.1f ms (min %.1f, max %.1f; CPU %.1f ms)"
           "  build %.1f ms  step %.3f s (closed form %.3f s, %+.2f%%)\n", vpp,

@@ -205,20 +205,19 @@ predicted_step_s (const Subject *s)
   return json_object_get_double_member (json_node_get_object (s->predicted), "step_s");
 }
 
-/* Plan I of the verify, predicted and written as plan-I+1.yaml. Caller owns. */
+/* Plan I of the verify, called LABEL, predicted and written as plan-I+1.yaml. Caller
+ * owns. */
 static Subject *
-prepare (const Verify *v, const MpPlan *plan, guint i, GError **error)
+prepare (const Verify *v, const MpPlan *plan, guint i, const char *label, GError **error)
 {
   g_autoptr(Subject) s = g_new0 (Subject, 1);
   s->plan = plan;
   s->index = i;
+  s->label = g_strdup (label);
   s->rounds = g_ptr_array_new_with_free_func ((GDestroyNotify) json_node_unref);
   s->predicted = predict (v, plan, v->a->html ? &s->trace : NULL, error);
   if (s->predicted == NULL)
     return NULL;
-  g_autoptr(MpReportRun) probe = mp_report_run_new ("prediction", s->predicted, "prediction",
-                                                    s->predicted, NULL);
-  s->label = g_strdup (probe ? probe->label : "plan");
   g_autofree char *path = plan_path (v, s);
   g_autofree char *yaml = mp_plan_to_yaml_for_path (plan, v->model, v->cluster, path,
                                                     "mpplan verify");
@@ -273,6 +272,8 @@ join (const Verify *v, Subject *s, GError **error)
   MpReportRun *run = mp_report_run_new (pred_name, s->predicted, meas_path, measured, error);
   if (run == NULL)
     return NULL;
+  g_free (run->label);                  /* the planner's words, which tell the plans apart */
+  run->label = g_strdup (s->label);
   if (s->trace)
     {
       g_autofree char *trace_path = file_path (v, "trace", s, chosen + 1);
@@ -356,9 +357,10 @@ verify_all (Verify *v)
       return 3;
     }
   g_autoptr(GPtrArray) subjects = g_ptr_array_new_with_free_func ((GDestroyNotify) subject_free);
+  g_auto (GStrv) labels = mp_plan_phrases ((const MpPlan *const *) chosen->pdata, chosen->len);
   for (guint i = 0; i < chosen->len; i++)
     {
-      Subject *s = prepare (v, g_ptr_array_index (chosen, i), i, &error);
+      Subject *s = prepare (v, g_ptr_array_index (chosen, i), i, labels[i], &error);
       if (s == NULL)
         return mp_cli_fail (error);
       g_ptr_array_add (subjects, s);

@@ -94,22 +94,27 @@ append_details (GString *s, const MpPlan *p)
     g_string_append (s, " placement");
 }
 
-/* Phrases for A and B that differ when the plans do: plan_phrase, with the details of
- * both when that alone reads the same. Caller owns both. */
-static void
-distinct_phrases (const MpPlan *a, const MpPlan *b, char **pa, char **pb)
+char **
+mp_plan_phrases (const MpPlan *const *plans, guint n)
 {
-  *pa = plan_phrase (a);
-  *pb = plan_phrase (b);
-  if (strcmp (*pa, *pb) != 0)
-    return;
-  GString *sa = g_string_new (*pa), *sb = g_string_new (*pb);
-  append_details (sa, a);
-  append_details (sb, b);
-  g_free (*pa);
-  g_free (*pb);
-  *pa = g_string_free (sa, FALSE);
-  *pb = g_string_free (sb, FALSE);
+  char **out = g_new0 (char *, n + 1);
+  for (guint i = 0; i < n; i++)
+    out[i] = plan_phrase (plans[i]);
+  /* Details only where the short phrase is shared, so that most labels stay short. */
+  g_autofree gboolean *shared = g_new0 (gboolean, n);
+  for (guint i = 0; i < n; i++)
+    for (guint j = i + 1; j < n; j++)
+      if (strcmp (out[i], out[j]) == 0)
+        shared[i] = shared[j] = TRUE;
+  for (guint i = 0; i < n; i++)
+    if (shared[i])
+      {
+        GString *s = g_string_new (out[i]);
+        append_details (s, plans[i]);
+        g_free (out[i]);
+        out[i] = g_string_free (s, FALSE);
+      }
+  return out;
 }
 
 /* "run by Megatron-LM, torchtitan", or that no framework runs P, after SEP. */
@@ -354,8 +359,9 @@ mp_plan_explain_text (const MpSearchResult *result, const MpCostContext *ctx, gb
       const MpPlan *r = g_ptr_array_index (result->plans, 1);
       gboolean sim = r->simulated_step_s > 0 && w->simulated_step_s > 0;
       double rs = sim ? r->simulated_step_s : r->step_s, ws = sim ? w->simulated_step_s : w->step_s;
-      g_autofree char *ww = NULL, *rw = NULL;
-      distinct_phrases (w, r, &ww, &rw);
+      const MpPlan *pair[] = { w, r };
+      g_auto (GStrv) phrases = mp_plan_phrases (pair, 2);
+      const char *ww = phrases[0], *rw = phrases[1];
       g_string_append_printf (s, "  runner-up: %s, %.2f%% slower%s", rw, 100 * (rs / ws - 1),
                               sim ? " (simulated)" : "");
       if (strcmp (ww, what) != 0)

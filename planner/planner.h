@@ -264,6 +264,11 @@ char *mp_plan_table_text (const GPtrArray *plans);
  * (memory, or its dominant cost). Caller owns. */
 char *mp_plan_explain_text (const MpSearchResult *result, const MpCostContext *ctx,
                             gboolean full);
+/* Each of the N PLANS in one phrase ("dp=8 tp=2 pp=1 cp=2 zero=3 micro-batch 16 x 1"),
+ * with the details that tell plans apart (layer split, gradient precision, bucket,
+ * placement) added to the phrases that would otherwise read alike. A NULL-terminated
+ * array; caller owns (g_strfreev). */
+char **mp_plan_phrases (const MpPlan *const *plans, guint n);
 /* When nothing fits: the smallest footprint found, how far over it is, and what would
  * make a plan fit. Caller owns. */
 char *mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx);

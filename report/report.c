@@ -199,13 +199,16 @@ mp_report_runs_text (GPtrArray *runs)
 {
   MpReportSummary sum;
   mp_report_summarize (runs, &sum);
+  int width = 36;                             /* the plan column: as wide as its labels */
+  for (guint i = 0; i < runs->len; i++)
+    width = MAX (width, (int) strlen (((const MpReportRun *) g_ptr_array_index (runs, i))->label));
   GString *s = g_string_new (NULL);
-  g_string_append_printf (s, "  %-36s %11s %11s  %-22s %9s %5s %5s\n", "plan", "predicted",
+  g_string_append_printf (s, "  %-*s %11s %11s  %-22s %9s %5s %5s\n", width, "plan", "predicted",
                           "measured", "(min - max)", "error", "#pred", "#meas");
   for (guint i = 0; i < runs->len; i++)
     {
       const MpReportRun *r = g_ptr_array_index (runs, i);
-      g_string_append_printf (s, "  %-36s", r->label);
+      g_string_append_printf (s, "  %-*s", width, r->label);
       append_seconds (s, " %11s", r->predicted[MP_REPORT_STEP]);
       append_seconds (s, " %11s", r->measured[MP_REPORT_STEP]);
       append_spread (s, r->measured_min[MP_REPORT_STEP], r->measured_max[MP_REPORT_STEP]);

@@ -1186,6 +1186,40 @@ test_planner_runner_up_shows_split (void **state)
   mp_search_result_free (res);
 }
 
+/* The labels verify prints: every one distinct, and details only on those that need them
+ * (two plans apart only by their split show it; a third that differs in dp does not). */
+static void
+test_planner_phrases_tell_plans_apart (void **state)
+{
+  (void) state;
+  g_autoptr(Pair) p = pair_load ("gpt3-13b", "mixed-a100-h100");
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  cfg.pp = 2;
+  cfg.micro_batch_size = 2;
+  cfg.num_micro_batches = 32;
+  guint splits[3][2] = { { 10, 32 }, { 11, 31 }, { 21, 21 } };
+  const guint dps[3] = { 16, 16, 8 };
+  g_autoptr(GPtrArray) plans = g_ptr_array_new_with_free_func ((GDestroyNotify) mp_plan_free);
+  for (guint i = 0; i < 3; i++)
+    {
+      MpPlan *plan = g_new0 (MpPlan, 1);
+      cfg.dp = dps[i];
+      cfg.chunk_layers = splits[i];
+      assert_true (mp_plan_evaluate (p->ctx, &cfg, dps[i] * 64, plan, NULL));
+      g_ptr_array_add (plans, plan);
+    }
+  g_auto (GStrv) phrases = mp_plan_phrases ((const MpPlan *const *) plans->pdata, 3);
+  assert_int_equal (g_strv_length (phrases), 3);
+  for (guint i = 0; i < 3; i++)
+    for (guint j = i + 1; j < 3; j++)
+      assert_string_not_equal (phrases[i], phrases[j]);
+  assert_non_null (strstr (phrases[0], "split=10/32"));
+  assert_non_null (strstr (phrases[1], "split=11/31"));
+  assert_null (strstr (phrases[2], "split="));
+  assert_non_null (strstr (phrases[2], "dp=8"));
+}
+
 int
 main (void)
 {
@@ -1195,6 +1229,7 @@ main (void)
     cmocka_unit_test (test_planner_mfu_peaks),
     cmocka_unit_test (test_planner_heterogeneous_split),
     cmocka_unit_test (test_planner_runner_up_shows_split),
+    cmocka_unit_test (test_planner_phrases_tell_plans_apart),
     cmocka_unit_test (test_planner_plans_satisfy_constraints),
     cmocka_unit_test (test_planner_plans_ranked),
     cmocka_unit_test (test_planner_drops_only_violations),
