@@ -22,9 +22,12 @@ short_plan (const MpPlan *p)
   g_autofree char *shard = mp_parallel_config_zero_replicas (c) > 1
                            ? g_strdup_printf (" zero_shard=%u", mp_parallel_config_zero_shard (c))
                            : g_strdup ("");
-  return g_strdup_printf ("dp=%u tp=%u pp=%u vpp=%u cp=%u ep=%u zero=%u%s%s%s%s recompute=%s "
+  g_autofree char *cp_comm = c->cp > 1 && c->cp_comm != MP_CP_COMM_STACK
+                             ? g_strdup_printf (" cp_comm_type=%s", mp_cp_comm_name (c->cp_comm))
+                             : g_strdup ("");
+  return g_strdup_printf ("dp=%u tp=%u pp=%u vpp=%u cp=%u ep=%u zero=%u%s%s%s%s%s recompute=%s "
                           "micro-batch %u x %u schedule %s (step %s)", c->dp, c->tp, c->pp,
-                          c->vpp, c->cp, c->ep, c->zero, shard,
+                          c->vpp, c->cp, c->ep, c->zero, shard, cp_comm,
                           c->no_reshard ? " reshard_after_forward=false" : "",
                           c->moe_a2a_overlap ? " moe_a2a_overlap=true" : "",
                           c->compile ? " compile=true" : "",

@@ -1371,7 +1371,8 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint64 *w)
   const guint64 head[16] = { cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
                              cfg->sequence_parallel, cfg->recompute, cfg->recompute_modules,
                              cfg->micro_batch_size, cfg->dispatcher, cfg->fp8,
-                             cfg->flash_attention, cfg->stack + MP_STACK_N * cfg->compile,
+                             cfg->flash_attention,
+                             cfg->stack + MP_STACK_N * (cfg->compile + 2u * cfg->cp_comm),
                              GPOINTER_TO_SIZE (sp->device),
                              sharded ? cfg->zero + 4u * cfg->no_reshard : 0,
                              sharded && cfg->fp32_grads, paired_bits };
@@ -1451,21 +1452,41 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
               double steps = cp - 1;
               if (op->window > 0)
                 steps = MIN (steps, ceil (op->window / chunk));
-              if (mp_stack_cp_allgather (cfg->stack) && op->window == 0)
+              gboolean gather = mp_parallel_config_cp_allgather (cfg) && op->window == 0;
+              if (gather && mp_stack_cp_allgather (cfg->stack))
                 {
-                  /* One all-gather of every rank's block, hidden only behind the
-                   * local block's sub-attention; the rest waits for it. Backward gathers
-                   * K, V so again, and rings dK, dV (all-to-all rotater) in fp32
+                  /* torch's: one all-gather of every rank's block, hidden only behind
+                   * the local block's sub-attention; the rest waits for it. Backward
+                   * gathers K, V so again, and rings dK, dV (all-to-all rotater) in fp32
                    * (convert_to_f32): 2 blocks' bytes a step, as the ring's K, V + dK,
                    * dV (torch/distributed/tensor/experimental/_attention.py,
                    * _templated_ring_attention_backward: kv_rotater, dkv_rotater). */
                   double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, cp * block, &spans->cp);
                   fwd->cp_comm_s += MAX (0, ag - oc.fwd.time_s / cp);
                   bwd->cp_comm_s += MAX (0, ag - oc.bwd.time_s / cp);
+                  bwd->cp_comm_s += MAX (0, steps * (step2 - oc.bwd.time_s / cp));
+                }
+              else if (gather)
+                {
+                  /* Transformer Engine's (AttnFuncWithCPAndKVAllGather, "KV all-gather
+                   * between CP ranks is exposed", citing Llama 3 section 3.3.2): K and V
+                   * each gathered whole before any of the attention runs; backward
+                   * gathers them again and reduce-scatters dK and dV (each cp blocks, at
+                   * the model's width) after the last step
+                   * (transformer_engine/pytorch/attention/dot_product_attention/
+                   * context_parallel.py: gather_along_first_dim, then
+                   * reduce_scatter_along_first_dim). Nothing overlaps them. */
+                  double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, cp * block / 2, &spans->cp);
+                  double rs = coll (ctx, dev, MP_COLL_REDUCE_SCATTER, cp * block / 2,
+                                    &spans->cp);
+                  fwd->cp_comm_s += 2 * ag;
+                  bwd->cp_comm_s += 2 * (ag + rs);
                 }
               else
-                fwd->cp_comm_s += MAX (0, steps * (step - oc.fwd.time_s / cp));
-              bwd->cp_comm_s += MAX (0, steps * (step2 - oc.bwd.time_s / cp));
+                {
+                  fwd->cp_comm_s += MAX (0, steps * (step - oc.fwd.time_s / cp));
+                  bwd->cp_comm_s += MAX (0, steps * (step2 - oc.bwd.time_s / cp));
+                }
             }
         }
     }

@@ -512,16 +512,21 @@ state_per_param (const MpCostContext *ctx, const MpParallelConfig *cfg, double r
 }
 
 /* What the attention of LAYER holds beside its backward under an all-gathering context
- * parallelism (mp_stack_cp_allgather), TOKENS its rank's: every rank's K, V gathered
- * (cp blocks, at the repeated head count where the stack repeats them), the fp32 dQ, dK,
- * dV it accumulates over the steps and the fp32 dK, dV block on its way round the ring
- * (torch/distributed/tensor/experimental/_attention.py, _templated_ring_attention_backward:
- * zeros_like(..., dtype=float32) under convert_to_f32, kv_rotater, dkv_rotater). */
+ * parallelism (mp_parallel_config_cp_allgather), TOKENS its rank's: every rank's K, V
+ * gathered (cp blocks, at the repeated head count where the stack repeats them) and
+ *  - torch's: the fp32 dQ, dK, dV it accumulates over the steps and the fp32 dK, dV block
+ *    on its way round the ring (torch/distributed/tensor/experimental/_attention.py,
+ *    _templated_ring_attention_backward: zeros_like(..., dtype=float32) under
+ *    convert_to_f32, kv_rotater, dkv_rotater);
+ *  - Transformer Engine's: dK, dV for the whole gathered K, V at the model's width before
+ *    they are reduce-scattered (AttnFuncWithCPAndKVAllGather.backward: torch.zeros of
+ *    k.shape[0] * cp_size). */
 static double
 cp_gather_buffers (const MpParallelConfig *cfg, const MpLayer *l, double tokens, double e)
 {
-  if (cfg->cp < 2 || !mp_stack_cp_allgather (cfg->stack))
+  if (!mp_parallel_config_cp_allgather (cfg))
     return 0;
+  gboolean torch = mp_stack_cp_allgather (cfg->stack);
   double most = 0;
   for (guint i = 0; i < l->n_ops; i++)
     {
@@ -533,7 +538,8 @@ cp_gather_buffers (const MpParallelConfig *cfg, const MpLayer *l, double tokens,
       double width = op->v_head_dim > 0 ? op->head_dim + op->v_head_dim : 2 * op->head_dim;
       double block = tokens * MAX (kv / cfg->tp, 1.0) * width;      /* K, V elements */
       double q = tokens * MAX (op->heads / cfg->tp, 1.0) * op->head_dim;
-      most = MAX (most, cfg->cp * block * e + 4 * (q + block) + 4 * block);
+      most = MAX (most, torch ? cfg->cp * block * e + 4 * (q + block) + 4 * block
+                              : 2 * cfg->cp * block * e);
     }
   return most;
 }
@@ -874,8 +880,8 @@ floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboole
   guint key[] = { cfg->dp, cfg->tp, cfg->pp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
                   cfg->sequence_parallel, cfg->recompute, cfg->recompute_method,
                   cfg->recompute_num_layers, cfg->recompute_modules, cfg->micro_batch_size,
-                  cfg->num_micro_batches, cfg->flash_attention, cfg->fp8, cfg->stack,
-                  fp8_saved };
+                  cfg->num_micro_batches, cfg->flash_attention, cfg->fp8,
+                  cfg->stack + MP_STACK_N * cfg->cp_comm, fp8_saved };
   G_STATIC_ASSERT (sizeof key == sizeof slot->key);
   if (slot->valid && memcmp (slot->key, key, sizeof key) == 0)
     {

@@ -61,7 +61,7 @@ static const ExecLimit LIMITS[] = {
 };
 
 /* What runs that a reader of the list might doubt, and what runs otherwise than the plan
- * says (fp8, moe_a2a_overlap: cli/cmd-exec.c says so on stderr). */
+ * says (fp8, moe_a2a_overlap, cp_comm_type: cli/cmd-exec.c says so on stderr). */
 #define EXEC_RUNS_OTHERWISE                                                               \
   "DeepSeek's MLA runs (RMSNorm latents, no biases), and so do sliding windows, "        \
   "soft-capped scores, sinks, qk-norm, logit soft-capping, post-norms, scaled "          \
@@ -72,7 +72,9 @@ static const ExecLimit LIMITS[] = {
   "below; the router's and the output head's GEMMs, those whose N, C, OC are not "      \
   "multiples of 16, and the grouped expert GEMMs in bf16; --check tolerance 1e-1), in "  \
   "fp32 on the host and on cuda-fp32; "                                                  \
-  "moe_a2a_overlap's dispatch and combine run without the overlap; both said on stderr."
+  "moe_a2a_overlap's dispatch and combine run without the overlap, and an all-gathering " \
+  "context parallelism (cp_comm_type allgather, or a torch stack's) as the ring of "      \
+  "send/receives; each said on stderr."
 
 char *
 mp_exec_limits_text (void)

@@ -33,6 +33,8 @@ append_uncolumned (GString *s, const MpParallelConfig *c, gboolean all)
     g_string_append (s, " moe_a2a_overlap");
   if (c->compile)
     g_string_append (s, " compile");
+  if (c->cp > 1 && c->cp_comm != MP_CP_COMM_STACK)
+    g_string_append_printf (s, " cp_comm_type=%s", mp_cp_comm_name (c->cp_comm));
   if (c->recompute != MP_RECOMPUTE_NONE && all)
     g_string_append_printf (s, " recompute=%s", mp_recompute_name (c->recompute));
   if (c->recompute == MP_RECOMPUTE_FULL && c->recompute_num_layers > 0)

@@ -345,6 +345,8 @@ megatron_parallel (GString *s, const Export *e)
     arg (s, "--sequence-parallel", NULL);
   if (c->cp > 1)
     arg (s, "--context-parallel-size", "%u", c->cp);
+  if (c->cp > 1 && mp_parallel_config_cp_allgather (c))       /* Megatron's default: p2p */
+    arg (s, "--cp-comm-type", "allgather");
   if (c->ep > 1)
     arg (s, "--expert-model-parallel-size", "%u", c->ep);
   if (mp_parallel_config_etp (c) != c->tp)                 /* MoE (moe14) */

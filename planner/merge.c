@@ -36,7 +36,8 @@ put_plan (GArray *a, guint slot, guint family, const MpPlan *p)
                              c->order[3], c->recompute_method, c->recompute_num_layers,
                              c->recompute_modules, c->etp, c->dispatcher, c->stack,
                              c->zero_shard,
-                             c->no_reshard | (c->moe_a2a_overlap << 1) | (c->compile << 2),
+                             c->no_reshard | (c->moe_a2a_overlap << 1) | (c->compile << 2)
+                             | ((guint32) c->cp_comm << 3),
                              chunks };
   g_array_append_vals (a, fields, G_N_ELEMENTS (fields));
   for (guint i = 0; i < chunks; i++)
@@ -134,6 +135,7 @@ merge_part (const MpCostContext *ctx, guint global_batch, guint top_k, GBytes *p
       cfg.zero_shard = f[27], cfg.no_reshard = (f[28] & 1) != 0;     /* HSDP (fsdp17) */
       cfg.moe_a2a_overlap = (f[28] & 2) != 0;
       cfg.compile = (f[28] & 4) != 0;
+      cfg.cp_comm = (MpCpComm) (f[28] >> 3);      /* checked by mp_parallel_config_check */
       cfg.chunk_layers = w + at + fixed;
       if (cfg.pp * MAX (cfg.vpp, 1u) != chunks
           || !mp_parallel_config_check (&cfg, mp_cost_context_model (ctx),

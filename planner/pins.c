@@ -13,7 +13,7 @@ typedef enum {
   PIN_DP, PIN_TP, PIN_PP, PIN_VPP, PIN_CP, PIN_EP, PIN_SP, PIN_ZERO, PIN_RECOMPUTE,
   PIN_MBS, PIN_NMB, PIN_SCHEDULE, PIN_FP8, PIN_ETP, PIN_DISPATCHER, PIN_RC_METHOD,
   PIN_RC_LAYERS, PIN_RC_MODULES, PIN_STACK, PIN_ZERO_SHARD, PIN_RESHARD, PIN_A2A_OVERLAP,
-  PIN_COMPILE,
+  PIN_COMPILE, PIN_CP_COMM,
   /* The layer split, resolved by mp_plan_pins_split (Megatron-LM's flags). */
   PIN_FIRST, PIN_LAST, PIN_EMBEDDING, PIN_LOSS, PIN_LAYERS, PIN_N
 } PinKey;
@@ -22,7 +22,7 @@ static const char *const pin_names[PIN_N + 1] = {
   "dp", "tp", "pp", "vpp", "cp", "ep", "sequence_parallel", "zero", "recompute",
   "micro_batch_size", "num_micro_batches", "schedule", "fp8", "etp", "dispatcher",
   "recompute_method", "recompute_num_layers", "recompute_modules", "stack", "zero_shard",
-  "reshard_after_forward", "moe_a2a_overlap", "compile", "first_stage_layers",
+  "reshard_after_forward", "moe_a2a_overlap", "compile", "cp_comm_type", "first_stage_layers",
   "last_stage_layers", "account_for_embedding", "account_for_loss", "layers_per_chunk", NULL
 };
 
@@ -70,6 +70,10 @@ value_of (const MpParallelConfig *cfg, PinKey key)
     case PIN_RESHARD: return cfg->no_reshard ? 0 : 1;
     case PIN_A2A_OVERLAP: return cfg->moe_a2a_overlap ? 1 : 0;
     case PIN_COMPILE: return cfg->compile ? 1 : 0;
+    case PIN_CP_COMM:          /* the exchange in effect; none without context parallelism */
+      if (cfg->cp < 2)
+        return MP_CP_COMM_STACK;
+      return mp_parallel_config_cp_allgather (cfg) ? MP_CP_COMM_ALLGATHER : MP_CP_COMM_P2P;
     case PIN_FIRST:
     case PIN_LAST:
     case PIN_EMBEDDING:
@@ -118,6 +122,14 @@ parse_value (PinKey key, const char *value, guint *out)
     }
   if (key == PIN_RC_MODULES)
     return mp_recompute_modules_from_name (value, out);
+  if (key == PIN_CP_COMM)
+    {
+      MpCpComm c;
+      if (!mp_cp_comm_from_name (value, &c) || c == MP_CP_COMM_STACK)
+        return FALSE;
+      *out = c;
+      return TRUE;
+    }
   if (key == PIN_STACK)
     {
       MpStack st;

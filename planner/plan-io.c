@@ -109,6 +109,8 @@ json_config (JsonBuilder *b, const MpPlan *plan)
     mp_json_add_bool (b, "moe_a2a_overlap", TRUE);
   if (c->compile)
     mp_json_add_bool (b, "compile", TRUE);
+  if (c->cp_comm != MP_CP_COMM_STACK)
+    mp_json_add_string (b, "cp_comm_type", mp_cp_comm_name (c->cp_comm));
   mp_json_add_string (b, "recompute", mp_recompute_name (c->recompute));
   if (c->recompute_num_layers > 0)
     {
@@ -415,6 +417,8 @@ write_parallel (GString *out, const MpParallelConfig *c)
     g_string_append (out, "  moe_a2a_overlap: true\n");
   if (c->compile)
     g_string_append (out, "  compile: true\n");
+  if (c->cp_comm != MP_CP_COMM_STACK)
+    g_string_append_printf (out, "  cp_comm_type: %s\n", mp_cp_comm_name (c->cp_comm));
   if (c->recompute_num_layers > 0)
     g_string_append_printf (out, "  recompute_method: %s\n  recompute_num_layers: %u\n",
                             mp_recompute_method_name (c->recompute_method),

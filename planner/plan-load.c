@@ -20,7 +20,7 @@ static const char *const parallel_keys[] = {
   "reshard_after_forward", "moe_a2a_overlap", "compile", "recompute",
   "micro_batch_size", "num_micro_batches", "schedule", "flash_attention", "fp32_grads",
   "fp8", "bucket_bytes", "order", "etp", "dispatcher", "recompute_method",
-  "recompute_num_layers", "recompute_modules", "stack", NULL
+  "recompute_num_layers", "recompute_modules", "stack", "cp_comm_type", NULL
 };
 static const char *const predicted_keys[] = { "step_s", "tokens_per_s", "tflops_per_gpu",
                                               "mfu", "memory_bytes", "time_s", NULL };
@@ -218,6 +218,9 @@ read_parallel (Loader *l, const MpYamlNode *map)
   c->no_reshard = !reshard;
   mp_yaml_get_bool (r, map, "moe_a2a_overlap", FALSE, &c->moe_a2a_overlap);
   mp_yaml_get_bool (r, map, "compile", FALSE, &c->compile);
+  static const char *const cp_comms[] = { "p2p", "allgather", NULL };  /* MpCpComm, less stack */
+  if (mp_yaml_get_enum (r, map, "cp_comm_type", FALSE, cp_comms, &d))
+    c->cp_comm = (MpCpComm) (d + 1);
   read_recompute (r, map, &c->recompute);
   read_recompute_extent (r, map, c);
   read_schedule (r, map, &c->schedule);

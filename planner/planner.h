@@ -87,7 +87,8 @@ gboolean mp_plan_evaluate (const MpCostContext *ctx, const MpParallelConfig *cfg
 
 /* Pins: "key=value" per JSON plan key (dp, tp, pp, vpp, cp, ep, sequence_parallel, zero,
  * recompute, recompute_method, recompute_num_layers, recompute_modules, micro_batch_size,
- * num_micro_batches, schedule, fp8, etp, dispatcher, stack) and the layer split's
+ * num_micro_batches, schedule, fp8, etp, dispatcher, stack, zero_shard,
+ * reshard_after_forward, moe_a2a_overlap, compile, cp_comm_type) and the layer split's
  * (first_stage_layers, last_stage_layers, account_for_embedding, account_for_loss,
  * layers_per_chunk). */
 typedef struct _MpPlanPins MpPlanPins;

@@ -1425,6 +1425,11 @@ run (Search *s)
   cfg.stack = (MpStack) stack;
   cfg.moe_a2a_overlap = pinned_on (s, "moe_a2a_overlap");     /* MoE: pinned only */
   cfg.compile = pinned_on (s, "compile");       /* torch.compile: the user's, as the stack */
+  /* The K/V exchange: the user's or the stack's. All-gathering hides less than the ring
+   * does, so the search would never pick it (it matters only where cp > 1). */
+  guint comm = MP_CP_COMM_STACK;
+  mp_plan_pins_get (s->opts->pins, "cp_comm_type", &comm);
+  cfg.cp_comm = (MpCpComm) comm;
   s->base = cfg;
   s->index = s->outer = s->accepted = s->pinned = 0;
   s->dropped = FALSE;

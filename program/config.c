@@ -10,6 +10,7 @@
 static const char *const recompute_names[] = { "none", "selective", "full", NULL };
 static const char *const schedule_names[] = { "1f1b", "gpipe", "interleaved", "none", NULL };
 static const char *const dispatcher_names[] = { "alltoall", "allgather", NULL };
+static const char *const cp_comm_names[] = { "stack", "p2p", "allgather", NULL };
 static const MpParallelDim default_order[MP_DIM_N] = { MP_DIM_TP, MP_DIM_CP, MP_DIM_DP,
                                                        MP_DIM_PP };
 
@@ -264,6 +265,33 @@ mp_dispatcher_from_name (const char *name, MpDispatcher *out)
   return TRUE;
 }
 
+const char *
+mp_cp_comm_name (MpCpComm c)
+{
+  return (guint) c < G_N_ELEMENTS (cp_comm_names) - 1 ? cp_comm_names[c] : "?";
+}
+
+gboolean
+mp_cp_comm_from_name (const char *name, MpCpComm *out)
+{
+  int i;
+  if (!index_of (cp_comm_names, name, &i))
+    return FALSE;
+  *out = (MpCpComm) i;
+  return TRUE;
+}
+
+gboolean
+mp_parallel_config_cp_allgather (const MpParallelConfig *cfg)
+{
+  g_return_val_if_fail (cfg != NULL, FALSE);
+  if (cfg->cp < 2)
+    return FALSE;
+  if (cfg->cp_comm == MP_CP_COMM_STACK)
+    return mp_stack_cp_allgather (cfg->stack);
+  return cfg->cp_comm == MP_CP_COMM_ALLGATHER;
+}
+
 guint
 mp_recompute_modules_of (const MpParallelConfig *cfg)
 {
@@ -485,6 +513,8 @@ mp_parallel_config_check (const MpParallelConfig *cfg, const MpModel *model,
                G_GUINT64_FORMAT " outputs of layer %u", cfg->tp, model->mlp_layers[i].out, i);
     }
   CHECK ((guint) cfg->stack < MP_STACK_N, "unknown stack %u", (guint) cfg->stack);
+  CHECK ((guint) cfg->cp_comm <= MP_CP_COMM_ALLGATHER, "unknown cp_comm_type %u",
+         (guint) cfg->cp_comm);
   for (guint g = 0; cfg->fp8 && g < cluster->n_groups; g++)
     CHECK (cluster->groups[g].device.peak_flops[MP_DTYPE_FP8] > 0, "fp8 needs an FP8 rate "
            "on every device, and '%s' lists none in its peak", cluster->groups[g].device.name);
@@ -543,7 +573,7 @@ mp_parallel_config_compare (const MpParallelConfig *x, const MpParallelConfig *y
                        x->num_micro_batches, x->flash_attention, x->fp32_grads, x->fp8,
                        x->recompute_num_layers, x->recompute_method, x->recompute_modules,
                        x->stack, mp_parallel_config_zero_shard (x), x->no_reshard,
-                       x->moe_a2a_overlap, x->compile };
+                       x->moe_a2a_overlap, x->compile, x->cp_comm };
   const guint ky[] = { y->tp, y->pp, y->dp, y->cp, y->ep, y->vpp, y->sequence_parallel,
                        y->zero, y->recompute, y->micro_batch_size, y->schedule,
                        y->order[0], y->order[1], y->order[2], y->order[3],
@@ -551,7 +581,7 @@ mp_parallel_config_compare (const MpParallelConfig *x, const MpParallelConfig *y
                        y->num_micro_batches, y->flash_attention, y->fp32_grads, y->fp8,
                        y->recompute_num_layers, y->recompute_method, y->recompute_modules,
                        y->stack, mp_parallel_config_zero_shard (y), y->no_reshard,
-                       y->moe_a2a_overlap, y->compile };
+                       y->moe_a2a_overlap, y->compile, y->cp_comm };
   G_STATIC_ASSERT (MP_DIM_N == 4);
   for (gsize i = 0; i < G_N_ELEMENTS (kx); i++)
     if (kx[i] != ky[i])

@@ -78,6 +78,18 @@ typedef enum {
   MP_DISPATCH_ALLGATHER,   /* all-gather every token over etp x ep, reduce-scatter back */
 } MpDispatcher;
 
+/* How context parallelism exchanges K/V: ring send/receives, each hidden behind one
+ * block's attention (Megatron-LM --cp-comm-type p2p, Transformer Engine's default), or
+ * one all-gather of every rank's K/V after the local block (--cp-comm-type allgather;
+ * Llama 3 trained its long-context stage so, "all-gather based CP", Llama 3 paper
+ * section 3.3.2; torch's context_parallel by default). Zeroed: the stack's own
+ * (mp_stack_cp_allgather). */
+typedef enum {
+  MP_CP_COMM_STACK,
+  MP_CP_COMM_P2P,
+  MP_CP_COMM_ALLGATHER,
+} MpCpComm;
+
 /* The training stack a plan runs under (acc16): the same plan runs at different speed
  * under each, by the kernels it calls. Traits (docs/plan-file.md, "stack"), of which the
  * cost model uses the attention kernel:
@@ -151,6 +163,7 @@ typedef struct {
                                 * gradients) for the blocks' GEMMs; bf16 elsewhere */
   double bucket_bytes;         /* data-parallel gradient bucket; 0: 25 MiB (PyTorch DDP) */
   MpStack stack;               /* the training stack (acc16); zeroed: megatron */
+  MpCpComm cp_comm;            /* cp > 1: the K/V exchange; zeroed: the stack's */
   gboolean moe_a2a_overlap;    /* MoE: Megatron-Core's combined 1F1B (Megatron-Bridge
                                 * moe_a2a_overlap, --overlap-moe-expert-parallel-comm):
                                 * one micro-batch's dispatch and combine run under an
@@ -193,6 +206,12 @@ guint mp_parallel_config_zero_shard (const MpParallelConfig *cfg);
 guint mp_parallel_config_zero_replicas (const MpParallelConfig *cfg);
 const char *mp_dispatcher_name (MpDispatcher d);
 gboolean mp_dispatcher_from_name (const char *name, MpDispatcher *out);
+/* "stack", "p2p", "allgather" and back (cp_comm_type in plans; "stack" is not written). */
+const char *mp_cp_comm_name (MpCpComm c);
+gboolean mp_cp_comm_from_name (const char *name, MpCpComm *out);
+/* Does CFG exchange K/V by all-gather (cp_comm allgather, or zeroed under a stack that
+ * does, mp_stack_cp_allgather)? FALSE without context parallelism. */
+gboolean mp_parallel_config_cp_allgather (const MpParallelConfig *cfg);
 /* Model chunks per pipeline rank: vpp under the interleaved schedule, else 1. */
 guint mp_parallel_config_vpp (const MpParallelConfig *cfg);
 /* Model chunks in all, pp * mp_parallel_config_vpp: the entries of chunk_layers. */
@@ -204,7 +223,7 @@ void mp_parallel_config_strides (const MpParallelConfig *cfg, guint stride[MP_DI
  * vpp, sequence_parallel, zero, recompute, micro_batch_size, schedule, then the rank
  * order, etp (effective), dispatcher, num_micro_batches, flash_attention, fp32_grads, fp8,
  * bucket_bytes, the recompute extent, the effective zero_shard, no_reshard,
- * moe_a2a_overlap), then the layer
+ * moe_a2a_overlap, compile, cp_comm), then the layer
  * split (mp_parallel_config_chunks entries; NULL, the balanced split, first) and the
  * placement (world entries; NULL, the identity, first). 0: the same plan. */
 int mp_parallel_config_compare (const MpParallelConfig *a, const MpParallelConfig *b);

@@ -162,7 +162,7 @@ static const MpJsonKey plan_figures[] = {
   { "family", MP_JSON_STRING, 0, 0 }, { "dominant", MP_JSON_STRING, 0, 0 },
   { "fits", MP_JSON_BOOL, 0, 0 }, { "chunk_layers", MP_JSON_WHOLES, 0, MAX_SIZE },
   { "order", MP_JSON_STRINGS, 0, 0 }, { "binding_stage", MP_JSON_WHOLE, 0, MAX_SIZE },
-  { "global_batch", MP_JSON_WHOLE, 1, MAX_STEPS },
+  { "global_batch", MP_JSON_WHOLE, 1, MAX_STEPS }, { "cp_comm_type", MP_JSON_STRING, 0, 0 },
 };
 
 /* A plan object O at WHERE: its identifying keys into K, every other member checked. */

@@ -172,6 +172,19 @@ ok "... naming the rule" err_has 'num_micro_batches \(12\) divisible by pp \(8\)
 ok "--fix cp=4: llama3-70b (2048 tokens a rank) plans with cp 4" status_is 0 "$MPPLAN" plan \
   -q -m llama3-70b -c dgx-h100:8 --fix cp=4 --refine 0 --top 1
 ok "... and is that plan" out_has '^Recommended: .* cp=4 '
+# cp_comm_type (Megatron-LM --cp-comm-type): the K/V exchange, the stack's unless pinned.
+ok "--fix cp=4,cp_comm_type=allgather plans" status_is 0 "$MPPLAN" plan -q -m llama3-70b \
+  -c dgx-h100:8 --fix cp=4,cp_comm_type=allgather --refine 0 --top 1 -o "$tmp/cpag.yaml"
+ok "... saying so in the recommendation" out_has '^Recommended: .* cp=4 .*cp_comm_type=allgather'
+ok "... and in the plan file" grep -q '^  cp_comm_type: allgather$' "$tmp/cpag.yaml"
+ok "... which validates" status_is 0 "$MPPLAN" validate "$tmp/cpag.yaml"
+ok "... and is slower than the ring (its gathers exposed)" sh -c "\"$MPPLAN\" plan -q -m llama3-70b -c dgx-h100:8 --fix cp=4,cp_comm_type=p2p,tp=2,pp=4,vpp=3,zero=1,micro_batch_size=1 --refine 0 --top 1 --json | grep -m1 '\"step_s\"' | tr -dc '0-9.e-' > \"$tmp/p2p\" && \"$MPPLAN\" plan -q -m llama3-70b -c dgx-h100:8 --fix cp=4,cp_comm_type=allgather,tp=2,pp=4,vpp=3,zero=1,micro_batch_size=1 --refine 0 --top 1 --json | grep -m1 '\"step_s\"' | tr -dc '0-9.e-' > \"$tmp/ag\" && awk -v a=\$(cat \"$tmp/ag\") -v p=\$(cat \"$tmp/p2p\") 'BEGIN { exit !(a > p) }'"
+ok "--emit megatron writes --cp-comm-type allgather" status_is 0 "$MPPLAN" plan -q \
+  -m llama3-70b -c dgx-h100:8 --fix cp=4,cp_comm_type=allgather --refine 0 --emit megatron \
+  -o "$tmp/cpag-mega"
+ok "... in its launch script" sh -c "grep -rq -- '--cp-comm-type allgather' \"$tmp/cpag-mega\""
+ok "--fix cp_comm_type=a2a exits 2" status_is 2 "$MPPLAN" plan --fix cp_comm_type=a2a
+ok "... naming the key" err_has "bad value 'a2a' for cp_comm_type"
 ok "--fix micro_batch_size=128 plans" status_is 0 "$MPPLAN" plan -q \
   -m tiny-gpt -c dgx-a100-80g:1 -b 256 --fix micro_batch_size=128 --refine 0 --top 1
 ok "... and is that plan" out_has '^Recommended: .*micro-batch 128 x'

@@ -2220,6 +2220,63 @@ test_costmodel_cp_gather_memory (void **state)
   mp_assert_close (s1.transient_bytes, sm.transient_bytes, 1e-12);
 }
 
+/* cp_comm_type: Megatron pinned to Transformer Engine's all-gather CP exposes two
+ * all-gathers (K, V) forward and two more plus two reduce-scatters (dK, dV) backward,
+ * whatever the attention costs; it holds the gathered K, V and their gradients. torch's
+ * CP pinned to the ring (p2p) hides its steps as Megatron's does. Llama-3 8B at 128k over
+ * cp 8 (16k tokens a rank) on 8 DGX H100s (tp 8: one K/V head a rank). */
+static void
+test_costmodel_cp_comm_type (void **state)
+{
+  (void) state;
+  MpParallelConfig mega, titan;
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:8");
+  g_autoptr(MpModel) m = cp8_plans (c, 8, 1, &mega, &titan);
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig te = mega, ring = titan, one = mega;
+  te.cp_comm = MP_CP_COMM_ALLGATHER;
+  ring.cp_comm = MP_CP_COMM_P2P;
+  one.cp = 1;
+  one.dp = 8;
+  one.cp_comm = MP_CP_COMM_ALLGATHER;
+  assert_false (mp_parallel_config_cp_allgather (&mega));
+  assert_true (mp_parallel_config_cp_allgather (&te));
+  assert_true (mp_parallel_config_cp_allgather (&titan));
+  assert_false (mp_parallel_config_cp_allgather (&ring));
+  assert_false (mp_parallel_config_cp_allgather (&one));
+  assert_true (mp_parallel_config_check (&te, m, c, NULL));
+
+  MpStageSpans s;
+  mp_cost_stage_spans (ctx, &te, 0, &s);
+  MpPhaseCost fm, bm, fe, be, ft, bt, fr, br;
+  mp_cost_layer (ctx, &mega, &s, 1, &fm, &bm);
+  mp_cost_layer (ctx, &te, &s, 1, &fe, &be);
+  mp_cost_layer (ctx, &titan, &s, 1, &ft, &bt);
+  mp_cost_layer (ctx, &ring, &s, 1, &fr, &br);
+  double block = 16384.0 * 1 * 2 * 128 * 2;       /* K and V of a rank, bf16 */
+  MpCollCost ag, rs;
+  const MpCostDevice *dev = mp_cost_device (ctx, 0);
+  mp_cost_collective (ctx, dev, MP_COLL_ALL_GATHER, 8 * block / 2, &s.cp, MP_ALGO_AUTO, &ag);
+  mp_cost_collective (ctx, dev, MP_COLL_REDUCE_SCATTER, 8 * block / 2, &s.cp, MP_ALGO_AUTO,
+                      &rs);
+  mp_assert_close (fe.cp_comm_s, 2 * ag.time_s, 1e-9);
+  mp_assert_close (be.cp_comm_s, 2 * (ag.time_s + rs.time_s), 1e-9);
+  assert_true (fe.cp_comm_s > fm.cp_comm_s && be.cp_comm_s > bm.cp_comm_s);
+  assert_true (fr.cp_comm_s < ft.cp_comm_s);
+
+  /* memory on a stage without the loss (pp 2, stage 0; tp 1: 8 K/V heads a rank) */
+  g_autoptr(MpCluster) c2 = cluster_ok ("dgx-h100:2");
+  g_autoptr(MpModel) m2 = cp8_plans (c2, 1, 2, &mega, &titan);
+  g_autoptr(MpCostContext) ctx2 = mp_cost_context_new (m2, c2, NULL);
+  te = mega;
+  te.cp_comm = MP_CP_COMM_ALLGATHER;
+  MpStageMemory mm, me;
+  mp_cost_stage_memory (ctx2, &mega, 0, &mm);
+  mp_cost_stage_memory (ctx2, &te, 0, &me);
+  mp_assert_close (me.transient_bytes - mm.transient_bytes, 2 * 8 * (16384.0 * 8 * 256) * 2,
+                   1e-9);
+}
+
 /* torch.distributed.pipelining (mp_stack_torch_pipelining) under FSDP: on Llama-3 8B,
  * pp 2 x FSDP 8 over 16 H100s, a stage keeps its whole unsharded gradients at the reduce
  * dtype once a step has more than one micro-batch (fp32 under torchtitan, the 16-bit
@@ -3459,6 +3516,7 @@ main (void)
     cmocka_unit_test (test_costmodel_moe_dispatchers),
     cmocka_unit_test (test_costmodel_context_parallel),
     cmocka_unit_test (test_costmodel_cp_allgather),
+    cmocka_unit_test (test_costmodel_cp_comm_type),
     cmocka_unit_test (test_costmodel_cp_gather_memory),
     cmocka_unit_test (test_costmodel_torch_pipelining_memory),
     cmocka_unit_test (test_costmodel_heterogeneous_stages),
