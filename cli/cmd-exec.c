@@ -125,9 +125,10 @@ print_notes (const char *plan_path, const MpParallelConfig *cfg, const char *bac
     fprintf (stderr, "mpplan: note: %s: moe_a2a_overlap: the MoE dispatch and combine run "
              "without the overlap (the executor runs micro-batches one at a time)\n",
              plan_path);
-  if (mp_parallel_config_cp_allgather (cfg))
-    fprintf (stderr, "mpplan: note: %s: cp_comm_type allgather: K/V go round the ring of "
-             "send/receives (the executor's one context-parallel exchange)\n", plan_path);
+  if (mp_parallel_config_cp_allgather (cfg) && mp_stack_cp_allgather (cfg->stack))
+    fprintf (stderr, "mpplan: note: %s: %s's context parallelism: K/V all-gathered as it "
+             "does, dK/dV reduce-scattered as Transformer Engine does (torch rings them)\n",
+             plan_path, mp_stack_name (cfg->stack));
 }
 
 /* --dry-run: the plan checked as every rank checks it before a run, with no world. */

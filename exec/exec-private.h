@@ -69,6 +69,8 @@ struct _MpExec {
   guint data_rank;          /* which sequences this rank trains on: the dp coordinate */
   guint cp, cp_rank;        /* context parallelism (model-cp.c) */
   int cp_next, cp_prev;     /* world ranks of the next and previous cp rank (the ring) */
+  MpGroup *cp_group;        /* the cp ranks in cp-rank order, when K/V are all-gathered
+                             * (mp_parallel_config_cp_allgather); else NULL */
   int *cp_pos;              /* [cp * Tl]: the positions each cp rank holds, in row order */
   guint *chunk_layers;      /* the plan's split, owned (cfg.chunk_layers points here), or
                              * NULL: the default split */
@@ -108,7 +110,7 @@ struct _MpExec {
   double loss_count;        /* the step loss is loss_sum (over the world) / loss_count */
   float *teacher;           /* mlp: this rank's rows of the seeded target map (last stage) */
   double tp_s;              /* time inside TP collectives since last reset */
-  double cp_s;              /* time waiting on the cp ring since last reset */
+  double cp_s;              /* time waiting on the cp exchange since last reset */
   double ep_s;              /* time inside MoE dispatch and combine since last reset */
   guint64 moe_routed;       /* MoE: (token, expert) choices routed by this rank, and */
   guint64 moe_dropped;      /* those over an expert's capacity, since the start */

@@ -72,9 +72,9 @@ static const ExecLimit LIMITS[] = {
   "below; the router's and the output head's GEMMs, those whose N, C, OC are not "      \
   "multiples of 16, and the grouped expert GEMMs in bf16; --check tolerance 1e-1), in "  \
   "fp32 on the host and on cuda-fp32; "                                                  \
-  "moe_a2a_overlap's dispatch and combine run without the overlap, and an all-gathering " \
-  "context parallelism (cp_comm_type allgather, or a torch stack's) as the ring of "      \
-  "send/receives; each said on stderr."
+  "moe_a2a_overlap's dispatch and combine run without the overlap, and a torch stack's " \
+  "context parallelism reduce-scatters dK/dV as Transformer Engine's all-gather CP does " \
+  "(cp_comm_type allgather; torch rings them); each said on stderr."
 
 char *
 mp_exec_limits_text (void)

@@ -7,9 +7,12 @@
  * computed), each rank merging it into its queries' running softmax. Backward runs the
  * same ring: the key/value block travels again, and its dK/dV accumulator travels with it,
  * one hop behind, so that after cp hops every block's key and value gradients are back on
- * the rank that owns them. Rotary and learned positions use the held positions; the
- * gradients are reduced over dp * cp (model-exec.c's dp group). The exchange time goes to
- * ex->cp_s. */
+ * the rank that owns them. With cp_comm_type allgather (Transformer Engine's
+ * AttnFuncWithCPAndKVAllGather) the blocks are all-gathered over the cp group instead,
+ * before any of the attention runs, and backward gathers them again, accumulates dK/dV
+ * for every block and reduce-scatters them to their owners. Rotary and learned positions
+ * use the held positions; the gradients are reduced over dp * cp (model-exec.c's dp
+ * group). The exchange time goes to ex->cp_s. */
 #define G_LOG_DOMAIN "mpplan-exec"
 #include "config.h"
 #include "exec/exec-private.h"
@@ -88,8 +91,11 @@ typedef struct {
   float *dcur, *dnext;       /* backward: their dK | dV accumulators */
 } Ring;
 
+/* R's buffers for EX: CUR and DCUR (backward) of BLOCKS blocks each, NEXT and DNEXT
+ * (backward) of one: the ring's two of each, or the all-gather's cp blocks and the
+ * reduce-scatter's landing block. */
 static gboolean
-ring_open (Ring *r, MpExec *ex, gboolean backward, GError **error)
+ring_open_blocks (Ring *r, MpExec *ex, gboolean backward, guint blocks, GError **error)
 {
   MpBackend *be = ex->be;
   r->ex = ex;
@@ -98,13 +104,19 @@ ring_open (Ring *r, MpExec *ex, gboolean backward, GError **error)
   r->row = r->kw + r->vw;
   r->n = (gsize) ex->N * r->row;
   gsize bytes = r->n * sizeof (float);
-  r->cur = be->ops->alloc (be, bytes, MP_MEM_OTHER, error);
+  r->cur = be->ops->alloc (be, blocks * bytes, MP_MEM_OTHER, error);
   r->next = r->cur ? be->ops->alloc (be, bytes, MP_MEM_OTHER, error) : NULL;
   if (!backward || r->next == NULL)
     return r->next != NULL;
-  r->dcur = be->ops->alloc (be, bytes, MP_MEM_OTHER, error);
+  r->dcur = be->ops->alloc (be, blocks * bytes, MP_MEM_OTHER, error);
   r->dnext = r->dcur ? be->ops->alloc (be, bytes, MP_MEM_OTHER, error) : NULL;
   return r->dnext != NULL;
+}
+
+static gboolean
+ring_open (Ring *r, MpExec *ex, gboolean backward, GError **error)
+{
+  return ring_open_blocks (r, ex, backward, 1, error);
 }
 
 static void
@@ -255,6 +267,97 @@ ring_forward (Ring *r, float *out, float *lse, float *m, float *l, const float *
   return TRUE;
 }
 
+/* This rank's block's gradients, arrived in DNEXT, added into DK and DV (rows LDK and LDV
+ * apart). */
+static void
+ring_add_grads (Ring *r, float *dk, int ldk, float *dv, int ldv)
+{
+  MpExec *ex = r->ex;
+  for (int i = 0; i < ex->N; i++)
+    {
+      ex->k->add (ex->be, dk + (gsize) i * ldk, r->dnext + i * r->row, r->kw);
+      ex->k->add (ex->be, dv + (gsize) i * ldv, r->dnext + i * r->row + r->kw, r->vw);
+    }
+}
+
+/* ---- the all-gather (cp_comm_type allgather) ----------------------------------------- */
+
+/* Step STEP's block of the gathered BLOCKS: rank cp_rank - step's, as the ring's. */
+static float *
+gathered (const Ring *r, float *blocks, guint step)
+{
+  const MpExec *ex = r->ex;
+  return blocks + (gsize) ((ex->cp_rank + ex->cp - step % ex->cp) % ex->cp) * r->n;
+}
+
+/* Every cp rank's K | V block into R->cur, in cp-rank order, this rank's packed from K
+ * and V (rows LDK and LDV apart). */
+static gboolean
+gather_kv (Ring *r, const float *k, int ldk, const float *v, int ldv, GError **error)
+{
+  MpExec *ex = r->ex;
+  float *all = r->cur;
+  r->cur = all + (gsize) ex->cp_rank * r->n;
+  ring_pack (r, k, ldk, v, ldv);
+  r->cur = all;
+  double t0 = ex->be->ops->now_s (ex->be);
+  gboolean ok = ex->be->ops->all_gather (ex->be, ex->cp_group, all, r->n, error);
+  ex->cp_s += ex->be->ops->now_s (ex->be) - t0;
+  return ok;
+}
+
+/* The forward over the gathered blocks: the ring's steps with nothing in flight. */
+static void
+gather_forward (Ring *r, float *out, float *lse, float *m, float *l, const float *q,
+                MpkAttnShape s)
+{
+  MpExec *ex = r->ex;
+  MpkAttnShape bs = ring_shape (r, s);
+  const int *qpos = ring_kpos (ex, 0);
+  ex->k->ring_attention_begin (ex->be, out, m, l, s);
+  for (guint step = 0; step < ex->cp; step++)
+    for (int b = 0; b < s.B; b++)
+      for (int g = 0; g < s.NKV; g++)
+        {
+          Piece p = piece (ex, bs, b, g);
+          float *blk = gathered (r, r->cur, step);
+          ex->k->ring_attention_block (ex->be, out + p.o, m + p.row, l + p.row, q + p.q,
+                                       blk + p.k, blk + p.v, p.s, ex->Tl, qpos,
+                                       ring_kpos (ex, step));
+        }
+  ex->k->ring_attention_end (ex->be, out, lse, m, l, s);
+}
+
+/* Backward over the gathered blocks, each block's dK | dV accumulated in R->dcur, then
+ * reduce-scattered so that every rank gets its own, added into DK and DV. */
+static gboolean
+gather_backward (Ring *r, float *dq, float *dk, float *dv, const float *dout,
+                 const float *out, const float *lse, const float *q, MpkAttnShape s,
+                 GError **error)
+{
+  MpExec *ex = r->ex;
+  MpkAttnShape bs = ring_shape (r, s);
+  const int *qpos = ring_kpos (ex, 0);
+  for (guint step = 0; step < ex->cp; step++)
+    for (int b = 0; b < s.B; b++)
+      for (int g = 0; g < s.NKV; g++)
+        {
+          Piece p = piece (ex, bs, b, g);
+          float *blk = gathered (r, r->cur, step), *dblk = gathered (r, r->dcur, step);
+          ex->k->ring_attention_backward_block (ex->be, dq + p.q, dblk + p.k, dblk + p.v,
+                                                dout + p.o, out + p.o, lse + p.row, q + p.q,
+                                                blk + p.k, blk + p.v, p.s, ex->Tl, qpos,
+                                                ring_kpos (ex, step));
+        }
+  double t0 = ex->be->ops->now_s (ex->be);
+  gboolean ok = ex->be->ops->reduce_scatter (ex->be, ex->cp_group, r->dcur, r->dnext, r->n,
+                                             error);
+  ex->cp_s += ex->be->ops->now_s (ex->be) - t0;
+  if (ok)
+    ring_add_grads (r, dk, s.ldkv, dv, mpk_attn_ldv (s));
+  return ok;
+}
+
 gboolean
 mp_exec_attention_forward (MpExec *ex, float *out, float *lse, float *probs, const float *q,
                            const float *k, const float *v, MpkAttnShape s, GError **error)
@@ -267,10 +370,17 @@ mp_exec_attention_forward (MpExec *ex, float *out, float *lse, float *probs, con
   Ring r = { 0 };
   gsize rows = (gsize) s.B * s.NH * s.T;
   float *m = NULL;
-  gboolean ok = ring_open (&r, ex, FALSE, error)
+  guint blocks = ex->cp_group ? ex->cp : 1;
+  gboolean ok = ring_open_blocks (&r, ex, FALSE, blocks, error)
                 && (m = ex->be->ops->alloc (ex->be, 2 * rows * sizeof (float), MP_MEM_OTHER,
                                             error)) != NULL;
-  if (ok)
+  if (ok && ex->cp_group)
+    {
+      ok = gather_kv (&r, k, s.ldkv, v, mpk_attn_ldv (s), error);
+      if (ok)
+        gather_forward (&r, out, lse, m, m + rows, q, s);
+    }
+  else if (ok)
     {
       ring_pack (&r, k, s.ldkv, v, mpk_attn_ldv (s));
       ok = ring_forward (&r, out, lse, m, m + rows, q, s, error);
@@ -281,7 +391,7 @@ mp_exec_attention_forward (MpExec *ex, float *out, float *lse, float *probs, con
 }
 
 /* After the ring's last step the accumulator in DCUR is that of the next rank's block:
- * one more hop brings every rank its own, added into DK and DV (rows LDK and LDV apart). */
+ * one more hop brings every rank its own, added into DK and DV. */
 static gboolean
 ring_return_grads (Ring *r, float *dk, int ldk, float *dv, int ldv, GError **error)
 {
@@ -290,11 +400,7 @@ ring_return_grads (Ring *r, float *dk, int ldk, float *dv, int ldv, GError **err
   if (!ring_shift_start (ex, r->dcur, r->dnext, r->n, TAG_DKV, &send, &recv, error)
       || !ring_shift_end (ex, send, recv, error))
     return FALSE;
-  for (int i = 0; i < ex->N; i++)
-    {
-      ex->k->add (ex->be, dk + (gsize) i * ldk, r->dnext + i * r->row, r->kw);
-      ex->k->add (ex->be, dv + (gsize) i * ldv, r->dnext + i * r->row + r->kw, r->vw);
-    }
+  ring_add_grads (r, dk, ldk, dv, ldv);
   return TRUE;
 }
 
@@ -311,6 +417,14 @@ mp_exec_attention_backward (MpExec *ex, float *dq, float *dk, float *dv, const f
       return TRUE;
     }
   Ring r = { 0 };
+  if (ex->cp_group)
+    {
+      gboolean ok = ring_open_blocks (&r, ex, TRUE, ex->cp, error)
+                    && gather_kv (&r, k, s.ldkv, v, mpk_attn_ldv (s), error)
+                    && gather_backward (&r, dq, dk, dv, dout, out, lse, q, s, error);
+      ring_close (&r);
+      return ok;
+    }
   gboolean ok = ring_open (&r, ex, TRUE, error);
   MpkAttnShape bs = ring_shape (&r, s);
   const int *qpos = ring_kpos (ex, 0);

@@ -459,6 +459,14 @@ make_groups (MpExec *ex, GError **error)
       if (ex->seq_group == NULL)
         return FALSE;
     }
+  if (ex->cp > 1 && mp_parallel_config_cp_allgather (&ex->cfg))
+    {
+      /* one per (tp, dp, pp) coordinate: the ranks that gather each other's K/V */
+      int colour = (ppr * (int) ex->cfg.dp + (int) ex->data_rank) * tp + tpr;
+      ex->cp_group = be->ops->group_split (be, colour, (int) ex->cp_rank, error);
+      if (ex->cp_group == NULL)
+        return FALSE;
+    }
   if (ex->model->experts > 0 && ex->etp > 1 && ex->etp < ex->tp)
     {
       int color = ppr * tp * dp + (dpr * tp + tpr) / (int) ex->etp;   /* its grid slot */
@@ -617,6 +625,8 @@ mp_exec_free (MpExec *ex)
     be->ops->group_free (be, ex->rep_group);
   if (ex->seq_group)
     be->ops->group_free (be, ex->seq_group);
+  if (ex->cp_group)
+    be->ops->group_free (be, ex->cp_group);
   if (ex->etp_group)
     be->ops->group_free (be, ex->etp_group);
   if (ex->edp_group != ex->dp_group)

@@ -3,7 +3,8 @@
 # gradient norm against one rank, 1e-5 relative): cp2 and cp2 x tp2 on tiny-gpt (learned
 # positions), cp2 with dp2 and ZeRO-1/2 (gradients reduced over dp * cp), cp2 x pp2, and on
 # a rotary, grouped-query model cp2, cp4 and cp2 x tp2 with sequence parallelism and full
-# recompute (the ring runs again in the backward). The plans are `mpplan plan --fix`'s.
+# recompute (the ring runs again in the backward), and K/V all-gathered instead of the ring
+# (cp_comm_type allgather). The plans are `mpplan plan --fix`'s.
 . "$top_srcdir/tests/tap.sh"
 . "$top_srcdir/tests/mpi-env.sh"
 
@@ -34,6 +35,13 @@ ok "rotary, grouped-query: cp2" check lcp2 2 dp=1,tp=1,pp=1,cp=2,recompute=none
 ok "rotary, grouped-query: cp4" check lcp4 4 dp=1,tp=1,pp=1,cp=4,recompute=none
 ok "rotary, grouped-query: cp2 x tp2, sequence parallel, full recompute" check lcp2tp2 4 \
   dp=1,tp=2,pp=1,cp=2,sequence_parallel=true,recompute=full
+# cp_comm_type allgather (Transformer Engine's all-gather CP): K/V gathered over the cp
+# group, dK/dV reduce-scattered back; the same numbers as one rank.
+ok "rotary, grouped-query: cp4, K/V all-gathered" check lcp4ag 4 \
+  dp=1,tp=1,pp=1,cp=4,recompute=none,cp_comm_type=allgather
+ok "... its plan file says so" grep -q '^  cp_comm_type: allgather$' "$tmp/lcp4ag.yaml"
+ok "rotary, grouped-query: cp2 x dp2, K/V all-gathered, full recompute" check lcp2dp2ag 4 \
+  dp=2,tp=1,pp=1,cp=2,recompute=full,cp_comm_type=allgather
 
 # A sequence that 2 cp chunks do not divide is refused, named, exit 2 (seq_len 32: cp 32).
 odd () {
