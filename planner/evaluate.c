@@ -564,14 +564,18 @@ rounds_alike (const MpParallelConfig *cfg, gboolean transformer)
  * its program's order (pl_schedule_steps); a forward waits for the chunk before's, a
  * backward for the chunk after's (on the last chunk, for its own forward); a step that
  * hands its result on ends with the P2P send, which the sender waits out (the programs'
- * blocking send). FWD, BWD: per model chunk. With RS (ZeRO-2: per chunk, the reduce-
- * scatters each backward leaves; LAST[stage]: the last bucket's), each stage's one data-
- * parallel stream takes them as the backward makes them, in order; *DP_END: when the
- * last such stream is done. Returns when the last step ends. */
+ * blocking send). FWD, BWD: per model chunk. With RS (per chunk, the reductions of its
+ * gradient buckets that a backward issues; LAST[stage]: the last bucket's), each stage's
+ * one data-parallel stream takes them as the backward makes them, in order: after every
+ * backward under ZeRO-2, after each chunk's last micro-batch's under ZeRO 0/1 (DDP's
+ * no_sync and Megatron's overlap_grad_reduce, program.c emit_backward), so that an
+ * interleaved stage's chunks reduce in the drain while its lower chunks still run;
+ * *DP_END: when the last such stream is done. Returns when the last step ends. */
 static double
 schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const double *bwd,
               double p2p, const double *rs, const double *last, double *dp_end)
 {
+  gboolean every = cfg->zero >= 2;   /* reduces every micro-batch's gradients */
   MpParallelConfig c = *cfg;
   c.num_micro_batches = m;
   guint p = c.pp, chunks = p * mp_parallel_config_vpp (&c), left = 2 * m * chunks;
@@ -615,7 +619,7 @@ schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const dou
               double start = MAX (free_at[i], ready), dur = s->backward ? bwd[ch] : fwd[ch];
               double end = start + dur + (sends ? p2p : 0);
               /* The chunk's buckets close through its backward; the last at its end. */
-              if (s->backward && rs && rs[ch] > 0)
+              if (s->backward && rs && rs[ch] > 0 && (every || s->mb + 1 == m))
                 stream[i] = MAX (MAX (stream[i], start) + rs[ch], start + dur + last[i]);
               (s->backward ? out_b : out_f)[at] = end;
               free_at[i] = end;
@@ -637,7 +641,8 @@ schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const dou
  * pp micro-batches when interleaved, else single ones) its steady state repeats, so a
  * long run is a short one's last round, again and again: both the step and the data-
  * parallel stream's lead over it, which grows each round where the stream is the
- * slower. */
+ * slower (ZeRO-2's, fed every round; ZeRO 0/1's only takes the drain's, the same lead
+ * for any number of rounds). */
 static double
 schedule_pipe (const MpParallelConfig *cfg, const double *fwd, const double *bwd, double p2p,
                const double *rs, const double *last, double *dp_end)
@@ -651,7 +656,8 @@ schedule_pipe (const MpParallelConfig *cfg, const double *fwd, const double *bwd
   double b = schedule_run (cfg, 3 * p + round, fwd, bwd, p2p, rs, last, &end_b);
   double rounds = (double) (m - 3 * p - round) / round;
   double step_s = b + rounds * (b - a);
-  *dp_end = step_s + MAX (0.0, (end_b - b) + rounds * ((end_b - b) - (end_a - a)));
+  double grows = cfg->zero >= 2 ? (end_b - b) - (end_a - a) : 0;
+  *dp_end = step_s + MAX (0.0, (end_b - b) + rounds * grows);
   return step_s;
 }
 
@@ -659,8 +665,8 @@ typedef struct {
   double pipe_s;                   /* fill, steady state and drain */
   guint bottleneck;                /* the stage whose work sets the steady state */
   double pp_comm_s;
-  double dp_end_s;                 /* ZeRO-2 timed chunk by chunk: when the last stage's
-                                    * reduce-scatters end (schedule_run); else -1 */
+  double dp_end_s;                 /* ZeRO <= 2 timed chunk by chunk: when the last stage's
+                                    * gradient reductions end (schedule_run); else -1 */
 } Pipeline;
 
 /* Is the closed form's pipeline timed chunk by chunk? Where an interleaving round's
@@ -699,7 +705,7 @@ chunk_by_chunk (const MpParallelConfig *cfg, gboolean transformer)
                             || cfg->schedule == MP_SCHEDULE_1F1B);
 }
 
-/* CHUNK: each chunk's forward, backward and ZeRO-2 reductions (mp_cost_chunk_times) where
+/* CHUNK: each chunk's forward, backward and gradient reductions (mp_cost_chunk_times) where
  * the schedule is timed chunk by chunk (chunk_by_chunk), else NULL. */
 static void
 pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageTime *st,
@@ -756,9 +762,9 @@ pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageT
       for (guint i = 0; i < p; i++)
         last[i] = st[i].dp_last_bucket_s;
       out->pipe_s = schedule_pipe (cfg, chunk, chunk + chunks, p2p,
-                                   cfg->zero == 2 ? chunk + 2 * chunks : NULL, last,
+                                   cfg->zero <= 2 ? chunk + 2 * chunks : NULL, last,
                                    &out->dp_end_s);
-      if (cfg->zero != 2)
+      if (cfg->zero > 2)
         out->dp_end_s = -1;
     }
 }
@@ -814,7 +820,7 @@ stage_dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, guint i,
       double c = s->fwd.total_s + s->bwd.total_s;
       return m * MAX (s->zero3_wait_s, s->zero3_gather_s + per - c) + after;
     }
-  if (cfg->zero == 2 && pipe->dp_end_s >= 0)
+  if (cfg->zero <= 2 && pipe->dp_end_s >= 0)
     /* timed chunk by chunk: what the streams have left when the pipeline ends */
     return MAX (0.0, pipe->dp_end_s - pipe->pipe_s) + after;
   /* ZeRO-2 reduce-scatters every micro-batch's gradients from its backward on: the
