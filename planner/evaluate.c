@@ -673,8 +673,10 @@ typedef struct {
  * chunks differ from stage to stage (stages wait on each other within the steady state
  * too), and for ZeRO-2 pipelines whose per-micro-batch reductions of a chunk take longer
  * than its backward (they fall behind the backwards that make them, most in the drain,
- * which runs backwards only). chunk_by_chunk: whether the chunks' times are needed to
- * tell; steps_needed, given them (CHUNK, mp_cost_chunk_times). */
+ * which runs backwards only), and for ZeRO 0/1 interleaved pipelines whose reduction
+ * outlasts a micro-batch's backward (drain_reduces). chunk_by_chunk: whether the chunks'
+ * times are needed to tell from the schedule alone; steps_needed, given them (CHUNK,
+ * mp_cost_chunk_times). */
 gboolean
 pl_rounds_differ (const MpParallelConfig *cfg, gboolean transformer)
 {
@@ -682,11 +684,27 @@ pl_rounds_differ (const MpParallelConfig *cfg, gboolean transformer)
          && !rounds_alike (cfg, transformer);
 }
 
+/* ZeRO 0/1 interleaved: does some stage's reduction outlast the window the stage's
+ * totals give it (one micro-batch's backward through all its chunks, stage_dp_exposed)?
+ * Then the drain that the chunks' reductions hide in sets what is left (schedule_run). */
 static gboolean
-steps_needed (const MpParallelConfig *cfg, gboolean transformer, const double *chunk)
+drain_reduces (const MpParallelConfig *cfg, const MpStageTime *st)
+{
+  if (cfg->pp < 2 || cfg->zero > 1 || cfg->schedule != MP_SCHEDULE_INTERLEAVED
+      || cfg->vpp < 2)
+    return FALSE;
+  for (guint i = 0; i < cfg->pp; i++)
+    if (st[i].dp_reduce_s - st[i].bwd.total_s > st[i].dp_last_bucket_s)
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+steps_needed (const MpParallelConfig *cfg, gboolean transformer, const MpStageTime *st,
+              const double *chunk)
 {
   guint chunks = cfg->pp * mp_parallel_config_vpp (cfg);
-  if (pl_rounds_differ (cfg, transformer))
+  if (pl_rounds_differ (cfg, transformer) || drain_reduces (cfg, st))
     return TRUE;
   for (guint c = 0; c < chunks && cfg->zero == 2; c++)
     if (chunk[2 * chunks + c] > chunk[chunks + c])
@@ -755,7 +773,7 @@ pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageT
       }
       break;
     }
-  if (chunk != NULL && steps_needed (cfg, transformer, chunk))
+  if (chunk != NULL && steps_needed (cfg, transformer, st, chunk))
     {
       guint chunks = p * v;
       g_autofree double *last = g_new (double, p);
@@ -960,7 +978,14 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
       mp_cost_chunk_times (ctx, cfg, st, chunk, chunk + chunks, chunk + 2 * chunks);
     }
   else
-    mp_cost_stage_times (ctx, cfg, st);
+    {
+      mp_cost_stage_times (ctx, cfg, st);
+      if (drain_reduces (cfg, st))
+        {
+          chunk = g_new (double, 3 * chunks);
+          mp_cost_chunk_times (ctx, cfg, st, chunk, chunk + chunks, chunk + 2 * chunks);
+        }
+    }
   Pipeline pipe;
   pipeline_time (cfg, transformer, st, chunk, &pipe);
   const MpStageTime *b = &st[pipe.bottleneck];
