@@ -1061,7 +1061,7 @@ test_sim_closed_form_uneven_interleaved (void **state)
 }
 
 /* Llama-3 70B on 64 DGX H100s, 4 stages x 5 even chunks, DDP (ZeRO-0) and the distributed
- * optimizer (ZeRO-1), Megatron's 4-byte gradient reduces: each chunk's reduce follows its
+ * optimizer (ZeRO-1), 4-byte gradient reduces (fp32_grads): each chunk's reduce follows its
  * last micro-batch's backward (program.c emit_backward) and so runs in the drain, where
  * the stage's lower chunks still compute and the other stages' leave gaps. Hidden only
  * under one micro-batch's backward, the closed form's ZeRO-0 dp_comm was 3.3x the
@@ -1083,6 +1083,7 @@ test_sim_closed_form_drain_reduces (void **state)
       cfg.vpp = 5;
       cfg.sequence_parallel = TRUE;
       cfg.zero = zero;
+      cfg.fp32_grads = TRUE;        /* 4-byte reduces, whatever the stack's default */
       cfg.micro_batch_size = 1;
       cfg.num_micro_batches = 32;
       cfg.schedule = MP_SCHEDULE_INTERLEAVED;
