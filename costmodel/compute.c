@@ -1779,7 +1779,7 @@ optimizer_passes (MpStack stack)
  * parameters, FP8[2] of them (dense, expert) in FP8 GEMMs, PARTIAL of them replicated
  * over tp with gradients partial over it (cm_tp_partial_params); TIED: it also shares the word
  * embeddings with the other end stage; FWD_S, BWD_S: ZeRO-3's layer times by model layer;
- * RS_LAYER (ZeRO-2, or NULL): one micro-batch's reduce-scatters by bucket's lowest layer. */
+ * RS_LAYER (ZeRO <= 2, or NULL): one backward's reductions by bucket's lowest layer. */
 static void
 stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *sp,
             guint stage, double dense, double expert, const double fp8[2], double partial,
@@ -1807,7 +1807,7 @@ stage_sync (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStage
   out->dp_reduce_s += bucketed (ctx, dev, MP_COLL_ALL_REDUCE, bd, nd, g / reps, &sp->dp_rep,
                                 &last_r);
   last_d += last_r;
-  if (rs_layer && cfg->zero == 2)
+  if (rs_layer && cfg->zero <= 2)
     {
       per_layer_buckets (ctx, dev, reduce, bd, nd, g, &sp->dp_shard, rs_layer);
       per_layer_buckets (ctx, dev, reduce, be, ne, g, &sp->edp, rs_layer);
@@ -1881,7 +1881,7 @@ cm_boundary_bytes (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
 }
 
 /* mp_cost_stage_times, and when CHUNK_FWD is given each chunk's forward, backward and
- * (ZeRO-2) reduce-scatters (mp_cost_chunk_times). */
+ * (ZeRO <= 2) gradient reductions (mp_cost_chunk_times). */
 static void
 stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime *out,
              double *chunk_fwd, double *chunk_bwd, double *chunk_rs)
@@ -1904,7 +1904,7 @@ stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg, MpStageTime 
   /* ZeRO-3's layer-by-layer wait needs each layer's times, by model layer. */
   guint nl = ctx->model->n_layers;
   gboolean per_layer = cfg->zero >= 3 || chunk_fwd != NULL;
-  g_autofree double *rs_layer = chunk_rs && cfg->zero == 2 ? g_new0 (double, nl) : NULL;
+  g_autofree double *rs_layer = chunk_rs && cfg->zero <= 2 ? g_new0 (double, nl) : NULL;
   g_autofree double *fwd_s = per_layer ? g_new0 (double, nl) : NULL;
   g_autofree double *bwd_s = per_layer ? g_new0 (double, nl) : NULL;
   double prev_dense = 0, prev_expert = 0, prev_tied = 0, prev_fp8[2] = { 0, 0 };

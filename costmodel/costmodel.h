@@ -486,8 +486,9 @@ double mp_cost_ep_overlap_paired (const MpParallelConfig *cfg);
 void mp_cost_stage_times (const MpCostContext *ctx, const MpParallelConfig *cfg,
                           MpStageTime *out);
 /* The same, and FWD_S, BWD_S, RS_S[0 .. pp * vpp - 1]: each model chunk's forward and
- * backward of one micro-batch, and (ZeRO-2; else 0) the reduce-scatters of its gradient
- * buckets after each backward (for whoever times the schedule chunk by chunk). */
+ * backward of one micro-batch, and (ZeRO <= 2; else 0) the reductions of its gradient
+ * buckets that a backward issues: ZeRO-2 after each one, ZeRO 0/1 after the last micro-
+ * batch's only (for whoever times the schedule chunk by chunk). */
 void mp_cost_chunk_times (const MpCostContext *ctx, const MpParallelConfig *cfg,
                           MpStageTime *out, double *fwd_s, double *bwd_s, double *rs_s);
 

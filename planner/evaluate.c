@@ -564,14 +564,18 @@ rounds_alike (const MpParallelConfig *cfg, gboolean transformer)
  * its program's order (pl_schedule_steps); a forward waits for the chunk before's, a
  * backward for the chunk after's (on the last chunk, for its own forward); a step that
  * hands its result on ends with the P2P send, which the sender waits out (the programs'
- * blocking send). FWD, BWD: per model chunk. With RS (ZeRO-2: per chunk, the reduce-
- * scatters each backward leaves; LAST[stage]: the last bucket's), each stage's one data-
- * parallel stream takes them as the backward makes them, in order; *DP_END: when the
- * last such stream is done. Returns when the last step ends. */
+ * blocking send). FWD, BWD: per model chunk. With RS (per chunk, the reductions of its
+ * gradient buckets that a backward issues; LAST[stage]: the last bucket's), each stage's
+ * one data-parallel stream takes them as the backward makes them, in order: after every
+ * backward under ZeRO-2, after each chunk's last micro-batch's under ZeRO 0/1 (DDP's
+ * no_sync and Megatron's overlap_grad_reduce, program.c emit_backward), so that an
+ * interleaved stage's chunks reduce in the drain while its lower chunks still run;
+ * *DP_END: when the last such stream is done. Returns when the last step ends. */
 static double
 schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const double *bwd,
               double p2p, const double *rs, const double *last, double *dp_end)
 {
+  gboolean every = cfg->zero >= 2;   /* reduces every micro-batch's gradients */
   MpParallelConfig c = *cfg;
   c.num_micro_batches = m;
   guint p = c.pp, chunks = p * mp_parallel_config_vpp (&c), left = 2 * m * chunks;
@@ -615,7 +619,7 @@ schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const dou
               double start = MAX (free_at[i], ready), dur = s->backward ? bwd[ch] : fwd[ch];
               double end = start + dur + (sends ? p2p : 0);
               /* The chunk's buckets close through its backward; the last at its end. */
-              if (s->backward && rs && rs[ch] > 0)
+              if (s->backward && rs && rs[ch] > 0 && (every || s->mb + 1 == m))
                 stream[i] = MAX (MAX (stream[i], start) + rs[ch], start + dur + last[i]);
               (s->backward ? out_b : out_f)[at] = end;
               free_at[i] = end;
@@ -637,7 +641,8 @@ schedule_run (const MpParallelConfig *cfg, guint m, const double *fwd, const dou
  * pp micro-batches when interleaved, else single ones) its steady state repeats, so a
  * long run is a short one's last round, again and again: both the step and the data-
  * parallel stream's lead over it, which grows each round where the stream is the
- * slower. */
+ * slower (ZeRO-2's, fed every round; ZeRO 0/1's only takes the drain's, the same lead
+ * for any number of rounds). */
 static double
 schedule_pipe (const MpParallelConfig *cfg, const double *fwd, const double *bwd, double p2p,
                const double *rs, const double *last, double *dp_end)
@@ -651,7 +656,8 @@ schedule_pipe (const MpParallelConfig *cfg, const double *fwd, const double *bwd
   double b = schedule_run (cfg, 3 * p + round, fwd, bwd, p2p, rs, last, &end_b);
   double rounds = (double) (m - 3 * p - round) / round;
   double step_s = b + rounds * (b - a);
-  *dp_end = step_s + MAX (0.0, (end_b - b) + rounds * ((end_b - b) - (end_a - a)));
+  double grows = cfg->zero >= 2 ? (end_b - b) - (end_a - a) : 0;
+  *dp_end = step_s + MAX (0.0, (end_b - b) + rounds * grows);
   return step_s;
 }
 
@@ -659,16 +665,18 @@ typedef struct {
   double pipe_s;                   /* fill, steady state and drain */
   guint bottleneck;                /* the stage whose work sets the steady state */
   double pp_comm_s;
-  double dp_end_s;                 /* ZeRO-2 timed chunk by chunk: when the last stage's
-                                    * reduce-scatters end (schedule_run); else -1 */
+  double dp_end_s;                 /* ZeRO <= 2 timed chunk by chunk: when the last stage's
+                                    * gradient reductions end (schedule_run); else -1 */
 } Pipeline;
 
 /* Is the closed form's pipeline timed chunk by chunk? Where an interleaving round's
  * chunks differ from stage to stage (stages wait on each other within the steady state
  * too), and for ZeRO-2 pipelines whose per-micro-batch reductions of a chunk take longer
  * than its backward (they fall behind the backwards that make them, most in the drain,
- * which runs backwards only). chunk_by_chunk: whether the chunks' times are needed to
- * tell; steps_needed, given them (CHUNK, mp_cost_chunk_times). */
+ * which runs backwards only), and for ZeRO 0/1 interleaved pipelines whose reduction
+ * outlasts a micro-batch's backward (drain_reduces). chunk_by_chunk: whether the chunks'
+ * times are needed to tell from the schedule alone; steps_needed, given them (CHUNK,
+ * mp_cost_chunk_times). */
 gboolean
 pl_rounds_differ (const MpParallelConfig *cfg, gboolean transformer)
 {
@@ -676,11 +684,27 @@ pl_rounds_differ (const MpParallelConfig *cfg, gboolean transformer)
          && !rounds_alike (cfg, transformer);
 }
 
+/* ZeRO 0/1 interleaved: does some stage's reduction outlast the window the stage's
+ * totals give it (one micro-batch's backward through all its chunks, stage_dp_exposed)?
+ * Then the drain that the chunks' reductions hide in sets what is left (schedule_run). */
 static gboolean
-steps_needed (const MpParallelConfig *cfg, gboolean transformer, const double *chunk)
+drain_reduces (const MpParallelConfig *cfg, const MpStageTime *st)
+{
+  if (cfg->pp < 2 || cfg->zero > 1 || cfg->schedule != MP_SCHEDULE_INTERLEAVED
+      || cfg->vpp < 2)
+    return FALSE;
+  for (guint i = 0; i < cfg->pp; i++)
+    if (st[i].dp_reduce_s - st[i].bwd.total_s > st[i].dp_last_bucket_s)
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+steps_needed (const MpParallelConfig *cfg, gboolean transformer, const MpStageTime *st,
+              const double *chunk)
 {
   guint chunks = cfg->pp * mp_parallel_config_vpp (cfg);
-  if (pl_rounds_differ (cfg, transformer))
+  if (pl_rounds_differ (cfg, transformer) || drain_reduces (cfg, st))
     return TRUE;
   for (guint c = 0; c < chunks && cfg->zero == 2; c++)
     if (chunk[2 * chunks + c] > chunk[chunks + c])
@@ -699,7 +723,7 @@ chunk_by_chunk (const MpParallelConfig *cfg, gboolean transformer)
                             || cfg->schedule == MP_SCHEDULE_1F1B);
 }
 
-/* CHUNK: each chunk's forward, backward and ZeRO-2 reductions (mp_cost_chunk_times) where
+/* CHUNK: each chunk's forward, backward and gradient reductions (mp_cost_chunk_times) where
  * the schedule is timed chunk by chunk (chunk_by_chunk), else NULL. */
 static void
 pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageTime *st,
@@ -749,16 +773,16 @@ pipeline_time (const MpParallelConfig *cfg, gboolean transformer, const MpStageT
       }
       break;
     }
-  if (chunk != NULL && steps_needed (cfg, transformer, chunk))
+  if (chunk != NULL && steps_needed (cfg, transformer, st, chunk))
     {
       guint chunks = p * v;
       g_autofree double *last = g_new (double, p);
       for (guint i = 0; i < p; i++)
         last[i] = st[i].dp_last_bucket_s;
       out->pipe_s = schedule_pipe (cfg, chunk, chunk + chunks, p2p,
-                                   cfg->zero == 2 ? chunk + 2 * chunks : NULL, last,
+                                   cfg->zero <= 2 ? chunk + 2 * chunks : NULL, last,
                                    &out->dp_end_s);
-      if (cfg->zero != 2)
+      if (cfg->zero > 2)
         out->dp_end_s = -1;
     }
 }
@@ -814,7 +838,7 @@ stage_dp_exposed (const MpParallelConfig *cfg, const MpStageTime *st, guint i,
       double c = s->fwd.total_s + s->bwd.total_s;
       return m * MAX (s->zero3_wait_s, s->zero3_gather_s + per - c) + after;
     }
-  if (cfg->zero == 2 && pipe->dp_end_s >= 0)
+  if (cfg->zero <= 2 && pipe->dp_end_s >= 0)
     /* timed chunk by chunk: what the streams have left when the pipeline ends */
     return MAX (0.0, pipe->dp_end_s - pipe->pipe_s) + after;
   /* ZeRO-2 reduce-scatters every micro-batch's gradients from its backward on: the
@@ -954,7 +978,14 @@ pl_plan_time (const MpCostContext *ctx, MpPlan *plan)
       mp_cost_chunk_times (ctx, cfg, st, chunk, chunk + chunks, chunk + 2 * chunks);
     }
   else
-    mp_cost_stage_times (ctx, cfg, st);
+    {
+      mp_cost_stage_times (ctx, cfg, st);
+      if (drain_reduces (cfg, st))
+        {
+          chunk = g_new (double, 3 * chunks);
+          mp_cost_chunk_times (ctx, cfg, st, chunk, chunk + chunks, chunk + 2 * chunks);
+        }
+    }
   Pipeline pipe;
   pipeline_time (cfg, transformer, st, chunk, &pipe);
   const MpStageTime *b = &st[pipe.bottleneck];
