@@ -799,7 +799,8 @@ kept_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, 
  * 943k floors, 250k of them new, of ~35k instructions each, on 1024 H100s). */
 struct CmFloorSlot {
   gboolean valid, act_valid, flight_valid;
-  guint key[15];               /* what the layer terms read of the config (floor_layer_terms) */
+  guint key[15];               /* what the runs read of the config: ep, then act_key
+                                * (floor_runs) */
   guint act_key[14];           /* what their activations' part reads */
   double act_pos, least_buffers, tokens;
   double *layer_kept;          /* each layer's kept bytes per token (n_layers) */
@@ -856,13 +857,14 @@ add_run (CmFloorSlot *slot, guint n_layers, double dense, double expert, double 
       slot->run_count[r - 1]++;
       return;
     }
-  if (r == 0)
+  if (slot->run_dense == NULL)
     {
-      slot->run_dense = g_renew (double, slot->run_dense, n_layers);
-      slot->run_expert = g_renew (double, slot->run_expert, n_layers);
-      slot->run_act = g_renew (double, slot->run_act, n_layers);
-      slot->run_count = g_renew (guint, slot->run_count, n_layers);
-      slot->run_head = g_renew (gboolean, slot->run_head, n_layers);
+      /* room for every layer, once: a context's model keeps its layers */
+      slot->run_dense = g_new (double, n_layers);
+      slot->run_expert = g_new (double, n_layers);
+      slot->run_act = g_new (double, n_layers);
+      slot->run_count = g_new (guint, n_layers);
+      slot->run_head = g_new (gboolean, n_layers);
     }
   slot->run_dense[r] = dense;
   slot->run_expert[r] = expert;
@@ -938,42 +940,12 @@ floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboole
                       cfg->recompute, cfg->recompute_method, cfg->recompute_num_layers,
                       cfg->recompute_modules, cfg->micro_batch_size, cfg->flash_attention,
                       cfg->fp8, cfg->stack, fp8_saved, 0 };
-  guint key[] = { cfg->ep, act_key[0], act_key[1], act_key[2], act_key[3], act_key[4],
-                  act_key[5], act_key[6], act_key[7], act_key[8], act_key[9], act_key[10],
-                  act_key[11], act_key[12], 0 };
-  G_STATIC_ASSERT (sizeof key == sizeof slot->key);
   G_STATIC_ASSERT (sizeof act_key == sizeof slot->act_key);
-  if (!slot->valid || memcmp (slot->key, key, sizeof key) != 0)
+  if (!slot->act_valid || memcmp (slot->act_key, act_key, sizeof act_key) != 0)
     {
-      if (!slot->act_valid || memcmp (slot->act_key, act_key, sizeof act_key) != 0)
-        {
-          floor_act_terms (ctx, cfg, fp8_saved, slot);
-          memcpy (slot->act_key, act_key, sizeof act_key);
-          slot->act_valid = TRUE;
-        }
-      /* the parameters on this rank (mp_cost_layer_params), as runs with the activations */
-      const MpModel *m = ctx->model;
-      guint nl = m->n_layers;
-      double t = cfg->tp, shards = cm_expert_shards (cfg);
-      double grid = (double) mp_parallel_config_etp (cfg) * cfg->ep;
-      slot->n_runs = 0;
-      slot->block_dense = slot->block_expert = G_MAXDOUBLE;
-      for (guint l = 0; l < nl; l++)
-        {
-          const CmLayer *cl = &ctx->layers[l];
-          double d = cl->params_split / t + cl->params_rep, x = cl->params_expert / shards;
-          add_run (slot, nl, d, x, slot->layer_kept[l] * slot->tokens, l == slot->head);
-          /* the least block's parameters, dense and expert, on this rank */
-          if (m->layers[l].kind == MP_LAYER_BLOCK)
-            {
-              slot->block_dense = MIN (slot->block_dense, d);
-              slot->block_expert = MIN (slot->block_expert, cl->params_expert / grid);
-            }
-        }
-      if (slot->block_dense == G_MAXDOUBLE)
-        slot->block_dense = slot->block_expert = 0;
-      memcpy (slot->key, key, sizeof key);
-      slot->valid = TRUE;
+      floor_act_terms (ctx, cfg, fp8_saved, slot);
+      memcpy (slot->act_key, act_key, sizeof act_key);
+      slot->act_valid = TRUE;
     }
   /* the head's negative part at the m micro-batches it may hold */
   double neg = 0;
@@ -982,6 +954,41 @@ floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboole
   *act_pos = slot->act_pos;
   *act_neg = neg * slot->tokens;
   *least_buffers = slot->least_buffers;
+}
+
+/* The layers as runs with their parameters on this rank (mp_cost_layer_params), and the
+ * least block's, for tied_tensors and block_terms: made when the scheduled floor asks
+ * (most floors the search asks are not), after floor_layer_terms for the same CFG. */
+static void
+floor_runs (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  CmFloorSlot *slot = floor_slot (ctx);
+  guint key[G_N_ELEMENTS (slot->key)] = { cfg->ep };
+  memcpy (key + 1, slot->act_key, sizeof slot->act_key);
+  if (slot->valid && memcmp (slot->key, key, sizeof key) == 0)
+    return;
+  const MpModel *m = ctx->model;
+  guint nl = m->n_layers;
+  double t = cfg->tp, shards = cm_expert_shards (cfg);
+  double grid = (double) mp_parallel_config_etp (cfg) * cfg->ep;
+  slot->n_runs = 0;
+  slot->block_dense = slot->block_expert = G_MAXDOUBLE;
+  for (guint l = 0; l < nl; l++)
+    {
+      const CmLayer *cl = &ctx->layers[l];
+      double d = cl->params_split / t + cl->params_rep, x = cl->params_expert / shards;
+      add_run (slot, nl, d, x, slot->layer_kept[l] * slot->tokens, l == slot->head);
+      /* the least block's parameters, dense and expert, on this rank */
+      if (m->layers[l].kind == MP_LAYER_BLOCK)
+        {
+          slot->block_dense = MIN (slot->block_dense, d);
+          slot->block_expert = MIN (slot->block_expert, cl->params_expert / grid);
+        }
+    }
+  if (slot->block_dense == G_MAXDOUBLE)
+    slot->block_dense = slot->block_expert = 0;
+  memcpy (slot->key, key, sizeof key);
+  slot->valid = TRUE;
 }
 
 /* The least of mp_cost_stage_memory's tensors over CFG's stages under its own schedule
@@ -1183,6 +1190,7 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
   double tensors = (state + act) / pp + least_buffers;
   if (scheduled)
     {
+      floor_runs (ctx, cfg);
       tensors = MAX (tensors, scheduled_tensors (ctx, cfg, state, act_pos, act_neg)
                               + least_buffers);
       tensors = MAX (tensors, tied_tensors (ctx, cfg, fd, fe, ctx->tied_params / t * fd)

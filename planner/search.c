@@ -15,6 +15,7 @@
 #include "planner/planner-private.h"
 #include "common/error.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The limited space's sizes (MpSearchOptions.limited_space; the default is the whole). */
@@ -1010,10 +1011,17 @@ branch_unpack (const Branch *b, const MpParallelConfig *base, MpParallelConfig *
 
 #define NO_FLOOR G_MAXUINT64
 
-static gint
-branch_cmp (gconstpointer a, gconstpointer b)
+/* A branch's place in the search order: by bound, then as met (outer: each its own). */
+typedef struct {
+  double bound;
+  guint64 outer;
+  guint index;                 /* in Search.branches */
+} BranchOrder;
+
+static int
+branch_cmp (const void *a, const void *b)
 {
-  const Branch *x = a, *y = b;
+  const BranchOrder *x = a, *y = b;
   if (x->bound != y->bound)
     return x->bound < y->bound ? -1 : 1;
   return x->outer < y->outer ? -1 : x->outer > y->outer;
@@ -1206,9 +1214,19 @@ share_cutoffs (Search *s)
 static void
 search_branches (Search *s)
 {
-  g_array_sort (s->branches, branch_cmp);
-  for (guint i = 0; i < s->branches->len && share_cutoffs (s); i++)
-    search_branch (s, &g_array_index (s->branches, Branch, i));
+  /* Their keys sorted, not the branches (~100 bytes each; deepseek-v3 on 1024 H100s
+   * meets 943k: GLib's merge sort of them took 5.2 G of its 28 G instructions). */
+  guint n = s->branches->len;
+  BranchOrder *order = g_new (BranchOrder, MAX (n, 1u));
+  for (guint i = 0; i < n; i++)
+    {
+      const Branch *b = &g_array_index (s->branches, Branch, i);
+      order[i] = (BranchOrder) { b->bound, b->outer, i };
+    }
+  qsort (order, n, sizeof *order, branch_cmp);
+  for (guint i = 0; i < n && share_cutoffs (s); i++)
+    search_branch (s, &g_array_index (s->branches, Branch, order[i].index));
+  g_free (order);
   share_cutoffs (s);
   g_array_set_size (s->branches, 0);
   g_array_set_size (s->class_floors, 0);
