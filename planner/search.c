@@ -1068,6 +1068,8 @@ typedef struct {
                                 * floor_s; NO_FLOOR: not computed */
   double floor_peak, floor_excess;   /* branch_floor's at its top ZeRO stage; peak < 0:
                                       * not computed */
+  guint64 counted, accepted;   /* the configs it counts and accepts when dropped
+                                * (search_branch); NOT_COUNTED: not yet */
 } Branch;
 
 /* A branch is kept small (a million of them on deepseek-v3 / 1024 H100s): CFG's own
@@ -1100,6 +1102,7 @@ branch_unpack (const Branch *b, const MpParallelConfig *base, MpParallelConfig *
 }
 
 #define NO_FLOOR G_MAXUINT64
+#define NOT_COUNTED G_MAXUINT64
 
 /* A branch's place in the search order: by bound, then as met (outer: each its own). */
 typedef struct {
@@ -1148,7 +1151,7 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
       return;
     }
   Branch b = { .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE, .floor_at = NO_FLOOR,
-               .floor_peak = -1 };
+               .floor_peak = -1, .counted = NOT_COUNTED, .accepted = NOT_COUNTED };
   branch_pack (&b, cfg);
   for (guint z = 0; z < 4; z++)
     s->floor_peak[z] = -1;
@@ -1177,11 +1180,61 @@ counts_only_dropped (const Search *s)
   return s->opts->accept == NULL && s->opts->pins == NULL;
 }
 
-/* The per-layer costs of branch B's choice, computed once for every pipeline depth
+/* Is B the same choice as A but for the dispatcher? */
+static gboolean
+other_dispatcher (const Branch *a, const Branch *b)
+{
+  return a->dispatcher != b->dispatcher && a->tp == b->tp && a->cp == b->cp
+         && a->pp == b->pp && a->dp == b->dp && a->ep == b->ep && a->etp == b->etp
+         && a->micro_batch_size == b->micro_batch_size
+         && a->num_micro_batches == b->num_micro_batches
+         && a->recompute_num_layers == b->recompute_num_layers
+         && a->recompute_modules == b->recompute_modules
+         && a->sequence_parallel == b->sequence_parallel && a->recompute == b->recompute
+         && a->recompute_method == b->recompute_method && a->fp8 == b->fp8;
+}
+
+/* The configs dropped branch I counts (counts_only_dropped), counted in bulk as another
+ * shard's are (with_layer_costs), or taken from its other dispatcher's, met next to it
+ * (loop_ep): the count reads the dispatcher only where mp_parallel_config_check asks
+ * that it is known (issue 15: counting took ~4.5 G of deepseek-v3's instructions on
+ * 1024 H100s, nearly every branch but ep = 1 having two dispatchers). */
+static void
+count_dropped (Search *s, guint i, MpParallelConfig *cfg)
+{
+  Branch *b = &g_array_index (s->branches, Branch, i);
+  for (gint d = -1; d <= 1 && b->counted == NOT_COUNTED; d += 2)
+    {
+      gint j = (gint) i + d;
+      if (j < 0 || (guint) j >= s->branches->len)
+        continue;
+      const Branch *pair = &g_array_index (s->branches, Branch, j);
+      if (pair->counted != NOT_COUNTED && other_dispatcher (pair, b))
+        b->counted = pair->counted, b->accepted = pair->accepted;
+    }
+  if (b->counted == NOT_COUNTED)
+    {
+      guint64 before = s->index, accepted = s->accepted;
+      s->counting = TRUE;
+      loop_schedule (s, cfg);
+      s->counting = FALSE;
+      b->counted = s->index - before;
+      b->accepted = s->accepted - accepted;
+    }
+  else
+    {
+      s->index += b->counted;
+      s->accepted += b->accepted;
+    }
+  s->res->stats.pruned += b->counted;
+}
+
+/* The per-layer costs of branch I's choice, computed once for every pipeline depth
  * that shares them, then its configs. */
 static void
-search_branch (Search *s, Branch *b)
+search_branch (Search *s, guint i)
 {
+  Branch *b = &g_array_index (s->branches, Branch, i);
   MpParallelConfig branch_cfg, *cfg = &branch_cfg;
   branch_unpack (b, &s->base, cfg);
   for (guint z = 0; z < 4; z++)
@@ -1231,15 +1284,7 @@ search_branch (Search *s, Branch *b)
       s->split_limits = cost + (gsize) s->cluster->n_groups * s->model->n_layers;
     }
   if (s->dropped && counts_only_dropped (s))
-    {
-      /* Nothing of it is kept nor asked of each config: its configs are counted in
-       * bulk, as another shard's are (with_layer_costs), and pruned so. */
-      guint64 before = s->index;
-      s->counting = TRUE;
-      loop_schedule (s, cfg);
-      s->counting = FALSE;
-      s->res->stats.pruned += s->index - before;
-    }
+    count_dropped (s, i, cfg);     /* nothing of it is kept nor asked of each config */
   else
     loop_schedule (s, cfg);
   s->dropped = FALSE;
@@ -1315,7 +1360,7 @@ search_branches (Search *s)
     }
   qsort (order, n, sizeof *order, branch_cmp);
   for (guint i = 0; i < n && share_cutoffs (s); i++)
-    search_branch (s, &g_array_index (s->branches, Branch, order[i].index));
+    search_branch (s, order[i].index);
   g_free (order);
   share_cutoffs (s);
   g_array_set_size (s->branches, 0);
