@@ -875,8 +875,9 @@ add_run (CmFloorSlot *slot, guint n_layers, double dense, double expert, double 
 }
 
 /* floor_layer_terms' activations' part into SLOT: each layer's kept bytes per token of
- * one micro-batch (the head's fused-loss part taken out), their non-negative sum, and
- * the least layer's gradient buffers. */
+ * one micro-batch, their non-negative sum, and the least layer's gradient buffers. The
+ * head's part may be negative with a fused loss (its fp32 softmax not kept): those are
+ * kept apart, to be taken at the m micro-batches it may hold. */
 static void
 floor_act_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean fp8_saved,
                  CmFloorSlot *slot)
