@@ -1358,19 +1358,28 @@ memo_span (guint64 *w, const MpGroupSpan *g)
   return w + 2 * MP_TIER_N;
 }
 
+/* The memo key of CFG and SP; with NO_EXPERTS (a class without experts, CmLayer.no_experts)
+ * the expert grid's inputs left zero below ZeRO-2: its layers cost the same on every grid
+ * and dispatcher, so the grids of one layer-cost choice share them (issue 15: deepseek-v3's
+ * kernel floors costed its embedding, dense blocks and head again for each of ~17 grids).
+ * etp 0 keeps those keys apart from every full one (mp_parallel_config_etp >= 1). */
 static void
-memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint64 *w)
+memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, gboolean no_experts,
+          guint64 *w)
 {
   /* ZeRO-2/3 price their overlap with the layer's compute (zero_overlap): then the
    * data-parallel groups and the gradient width count too; else they are left zero. */
   gboolean sharded = cfg->zero >= 2;
-  /* Combined 1F1B (ep_overlap) depends on the schedule through its paired share. */
-  double paired = mp_cost_ep_overlap_paired (cfg);
+  gboolean grid = !no_experts || sharded;
+  /* Combined 1F1B (ep_overlap) depends on the schedule through its paired share; it
+   * moves only expert-parallel time, which a layer without experts has none of. */
+  double paired = grid ? mp_cost_ep_overlap_paired (cfg) : 0;
   guint64 paired_bits;
   memcpy (&paired_bits, &paired, sizeof paired_bits);
-  const guint64 head[16] = { cfg->tp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
+  const guint64 head[16] = { cfg->tp, cfg->cp, grid ? cfg->ep : 0,
+                             grid ? mp_parallel_config_etp (cfg) : 0,
                              cfg->sequence_parallel, cfg->recompute, cfg->recompute_modules,
-                             cfg->micro_batch_size, cfg->dispatcher, cfg->fp8,
+                             cfg->micro_batch_size, grid ? cfg->dispatcher : 0, cfg->fp8,
                              cfg->flash_attention,
                              cfg->stack + MP_STACK_N * (cfg->compile + 2u * cfg->cp_comm),
                              GPOINTER_TO_SIZE (sp->device),
@@ -1378,12 +1387,12 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, guint64 *w)
                              sharded && cfg->fp32_grads, paired_bits };
   memcpy (w, head, sizeof head);
   w += G_N_ELEMENTS (head);
+  const MpGroupSpan none = { 0 };
   w = memo_span (w, &sp->tp);
   w = memo_span (w, &sp->cp);
-  w = memo_span (w, &sp->ep);
-  w = memo_span (w, &sp->etp);
-  w = memo_span (w, &sp->etp_ep);
-  const MpGroupSpan none = { 0 };
+  w = memo_span (w, grid ? &sp->ep : &none);
+  w = memo_span (w, grid ? &sp->etp : &none);
+  w = memo_span (w, grid ? &sp->etp_ep : &none);
   w = memo_span (w, sharded ? &sp->dp_shard : &none);
   memo_span (w, sharded ? &sp->edp : &none);
 }
@@ -1528,23 +1537,27 @@ struct CmLayerRow {
   MemoCell cells[];               /* n_classes */
 };
 
-/* The row of KEY in CTX's layer memo, made (empty) when missing. */
+/* The row of KEY in CTX's layer memo, made (empty) when missing; WHICH: the full key's
+ * (0) or one without the expert grid's (1), each compared first with the one asked last. */
 static CmLayerRow *
-layer_row (const MpCostContext *ctx, const guint64 *key)
+layer_row (const MpCostContext *ctx, const guint64 *key, guint which)
 {
   MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
-  CmLayerRow *row = memo->layer_row;
+  CmLayerRow *row = memo->layer_row[which];
   if (row != NULL && memcmp (row->key, key, sizeof row->key) == 0)
     return row;
   row = cm_memo_get (memo->layer_memo, key, MEMO_WORDS);
   if (row == NULL)
     {
-      /* may start the memo again: the last row goes with it */
+      /* may start the memo again (at the same address, maybe): the last rows go with
+       * it */
       row = cm_memo_put (&memo->layer_memo, key, MEMO_WORDS, NULL,
                          sizeof *row + MAX (ctx->n_classes, 1u) * sizeof (MemoCell));
+      if (cm_memo_size (memo->layer_memo) == 1)
+        memo->layer_row[0] = memo->layer_row[1] = NULL;
       memcpy (row->key, key, sizeof row->key);
     }
-  memo->layer_row = row;
+  memo->layer_row[which] = row;
   return row;
 }
 
@@ -1555,9 +1568,10 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
   g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && fwd != NULL && bwd != NULL);
   g_return_if_fail (cm_config_sane (cfg) && layer < ctx->model->n_layers);
   guint64 key[MEMO_WORDS];
-  memo_key (cfg, spans, key);
+  guint which = ctx->layers[layer].no_experts;
+  memo_key (cfg, spans, which, key);
   guint id = ctx->layers[layer].class_id;
-  const MemoCell *hit = &layer_row (ctx, key)->cells[id];
+  const MemoCell *hit = &layer_row (ctx, key, which)->cells[id];
   if (hit->have)
     {
       *fwd = hit->fwd;
@@ -1566,7 +1580,7 @@ mp_cost_layer (const MpCostContext *ctx, const MpParallelConfig *cfg,
     }
   layer_cost (ctx, cfg, spans, layer, fwd, bwd);
   /* the row found again: costing may have asked for others */
-  layer_row (ctx, key)->cells[id] = (MemoCell) { *fwd, *bwd, TRUE };
+  layer_row (ctx, key, which)->cells[id] = (MemoCell) { *fwd, *bwd, TRUE };
 }
 
 void
@@ -1577,24 +1591,33 @@ mp_cost_layers (const MpCostContext *ctx, const MpParallelConfig *cfg,
   g_return_if_fail (ctx != NULL && cfg != NULL && spans != NULL && (n == 0 || (layers != NULL
                     && fwd != NULL && bwd != NULL)));
   g_return_if_fail (cm_config_sane (cfg));
-  guint64 key[MEMO_WORDS];
-  memo_key (cfg, spans, key);
-  CmLayerRow *row = layer_row (ctx, key);
+  guint64 key[2][MEMO_WORDS];
+  gboolean made[2] = { FALSE, FALSE };
+  CmLayerRow *rows[2] = { NULL, NULL };
   for (guint i = 0; i < n; i++)
     {
       g_return_if_fail (layers[i] < ctx->model->n_layers);
-      guint id = ctx->layers[layers[i]].class_id;
-      if (row->cells[id].have)
+      const CmLayer *cl = &ctx->layers[layers[i]];
+      guint id = cl->class_id, which = cl->no_experts;
+      if (!made[which])
         {
-          fwd[i] = row->cells[id].fwd;
-          bwd[i] = row->cells[id].bwd;
+          memo_key (cfg, spans, which, key[which]);
+          made[which] = TRUE;
+        }
+      if (rows[which] == NULL)
+        rows[which] = layer_row (ctx, key[which], which);
+      if (rows[which]->cells[id].have)
+        {
+          fwd[i] = rows[which]->cells[id].fwd;
+          bwd[i] = rows[which]->cells[id].bwd;
           continue;
         }
       layer_cost (ctx, cfg, spans, layers[i], &fwd[i], &bwd[i]);
-      /* found again: costing may have asked for others, and a memo started again
-       * takes the row with it */
-      row = layer_row (ctx, key);
-      row->cells[id] = (MemoCell) { fwd[i], bwd[i], TRUE };
+      /* found again: costing may have asked for others, and a memo started again takes
+       * the rows with it */
+      rows[0] = rows[1] = NULL;
+      rows[which] = layer_row (ctx, key[which], which);
+      rows[which]->cells[id] = (MemoCell) { fwd[i], bwd[i], TRUE };
     }
 }
 

@@ -358,6 +358,13 @@ find_classes (MpCostContext *ctx)
   for (guint i = 0; i < n; i++)
     if (ctx->layers[i].klass == i)
       ctx->class_first[ctx->layers[i].class_id] = i;
+  for (guint i = 0; i < n; i++)
+    {
+      CmLayer *cl = &ctx->layers[i];
+      cl->no_experts = TRUE;
+      for (guint k = 0; k < ctx->model->layers[i].n_ops; k++)
+        cl->no_experts &= !cl->ops[k].expert && !(cl->ops[k].a2a_width > 0);
+    }
 }
 
 /* ---- prefix sums -------------------------------------------------------------------- */
@@ -950,6 +957,12 @@ cm_memo_free (CmMemo *memo)
     return;
   g_hash_table_destroy (memo->entries);
   g_free (memo);
+}
+
+guint
+cm_memo_size (const CmMemo *memo)
+{
+  return memo != NULL ? g_hash_table_size (memo->entries) : 0;
 }
 
 void *

@@ -53,6 +53,8 @@ typedef struct {
   double max_out_split;  /* ... of split ops (divide by t) */
   guint klass;           /* index of the first layer with the same ops and roles */
   guint class_id;        /* dense number of that class, 0 .. n_classes - 1 */
+  gboolean no_experts;   /* no op on the expert grid (CmOp.expert): below ZeRO-2 its
+                          * costs read neither ep, etp, the dispatcher nor their groups */
 } CmLayer;
 
 /* Prefix sums over layers, n_layers + 1 entries each, so a chunk's sum is O(1). */
@@ -105,10 +107,12 @@ struct _MpCostContext {
   double headroom_bytes;
   /* Memo of per-layer-class costs across configs (compute.c, mp_cost_layer): keyed by
    * what mp_cost_layer reads, so a search costs each distinct layer once; a row of every
-   * class's per key, LAYER_ROW the one asked last. Filled lazily through a const context;
-   * mpplan runs one search per process, no threads (each MPI rank has its own). */
+   * class's per key, LAYER_ROW the one asked last (0: the full key's, 1: the key without
+   * the expert grid's, for classes without experts: memo_key). Filled lazily through a
+   * const context; mpplan runs one search per process, no threads (each MPI rank has its
+   * own). */
   CmMemo *layer_memo;
-  CmLayerRow *layer_row;
+  CmLayerRow *layer_row[2];
   CmMemo *span_memo;              /* the same for mp_cost_stage_spans (context.c) */
   CmMemo *gemm_memo;              /* ... for a GEMM shape on a device of devices (compute.c) */
   CmMemo *coll_memo;              /* ... for a collective's time from one (compute.c) */
@@ -133,6 +137,8 @@ void *cm_memo_get (const CmMemo *memo, const guint64 *key, guint n_words);
 void *cm_memo_put (CmMemo **memo, const guint64 *key, guint n_words, const void *value,
                    gsize size);
 void cm_memo_free (CmMemo *memo);
+/* The entries MEMO holds (0: none yet); 1 after a put: it started again, or afresh. */
+guint cm_memo_size (const CmMemo *memo);
 
 /* Is OP of LAYER a GEMM that Transformer Engine runs in FP8 under fp8 (the linear layers
  * of blocks and mlp layers; not the output head, the embedding or the MoE router, which

@@ -798,11 +798,20 @@ kept_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, 
 /* memory_floor's terms that its config's ZeRO stage, shard group, schedule, vpp and
  * rank order do not change, kept for the next call with the same key (the search asks
  * for those of one layer-cost choice in a row): the layers' kept activations and
- * buffers, and the schedule's in-flight counts (scheduled_tensors). */
+ * buffers, and the schedule's in-flight counts (scheduled_tensors). The activations'
+ * part does not read ep, dp, pp nor the micro-batches (they enter only the head's
+ * negative part, multiplied in on return), so the expert grids of one micro-batch size
+ * share it and only the parameters' part is made again (issue 15: deepseek-v3 asked
+ * 943k floors, 250k of them new, of ~35k instructions each, on 1024 H100s). */
 struct CmFloorSlot {
-  gboolean valid, flight_valid;
-  guint key[17];               /* what the layer terms read of the config (floor_layer_terms) */
-  double act_pos, act_neg, least_buffers;
+  gboolean valid, act_valid, flight_valid;
+  guint key[15];               /* what the runs read of the config: ep, then act_key
+                                * (floor_runs) */
+  guint act_key[14];           /* what their activations' part reads */
+  double act_pos, least_buffers, tokens;
+  double *layer_kept;          /* each layer's kept bytes per token (n_layers) */
+  double *neg_kept;            /* the negative ones, in layer order (n_neg) */
+  guint n_neg, head;           /* the last head layer (n_layers: none) */
   double block_dense, block_expert;  /* the least block's parameters (block_terms) */
   /* the layers as runs of equal ones (tied_tensors): parameters (dense, expert), kept
    * activations of one micro-batch, count, and whether the head is among them */
@@ -835,6 +844,8 @@ cm_floor_slot_free (CmFloorSlot *slot)
   g_free (slot->run_act);
   g_free (slot->run_count);
   g_free (slot->run_head);
+  g_free (slot->layer_kept);
+  g_free (slot->neg_kept);
   g_free (slot->stage_kmin);
   g_free (slot->stage_kmax);
   g_free (slot);
@@ -852,13 +863,14 @@ add_run (CmFloorSlot *slot, guint n_layers, double dense, double expert, double 
       slot->run_count[r - 1]++;
       return;
     }
-  if (r == 0)
+  if (slot->run_dense == NULL)
     {
-      slot->run_dense = g_renew (double, slot->run_dense, n_layers);
-      slot->run_expert = g_renew (double, slot->run_expert, n_layers);
-      slot->run_act = g_renew (double, slot->run_act, n_layers);
-      slot->run_count = g_renew (guint, slot->run_count, n_layers);
-      slot->run_head = g_renew (gboolean, slot->run_head, n_layers);
+      /* room for every layer, once: a context's model keeps its layers */
+      slot->run_dense = g_new (double, n_layers);
+      slot->run_expert = g_new (double, n_layers);
+      slot->run_act = g_new (double, n_layers);
+      slot->run_count = g_new (guint, n_layers);
+      slot->run_head = g_new (gboolean, n_layers);
     }
   slot->run_dense[r] = dense;
   slot->run_expert[r] = expert;
@@ -868,39 +880,28 @@ add_run (CmFloorSlot *slot, guint n_layers, double dense, double expert, double 
   slot->n_runs++;
 }
 
-/* The layers' part of memory_floor: kept activations per token of one micro-batch in
- * flight, *ACT_POS (the head's negative part of a fused loss aside, into *ACT_NEG at the
- * m micro-batches it may hold; both times the tokens), and the least layer's gradient
- * buffers. */
+/* floor_layer_terms' activations' part into SLOT: each layer's kept bytes per token of
+ * one micro-batch, their non-negative sum, and the least layer's gradient buffers. The
+ * head's part may be negative with a fused loss (its fp32 softmax not kept): those are
+ * kept apart, to be taken at the m micro-batches it may hold. */
 static void
-floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean fp8_saved,
-                   double *act_pos, double *act_neg, double *least_buffers)
+floor_act_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean fp8_saved,
+                 CmFloorSlot *slot)
 {
-  CmFloorSlot *slot = floor_slot (ctx);
-  guint key[] = { cfg->dp, cfg->tp, cfg->pp, cfg->cp, cfg->ep, mp_parallel_config_etp (cfg),
-                  cfg->sequence_parallel, cfg->recompute, cfg->recompute_method,
-                  cfg->recompute_num_layers, cfg->recompute_modules, cfg->micro_batch_size,
-                  cfg->num_micro_batches, cfg->flash_attention, cfg->fp8,
-                  cfg->stack + MP_STACK_N * cfg->cp_comm, fp8_saved };
-  G_STATIC_ASSERT (sizeof key == sizeof slot->key);
-  if (slot->valid && memcmp (slot->key, key, sizeof key) == 0)
-    {
-      *act_pos = slot->act_pos;
-      *act_neg = slot->act_neg;
-      *least_buffers = slot->least_buffers;
-      return;
-    }
   const MpModel *m = ctx->model;
   guint nl = m->n_layers;
-  double t = cfg->tp, e = ctx->elt, tokens = cm_tokens (ctx, cfg);
-  /* Every layer but the head at one micro-batch; the head's part may be negative with a
-   * fused loss (its fp32 softmax not kept), then at the m micro-batches it may hold. */
+  double t = cfg->tp, e = ctx->elt;
   guint head = nl;
   for (guint l = 0; l < nl; l++)
     if (m->layers[l].kind == MP_LAYER_HEAD)
       head = l;
-  double pos = 0, neg = 0;
-  slot->n_runs = 0;
+  if (slot->layer_kept == NULL)
+    {
+      slot->layer_kept = g_new (double, MAX (nl, 1u));
+      slot->neg_kept = g_new (double, MAX (nl, 1u));
+    }
+  double pos = 0;
+  slot->n_neg = 0;
   for (guint l = 0; l < nl; l++)
     {
       double k = kept_floor (ctx, cfg, l, 1)
@@ -910,11 +911,10 @@ floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboole
       if (k >= 0)
         pos += k;
       else
-        neg += k * cfg->num_micro_batches;
-      const CmLayer *cl = &ctx->layers[l];
-      add_run (slot, nl, cl->params_split / t + cl->params_rep,
-               cl->params_expert / cm_expert_shards (cfg), k * tokens, l == head);
+        slot->neg_kept[slot->n_neg++] = k;
+      slot->layer_kept[l] = k;
     }
+  slot->head = head;
   /* Every stage's backward allocates at least its largest op's gradient buffers
    * (mp_cost_stage_memory's transient), so at least the least layer's. */
   guint nc = MAX (ctx->n_classes, 1u);
@@ -929,22 +929,72 @@ floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboole
         have[ctx->layers[l].class_id] = TRUE;
         least = MIN (least, n.grad_buffers);
       }
-  memcpy (slot->key, key, sizeof key);
-  slot->act_pos = *act_pos = pos * tokens;
-  slot->act_neg = *act_neg = neg * tokens;
-  slot->least_buffers = *least_buffers = least;
-  /* the least block's parameters, dense and expert, on this rank */
+  slot->tokens = cm_tokens (ctx, cfg);
+  slot->act_pos = pos * slot->tokens;
+  slot->least_buffers = least;
+}
+
+/* The layers' part of memory_floor: kept activations per token of one micro-batch in
+ * flight, *ACT_POS (the head's negative part of a fused loss aside, into *ACT_NEG at the
+ * m micro-batches it may hold; both times the tokens), and the least layer's gradient
+ * buffers. */
+static void
+floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean fp8_saved,
+                   double *act_pos, double *act_neg, double *least_buffers)
+{
+  CmFloorSlot *slot = floor_slot (ctx);
+  guint act_key[] = { cfg->tp, cfg->cp, mp_parallel_config_etp (cfg), cfg->sequence_parallel,
+                      cfg->recompute, cfg->recompute_method, cfg->recompute_num_layers,
+                      cfg->recompute_modules, cfg->micro_batch_size, cfg->flash_attention,
+                      cfg->fp8, cfg->stack + MP_STACK_N * cfg->cp_comm, fp8_saved, 0 };
+  G_STATIC_ASSERT (sizeof act_key == sizeof slot->act_key);
+  if (!slot->act_valid || memcmp (slot->act_key, act_key, sizeof act_key) != 0)
+    {
+      floor_act_terms (ctx, cfg, fp8_saved, slot);
+      memcpy (slot->act_key, act_key, sizeof act_key);
+      slot->act_valid = TRUE;
+    }
+  /* the head's negative part at the m micro-batches it may hold */
+  double neg = 0;
+  for (guint i = 0; i < slot->n_neg; i++)
+    neg += slot->neg_kept[i] * cfg->num_micro_batches;
+  *act_pos = slot->act_pos;
+  *act_neg = neg * slot->tokens;
+  *least_buffers = slot->least_buffers;
+}
+
+/* The layers as runs with their parameters on this rank (mp_cost_layer_params), and the
+ * least block's, for tied_tensors and block_terms: made when the scheduled floor asks
+ * (most floors the search asks are not), after floor_layer_terms for the same CFG. */
+static void
+floor_runs (const MpCostContext *ctx, const MpParallelConfig *cfg)
+{
+  CmFloorSlot *slot = floor_slot (ctx);
+  guint key[G_N_ELEMENTS (slot->key)] = { cfg->ep };
+  memcpy (key + 1, slot->act_key, sizeof slot->act_key);
+  if (slot->valid && memcmp (slot->key, key, sizeof key) == 0)
+    return;
+  const MpModel *m = ctx->model;
+  guint nl = m->n_layers;
+  double t = cfg->tp, shards = cm_expert_shards (cfg);
+  double grid = (double) mp_parallel_config_etp (cfg) * cfg->ep;
+  slot->n_runs = 0;
   slot->block_dense = slot->block_expert = G_MAXDOUBLE;
   for (guint l = 0; l < nl; l++)
-    if (m->layers[l].kind == MP_LAYER_BLOCK)
-      {
-        double d, x;
-        mp_cost_layer_params (ctx, cfg, l, &d, &x);
-        slot->block_dense = MIN (slot->block_dense, d);
-        slot->block_expert = MIN (slot->block_expert, x);
-      }
+    {
+      const CmLayer *cl = &ctx->layers[l];
+      double d = cl->params_split / t + cl->params_rep, x = cl->params_expert / shards;
+      add_run (slot, nl, d, x, slot->layer_kept[l] * slot->tokens, l == slot->head);
+      /* the least block's parameters, dense and expert, on this rank */
+      if (m->layers[l].kind == MP_LAYER_BLOCK)
+        {
+          slot->block_dense = MIN (slot->block_dense, d);
+          slot->block_expert = MIN (slot->block_expert, cl->params_expert / grid);
+        }
+    }
   if (slot->block_dense == G_MAXDOUBLE)
     slot->block_dense = slot->block_expert = 0;
+  memcpy (slot->key, key, sizeof key);
   slot->valid = TRUE;
 }
 
@@ -1147,6 +1197,7 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
   double tensors = (state + act) / pp + least_buffers;
   if (scheduled)
     {
+      floor_runs (ctx, cfg);
       tensors = MAX (tensors, scheduled_tensors (ctx, cfg, state, act_pos, act_neg)
                               + least_buffers);
       tensors = MAX (tensors, tied_tensors (ctx, cfg, fd, fe, ctx->tied_params / t * fd)

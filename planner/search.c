@@ -15,6 +15,7 @@
 #include "planner/planner-private.h"
 #include "common/error.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The limited space's sizes (MpSearchOptions.limited_space; the default is the whole). */
@@ -58,6 +59,24 @@ layer_classes_clear (LayerClasses *lc)
   g_clear_pointer (&lc->slot, g_free);
 }
 
+/* The stages of a config whose spans differ from the stage before's (the stage index
+ * aside), kept by the groups' inputs (mp_cost_stage_spans' memo key): the configs of
+ * one pipeline depth ask for the same ones under each micro-batch size, layer costs
+ * choice and dispatcher (issue 15: deepseek-v3 on 1024 H100s asked 4.1M spans of 663k
+ * kernel floors). Entries share tp, cp, dp, pp and zero_shard; others start it again. */
+typedef struct {
+  guint ep, etp;
+  MpParallelDim order[MP_DIM_N];
+  guint first, n;              /* in SpanRuns.spans */
+} SpanEntry;
+
+typedef struct {
+  gboolean valid;
+  guint tp, cp, dp, pp, zero_shard;
+  GArray *entries;             /* SpanEntry */
+  GArray *spans;               /* MpStageSpans */
+} SpanRuns;
+
 /* Step times that plans other shards keep reach (MpSearchOptions.share): a config whose
  * bound exceeds one cannot take that slot, whatever this shard has kept itself.
  * G_MAXDOUBLE: none known. ANY: a plan honouring the pins fits (the smallest-footprint
@@ -88,6 +107,7 @@ typedef struct {
   const double *layer_floor;   /* its layers' shares of it (uneven_bound), or NULL */
   double *layer_floor_buf;     /* where search_branch spreads them (n_layers) */
   LayerClasses classes;
+  SpanRuns span_runs;          /* the kernel floors' stages (kernel_floor) */
   MpParallelConfig base;       /* the config every branch starts from (run) */
   GArray *class_floors;        /* double: each branch's kernel_floor by class (n_reps a
                                 * branch, Branch.floor_at): not a block per branch */
@@ -199,11 +219,79 @@ pp_inner_tried (const MpCluster *cluster, const MpParallelConfig *cfg)
   return cfg->dp > 1 && cfg->pp > 1 && cfg->tp * cfg->cp < cluster->groups[0].devices_per_node;
 }
 
+/* Appends CFG's stages whose spans differ from the stage before's to OUT. */
+static void
+stage_runs (const MpCostContext *ctx, const MpParallelConfig *cfg, GArray *out)
+{
+  MpStageSpans last;
+  for (guint st = 0; st < cfg->pp; st++)
+    {
+      /* stages alike (most interior ones) cost alike: one of them (their index is
+       * no input of a layer's cost) */
+      MpStageSpans spans;
+      memset (&spans, 0, sizeof spans);
+      mp_cost_stage_spans (ctx, cfg, st, &spans);
+      last.stage = st;
+      if (st > 0 && memcmp (&spans, &last, sizeof spans) == 0)
+        continue;
+      last = spans;
+      g_array_append_val (out, spans);
+    }
+}
+
+/* CFG's stage_runs from RUNS, made when missing: *N of them. */
+static const MpStageSpans *
+span_runs (SpanRuns *runs, const MpCostContext *ctx, const MpParallelConfig *cfg, guint *n)
+{
+  if (!runs->valid || runs->tp != cfg->tp || runs->cp != cfg->cp || runs->dp != cfg->dp
+      || runs->pp != cfg->pp || runs->zero_shard != cfg->zero_shard)
+    {
+      g_array_set_size (runs->entries, 0);
+      g_array_set_size (runs->spans, 0);
+      runs->tp = cfg->tp, runs->cp = cfg->cp, runs->dp = cfg->dp, runs->pp = cfg->pp;
+      runs->zero_shard = cfg->zero_shard;
+      runs->valid = TRUE;
+    }
+  guint ep = MAX (cfg->ep, 1u), etp = mp_parallel_config_etp (cfg);
+  for (guint i = 0; i < runs->entries->len; i++)
+    {
+      const SpanEntry *e = &g_array_index (runs->entries, SpanEntry, i);
+      if (e->ep == ep && e->etp == etp && memcmp (e->order, cfg->order, sizeof e->order) == 0)
+        {
+          *n = e->n;
+          return &g_array_index (runs->spans, MpStageSpans, e->first);
+        }
+    }
+  SpanEntry e = { .ep = ep, .etp = etp, .first = runs->spans->len };
+  memcpy (e.order, cfg->order, sizeof e.order);
+  stage_runs (ctx, cfg, runs->spans);
+  e.n = runs->spans->len - e.first;
+  g_array_append_val (runs->entries, e);
+  *n = e.n;
+  return &g_array_index (runs->spans, MpStageSpans, e.first);
+}
+
+static void
+span_runs_init (SpanRuns *runs)
+{
+  runs->valid = FALSE;
+  runs->entries = g_array_new (FALSE, FALSE, sizeof (SpanEntry));
+  runs->spans = g_array_new (FALSE, FALSE, sizeof (MpStageSpans));
+}
+
+static void
+span_runs_clear (SpanRuns *runs)
+{
+  g_clear_pointer (&runs->entries, g_array_unref);
+  g_clear_pointer (&runs->spans, g_array_unref);
+}
+
 /* mp_planner_kernel_floor, and each layer class's share of it into FLOORS (LC's n_reps):
- * a floor on a layer of that class's forward plus backward on any stage. */
+ * a floor on a layer of that class's forward plus backward on any stage. RUNS: where the
+ * stages' spans are kept (NULL: made here, each time). */
 static double
-kernel_floor (const MpCostContext *ctx, const LayerClasses *lc, const MpParallelConfig *cfg,
-              double *floors)
+kernel_floor (const MpCostContext *ctx, const LayerClasses *lc, SpanRuns *runs,
+              const MpParallelConfig *cfg, double *floors)
 {
   /* Each stage's forward plus backward (mp_cost_stage_times' c_i) is the sum of its
    * layers' costs (mp_cost_layer's total_s: kernels, recomputation, exposed collectives)
@@ -222,6 +310,9 @@ kernel_floor (const MpCostContext *ctx, const LayerClasses *lc, const MpParallel
   gboolean block = cfg->recompute == MP_RECOMPUTE_FULL && cfg->recompute_num_layers > 0
                    && cfg->recompute_method == MP_RECOMPUTE_METHOD_BLOCK;
   const MpParallelDim *orders[] = { cfg->order, ORDER_MEGATRON, ORDER_PP_INNER };
+  g_autoptr(GArray) own = NULL;
+  if (runs == NULL || cfg->placement != NULL)
+    own = g_array_new (FALSE, FALSE, sizeof (MpStageSpans));
   for (guint i = 0; i < lc->n_reps; i++)
     floors[i] = G_MAXDOUBLE;
   for (gsize o = 0; o < G_N_ELEMENTS (orders); o++)
@@ -231,20 +322,20 @@ kernel_floor (const MpCostContext *ctx, const LayerClasses *lc, const MpParallel
           || (o == 2 && !pp_inner_tried (mp_cost_context_cluster (ctx), cfg)))
         continue;
       memcpy (one.order, orders[o], sizeof one.order);
-      MpStageSpans last;
-      for (guint st = 0; st < one.pp; st++)
+      guint n;
+      const MpStageSpans *list;
+      if (own != NULL)
         {
-          /* stages alike (most interior ones) cost alike: one of them (their index is
-           * no input of a layer's cost) */
-          MpStageSpans spans;
-          memset (&spans, 0, sizeof spans);
-          mp_cost_stage_spans (ctx, &one, st, &spans);
-          last.stage = st;
-          if (st > 0 && memcmp (&spans, &last, sizeof spans) == 0)
-            continue;
-          last = spans;
+          g_array_set_size (own, 0);
+          stage_runs (ctx, &one, own);
+          list = (const MpStageSpans *) (void *) own->data, n = own->len;
+        }
+      else
+        list = span_runs (runs, ctx, &one, &n);
+      for (guint k = 0; k < n; k++)
+        {
           MpPhaseCost f[lc->n_reps], b[lc->n_reps];
-          mp_cost_layers (ctx, &one, &spans, lc->n_reps, lc->reps, f, b);
+          mp_cost_layers (ctx, &one, &list[k], lc->n_reps, lc->reps, f, b);
           for (guint i = 0; i < lc->n_reps; i++)
             {
               double c = f[i].total_s + b[i].total_s - (block ? b[i].recompute_s : 0);
@@ -264,7 +355,7 @@ mp_planner_kernel_floor (const MpCostContext *ctx, const MpParallelConfig *cfg)
   LayerClasses lc;
   layer_classes_init (&lc, ctx);
   double floors[lc.n_reps];
-  double sum = kernel_floor (ctx, &lc, cfg, floors);
+  double sum = kernel_floor (ctx, &lc, NULL, cfg, floors);
   layer_classes_clear (&lc);
   return sum;
 }
@@ -977,6 +1068,8 @@ typedef struct {
                                 * floor_s; NO_FLOOR: not computed */
   double floor_peak, floor_excess;   /* branch_floor's at its top ZeRO stage; peak < 0:
                                       * not computed */
+  guint64 counted, accepted;   /* the configs it counts and accepts when dropped
+                                * (search_branch); NOT_COUNTED: not yet */
 } Branch;
 
 /* A branch is kept small (a million of them on deepseek-v3 / 1024 H100s): CFG's own
@@ -1009,11 +1102,19 @@ branch_unpack (const Branch *b, const MpParallelConfig *base, MpParallelConfig *
 }
 
 #define NO_FLOOR G_MAXUINT64
+#define NOT_COUNTED G_MAXUINT64
 
-static gint
-branch_cmp (gconstpointer a, gconstpointer b)
+/* A branch's place in the search order: by bound, then as met (outer: each its own). */
+typedef struct {
+  double bound;
+  guint64 outer;
+  guint index;                 /* in Search.branches */
+} BranchOrder;
+
+static int
+branch_cmp (const void *a, const void *b)
 {
-  const Branch *x = a, *y = b;
+  const BranchOrder *x = a, *y = b;
   if (x->bound != y->bound)
     return x->bound < y->bound ? -1 : 1;
   return x->outer < y->outer ? -1 : x->outer > y->outer;
@@ -1050,7 +1151,7 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
       return;
     }
   Branch b = { .outer = o, .floor_s = -1, .bound = G_MAXDOUBLE, .floor_at = NO_FLOOR,
-               .floor_peak = -1 };
+               .floor_peak = -1, .counted = NOT_COUNTED, .accepted = NOT_COUNTED };
   branch_pack (&b, cfg);
   for (guint z = 0; z < 4; z++)
     s->floor_peak[z] = -1;
@@ -1062,7 +1163,7 @@ with_layer_costs (Search *s, MpParallelConfig *cfg)
       guint n = s->classes.n_reps;
       b.floor_at = s->class_floors->len;
       g_array_set_size (s->class_floors, s->class_floors->len + n);
-      b.floor_s = kernel_floor (s->ctx, &s->classes, cfg,
+      b.floor_s = kernel_floor (s->ctx, &s->classes, &s->span_runs, cfg,
                                 &g_array_index (s->class_floors, double, b.floor_at));
       b.bound = b.floor_s > 0 ? depth_bound (cfg, b.floor_s) : 0;
     }
@@ -1079,11 +1180,61 @@ counts_only_dropped (const Search *s)
   return s->opts->accept == NULL && s->opts->pins == NULL;
 }
 
-/* The per-layer costs of branch B's choice, computed once for every pipeline depth
+/* Is B the same choice as A but for the dispatcher? */
+static gboolean
+other_dispatcher (const Branch *a, const Branch *b)
+{
+  return a->dispatcher != b->dispatcher && a->tp == b->tp && a->cp == b->cp
+         && a->pp == b->pp && a->dp == b->dp && a->ep == b->ep && a->etp == b->etp
+         && a->micro_batch_size == b->micro_batch_size
+         && a->num_micro_batches == b->num_micro_batches
+         && a->recompute_num_layers == b->recompute_num_layers
+         && a->recompute_modules == b->recompute_modules
+         && a->sequence_parallel == b->sequence_parallel && a->recompute == b->recompute
+         && a->recompute_method == b->recompute_method && a->fp8 == b->fp8;
+}
+
+/* The configs dropped branch I counts (counts_only_dropped), counted in bulk as another
+ * shard's are (with_layer_costs), or taken from its other dispatcher's, met next to it
+ * (loop_ep): the count reads the dispatcher only where mp_parallel_config_check asks
+ * that it is known (issue 15: counting took ~4.5 G of deepseek-v3's instructions on
+ * 1024 H100s, nearly every branch but ep = 1 having two dispatchers). */
+static void
+count_dropped (Search *s, guint i, MpParallelConfig *cfg)
+{
+  Branch *b = &g_array_index (s->branches, Branch, i);
+  for (gint d = -1; d <= 1 && b->counted == NOT_COUNTED; d += 2)
+    {
+      gint j = (gint) i + d;
+      if (j < 0 || (guint) j >= s->branches->len)
+        continue;
+      const Branch *pair = &g_array_index (s->branches, Branch, j);
+      if (pair->counted != NOT_COUNTED && other_dispatcher (pair, b))
+        b->counted = pair->counted, b->accepted = pair->accepted;
+    }
+  if (b->counted == NOT_COUNTED)
+    {
+      guint64 before = s->index, accepted = s->accepted;
+      s->counting = TRUE;
+      loop_schedule (s, cfg);
+      s->counting = FALSE;
+      b->counted = s->index - before;
+      b->accepted = s->accepted - accepted;
+    }
+  else
+    {
+      s->index += b->counted;
+      s->accepted += b->accepted;
+    }
+  s->res->stats.pruned += b->counted;
+}
+
+/* The per-layer costs of branch I's choice, computed once for every pipeline depth
  * that shares them, then its configs. */
 static void
-search_branch (Search *s, Branch *b)
+search_branch (Search *s, guint i)
 {
+  Branch *b = &g_array_index (s->branches, Branch, i);
   MpParallelConfig branch_cfg, *cfg = &branch_cfg;
   branch_unpack (b, &s->base, cfg);
   for (guint z = 0; z < 4; z++)
@@ -1099,7 +1250,7 @@ search_branch (Search *s, Branch *b)
       if (b->floor_at != NO_FLOOR)
         by_class = &g_array_index (s->class_floors, double, b->floor_at);
       else if (!s->opts->no_bounds)
-        b->floor_s = kernel_floor (s->ctx, &s->classes, cfg, floors);
+        b->floor_s = kernel_floor (s->ctx, &s->classes, &s->span_runs, cfg, floors);
       s->floor_s = b->floor_s;
       s->layer_floor = NULL;
       if (b->floor_s > 0)
@@ -1133,15 +1284,7 @@ search_branch (Search *s, Branch *b)
       s->split_limits = cost + (gsize) s->cluster->n_groups * s->model->n_layers;
     }
   if (s->dropped && counts_only_dropped (s))
-    {
-      /* Nothing of it is kept nor asked of each config: its configs are counted in
-       * bulk, as another shard's are (with_layer_costs), and pruned so. */
-      guint64 before = s->index;
-      s->counting = TRUE;
-      loop_schedule (s, cfg);
-      s->counting = FALSE;
-      s->res->stats.pruned += s->index - before;
-    }
+    count_dropped (s, i, cfg);     /* nothing of it is kept nor asked of each config */
   else
     loop_schedule (s, cfg);
   s->dropped = FALSE;
@@ -1206,9 +1349,19 @@ share_cutoffs (Search *s)
 static void
 search_branches (Search *s)
 {
-  g_array_sort (s->branches, branch_cmp);
-  for (guint i = 0; i < s->branches->len && share_cutoffs (s); i++)
-    search_branch (s, &g_array_index (s->branches, Branch, i));
+  /* Their keys sorted, not the branches (~100 bytes each; deepseek-v3 on 1024 H100s
+   * meets 943k: GLib's merge sort of them took 5.2 G of its 28 G instructions). */
+  guint n = s->branches->len;
+  BranchOrder *order = g_new (BranchOrder, MAX (n, 1u));
+  for (guint i = 0; i < n; i++)
+    {
+      const Branch *b = &g_array_index (s->branches, Branch, i);
+      order[i] = (BranchOrder) { b->bound, b->outer, i };
+    }
+  qsort (order, n, sizeof *order, branch_cmp);
+  for (guint i = 0; i < n && share_cutoffs (s); i++)
+    search_branch (s, order[i].index);
+  g_free (order);
   share_cutoffs (s);
   g_array_set_size (s->branches, 0);
   g_array_set_size (s->class_floors, 0);
@@ -1569,6 +1722,7 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   s.split = g_new (guint, (gsize) n_blocks (model) * MAX (max_vpp, MAX_VPP) + 2);
   s.branches = g_array_new (FALSE, FALSE, sizeof (Branch));
   layer_classes_init (&s.classes, ctx);
+  span_runs_init (&s.span_runs);
   s.class_floors = g_array_new (FALSE, FALSE, sizeof (double));
   s.layer_floor_buf = g_new (double, model->n_layers);
   s.layer_costs = g_hash_table_new_full (g_bytes_hash, g_bytes_equal,
@@ -1580,6 +1734,7 @@ mp_planner_search (const MpCostContext *ctx, const MpSearchOptions *opts, GError
   g_array_unref (s.branches);
   g_array_unref (s.class_floors);
   layer_classes_clear (&s.classes);
+  span_runs_clear (&s.span_runs);
   g_free (s.layer_floor_buf);
   g_hash_table_unref (s.split_fills);
   g_hash_table_unref (s.layer_costs);
