@@ -844,6 +844,18 @@ simulate_plan (const Env *e, const MpPlan *plan, const MpSimOptions *opts, MpPro
   return res;
 }
 
+/* PLAN simulated, its step within 2% of the closed form's (WHAT names it on failure). */
+static MpSimResult *
+simulate_near_closed_form (const Env *e, const MpPlan *plan, const char *what)
+{
+  MpSimResult *res = simulate_plan (e, plan, NULL, NULL, NULL);
+  double gap = res->step_s / plan->step_s - 1;
+  if (fabs (gap) > 0.02)
+    fail_msg ("%s: simulated %.6g s, closed form %.6g s (%+.2f%%)", what, res->step_s,
+              plan->step_s, 100 * gap);
+  return res;
+}
+
 static void
 test_sim_planner_schedules_exact (void **state)
 {
@@ -897,11 +909,8 @@ check_best_plans (const char *model, const char *cluster, guint top)
   for (guint i = 0; i < found->plans->len; i++)
     {
       const MpPlan *plan = g_ptr_array_index (found->plans, i);
-      g_autoptr(MpSimResult) res = simulate_plan (e, plan, NULL, NULL, NULL);
-      double gap = res->step_s / plan->step_s - 1;
-      if (fabs (gap) > 0.02)
-        fail_msg ("%s on %s, plan %u: simulated %.6g s, closed form %.6g s (%+.2f%%)", model,
-                  cluster, i + 1, res->step_s, plan->step_s, 100 * gap);
+      g_autofree char *what = g_strdup_printf ("%s on %s, plan %u", model, cluster, i + 1);
+      g_autoptr(MpSimResult) res = simulate_near_closed_form (e, plan, what);
     }
 }
 
@@ -1051,11 +1060,7 @@ test_sim_closed_form_uneven_interleaved (void **state)
   cfg.schedule = MP_SCHEDULE_INTERLEAVED;
   g_autoptr(MpPlan) plan = evaluate (e, &cfg);
   assert_non_null (plan);
-  g_autoptr(MpSimResult) res = simulate_plan (e, plan, NULL, NULL, NULL);
-  double gap = res->step_s / plan->step_s - 1;
-  if (fabs (gap) > 0.02)
-    fail_msg ("simulated %.6g s, closed form %.6g s (%+.2f%%)", res->step_s, plan->step_s,
-              100 * gap);
+  g_autoptr(MpSimResult) res = simulate_near_closed_form (e, plan, "the plan");
   mp_assert_close (res->ranks[1].time.t[MP_PHASE_COMPUTE] + res->ranks[1].time.t[MP_PHASE_TP],
                    plan->time.t[MP_PHASE_COMPUTE] + plan->time.t[MP_PHASE_TP], 1e-9);
 }
@@ -1089,11 +1094,8 @@ test_sim_closed_form_drain_reduces (void **state)
       cfg.schedule = MP_SCHEDULE_INTERLEAVED;
       g_autoptr(MpPlan) plan = evaluate (e, &cfg);
       assert_non_null (plan);
-      g_autoptr(MpSimResult) res = simulate_plan (e, plan, NULL, NULL, NULL);
-      double gap = res->step_s / plan->step_s - 1;
-      if (fabs (gap) > 0.02)
-        fail_msg ("ZeRO-%u: simulated %.6g s, closed form %.6g s (%+.2f%%)", zero,
-                  res->step_s, plan->step_s, 100 * gap);
+      g_autofree char *what = g_strdup_printf ("ZeRO-%u", zero);
+      g_autoptr(MpSimResult) res = simulate_near_closed_form (e, plan, what);
       double dp = plan->time.t[MP_PHASE_DP], sim_dp = res->time.t[MP_PHASE_DP];
       if (fabs (dp / sim_dp - 1) > 0.15)
         fail_msg ("ZeRO-%u: dp_comm simulated %.4g s, closed form %.4g s", zero, sim_dp, dp);
@@ -1118,11 +1120,8 @@ check_pinned_plans (const char *model, const char *cluster, const char *fix, gui
   for (guint i = 0; i < found->plans->len; i++)
     {
       const MpPlan *plan = g_ptr_array_index (found->plans, i);
-      g_autoptr(MpSimResult) res = simulate_plan (e, plan, NULL, NULL, NULL);
-      double gap = res->step_s / plan->step_s - 1;
-      if (fabs (gap) > 0.02)
-        fail_msg ("%s --fix %s, plan %u: simulated %.6g s, closed form %.6g s (%+.2f%%)",
-                  model, fix, i + 1, res->step_s, plan->step_s, 100 * gap);
+      g_autofree char *what = g_strdup_printf ("%s --fix %s, plan %u", model, fix, i + 1);
+      g_autoptr(MpSimResult) res = simulate_near_closed_form (e, plan, what);
     }
   return ((const MpPlan *) g_ptr_array_index (found->plans, 0))->chunk_layers[which];
 }
