@@ -1371,6 +1371,7 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, gboolean no_exper
    * data-parallel groups and the gradient width count too; else they are left zero. */
   gboolean sharded = cfg->zero >= 2;
   gboolean grid = !no_experts || sharded;
+  gboolean gather = mp_parallel_config_cp_allgather (cfg);   /* the K/V exchange */
   /* Combined 1F1B (ep_overlap) depends on the schedule through its paired share; it
    * moves only expert-parallel time, which a layer without experts has none of. */
   double paired = grid ? mp_cost_ep_overlap_paired (cfg) : 0;
@@ -1381,7 +1382,7 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, gboolean no_exper
                              cfg->sequence_parallel, cfg->recompute, cfg->recompute_modules,
                              cfg->micro_batch_size, grid ? cfg->dispatcher : 0, cfg->fp8,
                              cfg->flash_attention,
-                             cfg->stack + MP_STACK_N * (cfg->compile + 2u * cfg->cp_comm),
+                             cfg->stack + MP_STACK_N * (cfg->compile + 2u * gather),
                              GPOINTER_TO_SIZE (sp->device),
                              sharded ? cfg->zero + 4u * cfg->no_reshard : 0,
                              sharded && cfg->fp32_grads, paired_bits };
@@ -1397,6 +1398,62 @@ memo_key (const MpParallelConfig *cfg, const MpStageSpans *sp, gboolean no_exper
   memo_span (w, sharded ? &sp->edp : &none);
 }
 
+/* The exposed context-parallel K/V exchange of attention op OP (costs OC) into FWD and
+ * BWD's cp_comm: the ring, Transformer Engine's all-gather or torch's (cp_comm). */
+static void
+cp_exchange (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+             const MpStageSpans *spans, const MpOp *op, const MpOpCost *oc, MpPhaseCost *fwd,
+             MpPhaseCost *bwd)
+{
+  double e = ctx->elt;
+  /* Ring attention: cp - 1 steps each passing a K, V block to the next rank while the
+   * current block is computed; backward passes K, V and their gradients. Only the part
+   * the computation does not hide counts. */
+  double cp = cfg->cp, kv = MAX (op->kv_heads / cfg->tp, 1.0);
+  /* A stack that repeats K/V heads before the kernel sends them repeated. */
+  if (mp_stack_repeats_kv (cfg->stack) && op->kv_heads > 0)
+    kv = MAX (op->heads / cfg->tp, 1.0);
+  double chunk = (double) ctx->model->seq_len / cp;
+  double width = op->v_head_dim > 0 ? op->head_dim + op->v_head_dim : 2 * op->head_dim;
+  double block = cfg->micro_batch_size * chunk * kv * width * e;
+  double step = coll (ctx, dev, MP_COLL_SEND_RECV, block, &spans->cp);
+  double step2 = coll (ctx, dev, MP_COLL_SEND_RECV, 2 * block, &spans->cp);
+  /* A window reaches back only over the chunks it spans (ir14). */
+  double steps = cp - 1;
+  if (op->window > 0)
+    steps = MIN (steps, ceil (op->window / chunk));
+  gboolean gather = mp_parallel_config_cp_allgather (cfg) && op->window == 0;
+  if (gather && !mp_stack_cp_allgather (cfg->stack))
+    {
+      /* Transformer Engine's (AttnFuncWithCPAndKVAllGather, "KV all-gather between CP
+       * ranks is exposed", citing Llama 3 section 3.3.2): K and V each gathered whole
+       * before any of the attention runs; backward gathers them again and reduce-scatters
+       * dK and dV (each cp blocks, at the model's width) after the last step
+       * (transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py:
+       * gather_along_first_dim, then reduce_scatter_along_first_dim). Nothing overlaps
+       * them. */
+      double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, cp * block / 2, &spans->cp);
+      double rs = coll (ctx, dev, MP_COLL_REDUCE_SCATTER, cp * block / 2, &spans->cp);
+      fwd->cp_comm_s += 2 * ag;
+      bwd->cp_comm_s += 2 * (ag + rs);
+      return;
+    }
+  if (gather)
+    {
+      /* torch's: one all-gather of every rank's block, hidden only behind the local
+       * block's sub-attention; the rest waits for it. Backward gathers K, V so again, and
+       * rings dK, dV (all-to-all rotater) in fp32 (convert_to_f32): 2 blocks' bytes a
+       * step, as the ring's K, V + dK, dV (torch/distributed/tensor/experimental/
+       * _attention.py, _templated_ring_attention_backward: kv_rotater, dkv_rotater). */
+      double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, cp * block, &spans->cp);
+      fwd->cp_comm_s += MAX (0, ag - oc->fwd.time_s / cp);
+      bwd->cp_comm_s += MAX (0, ag - oc->bwd.time_s / cp);
+    }
+  else
+    fwd->cp_comm_s += MAX (0, steps * (step - oc->fwd.time_s / cp));
+  bwd->cp_comm_s += MAX (0, steps * (step2 - oc->bwd.time_s / cp));
+}
+
 /* mp_cost_layer's figures, computed (mp_cost_layer memoizes them). */
 static void
 layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
@@ -1405,7 +1462,6 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const MpLayer *l = &ctx->model->layers[layer];
   const CmLayer *cl = &ctx->layers[layer];
   const MpCostDevice *dev = spans->device;
-  double e = ctx->elt;
   double again_s = 0, again_flops = 0;   /* selective: the forward work re-run */
   memset (fwd, 0, sizeof *fwd);
   memset (bwd, 0, sizeof *bwd);
@@ -1440,64 +1496,8 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
           again_s += share * oc.fwd.time_s + comm;
           again_flops += share * oc.fwd.flops;
         }
-      if (op->kind == MP_OP_ATTENTION)
-        {
-          if (cfg->cp > 1)
-            {
-              /* Ring attention: cp - 1 steps each passing a K, V block to the next rank
-               * while the current block is computed; backward passes K, V and their
-               * gradients. Only the part the computation does not hide counts. */
-              double cp = cfg->cp, kv = MAX (op->kv_heads / cfg->tp, 1.0);
-              /* A stack that repeats K/V heads before the kernel sends them repeated. */
-              if (mp_stack_repeats_kv (cfg->stack) && op->kv_heads > 0)
-                kv = MAX (op->heads / cfg->tp, 1.0);
-              double chunk = (double) ctx->model->seq_len / cp;
-              double width = op->v_head_dim > 0 ? op->head_dim + op->v_head_dim
-                                                : 2 * op->head_dim;
-              double block = cfg->micro_batch_size * chunk * kv * width * e;
-              double step = coll (ctx, dev, MP_COLL_SEND_RECV, block, &spans->cp);
-              double step2 = coll (ctx, dev, MP_COLL_SEND_RECV, 2 * block, &spans->cp);
-              /* A window reaches back only over the chunks it spans (ir14). */
-              double steps = cp - 1;
-              if (op->window > 0)
-                steps = MIN (steps, ceil (op->window / chunk));
-              gboolean gather = mp_parallel_config_cp_allgather (cfg) && op->window == 0;
-              if (gather && mp_stack_cp_allgather (cfg->stack))
-                {
-                  /* torch's: one all-gather of every rank's block, hidden only behind
-                   * the local block's sub-attention; the rest waits for it. Backward
-                   * gathers K, V so again, and rings dK, dV (all-to-all rotater) in fp32
-                   * (convert_to_f32): 2 blocks' bytes a step, as the ring's K, V + dK,
-                   * dV (torch/distributed/tensor/experimental/_attention.py,
-                   * _templated_ring_attention_backward: kv_rotater, dkv_rotater). */
-                  double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, cp * block, &spans->cp);
-                  fwd->cp_comm_s += MAX (0, ag - oc.fwd.time_s / cp);
-                  bwd->cp_comm_s += MAX (0, ag - oc.bwd.time_s / cp);
-                  bwd->cp_comm_s += MAX (0, steps * (step2 - oc.bwd.time_s / cp));
-                }
-              else if (gather)
-                {
-                  /* Transformer Engine's (AttnFuncWithCPAndKVAllGather, "KV all-gather
-                   * between CP ranks is exposed", citing Llama 3 section 3.3.2): K and V
-                   * each gathered whole before any of the attention runs; backward
-                   * gathers them again and reduce-scatters dK and dV (each cp blocks, at
-                   * the model's width) after the last step
-                   * (transformer_engine/pytorch/attention/dot_product_attention/
-                   * context_parallel.py: gather_along_first_dim, then
-                   * reduce_scatter_along_first_dim). Nothing overlaps them. */
-                  double ag = coll (ctx, dev, MP_COLL_ALL_GATHER, cp * block / 2, &spans->cp);
-                  double rs = coll (ctx, dev, MP_COLL_REDUCE_SCATTER, cp * block / 2,
-                                    &spans->cp);
-                  fwd->cp_comm_s += 2 * ag;
-                  bwd->cp_comm_s += 2 * (ag + rs);
-                }
-              else
-                {
-                  fwd->cp_comm_s += MAX (0, steps * (step - oc.fwd.time_s / cp));
-                  bwd->cp_comm_s += MAX (0, steps * (step2 - oc.bwd.time_s / cp));
-                }
-            }
-        }
+      if (op->kind == MP_OP_ATTENTION && cfg->cp > 1)
+        cp_exchange (ctx, cfg, dev, spans, op, &oc, fwd, bwd);
     }
   ep_overlap (ctx, cfg, dev, fwd, bwd);
   zero_overlap (ctx, cfg, spans, layer, fwd, bwd);

@@ -946,7 +946,9 @@ floor_layer_terms (const MpCostContext *ctx, const MpParallelConfig *cfg, gboole
   guint act_key[] = { cfg->tp, cfg->cp, mp_parallel_config_etp (cfg), cfg->sequence_parallel,
                       cfg->recompute, cfg->recompute_method, cfg->recompute_num_layers,
                       cfg->recompute_modules, cfg->micro_batch_size, cfg->flash_attention,
-                      cfg->fp8, cfg->stack + MP_STACK_N * cfg->cp_comm, fp8_saved, 0 };
+                      cfg->fp8,
+                      cfg->stack + MP_STACK_N * mp_parallel_config_cp_allgather (cfg),
+                      fp8_saved, 0 };
   G_STATIC_ASSERT (sizeof act_key == sizeof slot->act_key);
   if (!slot->act_valid || memcmp (slot->act_key, act_key, sizeof act_key) != 0)
     {

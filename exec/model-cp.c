@@ -216,11 +216,18 @@ piece (const MpExec *ex, MpkAttnShape s, int b, int g)
   return p;
 }
 
-/* The positions of the block of ring step STEP: rank cp_rank - step's. */
+/* The cp rank whose block ring step STEP computes on: cp_rank - step. */
+static guint
+ring_owner (const MpExec *ex, guint step)
+{
+  return (ex->cp_rank + ex->cp - step % ex->cp) % ex->cp;
+}
+
+/* The positions of the block of ring step STEP. */
 static const int *
 ring_kpos (const MpExec *ex, guint step)
 {
-  return ex->cp_pos + ((ex->cp_rank + ex->cp - step % ex->cp) % ex->cp) * ex->Tl;
+  return ex->cp_pos + ring_owner (ex, step) * ex->Tl;
 }
 
 /* The block's shape: queries as S, keys and values packed. */
@@ -287,7 +294,7 @@ static float *
 gathered (const Ring *r, float *blocks, guint step)
 {
   const MpExec *ex = r->ex;
-  return blocks + (gsize) ((ex->cp_rank + ex->cp - step % ex->cp) % ex->cp) * r->n;
+  return blocks + (gsize) ring_owner (ex, step) * r->n;
 }
 
 /* Every cp rank's K | V block into R->cur, in cp-rank order, this rank's packed from K
