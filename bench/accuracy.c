@@ -278,11 +278,11 @@ moe_shape (const MpModel *model, const MpPlan *plan, AccResult *out)
   out->micro_tokens = (double) c->micro_batch_size * (double) model->seq_len;
 }
 
-/* For a run no plan of which fits: OUT's memory is that of the best plan honouring PINS
- * on CLUSTER's devices with 16 times their memory, its capacity the real one. */
+/* For a run no plan of which fits: OUT is the best plan honouring PINS on CLUSTER's
+ * devices with 16 times their memory (over_memory), its capacity the real one. */
 static void
-overflowing_memory (const MpModel *model, const MpCluster *cluster, const MpSearchOptions *opts,
-                    AccResult *out)
+overflowing_memory (const AccRun *run, const MpModel *model, const MpCluster *cluster,
+                    const MpSearchOptions *opts, AccResult *out)
 {
   g_autoptr(MpCluster) roomy = mp_cluster_copy (cluster);
   for (guint i = 0; i < roomy->n_groups; i++)
@@ -292,11 +292,11 @@ overflowing_memory (const MpModel *model, const MpCluster *cluster, const MpSear
   if (res == NULL || res->plans->len == 0)
     return;
   const MpPlan *best = g_ptr_array_index (res->plans, 0);
-  out->mem_known = TRUE;
-  out->mem = best->memory;
-  out->mem.capacity_bytes /= 16;
-  out->pred_memory_gib = best->memory.peak_bytes / (1024.0 * 1024 * 1024);
   out->plan = plan_summary (best);
+  compare (run, best, out);
+  out->mem.capacity_bytes /= 16;
+  moe_shape (model, best, out);
+  out->planned = out->over_memory = TRUE;
 }
 
 gboolean
@@ -323,7 +323,7 @@ acc_run_predict (const AccRuns *runs, const AccRun *run, AccResult *out, GError 
                                      G_GUINT64_FORMAT " configs known to fit, %"
                                      G_GUINT64_FORMAT " fully costed, none honour them)",
                                      res->stats.feasible, res->stats.evaluated);
-      overflowing_memory (model, cluster, &opts, out);
+      overflowing_memory (run, model, cluster, &opts, out);
     }
   else
     {

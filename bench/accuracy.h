@@ -43,6 +43,9 @@ typedef enum { ACC_TOKENS, ACC_TFLOPS, ACC_MFU } AccMetric;
 
 typedef struct {
   gboolean planned;            /* FALSE: REASON says why */
+  gboolean over_memory;        /* planned, but only on devices with room to spare: the
+                                * pinned plan does not fit the real ones (REASON), and
+                                * is timed as it would run there */
   char *reason;
   AccMetric metric;
   double measured, predicted;  /* the metric's value */
@@ -73,7 +76,9 @@ MpModel *acc_run_model (const AccRuns *runs, const AccRun *run, GError **error);
 MpCluster *acc_run_cluster (const AccRuns *runs, const AccRun *run, GError **error);
 /* Plans RUN with its pins (the best plan honouring them) into *OUT (acc_result_clear
  * frees it). FALSE with ERROR only when the model or cluster does not load; a run that
- * does not plan is *OUT with planned FALSE and the reason. */
+ * does not plan is *OUT with planned FALSE and the reason, one whose pinned plan fits
+ * only on roomier devices is planned there with over_memory (its time is the stated
+ * configuration's; that mpplan thinks it overflows is a memory error of its own). */
 gboolean acc_run_predict (const AccRuns *runs, const AccRun *run, AccResult *out,
                           GError **error);
 void acc_result_clear (AccResult *res);

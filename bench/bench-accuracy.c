@@ -91,7 +91,7 @@ print_memory (const AccRun *run, const AccResult *res)
           measured, GIB (m->peak_bytes), GIB (m->capacity_bytes), GIB (m->bytes[MP_MEM_WEIGHTS]),
           GIB (m->bytes[MP_MEM_GRADIENTS]), GIB (m->bytes[MP_MEM_OPTIMIZER]),
           GIB (m->bytes[MP_MEM_ACTIVATIONS]), GIB (m->bytes[MP_MEM_OTHER] - reserve),
-          GIB (reserve), res->planned ? "yes" : "NO");
+          GIB (reserve), res->planned && !res->over_memory ? "yes" : "NO");
 }
 
 /* --moe: each MoE run's step shortfall (measured - predicted) spread over the MoE layer
@@ -137,7 +137,8 @@ json_row (JsonBuilder *b, const AccRun *run, const AccResult *res)
   mp_json_add_string (b, "family", run->family);
   mp_json_add_string (b, "stack", run->stack);
   mp_json_add_bool (b, "planned", res->planned);
-  if (!res->planned)
+  mp_json_add_bool (b, "over_memory", res->over_memory);
+  if (res->reason)
     mp_json_add_string (b, "reason", res->reason);
   else
     {
@@ -192,7 +193,7 @@ main (int argc, char **argv)
                                                           g_free);
   g_autoptr(GHashTable) overall = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                                          g_free);
-  g_autoptr(GString) skipped = g_string_new (NULL);
+  g_autoptr(GString) skipped = g_string_new (NULL), overflowing = g_string_new (NULL);
   g_autoptr(GPtrArray) results = g_ptr_array_new_with_free_func (g_free);
   g_autoptr(JsonBuilder) b = json_builder_new ();
   json_builder_begin_object (b);
@@ -221,9 +222,12 @@ main (int argc, char **argv)
           tally_add (clusters, run->cluster, res.error);
           tally_add (overall, "overall", res.error);
           if (!json)
-            printf ("%-34s %-13s %-13s %10.4g %10.4g %+6.1f%%  %s\n", run->id, run->family,
+            printf ("%-34s %-13s %-13s %10.4g %10.4g %+6.1f%%  %s%s\n", run->id, run->family,
                     acc_metric_name (res.metric), res.measured, res.predicted,
-                    100 * res.error, res.plan);
+                    100 * res.error, res.plan, res.over_memory ? " [over memory]" : "");
+          if (res.over_memory)
+            g_string_append_printf (overflowing, "%-34s %-13s %s\n", run->id, run->family,
+                                    res.reason);
         }
       else
         g_string_append_printf (skipped, "%-34s %-13s %s\n", run->id, run->family,
@@ -269,6 +273,8 @@ main (int argc, char **argv)
   const Tally *all = g_hash_table_lookup (overall, "overall");
   printf ("\n%u of %u runs plan. Not planned:\n%s", all ? all->n : 0, runs->runs->len,
           skipped->len ? skipped->str : "(none)\n");
+  printf ("Timed on devices with room to spare ([over memory]: mpplan predicts the published "
+          "plan does not fit):\n%s", overflowing->len ? overflowing->str : "(none)\n");
   print_groups ("family", families);
   print_groups ("stack", stacks);
   print_groups ("cluster", clusters);

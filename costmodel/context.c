@@ -377,6 +377,18 @@ cm_recomputable (const MpLayer *l)
   return l->kind == MP_LAYER_BLOCK || l->kind == MP_LAYER_DENSE;
 }
 
+/* The bytes per token of expert rows that op I of LAYER, the combine after the experts'
+ * last op, keeps: its saved input less the k fp32 gates (model.c add_moe_mlp), which a
+ * stack weighting inside the experts keeps there instead. */
+static double
+combine_rows (const MpLayer *l, guint i)
+{
+  const MpOp *op = &l->ops[i], *prev = i > 0 ? &l->ops[i - 1] : NULL;
+  if (prev == NULL || prev->split != MP_SPLIT_EXPERT || op->split == MP_SPLIT_EXPERT)
+    return 0;
+  return MAX (op->act_rep_bytes - 4 * prev->count, 0);
+}
+
 static void
 build_sums (MpCostContext *ctx)
 {
@@ -411,6 +423,8 @@ build_sums (MpCostContext *ctx)
             v[CM_SUM_EXPERT_ACT] += l->ops[o].act_bytes;
             v[CM_SUM_EXPERT_REP] += l->ops[o].act_rep_bytes;
           }
+        else
+          v[CM_SUM_COMBINE_ROWS] += combine_rows (l, o);
       for (int s = 0; s < CM_SUM_N; s++)
         ctx->sums[s][i + 1] = ctx->sums[s][i] + v[s];
       if (rc)

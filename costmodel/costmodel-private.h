@@ -78,6 +78,7 @@ typedef enum {
   CM_SUM_NR_ACT_SCORE,   /* ... their act_score_bytes */
   CM_SUM_EXPERT_ACT,     /* MoE (moe14): act_bytes of expert ops (in CM_SUM_ACT too) */
   CM_SUM_EXPERT_REP,     /* ... their act_rep_bytes: the dispatched token copies */
+  CM_SUM_COMBINE_ROWS,   /* the k expert rows a weighted combine keeps (in CM_SUM_ACT_REP) */
   CM_SUM_N
 } CmSum;
 

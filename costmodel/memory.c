@@ -42,6 +42,9 @@ kept_all (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, gu
       double load = cm_expert_load (ctx->model), etp = mp_parallel_config_etp (cfg);
       kept = (cm_sum (ctx, CM_SUM_ACT, first, n) - ea + ea * load) / t
              + (cm_sum (ctx, CM_SUM_ACT_REP, first, n) - er) / sd + er * load * etp / t;
+      /* Gates weighted inside the experts: the combine is a plain sum, keeping nothing. */
+      if (mp_stack_gates_in_experts (cfg->stack))
+        kept -= cm_sum (ctx, CM_SUM_COMBINE_ROWS, first, n) / sd;
     }
   if (!scores_dropped && !cfg->flash_attention)
     kept += cm_sum (ctx, CM_SUM_ACT_SCORE, first, n) / t;
@@ -88,19 +91,33 @@ dropped_per_token (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
   return dropped;
 }
 
-/* Bytes per token that layers [FIRST, FIRST + N) keep less when their dense FP8 GEMMs'
- * inputs are kept as the FP8 tensors (mp_stack_fp8_saves_fp8): 1 byte of each element's
- * ELT. The experts' grouped GEMMs are left at 16 bits. */
+/* Bytes per token that layers [FIRST, FIRST + N) keep less when their FP8 GEMMs' inputs
+ * are kept as the FP8 tensors (mp_stack_fp8_saves_fp8): 1 byte of each element's ELT.
+ * The experts' grouped GEMMs too where the stack's do (mp_stack_fp8_saves_experts), at
+ * the busiest rank's load as kept_all keeps them; there the attention output
+ * projection's input stays at 16 bits, being the attention core's own saved output. */
 static double
 fp8_saved_less (const MpCostContext *ctx, const MpParallelConfig *cfg, guint first, guint n)
 {
   double t = cfg->tp, sd = sp_div (cfg), less = 0;
+  gboolean experts = mp_stack_fp8_saves_experts (cfg->stack);
+  double load = cm_expert_load (ctx->model), etp = mp_parallel_config_etp (cfg);
   for (guint li = first; li < first + n; li++)
     {
       const MpLayer *l = &ctx->model->layers[li];
       for (guint i = 0; i < l->n_ops; i++)
-        if (cm_fp8_op (l, &l->ops[i]) && l->ops[i].split != MP_SPLIT_EXPERT)
-          less += l->ops[i].act_bytes / t + l->ops[i].act_rep_bytes / sd;
+        {
+          const MpOp *op = &l->ops[i];
+          if (!cm_fp8_op (l, op))
+            continue;
+          if (op->split != MP_SPLIT_EXPERT)
+            {
+              if (!(experts && i > 0 && l->ops[i - 1].kind == MP_OP_ATTENTION))
+                less += op->act_bytes / t + op->act_rep_bytes / sd;
+            }
+          else if (experts)
+            less += op->act_bytes * load / t + op->act_rep_bytes * load * etp / t;
+        }
     }
   return less * (1 - 1 / ctx->elt);
 }
@@ -404,7 +421,11 @@ buckets_in_flight (const MpCostContext *ctx, const MpParallelConfig *cfg, guint 
  * allocator on eight LLMs on A100-80GB under recomputation, ZeRO and offloading; PyTorch's
  * expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, the CUDA
  * semantics notes), which Megatron-LM's and torchtitan's recipes set, map segments so
- * that most of it goes. 5% is our reading for such a setup; --memory-headroom adds more. */
+ * that most of it goes. 5% is our reading for such a setup; --memory-headroom adds more.
+ * It is a share of what is allocated as the step runs (activations, transient buffers):
+ * the training state is allocated up front in whole buffers the allocator never splits
+ * (Megatron-Core's ParamAndGradBuffer, one per dtype and bucket group, and its
+ * distributed optimizer's shards; FSDP2's sharded parameters). */
 #define FRAGMENTATION_SHARE 0.05
 
 const char *
@@ -454,12 +475,11 @@ runtime_reserve (const MpCostContext *ctx, const MpParallelConfig *cfg,
     r[MP_RESERVE_DEVICE_OVERHEAD] = ctx->cluster->device_overhead_bytes;
   else
     {
-      double tensors = out->weights_bytes + out->grads_bytes + out->optimizer_bytes
-                       + out->activations_bytes + out->transient_bytes;
+      double dynamic = out->activations_bytes + out->transient_bytes;
       r[MP_RESERVE_CONTEXT] = CUDA_CONTEXT_BYTES;
       r[MP_RESERVE_NCCL] = communicators (ctx, cfg, out->stage) * NCCL_CHANNELS * 2
                            * NCCL_BUFFSIZE;
-      r[MP_RESERVE_FRAGMENTATION] = FRAGMENTATION_SHARE * tensors;
+      r[MP_RESERVE_FRAGMENTATION] = FRAGMENTATION_SHARE * dynamic;
     }
   out->overhead_bytes = 0;
   for (int k = 0; k < MP_RESERVE_N; k++)
@@ -495,13 +515,16 @@ state_per_param (const MpCostContext *ctx, const MpParallelConfig *cfg, double r
    * reduce-scattered once after the last micro-batch into this rank's shard, which the
    * optimizer reads (DeepSpeed's fp32 partition; the executor's too). ZeRO-2/3 (DeepSpeed
    * stage 2, FSDP): each micro-batch's gradients reduce-scattered bucket by bucket into an
-   * accumulated shard (buckets_in_flight). Parameters no other replica holds (an expert
+   * accumulated shard (buckets_in_flight). Under ZeRO-1 a stack reducing in place
+   * (mp_stack_zero1_in_place: Megatron) keeps the shard inside the full gradients, as the
+   * executor then does. Parameters no other replica holds (an expert
    * with ep = dp * cp) have nothing to reduce: their full gradients are all they keep (the
    * executor runs them as ZeRO-0, model-exec.c). */
   gboolean grouped = cfg->zero >= 1 && reps > 1;
+  gboolean own_shard = grouped && !(cfg->zero == 1 && mp_stack_zero1_in_place (cfg->stack));
   StateBytes s = {
     .weights = w * (cfg->zero >= 3 ? shard : 1),
-    .grads = g * ((grouped && cfg->zero >= 2 ? 0 : 1) + (grouped ? shard : 0)),
+    .grads = g * ((grouped && cfg->zero >= 2 ? 0 : 1) + (own_shard ? shard : 0)),
     .optimizer = o * (cfg->zero >= 1 ? shard : 1),
   };
   /* FSDP's ZeRO-2 (SHARD_GRAD_OP) shards the fp32 parameter too and keeps its gathered
@@ -1196,14 +1219,18 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
   floor_layer_terms (ctx, cfg, fp8_saved, &act_pos, &act_neg, &least_buffers);
   double act = act_pos + act_neg;
 
-  double tensors = (state + act) / pp + least_buffers;
+  /* With each the fragmentation of what it allocates as it runs (runtime_reserve): the
+   * mean stage's activations and buffers, and at least the least buffers anywhere. */
+  gboolean modelled = !ctx->cluster->device_overhead_given;
+  double frag = modelled ? FRAGMENTATION_SHARE : 0;
+  double tensors = (state + act) / pp + least_buffers + frag * (act / pp + least_buffers);
   if (scheduled)
     {
       floor_runs (ctx, cfg);
-      tensors = MAX (tensors, scheduled_tensors (ctx, cfg, state, act_pos, act_neg)
-                              + least_buffers);
+      double least = (1 + frag) * least_buffers;
+      tensors = MAX (tensors, scheduled_tensors (ctx, cfg, state, act_pos, act_neg) + least);
       tensors = MAX (tensors, tied_tensors (ctx, cfg, fd, fe, ctx->tied_params / t * fd)
-                              + least_buffers
+                              + least
                               + (stages_hold_blocks (ctx, cfg) ? block_terms (ctx, cfg, w,
                                                                             cm_grad_bytes (ctx, cfg))
                                                                : 0));
@@ -1217,8 +1244,7 @@ memory_floor (const MpCostContext *ctx, const MpParallelConfig *cfg, gboolean sc
       guint comms = (cfg->tp > 1) + (cfg->cp > 1) + ((guint) cfg->dp * cfg->cp > 1)
                     + (cfg->pp > 1) + (cfg->ep > 1 ? 1 + (mp_parallel_config_edp (cfg) > 1)
                                                    : 0);
-      reserve += CUDA_CONTEXT_BYTES + comms * NCCL_CHANNELS * 2 * NCCL_BUFFSIZE
-                 + FRAGMENTATION_SHARE * tensors;
+      reserve += CUDA_CONTEXT_BYTES + comms * NCCL_CHANNELS * 2 * NCCL_BUFFSIZE;
     }
   /* less a relative 1e-9 for the rounding of sums taken in another order */
   double total = (tensors + reserve) * (1 - 1e-9);

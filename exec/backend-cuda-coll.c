@@ -239,6 +239,14 @@ mpcu_all_gather (MpBackend *be, MpGroup *g, float *buf, gsize n, GError **error)
   return blocking ((CudaBackend *) be, g, COLL_ALL_GATHER, buf, NULL, n, MP_REDUCE_SUM, error);
 }
 
+/* NCCL reduces in place when the output is the rank's own block of the input ("In-place
+ * operations", NCCL user guide: recvbuff == sendbuff + rank * recvcount). */
+gsize
+mpcu_inplace_offset (int rank, gsize n)
+{
+  return (gsize) rank * n;
+}
+
 gboolean
 mpcu_reduce_scatter (MpBackend *be, MpGroup *g, const float *buf, float *out, gsize n,
                      GError **error)

@@ -113,6 +113,7 @@ gboolean mpcu_all_reduce (MpBackend *be, MpGroup *g, float *buf, gsize n, MpRedu
 gboolean mpcu_all_gather (MpBackend *be, MpGroup *g, float *buf, gsize n, GError **error);
 gboolean mpcu_all_to_all_v (MpBackend *be, MpGroup *g, const float *send, const gsize *send_n,
                             float *recv, const gsize *recv_n, GError **error);
+gsize mpcu_inplace_offset (int rank, gsize n);
 gboolean mpcu_reduce_scatter (MpBackend *be, MpGroup *g, const float *buf, float *out,
                               gsize n, GError **error);
 gboolean mpcu_iall_reduce (MpBackend *be, MpGroup *g, float *buf, gsize n, MpRequest **req,

@@ -362,6 +362,7 @@ static const MpBackendOps cuda_ops = {
   .all_reduce = mpcu_all_reduce,
   .all_gather = mpcu_all_gather,
   .reduce_scatter = mpcu_reduce_scatter,
+  .inplace_offset = mpcu_inplace_offset,
   .all_to_all_v = mpcu_all_to_all_v,
   .iall_reduce = mpcu_iall_reduce,
   .iall_gather = mpcu_iall_gather,

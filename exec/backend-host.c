@@ -175,8 +175,18 @@ host_reduce_scatter (MpBackend *be, MpGroup *g, const float *buf, float *out, gs
         memmove (out, buf, n * sizeof (float));
       return TRUE;
     }
-  MP_MPI_TRY (MPI_Reduce_scatter_block (buf, out, (int) n, MPI_FLOAT, MPI_SUM, g->comm));
+  MP_MPI_TRY (MPI_Reduce_scatter_block (out == buf ? MPI_IN_PLACE : buf, out, (int) n,
+                                        MPI_FLOAT, MPI_SUM, g->comm));
   return TRUE;
+}
+
+/* MPI_IN_PLACE leaves every rank's block at the start of the buffer (MPI 4.0, sec. 6.10.1,
+ * MPI_Reduce_scatter_block: the result is stored in the receive buffer). */
+static gsize
+host_inplace_offset (int rank, gsize n)
+{
+  (void) rank, (void) n;
+  return 0;
 }
 
 static gboolean
@@ -265,8 +275,8 @@ host_ireduce_scatter (MpBackend *be, MpGroup *g, const float *buf, float *out, g
         memmove (out, buf, n * sizeof (float));
       return TRUE;
     }
-  START_REQUEST (MPI_Ireduce_scatter_block (buf, out, (int) n, MPI_FLOAT, MPI_SUM, g->comm,
-                                            &r_->req));
+  START_REQUEST (MPI_Ireduce_scatter_block (out == buf ? MPI_IN_PLACE : buf, out, (int) n,
+                                            MPI_FLOAT, MPI_SUM, g->comm, &r_->req));
   return TRUE;
 }
 
@@ -417,6 +427,7 @@ static const MpBackendOps host_ops = {
   .all_reduce = host_all_reduce,
   .all_gather = host_all_gather,
   .reduce_scatter = host_reduce_scatter,
+  .inplace_offset = host_inplace_offset,
   .all_to_all_v = host_all_to_all_v,
   .iall_reduce = host_iall_reduce,
   .iall_gather = host_iall_gather,

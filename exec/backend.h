@@ -215,12 +215,16 @@ typedef struct {
 
   /* Blocking collectives over floats, in place where they can be: all_reduce on BUF (n);
    * all_gather: BUF (n * size) gets every rank's block, this rank's already at its place;
-   * reduce_scatter: BUF (n * size) in, this rank's summed block out to OUT (n). */
+   * reduce_scatter: BUF (n * size) in, this rank's summed block out to OUT (n); OUT may be
+   * BUF + inplace_offset (its block inside BUF: the reduction in place). */
   gboolean (*all_reduce) (MpBackend *be, MpGroup *g, float *buf, gsize n, MpReduceOp op,
                           GError **error);
   gboolean (*all_gather) (MpBackend *be, MpGroup *g, float *buf, gsize n, GError **error);
   gboolean (*reduce_scatter) (MpBackend *be, MpGroup *g, const float *buf, float *out,
                               gsize n, GError **error);
+  /* Where, in floats from BUF's start, an in-place reduce_scatter of blocks of N leaves
+   * group rank RANK's block: MPI_IN_PLACE puts it first, NCCL at RANK * N. */
+  gsize (*inplace_offset) (int rank, gsize n);
   /* All-to-all with per-peer sizes (MoE token dispatch): SEND holds SEND_N[p] floats for
    * group rank p, block after block in rank order; RECV gets RECV_N[p] from each p, the
    * same way. The counts are host memory, one per group rank; SEND and RECV must not

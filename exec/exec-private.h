@@ -23,6 +23,7 @@ typedef struct {
   float *grad;             /* (padded) ZeRO 0/1: accumulated over micro-batches; ZeRO 2/3:
                             * one micro-batch's, from its backward to its reduction */
   float *gshard;           /* ZeRO >= 1: the reduced shard (shard_n) */
+  gboolean gshard_in_grad; /* ZeRO-1 in place: gshard is a block of grad, not its own */
   float *rs_tmp;           /* ZeRO 2/3: a micro-batch's reduce-scatter result (shard_n),
                             * while it is in flight */
   float *m, *v;            /* optimizer state over what this rank updates */

@@ -27,7 +27,8 @@ tensor_free (MpExec *ex, ExTensor *t)
   be->ops->release (be, t->param);
   be->ops->release (be, t->pshard);
   be->ops->release (be, t->grad);
-  be->ops->release (be, t->gshard);
+  if (!t->gshard_in_grad)
+    be->ops->release (be, t->gshard);
   be->ops->release (be, t->rs_tmp);
   be->ops->release (be, t->m);
   be->ops->release (be, t->v);
@@ -80,7 +81,12 @@ tensor_new_in (MpExec *ex, guint layer, const char *name, gsize n, const float *
       if (t->grad == NULL)
         return NULL;
     }
-  if (t->zero >= 1)
+  /* ZeRO-1 in place (mp_stack_zero1_in_place): the shard is the rank's block of the
+   * full gradients, where the backend's in-place reduce-scatter leaves it. */
+  t->gshard_in_grad = t->zero == 1 && mp_stack_zero1_in_place (ex->cfg.stack);
+  if (t->gshard_in_grad)
+    t->gshard = t->grad + be->ops->inplace_offset ((int) t->dp_rank, t->shard_n);
+  else if (t->zero >= 1)
     {
       t->gshard = be->ops->alloc (be, upd, MP_MEM_GRADIENTS, error);
       if (t->gshard == NULL)
@@ -694,7 +700,7 @@ mp_exec_step_begin (MpExec *ex, guint step)
       ExTensor *t = g_ptr_array_index (ex->tensors, i);
       if (t->grad)
         ex->be->ops->zero (ex->be, t->grad, t->padded * sizeof (float));
-      if (t->gshard)
+      if (t->gshard && !t->gshard_in_grad)
         ex->be->ops->zero (ex->be, t->gshard, t->shard_n * sizeof (float));
       t->pending = 0;
     }

@@ -84,7 +84,8 @@ mp_stack_overlaps_tp_backward (MpStack stack)
 gboolean
 mp_stack_fused_loss (MpStack stack)
 {
-  return stack == MP_STACK_LLM_FOUNDRY || stack == MP_STACK_NEMO_AUTOMODEL;
+  return stack == MP_STACK_LLM_FOUNDRY || stack == MP_STACK_NEMO_AUTOMODEL
+         || stack == MP_STACK_MEGATRON;
 }
 
 MpStateLayout
@@ -110,6 +111,24 @@ mp_stack_fp8_saves_fp8 (MpStack stack)
 {
   return stack == MP_STACK_MEGATRON || stack == MP_STACK_NEMO_AUTOMODEL
          || stack == MP_STACK_LLM_FOUNDRY;
+}
+
+gboolean
+mp_stack_gates_in_experts (MpStack stack)
+{
+  return stack == MP_STACK_MEGATRON;
+}
+
+gboolean
+mp_stack_zero1_in_place (MpStack stack)
+{
+  return stack == MP_STACK_MEGATRON;
+}
+
+gboolean
+mp_stack_fp8_saves_experts (MpStack stack)
+{
+  return stack == MP_STACK_MEGATRON;
 }
 
 gboolean

@@ -108,7 +108,8 @@ typedef enum {
  * The cost model uses the attention kernel (mp_stack_fa2_attention), the backward TP
  * overlap (mp_stack_overlaps_tp_backward), the Triton kernel (mp_stack_triton_attention),
  * the loss's precision (mp_stack_fused_loss), the optimizer's kernels
- * (mp_stack_unfused_optimizer), FP8's saved activations (mp_stack_fp8_saves_fp8) and the
+ * (mp_stack_unfused_optimizer), FP8's saved activations (mp_stack_fp8_saves_fp8,
+ * mp_stack_fp8_saves_experts), the gates' place (mp_stack_gates_in_experts) and the
  * MoE dispatch (mp_stack_forwarded_dispatch), the experts' GEMM calls
  * (mp_stack_per_expert_gemm_calls), the gradients' reduce width (mp_stack_fp32_reduce),
  * FSDP1's gradient passes (mp_stack_fsdp1) and what torch's pipelining holds
@@ -259,8 +260,14 @@ gboolean mp_stack_overlaps_tp_backward (MpStack stack);
  * gptoss_120b_te_deepep.yaml, deepseek_v3_te_deepep.yaml) take MaskedCrossEntropy with
  * fp32_upcast: false, a
  * cross_entropy on the bf16 logits: its saved log-softmax and its gradient are bf16, the
- * same bytes. Megatron-Core's vocab-parallel loss and torchtitan's (cross_entropy on
- * logits.float()) keep fp32. */
+ * same bytes. megatron as Megatron-Bridge runs it too: its GPT provider turns on
+ * cross_entropy_loss_fusion (src/megatron/bridge/models/gpt_provider.py, v0.2.0) and its
+ * performance recipes pick Transformer Engine's kernel (scripts/performance/utils/
+ * helpers.py: cross_entropy_fusion_impl = "te"), whose parallel_cross_entropy writes the
+ * gradient into the logits in place and saves only them (transformer_engine/pytorch/
+ * cross_entropy.py). Megatron-Core's unfused vocab-parallel loss (Megatron-LM's default,
+ * --cross-entropy-loss-fusion off) and torchtitan's (cross_entropy on logits.float())
+ * keep fp32. */
 gboolean mp_stack_fused_loss (MpStack stack);
 /* Does STACK's FP8 keep each FP8 GEMM's input for the weight gradient as the FP8 tensor
  * it cast (1 byte an element), rather than at 16 bits? Transformer Engine's linear layers
@@ -269,6 +276,30 @@ gboolean mp_stack_fused_loss (MpStack stack);
  * precision swaps in te.Linear. torchtitan's and plain PyTorch's torchao float8 keep
  * the high-precision input and cast it again in backward. */
 gboolean mp_stack_fp8_saves_fp8 (MpStack stack);
+/* Does STACK weight each expert row by its router gate inside the experts (the activation
+ * times the gate, before fc2), so that the combine back to the tokens is a plain sum that
+ * keeps nothing for backward? Megatron-Core does since "Memory efficient token
+ * permutation" (Megatron-LM 2659630, 2025-04-09: experts.py activation_func_with_probs /
+ * weighted_bias_swiglu_impl; token_dispatcher.py unpermute without probs); its experts'
+ * TE GroupedLinear also saves FP8 inputs as FP8 (grouped_linear.py: the quantized
+ * inputmats, columnwise), as its dense layers do. Other stacks weight at the combine,
+ * which keeps the k expert rows to form the gates' gradient. */
+gboolean mp_stack_gates_in_experts (MpStack stack);
+/* Does STACK's ZeRO-1 reduce-scatter its gradients in place, into this rank's block of
+ * the full gradient buffer, rather than into a shard of its own? Megatron-Core's
+ * distributed optimizer does: start_grad_sync reduce-scatters each bucket's grad_data
+ * into local_data_view, its own shard of that buffer (megatron/core/distributed/
+ * param_and_grad_buffer.py, Megatron-LM d98e8a6). DeepSpeed's stage 1 keeps the reduced
+ * partition apart (its fp32 partition's gradient), and so is costed with a shard more. */
+gboolean mp_stack_zero1_in_place (MpStack stack);
+/* Does STACK's FP8 keep its experts' grouped GEMM inputs as the FP8 tensors it cast, and
+ * the attention output projection's input at 16 bits (the attention core keeps that
+ * tensor itself)? Megatron-Core does: TE GroupedLinear saves the quantized inputmats
+ * (transformer_engine/pytorch/module/grouped_linear.py), and with a non-delayed FP8
+ * recipe Megatron sets save_original_input on linear_proj, "the output of the fused
+ * core_attn is saved by itself" (megatron/core/transformer/attention.py, Megatron-LM
+ * 781e765, 2025-08-19). Other stacks' experts are kept at 16 bits. */
+gboolean mp_stack_fp8_saves_experts (MpStack stack);
 /* Does STACK run attention in the Triton FlashAttention kernel (the FA1-era Triton port)
  * rather than FlashAttention-2's CUDA one? llm-foundry's published benchmarks do: its
  * scripts/train/benchmarking/submit_benchmarks.py defaults --attn_impl to triton, which

@@ -100,20 +100,25 @@ ok "zero 3, dp2" check z3 2 dp=2,tp=1,pp=1,zero=3,reshard_after_forward=true,num
 # Gradient memory, ZeRO 0-3: the peak of the executor's gradient ledger (measured.json's
 # memory_peak_bytes) within 10% of the plan's memory_bytes.gradients. Buckets of 2 MiB, so
 # that ZeRO-2/3 hold their shard of tiny-gpt's 13 MB of gradients plus the two buckets in
-# flight, well under ZeRO-1's full gradients and shard; two micro-batches, so that each
-# reduces twice into the shard.
+# flight, under DeepSpeed's ZeRO-1 (the full gradients and a shard of their own), while
+# Megatron's ZeRO-1 reduce-scatters in place and holds what ZeRO-0 does; two
+# micro-batches, so that each reduces twice into the shard.
 grad_mem () {
-  plan gm$1 2 dp=2,tp=1,pp=1,zero=$1,reshard_after_forward=true,recompute=none,num_micro_batches=2 || return 1
-  sed 's/^\(  zero: .*\)$/\1\n  bucket_bytes: 2 MiB/' "$tmp/gm$1.yaml" >"$tmp/gm$1.b.yaml" || return 1
-  run_np 2 "$MPPLAN" exec -p "$tmp/gm$1.b.yaml" --steps 1 --warmup 0 --check -o "$tmp/gm$1.json" \
-    >"$tmp/gm$1.out" 2>&1 || { sed 's/^/# /' "$tmp/gm$1.out"; return 1; }
-  grads_within "$tmp/gm$1.json" "zero $1" "$tmp/gm$1.measured"
+  plan gm$1$2 2 dp=2,tp=1,pp=1,zero=$1,reshard_after_forward=true,recompute=none,num_micro_batches=2${2:+,stack=$2} || return 1
+  sed 's/^\(  zero: .*\)$/\1\n  bucket_bytes: 2 MiB/' "$tmp/gm$1$2.yaml" >"$tmp/gm$1$2.b.yaml" || return 1
+  run_np 2 "$MPPLAN" exec -p "$tmp/gm$1$2.b.yaml" --steps 1 --warmup 0 --check -o "$tmp/gm$1$2.json" \
+    >"$tmp/gm$1$2.out" 2>&1 || { sed 's/^/# /' "$tmp/gm$1$2.out"; return 1; }
+  grads_within "$tmp/gm$1$2.json" "zero $1${2:+ ($2)}" "$tmp/gm$1$2.measured"
 }
 for z in 0 1 2 3; do
   ok "zero $z: measured gradient memory within 10% of the prediction" grad_mem $z
 done
-ok "zero 2 holds less gradient memory than zero 1" \
-  sh -c "[ \$(cat '$tmp/gm2.measured') -lt \$(cat '$tmp/gm1.measured') ]"
+ok "zero 1 under deepspeed (a shard of its own): measured gradient memory within 10%" \
+  grad_mem 1 deepspeed
+ok "zero 1 under megatron reduces in place: no more gradient memory than zero 0" \
+  sh -c "[ \$(cat '$tmp/gm1.measured') -le \$(cat '$tmp/gm0.measured') ]"
+ok "zero 2 holds less gradient memory than deepspeed's zero 1" \
+  sh -c "[ \$(cat '$tmp/gm2.measured') -lt \$(cat '$tmp/gm1deepspeed.measured') ]"
 
 # The MLP architecture: alternating column- and row-parallel dense layers.
 model=$top_srcdir/examples/models/mlp-1024.yaml

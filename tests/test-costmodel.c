@@ -736,7 +736,9 @@ test_costmodel_adam_zero_bytes (void **state)
       top[1] = MAX (top[1], bk[i].params);
   assert_true (nb > nl / 2 && top[1] > 0);
   double p = mem.params, flight = 2 * (top[0] + top[1]) + 2 * top[0] / dp;
-  /* ZeRO-1 keeps the full gradients and the reduced shard the optimizer reads. */
+  /* ZeRO-1 keeps the full gradients, and DeepSpeed's the reduced shard the optimizer reads
+   * apart from them (Megatron's lies in them: below). */
+  cfg.stack = MP_STACK_DEEPSPEED;
   const struct { guint zero; double w, g, o; } forms[] = {
     { 0, 2, 2, 12 }, { 1, 2, 2 + 2 / dp, 12 / dp },
     { 2, 2, 2 / dp + flight / p, 12 / dp }, { 3, 2 / dp, 2 / dp + flight / p, 12 / dp },
@@ -762,6 +764,14 @@ test_costmodel_adam_zero_bytes (void **state)
   mp_cost_stage_memory (ctx, &cfg, 0, &mem);
   mp_assert_close ((mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes - flight)
                    / mem.params, 16 / dp, 1e-12);
+  /* Megatron's distributed optimizer reduce-scatters in place (mp_stack_zero1_in_place):
+   * ZeRO-1 holds ZeRO-0's gradients, 4 + 12/dp in all. */
+  cfg.stack = MP_STACK_MEGATRON;
+  cfg.zero = 1;
+  mp_cost_stage_memory (ctx, &cfg, 0, &mem);
+  mp_assert_close (mem.grads_bytes, 2 * p, 1e-12);
+  mp_assert_close ((mem.weights_bytes + mem.grads_bytes + mem.optimizer_bytes) / mem.params,
+                   4 + 12 / dp, 1e-12);
   /* Megatron with bf16 accumulates gradients in fp32: 4 bytes. */
   cfg.zero = 0;
   cfg.fp32_grads = TRUE;
@@ -2628,6 +2638,45 @@ model_text (const char *yaml)
   return m;
 }
 
+/* MoE activations as Megatron-Core keeps them (mp_stack_gates_in_experts,
+ * mp_stack_fp8_saves_experts): its experts weight their rows by the gates, so the combine
+ * keeps none of the k expert rows a weighted combine keeps (nemo-automodel's: e h k bytes
+ * a token and MoE layer); under FP8 its grouped GEMMs keep their inputs (h k and ffn k
+ * elements) at 1 byte, and its attention projection's input (heads x head_dim) stays at
+ * 16 bits. One stage, tp 1, no recompute, balanced routing (load 1). */
+static void
+test_costmodel_moe_megatron_activations (void **state)
+{
+  (void) state;
+  const double layers = 2, h = 1024, heads = 16, d = 64, ffn = 512, k = 2, seq = 2048;
+  g_autoptr(MpModel) m = model_text (
+    "name: moe-act\narchitecture: transformer\nlayers: 2\nhidden: 1024\nheads: 16\n"
+    "ffn_hidden: 4096\nmoe_ffn_hidden: 512\nexperts: 8\nexperts_per_token: 2\n"
+    "vocab: 4096\nseq_len: 2048\nactivation: swiglu\nnorm: rmsnorm\nposition: rotary\n"
+    "bias: false\ntraining:\n  global_batch: 8\n  precision: bf16\n  optimizer: adam\n");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  MpStageMemory mg[2], am[2];
+  for (int f = 0; f < 2; f++)
+    {
+      cfg.fp8 = f;
+      cfg.stack = MP_STACK_MEGATRON;
+      mp_cost_stage_memory (ctx, &cfg, 0, &mg[f]);
+      cfg.stack = MP_STACK_NEMO_AUTOMODEL;
+      mp_cost_stage_memory (ctx, &cfg, 0, &am[f]);
+    }
+  assert_true (mp_stack_gates_in_experts (MP_STACK_MEGATRON));
+  assert_false (mp_stack_gates_in_experts (MP_STACK_NEMO_AUTOMODEL));
+  mp_assert_close (am[0].activations_bytes - mg[0].activations_bytes,
+                   layers * seq * 2 * h * k, 1e-12);
+  double fp8_mg = mg[0].activations_bytes - mg[1].activations_bytes;
+  double fp8_am = am[0].activations_bytes - am[1].activations_bytes;
+  mp_assert_close (fp8_mg - fp8_am, layers * seq * (h * k + ffn * k - heads * d), 1e-12);
+}
+
 /* A causal kernel with a sliding window computes the 128 x 128 blocks that meet the
  * band: counted here block by block, against the causal pairs it must at least cover,
  * and equal to the plain causal count once the window covers the sequence. */
@@ -3355,11 +3404,13 @@ test_cost_torchao_fp8 (void **state)
   mp_assert_close (st[1][1].optimizer_s, st[1][0].optimizer_s, 1e-12);
 }
 
-/* The loss's precision of the stack (acc16b): llm-foundry's fused cross-entropy keeps the
- * bf16 logits (2 bytes each) where the others keep an fp32 softmax (4), and its gradient
- * is bf16 where theirs is fp32 after the bf16 logits (4 + 2): the mechanism that lets
- * llm-foundry's published MPT-760m (micro-batch 24) and MPT-3b (A100 40 GB) runs fit. One stage of a GPT whose
- * logits outweigh the backward buffers, at tp 2 (the vocabulary is split), micro-batch 4. */
+/* The loss's precision of the stack (acc16b): llm-foundry's fused cross-entropy (and
+ * Transformer Engine's, as Megatron-Bridge runs megatron) keeps the bf16 logits (2 bytes
+ * each) where torchtitan keeps an fp32 softmax (4), and its gradient is bf16 where
+ * torchtitan's is fp32 after the bf16 logits (4 + 2): the mechanism that lets
+ * llm-foundry's published MPT-760m (micro-batch 24) and MPT-3b (A100 40 GB) runs fit. One
+ * stage of a GPT whose logits outweigh the backward buffers, at tp 2 (the vocabulary is
+ * split), micro-batch 4. */
 static void
 test_cost_stack_fused_loss_memory (void **state)
 {
@@ -3372,10 +3423,15 @@ test_cost_stack_fused_loss_memory (void **state)
   mp_parallel_config_init (&cfg);
   cfg.tp = tp;
   cfg.micro_batch_size = mb;
-  MpStageMemory mg, lf;
+  MpStageMemory mg, lf, meg;
+  cfg.stack = MP_STACK_TORCHTITAN;
   mp_cost_stage_memory (ctx, &cfg, 0, &mg);
   cfg.stack = MP_STACK_LLM_FOUNDRY;
   mp_cost_stage_memory (ctx, &cfg, 0, &lf);
+  cfg.stack = MP_STACK_MEGATRON;
+  mp_cost_stage_memory (ctx, &cfg, 0, &meg);
+  mp_assert_close (meg.activations_bytes, lf.activations_bytes, 1e-15);
+  mp_assert_close (meg.transient_bytes, lf.transient_bytes, 1e-15);
   double logits = (double) mb * seq * vocab / tp;
   mp_assert_close (mg.activations_bytes - lf.activations_bytes, logits * (4 - 2), 1e-12);
   /* The transient peak is the larger of backward's buffers and the loss's: the fp32 path
@@ -3385,7 +3441,7 @@ test_cost_stack_fused_loss_memory (void **state)
   assert_true (mg.transient_bytes - lf.transient_bytes <= logits * 4 * (1 + 1e-12));
   assert_true (mp_stack_fused_loss (MP_STACK_LLM_FOUNDRY));
   assert_true (mp_stack_fused_loss (MP_STACK_NEMO_AUTOMODEL));
-  assert_false (mp_stack_fused_loss (MP_STACK_MEGATRON));
+  assert_true (mp_stack_fused_loss (MP_STACK_MEGATRON));
   assert_false (mp_stack_fused_loss (MP_STACK_TORCHTITAN));
   /* Weights, gradients and optimizer state do not depend on the loss. */
   mp_assert_close (lf.weights_bytes + lf.grads_bytes + lf.optimizer_bytes,
@@ -3395,8 +3451,10 @@ test_cost_stack_fused_loss_memory (void **state)
 /* FP8's saved activations (acc16b): Transformer Engine keeps each FP8 GEMM's input as the
  * FP8 tensor it cast, so a GPT block keeps 1 byte less per element of its four GEMM inputs
  * (Korthikanti's 2sbh for QKV, 2sbh for the projection, 2sbh for fc1, 8sbh for fc2: 14sbh
- * of bf16, 7sbh saved) under a stack that does (megatron) and not under torchtitan's
- * torchao float8, nor when full recompute keeps only the blocks' inputs. */
+ * of bf16, 7sbh saved) under a stack that does (llm-foundry's te.Linear), but the
+ * projection's under megatron, which keeps that input (the attention core's saved output)
+ * at 16 bits: 6sbh; not under torchtitan's torchao float8, nor when full recompute keeps
+ * only the blocks' inputs. */
 static void
 test_cost_stack_fp8_saved_activations (void **state)
 {
@@ -3407,15 +3465,23 @@ test_cost_stack_fp8_saved_activations (void **state)
   g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
   MpParallelConfig cfg;
   mp_parallel_config_init (&cfg);
-  MpStageMemory bf16, te, titan;
+  MpStageMemory bf16, te, lf, titan;
+  cfg.stack = MP_STACK_LLM_FOUNDRY;
   mp_cost_stage_memory (ctx, &cfg, 0, &bf16);
   cfg.fp8 = TRUE;
+  mp_cost_stage_memory (ctx, &cfg, 0, &lf);
+  cfg.stack = MP_STACK_MEGATRON;
   mp_cost_stage_memory (ctx, &cfg, 0, &te);
   cfg.stack = MP_STACK_TORCHTITAN;
   mp_cost_stage_memory (ctx, &cfg, 0, &titan);
-  mp_assert_close (bf16.activations_bytes - te.activations_bytes,
+  mp_assert_close (bf16.activations_bytes - lf.activations_bytes,
                    (double) layers * seq * 7 * hidden, 1e-12);
+  mp_assert_close (bf16.activations_bytes - te.activations_bytes,
+                   (double) layers * seq * 6 * hidden, 1e-12);
+  cfg.fp8 = FALSE;
+  mp_cost_stage_memory (ctx, &cfg, 0, &bf16);
   mp_assert_close (titan.activations_bytes, bf16.activations_bytes, 1e-15);
+  cfg.fp8 = TRUE;
   cfg.recompute = MP_RECOMPUTE_FULL;
   cfg.stack = MP_STACK_MEGATRON;
   mp_cost_stage_memory (ctx, &cfg, 0, &te);
@@ -3497,6 +3563,7 @@ main (void)
     cmocka_unit_test (test_costmodel_uneven_stage_times),
     cmocka_unit_test (test_costmodel_recompute_first_n),
     cmocka_unit_test (test_costmodel_selective_modules),
+    cmocka_unit_test (test_costmodel_moe_megatron_activations),
     cmocka_unit_test (test_costmodel_pipeline_in_flight),
     cmocka_unit_test (test_costmodel_memory_stages),
     cmocka_unit_test (test_costmodel_training_flops),
