@@ -281,20 +281,17 @@ moe_shape (const MpModel *model, const MpPlan *plan, AccResult *out)
 /* For a run no plan of which fits: OUT is the best plan honouring PINS on CLUSTER's
  * devices with 16 times their memory (over_memory), its capacity the real one. */
 static void
-overflowing_memory (const AccRun *run, const MpModel *model, const MpCluster *cluster,
+overflowing_memory (const AccRun *run, const MpModel *model, const MpCostContext *ctx,
                     const MpSearchOptions *opts, AccResult *out)
 {
-  g_autoptr(MpCluster) roomy = mp_cluster_copy (cluster);
-  for (guint i = 0; i < roomy->n_groups; i++)
-    roomy->groups[i].device.memory_bytes *= 16;
-  g_autoptr(MpCostContext) ctx = mp_cost_context_new (model, roomy, NULL);
-  g_autoptr(MpSearchResult) res = mp_planner_search (ctx, opts, NULL);
+  const double factor = 16;
+  g_autoptr(MpSearchResult) res = mp_planner_search_roomy (ctx, opts, factor, NULL);
   if (res == NULL || res->plans->len == 0)
     return;
   const MpPlan *best = g_ptr_array_index (res->plans, 0);
   out->plan = plan_summary (best);
   compare (run, best, out);
-  out->mem.capacity_bytes /= 16;
+  out->mem.capacity_bytes /= factor;
   moe_shape (model, best, out);
   out->planned = out->over_memory = TRUE;
 }
@@ -323,7 +320,7 @@ acc_run_predict (const AccRuns *runs, const AccRun *run, AccResult *out, GError 
                                      G_GUINT64_FORMAT " configs known to fit, %"
                                      G_GUINT64_FORMAT " fully costed, none honour them)",
                                      res->stats.feasible, res->stats.evaluated);
-      overflowing_memory (run, model, cluster, &opts, out);
+      overflowing_memory (run, model, ctx, &opts, out);
     }
   else
     {

@@ -318,7 +318,7 @@ report (PlanRun *r)
   if (res->plans->len == 0)
     {
       g_autofree char *why = r->pins && res->stats.feasible > 0
-                                 ? g_strdup_printf ("no plan honouring --fix %s fits", a->fix)
+                                 ? mp_plan_pinned_infeasible_text (res, ctx, &r->opts, a->fix)
                                  : mp_plan_infeasible_text (res, ctx);
       fprintf (stderr, "mpplan: %s: %s\n", model->name, why);
       return 3;

@@ -562,6 +562,13 @@ mp_cost_context_cluster (const MpCostContext *ctx)
   return ctx->cluster;
 }
 
+const MpCostProfile *
+mp_cost_context_profile (const MpCostContext *ctx)
+{
+  g_return_val_if_fail (ctx != NULL, NULL);
+  return ctx->profile;
+}
+
 const MpCostDevice *
 mp_cost_device (const MpCostContext *ctx, guint group)
 {

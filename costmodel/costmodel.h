@@ -281,6 +281,7 @@ const MpModel *mp_cost_context_model (const MpCostContext *ctx);
 /* The first layer equal to LAYER (its class): equal layers cost alike under any config. */
 guint mp_cost_layer_class_first (const MpCostContext *ctx, guint layer);
 const MpCluster *mp_cost_context_cluster (const MpCostContext *ctx);
+const MpCostProfile *mp_cost_context_profile (const MpCostContext *ctx);
 
 /* One kind of device of the cluster, as the cost model sees it (one per node group). */
 typedef struct {

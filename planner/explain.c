@@ -396,6 +396,47 @@ mp_plan_explain_text (const MpSearchResult *result, const MpCostContext *ctx, gb
   return g_string_free (s, FALSE);
 }
 
+/* Device memory multiples tried for a pinned plan that does not fit, smallest first: the
+ * first that holds one gives the plan that comes closest, and the last covers what the
+ * search's other choices leave (a pinned ZeRO-0 over many replicas). */
+static const double roomy_factors[] = { 1.25, 1.5, 2, 4, 16 };
+
+char *
+mp_plan_pinned_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx,
+                                const MpSearchOptions *opts, const char *pins_text)
+{
+  GString *s = g_string_new (NULL);
+  g_string_append_printf (s, "no plan honouring --fix %s fits", pins_text);
+  for (guint i = 0; i < G_N_ELEMENTS (roomy_factors); i++)
+    {
+      double f = roomy_factors[i];
+      g_autoptr(MpSearchResult) roomy = mp_planner_search_roomy (ctx, opts, f, NULL);
+      if (roomy == NULL || roomy->plans->len == 0)
+        continue;
+      const MpPlan *p = g_ptr_array_index (roomy->plans, 0);
+      MpPlan real = *p;
+      real.memory.capacity_bytes /= f;
+      g_autofree char *what = plan_phrase (p);
+      double usable = real.memory.capacity_bytes - real.memory.headroom_bytes;
+      g_string_append_printf (s, ": the best of them on devices with %gx the memory, %s, "
+                                 "needs ", f, what);
+      append_memory (s, &real);
+      if (usable > 0)
+        g_string_append_printf (s, " (%.2fx over)", p->memory.peak_bytes / usable);
+      break;
+    }
+  const MpPlan *free_best = result->stats.free_best;
+  if (free_best != NULL)
+    {
+      g_autofree char *what = plan_phrase (free_best);
+      g_string_append_printf (s, ".\nWithout the pins the best plan that fits is %s: step ",
+                              what);
+      append_units (s, "%s", free_best->step_s, MP_UNIT_SECONDS);
+    }
+  g_string_append (s, ".");
+  return g_string_free (s, FALSE);
+}
+
 char *
 mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx)
 {

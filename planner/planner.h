@@ -192,6 +192,12 @@ MpSearchResult *mp_planner_search (const MpCostContext *ctx, const MpSearchOptio
                                    GError **error);
 void mp_search_result_free (MpSearchResult *result);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (MpSearchResult, mp_search_result_free)
+/* The best plan honouring OPTS's pins on the context's devices given FACTOR times their
+ * memory (the same model and profile, one process, no headroom): what a pinned plan that
+ * does not fit would need. Its memory.capacity_bytes is the roomy devices'. Caller owns;
+ * NULL with ERROR as mp_planner_search. */
+MpSearchResult *mp_planner_search_roomy (const MpCostContext *ctx, const MpSearchOptions *opts,
+                                         double factor, GError **error);
 
 /* A search split over processes (MPI, through exec/): each packs its result; one merges
  * all the parts into the result a single process would have found. Pack: caller owns.
@@ -273,6 +279,11 @@ char **mp_plan_phrases (const MpPlan *const *plans, guint n);
 /* When nothing fits: the smallest footprint found, how far over it is, and what would
  * make a plan fit. Caller owns. */
 char *mp_plan_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx);
+/* When plans fit but none honouring the pins PINS_TEXT (RESULT's search, with OPTS): what
+ * the best of those needs (on roomier devices: mp_planner_search_roomy) against what the
+ * devices have, broken down, and the best plan without the pins. Caller owns. */
+char *mp_plan_pinned_infeasible_text (const MpSearchResult *result, const MpCostContext *ctx,
+                                      const MpSearchOptions *opts, const char *pins_text);
 /* ==== plan files (plan-io.c writes, plan-load.c reads) ================================ *
  * A plan as JSON (one object; keys in docs/json.md, SI base units) and as a versioned
  * YAML plan file (format in docs/plan-file.md) that `mpplan plan -o` writes and

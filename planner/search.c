@@ -1654,6 +1654,24 @@ pins_reason (const Search *s)
          : NULL;
 }
 
+MpSearchResult *
+mp_planner_search_roomy (const MpCostContext *ctx, const MpSearchOptions *opts, double factor,
+                         GError **error)
+{
+  g_return_val_if_fail (ctx != NULL && opts != NULL && factor >= 1, NULL);
+  g_autoptr(MpCluster) roomy = mp_cluster_copy (mp_cost_context_cluster (ctx));
+  for (guint i = 0; i < roomy->n_groups; i++)
+    roomy->groups[i].device.memory_bytes *= factor;
+  g_autoptr(MpCostContext) big = mp_cost_context_new (mp_cost_context_model (ctx), roomy,
+                                                      mp_cost_context_profile (ctx));
+  MpSearchOptions one = *opts;
+  one.top_k = 1;
+  one.shard = one.n_shards = 0;
+  one.share = NULL;
+  one.progress = NULL;
+  return mp_planner_search (big, &one, error);
+}
+
 void
 mp_search_result_free (MpSearchResult *result)
 {

@@ -130,6 +130,9 @@ ok "--fix that no split honours exits 2" status_is 2 "$MPPLAN" plan -m gpt3-1.3b
 ok "--fix whose plans do not fit exits 3" status_is 3 "$MPPLAN" plan -m llama3-8b \
   -c dgx-h100:1 --fix tp=1,pp=1,zero=0
 ok "... saying so" err_has 'no plan honouring --fix tp=1,pp=1,zero=0 fits'
+ok "... with what the best of them needs, broken down, and by how much it is over" \
+  err_has 'fits: the best of them on devices with [0-9.]*x the memory, .* needs [0-9.]* GiB per GPU of 79.65 GiB on stage 0: weights .*optimizer .*activations .*(.*x over)'
+ok "... and the best plan without the pins" err_has '^Without the pins the best plan that fits is .*: step '
 
 # Configurations published runs use (issue 14): Megatron-Core's uneven and interleaved
 # pipelines, recompute of the first N blocks, selective recompute with flash attention.
