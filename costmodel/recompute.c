@@ -7,12 +7,34 @@
  * rebuild it. An op belongs to a module by its kind and place in a block of the model IR
  * (model/model.c builds them): the attention core, the block's norms, the dense MLP's
  * fc1 / activation / fc2, the router and the expert ops of an MoE MLP, and ops named
- * "shared_..." for shared experts. And torchtitan's op-level policy, below. */
+ * "shared_..." for shared experts, and MLA's up projections: Megatron-Core's mla_up_proj
+ * (multi_latent_attention.py, qkv_up_proj_and_rope_apply under CheckpointWithoutOutput)
+ * re-runs the latents' norms (fused into linear_q_up_proj / linear_kv_up_proj), the up
+ * projections and rotary, keeping the latents, and discards its outputs once the core
+ * has read them. And torchtitan's op-level policy, below. */
 #define G_LOG_DOMAIN "mpplan-costmodel"
 #include "config.h"
 #include "costmodel/costmodel-private.h"
 
 #include <string.h>
+
+/* Is op I of LAYER in MLA's up-projection (model.c add_mla): the latents' norms and up
+ * projections, and the rotary of a layer that has them? */
+static gboolean
+mla_up_op (const MpLayer *layer, guint i)
+{
+  const char *name = layer->ops[i].name;
+  static const char *const up[] = { "q_norm", "kv_norm", "q_up", "kv_up" };
+  for (guint k = 0; k < G_N_ELEMENTS (up); k++)
+    if (strcmp (name, up[k]) == 0)
+      return TRUE;
+  if (strcmp (name, "rotary") != 0)
+    return FALSE;
+  for (guint k = 0; k < layer->n_ops; k++)
+    if (strcmp (layer->ops[k].name, "kv_up") == 0)
+      return TRUE;
+  return FALSE;
+}
 
 /* The module op OP of LAYER is part of (0: none), and whether it is the module's entry
  * (the op whose saved input is the checkpoint's input, kept). */
@@ -23,6 +45,11 @@ op_module (const MpLayer *layer, guint i, gboolean *entry)
   *entry = FALSE;
   if (layer->kind != MP_LAYER_BLOCK)
     return 0;
+  if (mla_up_op (layer, i))
+    {
+      *entry = op->kind == MP_OP_NORM;          /* the latents: the checkpoint's inputs */
+      return MP_RECOMPUTE_MLA_UP_PROJ;
+    }
   if (g_str_has_prefix (op->name, "shared_"))
     {
       *entry = i == 0 || !g_str_has_prefix (layer->ops[i - 1].name, "shared_");
@@ -192,6 +219,10 @@ cm_op_dropped (const MpLayer *layer, guint i, const MpParallelConfig *cfg, doubl
    * terms; with flash attention there are none to drop (its row statistics are all). */
   if (module == MP_RECOMPUTE_CORE_ATTN && (set & MP_RECOMPUTE_CORE_ATTN))
     *score = op->act_score_bytes;
+  /* mla_up_proj discards the Q, K and V the core keeps, rebuilding them for its backward. */
+  if (op->kind == MP_OP_ATTENTION && (set & MP_RECOMPUTE_MLA_UP_PROJ) && i > 0
+      && mla_up_op (layer, i - 1))
+    *split = op->act_bytes;
   /* Output-discarding: the op after a norm no longer keeps the norm's output (its
    * input), the op after the experts' activation no longer keeps that one's. */
   if (i > 0 && (set & MP_RECOMPUTE_LAYERNORM) && layer->ops[i - 1].kind == MP_OP_NORM)

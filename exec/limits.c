@@ -56,8 +56,8 @@ static const ExecLimit LIMITS[] = {
     uniform_mlp },
   { "uniform recompute (recompute_method=uniform) under ZeRO-3 (the program gathers one "
     "block's weights at a time, a group needs all of its own)", uniform_zero3 },
-  { "selective recompute of the whole MoE layer (moe) or torchtitan's op-level policy (op) "
-    "(recompute_modules)", other_modules },
+  { "selective recompute of the whole MoE layer (moe), of MLA's up projections "
+    "(mla_up_proj) or torchtitan's op-level policy (op) (recompute_modules)", other_modules },
 };
 
 /* What runs that a reader of the list might doubt, and what runs otherwise than the plan

@@ -214,10 +214,10 @@ mp_stack_per_expert_gemm_calls (MpStack stack)
 }
 
 static const char *const method_names[] = { "block", "uniform", NULL };
-/* Megatron's --recompute-modules names in its order (MpRecomputeModule bits), then
- * torchtitan's op-level policy. */
+/* The MpRecomputeModule bits' names: Megatron's --recompute-modules, torchtitan's
+ * op-level policy (op), then Megatron's mla_up_proj. */
 static const char *const module_names[] = { "core_attn", "layernorm", "mlp", "moe_act", "moe",
-                                            "shared_experts", "op", NULL };
+                                            "shared_experts", "op", "mla_up_proj", NULL };
 
 const char *
 mp_recompute_method_name (MpRecomputeMethod m)

@@ -59,7 +59,9 @@ typedef enum {
   MP_RECOMPUTE_OP = 1 << 6,              /* torchtitan's op-level policy (alone): a block
                                           * keeps its input, attention's output and every
                                           * other linear's output; the rest is re-run */
-  MP_RECOMPUTE_MODULES_ALL = (1 << 7) - 1
+  MP_RECOMPUTE_MLA_UP_PROJ = 1 << 7,     /* MLA's latent norms, up projections and rotary,
+                                          * their outputs (the core's Q, K, V) discarded */
+  MP_RECOMPUTE_MODULES_ALL = (1 << 8) - 1
 } MpRecomputeModule;
 
 typedef enum {

@@ -84,6 +84,11 @@ ok "selective modules it does not run are refused by name" sh -c "
     --fix recompute=selective,recompute_modules=op >/dev/null &&
   { '$MPPLAN' exec -p '$tmp/rsm.yaml' --steps 1 2>'$tmp/rsm.err'; [ \$? -eq 2 ]; } &&
   grep -q 'recompute_modules' '$tmp/rsm.err'"
+ok "... MLA's up-projection recompute (mla_up_proj) among them" sh -c "
+  '$MPPLAN' plan -q -m tiny-mla -b 4 -c '$data/cluster-host1.yaml' -o '$tmp/rmla.yaml' \
+    --fix recompute=selective,recompute_modules=mla_up_proj >/dev/null &&
+  { '$MPPLAN' exec -p '$tmp/rmla.yaml' --dry-run 2>'$tmp/rmla.err'; [ \$? -eq 2 ]; } &&
+  grep -q 'mla_up_proj' '$tmp/rmla.err'"
 # Four micro-batches for interleaving (two chunks per stage), two per data rank below.
 batch=4
 # The balanced interleaved split ([2, 1, 1, 2]: one block a chunk) runs in the plans above

@@ -1081,6 +1081,59 @@ share_norms_mlp (const MpOp *op)
   return op->kind == MP_OP_NORM || mlp ? 1 : 0;
 }
 
+/* mla_up_proj on an MLA block: the latents' norms, q_up, kv_up and rotary. */
+static double
+share_mla_up (const MpOp *op)
+{
+  static const char *const up[] = { "q_norm", "kv_norm", "q_up", "kv_up", "rotary" };
+  for (guint k = 0; k < G_N_ELEMENTS (up); k++)
+    if (strcmp (op->name, up[k]) == 0)
+      return 1;
+  return 0;
+}
+
+/* Megatron-Core's mla_up_proj (tiny-mla, one block, tp 1): the block keeps less by the up
+ * projections' inputs (the normed latents) and the core's Q, K, V, which it rebuilds
+ * before the core's backward, re-running the norms, q_up, kv_up and rotary forward; the
+ * latents themselves (the norms' inputs) stay kept. The name reads and writes back. */
+static void
+test_costmodel_mla_up_proj (void **state)
+{
+  (void) state;
+  g_autoptr(MpModel) m = model_ok ("tiny-mla");
+  g_autoptr(MpCluster) c = cluster_ok ("dgx-h100:1");
+  g_autoptr(MpCostContext) ctx = mp_cost_context_new (m, c, NULL);
+  const MpLayer *blk = &m->layers[1];
+  double dropped = 0;
+  for (guint i = 0; i < blk->n_ops; i++)
+    {
+      const MpOp *op = &blk->ops[i];
+      if (!strcmp (op->name, "q_up") || !strcmp (op->name, "kv_up"))
+        dropped += op->act_rep_bytes + op->act_bytes;
+      if (op->kind == MP_OP_ATTENTION)
+        dropped += op->act_bytes;
+    }
+  MpParallelConfig cfg;
+  mp_parallel_config_init (&cfg);
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  double all = mp_cost_layer_activation_bytes (ctx, &cfg, 1);
+  cfg.recompute = MP_RECOMPUTE_SELECTIVE;
+  cfg.recompute_modules = MP_RECOMPUTE_MLA_UP_PROJ;
+  assert_true (mp_parallel_config_check (&cfg, m, c, NULL));
+  double kept = mp_cost_layer_activation_bytes (ctx, &cfg, 1);
+  assert_true (dropped > 0);
+  mp_assert_close (all - kept, dropped * m->seq_len, 1e-12);
+  MpStageSpans spans;
+  mp_cost_stage_spans (ctx, &cfg, 0, &spans);
+  MpPhaseCost f, bw;
+  mp_cost_layer (ctx, &cfg, &spans, 1, &f, &bw);
+  double want = rerun_time (ctx, &cfg, &spans, share_mla_up);
+  assert_true (want > 0);
+  mp_assert_close (bw.recompute_s, want, 1e-12);
+  g_autofree char *name = mp_recompute_modules_name (MP_RECOMPUTE_MLA_UP_PROJ);
+  assert_string_equal (name, "mla_up_proj");
+}
+
 /* torchtitan's op-level policy on a Llama 3 8B block (q 4096, kv 1024): all but the
  * attention core, k's share of qkv, w3's half of fc1 and w2 (fc2). */
 static double
@@ -3564,6 +3617,7 @@ main (void)
     cmocka_unit_test (test_costmodel_recompute_first_n),
     cmocka_unit_test (test_costmodel_selective_modules),
     cmocka_unit_test (test_costmodel_moe_megatron_activations),
+    cmocka_unit_test (test_costmodel_mla_up_proj),
     cmocka_unit_test (test_costmodel_pipeline_in_flight),
     cmocka_unit_test (test_costmodel_memory_stages),
     cmocka_unit_test (test_costmodel_training_flops),
