@@ -1492,7 +1492,8 @@ op_row (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevic
 }
 
 /* mp_cost_op's figures for op I of LAYER, from ROWS (the layer's two rows, NULL till
- * asked; a memo started again takes the other with it) or costed into them. */
+ * asked; a memo started again takes the other with it) or costed into them: the memo's,
+ * good till the next call. */
 static const MpOpCost *
 op_cost (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *spans,
          guint layer, guint i, OpCell *rows[2])
@@ -1529,19 +1530,19 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
     {
       const MpOp *op = &l->ops[i];
       const CmOp *r = &cl->ops[i];
-      const MpOpCost oc = *op_cost (ctx, cfg, spans, layer, i, rows);
+      const MpOpCost *oc = op_cost (ctx, cfg, spans, layer, i, rows);
       double comm_before = fwd->tp_comm_s + fwd->ep_comm_s;
-      fwd->compute_s += oc.fwd.time_s;
-      fwd->flops += oc.fwd.flops;
-      fwd->bytes += oc.fwd.bytes;
-      fwd->model_flops += oc.model_fwd_flops;
-      bwd->compute_s += oc.bwd.time_s;
-      bwd->flops += oc.bwd.flops;
-      bwd->bytes += oc.bwd.bytes;
-      bwd->model_flops += op->fwd_flops > 0 ? oc.model_fwd_flops * op->bwd_flops / op->fwd_flops
-                                            : 0;
+      fwd->compute_s += oc->fwd.time_s;
+      fwd->flops += oc->fwd.flops;
+      fwd->bytes += oc->fwd.bytes;
+      fwd->model_flops += oc->model_fwd_flops;
+      bwd->compute_s += oc->bwd.time_s;
+      bwd->flops += oc->bwd.flops;
+      bwd->bytes += oc->bwd.bytes;
+      bwd->model_flops += op->fwd_flops > 0
+                          ? oc->model_fwd_flops * op->bwd_flops / op->fwd_flops : 0;
       if (cfg->tp > 1 && !(r->expert && cm_expert_grid (cfg)))
-        tp_collectives (ctx, cfg, spans, r, &oc, fwd, bwd);
+        tp_collectives (ctx, cfg, spans, r, oc, fwd, bwd);
       if (r->a2a_width > 0)
         moe_dispatch (ctx, cfg, spans, r, fwd, bwd);
       double share = cm_op_recompute_share (l, i, cfg);
@@ -1552,11 +1553,11 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
           double comm = fwd->tp_comm_s + fwd->ep_comm_s - comm_before;
           if (mp_recompute_modules_of (cfg) == MP_RECOMPUTE_OP)
             comm = 0;
-          again_s += share * oc.fwd.time_s + comm;
-          again_flops += share * oc.fwd.flops;
+          again_s += share * oc->fwd.time_s + comm;
+          again_flops += share * oc->fwd.flops;
         }
       if (op->kind == MP_OP_ATTENTION && cfg->cp > 1)
-        cp_exchange (ctx, cfg, dev, spans, op, &oc, fwd, bwd);
+        cp_exchange (ctx, cfg, dev, spans, op, oc, fwd, bwd);
     }
   ep_overlap (ctx, cfg, dev, fwd, bwd);
   zero_overlap (ctx, cfg, spans, layer, fwd, bwd);
