@@ -1454,6 +1454,66 @@ cp_exchange (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCost
   bwd->cp_comm_s += MAX (0, steps * (step2 - oc->bwd.time_s / cp));
 }
 
+/* ---- the op memo ----------------------------------------------------------------------
+ * A layer-memo miss costs every op of the layer again, though mp_cost_op reads few of the
+ * configuration's fields: tp, cp, the micro-batch, sequence parallelism, fp8, flash
+ * attention, the stack and torch.compile, and for an expert op (CmOp.expert) ep and etp
+ * too; never the dispatcher, recompute, ZeRO or the spans beyond their device. So one
+ * row per layer class and kind of op (expert or not) under those fields keeps the ops'
+ * costs across the expert grids and dispatchers that the layer memo keeps apart (issue
+ * 15: deepseek-v3's attention, norms, router and shared expert were costed again for
+ * each grid, its experts for each dispatcher). A key holds every input mp_cost_op reads
+ * that a layer class fixes not, so a hit is the very result a call would give. */
+#define OP_MEMO_WORDS 13
+
+typedef struct {
+  MpOpCost cost;
+  gboolean have;
+} OpCell;
+
+/* The row of LAYER's class and kind EXPERT under CFG on DEV in CTX's op memo, made (empty)
+ * when missing. */
+static OpCell *
+op_row (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpCostDevice *dev,
+        guint layer, gboolean expert)
+{
+  const guint64 key[OP_MEMO_WORDS] = { ctx->layers[layer].class_id, expert, cfg->tp, cfg->cp,
+                                       cfg->micro_batch_size, cfg->sequence_parallel,
+                                       cfg->fp8, cfg->flash_attention, cfg->stack,
+                                       cfg->compile, GPOINTER_TO_SIZE (dev),
+                                       expert ? cfg->ep : 0,
+                                       expert ? mp_parallel_config_etp (cfg) : 0 };
+  MpCostContext *memo = (MpCostContext *) ctx;          /* the memo only: see its field */
+  OpCell *row = cm_memo_get (memo->op_memo, key, OP_MEMO_WORDS);
+  if (row == NULL)
+    row = cm_memo_put (&memo->op_memo, key, OP_MEMO_WORDS, NULL,
+                       MAX (ctx->model->layers[layer].n_ops, 1u) * sizeof *row);
+  return row;
+}
+
+/* mp_cost_op's figures for op I of LAYER, from ROWS (the layer's two rows, NULL till
+ * asked; a memo started again takes the other with it) or costed into them: the memo's,
+ * good till the next call. */
+static const MpOpCost *
+op_cost (const MpCostContext *ctx, const MpParallelConfig *cfg, const MpStageSpans *spans,
+         guint layer, guint i, OpCell *rows[2])
+{
+  gboolean expert = ctx->layers[layer].ops[i].expert;
+  if (rows[expert] == NULL)
+    {
+      rows[expert] = op_row (ctx, cfg, spans->device, layer, expert);
+      if (cm_memo_size (ctx->op_memo) == 1)
+        rows[!expert] = NULL;
+    }
+  OpCell *cell = &rows[expert][i];
+  if (!cell->have)
+    {
+      mp_cost_op (ctx, cfg, spans, layer, i, &cell->cost);
+      cell->have = TRUE;
+    }
+  return &cell->cost;
+}
+
 /* mp_cost_layer's figures, computed (mp_cost_layer memoizes them). */
 static void
 layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
@@ -1463,26 +1523,26 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
   const CmLayer *cl = &ctx->layers[layer];
   const MpCostDevice *dev = spans->device;
   double again_s = 0, again_flops = 0;   /* selective: the forward work re-run */
+  OpCell *rows[2] = { NULL, NULL };
   memset (fwd, 0, sizeof *fwd);
   memset (bwd, 0, sizeof *bwd);
   for (guint i = 0; i < l->n_ops; i++)
     {
       const MpOp *op = &l->ops[i];
       const CmOp *r = &cl->ops[i];
-      MpOpCost oc;
-      mp_cost_op (ctx, cfg, spans, layer, i, &oc);
+      const MpOpCost *oc = op_cost (ctx, cfg, spans, layer, i, rows);
       double comm_before = fwd->tp_comm_s + fwd->ep_comm_s;
-      fwd->compute_s += oc.fwd.time_s;
-      fwd->flops += oc.fwd.flops;
-      fwd->bytes += oc.fwd.bytes;
-      fwd->model_flops += oc.model_fwd_flops;
-      bwd->compute_s += oc.bwd.time_s;
-      bwd->flops += oc.bwd.flops;
-      bwd->bytes += oc.bwd.bytes;
-      bwd->model_flops += op->fwd_flops > 0 ? oc.model_fwd_flops * op->bwd_flops / op->fwd_flops
-                                            : 0;
+      fwd->compute_s += oc->fwd.time_s;
+      fwd->flops += oc->fwd.flops;
+      fwd->bytes += oc->fwd.bytes;
+      fwd->model_flops += oc->model_fwd_flops;
+      bwd->compute_s += oc->bwd.time_s;
+      bwd->flops += oc->bwd.flops;
+      bwd->bytes += oc->bwd.bytes;
+      bwd->model_flops += op->fwd_flops > 0
+                          ? oc->model_fwd_flops * op->bwd_flops / op->fwd_flops : 0;
       if (cfg->tp > 1 && !(r->expert && cm_expert_grid (cfg)))
-        tp_collectives (ctx, cfg, spans, r, &oc, fwd, bwd);
+        tp_collectives (ctx, cfg, spans, r, oc, fwd, bwd);
       if (r->a2a_width > 0)
         moe_dispatch (ctx, cfg, spans, r, fwd, bwd);
       double share = cm_op_recompute_share (l, i, cfg);
@@ -1493,11 +1553,11 @@ layer_cost (const MpCostContext *ctx, const MpParallelConfig *cfg,
           double comm = fwd->tp_comm_s + fwd->ep_comm_s - comm_before;
           if (mp_recompute_modules_of (cfg) == MP_RECOMPUTE_OP)
             comm = 0;
-          again_s += share * oc.fwd.time_s + comm;
-          again_flops += share * oc.fwd.flops;
+          again_s += share * oc->fwd.time_s + comm;
+          again_flops += share * oc->fwd.flops;
         }
       if (op->kind == MP_OP_ATTENTION && cfg->cp > 1)
-        cp_exchange (ctx, cfg, dev, spans, op, &oc, fwd, bwd);
+        cp_exchange (ctx, cfg, dev, spans, op, oc, fwd, bwd);
     }
   ep_overlap (ctx, cfg, dev, fwd, bwd);
   zero_overlap (ctx, cfg, spans, layer, fwd, bwd);

@@ -538,6 +538,7 @@ mp_cost_context_free (MpCostContext *ctx)
   cm_memo_free (ctx->span_memo);
   cm_memo_free (ctx->gemm_memo);
   cm_memo_free (ctx->coll_memo);
+  cm_memo_free (ctx->op_memo);
   cm_bucket_slots_free (ctx->bucket_slots);
   cm_floor_slot_free (ctx->floor_slot);
   g_free (ctx);

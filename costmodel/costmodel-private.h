@@ -117,6 +117,7 @@ struct _MpCostContext {
   CmMemo *span_memo;              /* the same for mp_cost_stage_spans (context.c) */
   CmMemo *gemm_memo;              /* ... for a GEMM shape on a device of devices (compute.c) */
   CmMemo *coll_memo;              /* ... for a collective's time from one (compute.c) */
+  CmMemo *op_memo;                /* ... for a layer class's ops (compute.c, op_row) */
   CmBucketSlot *bucket_slots;     /* the last buckets of each stage (memory.c) */
   CmFloorSlot *floor_slot;        /* the memory floor's last layer terms (memory.c) */
 };

@@ -15,6 +15,7 @@
 #include "planner/planner-private.h"
 #include "common/error.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1120,6 +1121,67 @@ branch_cmp (const void *a, const void *b)
   return x->outer < y->outer ? -1 : x->outer > y->outer;
 }
 
+/* A key that orders as bound X does (-0 as +0): its bits, the sign's flipped for a
+ * positive value, all of them for a negative one. */
+static guint64
+bound_bits (double x)
+{
+  guint64 u;
+  x = x == 0 ? 0 : x;
+  memcpy (&u, &x, sizeof u);
+  return u >> 63 ? ~u : u | G_GUINT64_CONSTANT (1) << 63;
+}
+
+/* Sorts ORDER[N] as qsort with branch_cmp would: by bound, then as met. The branches come
+ * as met (outer rising), so a stable sort by bound alone does it: a least-significant
+ * digit radix sort on bound_bits, a byte a pass, skipping the bytes that all keys share
+ * (deepseek-v3 on 1024 H100s: 943k branches, which qsort's merge sort took 0.9 G
+ * instructions to order). Out of that order, or with a NaN bound, qsort. */
+static void
+sort_branches (BranchOrder *order, guint n)
+{
+  gboolean radix = TRUE;
+  for (guint i = 0; i < n && radix; i++)
+    radix = !isnan (order[i].bound) && (i == 0 || order[i - 1].outer < order[i].outer);
+  if (!radix)
+    {
+      qsort (order, n, sizeof *order, branch_cmp);
+      return;
+    }
+  g_autofree guint64 *keys = g_new (guint64, 2 * (gsize) MAX (n, 1u));
+  g_autofree BranchOrder *spare = g_new (BranchOrder, MAX (n, 1u));
+  guint64 *key = keys, *key_to = keys + n;
+  BranchOrder *from = order, *to = spare;
+  for (guint i = 0; i < n; i++)
+    key[i] = bound_bits (order[i].bound);
+  for (guint shift = 0; n > 1 && shift < 64; shift += 8)
+    {
+      guint at[256] = { 0 };
+      for (guint i = 0; i < n; i++)
+        at[(key[i] >> shift) & 0xff]++;
+      if (at[(key[0] >> shift) & 0xff] == n)
+        continue;
+      for (guint d = 0, sum = 0; d < 256; d++)
+        {
+          guint c = at[d];
+          at[d] = sum;
+          sum += c;
+        }
+      for (guint i = 0; i < n; i++)
+        {
+          guint j = at[(key[i] >> shift) & 0xff]++;
+          key_to[j] = key[i];
+          to[j] = from[i];
+        }
+      guint64 *k = key;
+      key = key_to, key_to = k;
+      BranchOrder *b = from;
+      from = to, to = b;
+    }
+  if (from != order)
+    memcpy (order, from, n * sizeof *order);
+}
+
 /* The shard of the layer-cost choice met O-th: dealt back and forth in the order met (0 1
  * 1 0 0 1 ... on two), which spreads the costly choices evenly where they come in runs
  * (choices met in turn are alike), without counting them first. gpt3-175b on 1024 A100s
@@ -1358,7 +1420,7 @@ search_branches (Search *s)
       const Branch *b = &g_array_index (s->branches, Branch, i);
       order[i] = (BranchOrder) { b->bound, b->outer, i };
     }
-  qsort (order, n, sizeof *order, branch_cmp);
+  sort_branches (order, n);
   for (guint i = 0; i < n && share_cutoffs (s); i++)
     search_branch (s, order[i].index);
   g_free (order);
